@@ -1,0 +1,125 @@
+/* allocator.h: the caching allocator's public interface (PyTorch's CUDACachingAllocator rules).
+ * Locking: one lock per device inside; pointer lookups do not serialize devices. Callers hold no
+ *   cuprof lock when calling in.
+ * Hot path: allocator_malloc/allocator_free are the hot path: no malloc, I/O or logging inside
+ *   the device lock. */
+#ifndef CUPROF_ALLOCATOR_H
+#define CUPROF_ALLOCATOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/alloc_config.h"
+#include "allocator/device_ops.h"
+#include "allocator/trace_sink.h"
+#include "stats/memory_stats.h"
+
+struct allocator;
+
+/* Creates an allocator for `device_count` devices. `config`, `ops` and `sink` are copied; `sink`
+ * may be NULL (no trace). Returns NULL when host memory runs out. */
+struct allocator *allocator_create(const struct alloc_config *config, const struct device_ops *ops,
+                                   const struct trace_sink *sink, int device_count);
+/* Frees cuprof's bookkeeping only: device memory is not returned (at exit the driver may be gone).
+ */
+void allocator_destroy(struct allocator *alloc);
+
+/* Serves `size` bytes on `device` for `stream`. `stack_id` is kept on the block (0 = none).
+ * Returns 0 and sets *addr (NULL-equivalent 0 for size 0), -CUPROF_ENOMEM after PyTorch's retry
+ * sequence failed (the `oom` event was recorded), or a positive backend error. */
+__attribute__((warn_unused_result)) int allocator_malloc(struct allocator *alloc, int device,
+                                                         size_t size, uint64_t stream,
+                                                         uint32_t stack_id, uint64_t *addr);
+/* Frees a block this allocator handed out. Blocks used on other streams (allocator_record_stream)
+ * become free_requested now and free_completed when their events complete. Returns
+ * -CUPROF_ENOTOWNED for a pointer it does not own (including a double free). */
+__attribute__((warn_unused_result)) int allocator_free(struct allocator *alloc, uint64_t addr,
+                                                       uint32_t stack_id);
+/* Stream-ordered free (cudaFreeAsync): the block may be reused on its own stream at once, and on
+ * other streams once an event recorded on `stream` now has completed. */
+__attribute__((warn_unused_result)) int allocator_free_on_stream(struct allocator *alloc,
+                                                                 uint64_t addr, uint64_t stream,
+                                                                 uint32_t stack_id);
+/* PyTorch's recordStream(): the block at addr is also used on `stream`. */
+__attribute__((warn_unused_result)) int allocator_record_stream(struct allocator *alloc,
+                                                                uint64_t addr, uint64_t stream);
+
+/* Records a device allocation made outside the cache (managed, VMM, the driver's own async pool,
+ * or every allocation in trace mode's caller) as a one-block segment tagged with `pool`
+ * (enum trace_pool): segment_alloc + alloc events and the stats, never cached. */
+int allocator_track_external(struct allocator *alloc, int device, uint64_t addr, size_t size,
+                             uint64_t stream, uint8_t pool, uint32_t stack_id);
+/* Forgets an external allocation (free_requested + free_completed + segment_free). Returns
+ * -CUPROF_ENOTOWNED when addr is not a tracked external allocation. */
+int allocator_untrack_external(struct allocator *alloc, uint64_t addr, uint32_t stack_id);
+
+/* True when addr lies inside a block this allocator handed out and not yet freed; fills the
+ * block's device, base address and size (for cuMemGetAddressRange/cuPointerGetAttribute). */
+bool allocator_lookup(struct allocator *alloc, uint64_t addr, int *device, uint64_t *block_addr,
+                      size_t *block_size);
+
+/* Releases every fully free cached segment of one device (-1: all devices). */
+int allocator_empty_cache(struct allocator *alloc, int device);
+/* Drops every block of `device` without calling the device (after a context reset the driver
+ * already freed them). */
+void allocator_forget_device(struct allocator *alloc, int device);
+/* Polls pending events now (also done at the start of every malloc). */
+void allocator_process_events(struct allocator *alloc, int device);
+/* PyTorch's set_per_process_memory_fraction. */
+int allocator_set_memory_fraction(struct allocator *alloc, int device, double fraction);
+
+/* Copies of the per-device counters (PyTorch's memory_stats), and their resets. */
+void allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *out);
+void allocator_reset_peak_stats(struct allocator *alloc, int device);
+void allocator_reset_accumulated_stats(struct allocator *alloc, int device);
+/* Bytes cached but not allocated (what cudaMemGetInfo must still count as used). */
+size_t allocator_reserved_bytes(struct allocator *alloc, int device);
+
+/* PyTorch's OOM message for the last OOM on `device`, written into buf (always NUL-terminated). */
+void allocator_last_oom_message(struct allocator *alloc, int device, char *buf, size_t len);
+
+int allocator_device_count(const struct allocator *alloc);
+
+/* ---- Consistent copies for snapshots. The dumper locks one device, copies the block table (and
+ * the trace ring, which the sink fills under the same lock), then unlocks and works outside. */
+enum block_state {
+    BLOCK_INACTIVE = 0,
+    BLOCK_ACTIVE_ALLOCATED = 1,
+    BLOCK_ACTIVE_PENDING_FREE = 2,
+};
+
+struct block_info {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t requested_size;
+    uint32_t stack_id;
+    uint8_t state; /* enum block_state */
+};
+
+struct segment_info {
+    uint64_t addr;
+    uint64_t total_size;
+    uint64_t stream;
+    uint32_t stack_id;    /* stack of the segment's allocation */
+    uint32_t first_block; /* index into the block array */
+    uint32_t block_count;
+    uint8_t is_small; /* segment_type "small" vs "large" */
+    uint8_t pool;     /* enum trace_pool */
+};
+
+void allocator_lock_device(struct allocator *alloc, int device);
+void allocator_unlock_device(struct allocator *alloc, int device);
+/* With the device lock held: how many segments and blocks a copy needs. */
+void allocator_count_locked(struct allocator *alloc, int device, size_t *segments, size_t *blocks);
+/* With the device lock held: copies segments (sorted by address) and their blocks (address
+ * order). Returns -CUPROF_EINVAL if the arrays are too small (count again and retry). */
+int allocator_copy_locked(struct allocator *alloc, int device, struct segment_info *segments,
+                          size_t segment_cap, struct block_info *blocks, size_t block_cap,
+                          size_t *segment_count, size_t *block_count);
+
+/* Debug/test: walks every invariant (blocks tile segments, free neighbours merged, free sets
+ * ordered, stats equal a recount). Returns 0 or writes the first violation into msg. */
+int allocator_check_invariants(struct allocator *alloc, char *msg, size_t msg_len);
+
+#endif

@@ -1,0 +1,31 @@
+/* device_ops.h: what the allocator asks of a device (segments, free memory, events, sync).
+ * Locking: implementations must be callable with the allocator's device lock held and must not
+ *   call back into the allocator.
+ * Hot path: segment_alloc/free only on a cache miss; event_* on stream-ordered frees. */
+#ifndef CUPROF_DEVICE_OPS_H
+#define CUPROF_DEVICE_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The allocator never names a CUDA function: preload/ implements these over the real driver,
+ * unit tests over an in-process fake. Every function returns 0 on success, -CUPROF_ENOMEM when
+ * the device is out of memory, or a positive backend error code that the allocator hands up
+ * unchanged. `device` is a device ordinal; `stream` is the raw stream handle value. */
+struct device_ops {
+    void *ctx;
+    int (*segment_alloc)(void *ctx, int device, size_t size, uint64_t *addr);
+    int (*segment_free)(void *ctx, int device, uint64_t addr, size_t size);
+    int (*mem_info)(void *ctx, int device, size_t *free_bytes, size_t *total_bytes);
+    /* Events: an opaque handle per recorded point in a stream. event_query returns 0 when the
+     * event completed, 1 when it is still pending, or an error. */
+    int (*event_create)(void *ctx, int device, void **event);
+    int (*event_record)(void *ctx, void *event, uint64_t stream);
+    int (*event_query)(void *ctx, void *event);
+    int (*event_synchronize)(void *ctx, void *event);
+    int (*event_destroy)(void *ctx, void *event);
+    /* Wait until all work queued on the device has finished. */
+    int (*synchronize)(void *ctx, int device);
+};
+
+#endif

@@ -1,0 +1,50 @@
+/* trace_sink.h: the allocator's events (PyTorch's trace-entry vocabulary) and where they go.
+ * Locking: `record` is called with the device's allocator lock held; it must not block, log,
+ *   call malloc or call back into the allocator.
+ * Hot path: yes, once per allocator event. */
+#ifndef CUPROF_TRACE_SINK_H
+#define CUPROF_TRACE_SINK_H
+
+#include <stdint.h>
+
+/* The order is part of the snapshot contract: snapshot/ maps each to PyTorch's action string. */
+enum trace_action {
+    TRACE_ALLOC,          /* "alloc": size = requested (unrounded) size */
+    TRACE_FREE_REQUESTED, /* "free_requested": size = requested size */
+    TRACE_FREE_COMPLETED, /* "free_completed": size = requested size */
+    TRACE_SEGMENT_ALLOC,  /* "segment_alloc": size = segment bytes */
+    TRACE_SEGMENT_FREE,   /* "segment_free": size = segment bytes */
+    TRACE_SEGMENT_MAP,    /* "segment_map": size = bytes mapped */
+    TRACE_SEGMENT_UNMAP,  /* "segment_unmap": size = bytes unmapped */
+    TRACE_OOM,            /* "oom": size = rounded request, device_free = free bytes */
+    TRACE_SNAPSHOT,       /* "snapshot": addr 0, size = total active bytes */
+    TRACE_ANNOTATE,       /* cuprof_annotate(label): addr 0, size 0, label id in `stack_id` */
+    TRACE_ACTION_COUNT
+};
+
+/* Segment pools a trace entry can be tagged with (managed and VMM memory are never cached). */
+enum trace_pool {
+    TRACE_POOL_DEFAULT = 0, /* the caching allocator's small/large pools */
+    TRACE_POOL_TRACE = 1,   /* trace mode: one block per device allocation */
+    TRACE_POOL_MANAGED = 2, /* cuMemAllocManaged / cudaMallocManaged */
+    TRACE_POOL_VMM = 3,     /* cuMemCreate / cuMemMap */
+    TRACE_POOL_ASYNC = 4,   /* the driver's own stream-ordered pool, passed through */
+};
+
+struct trace_event {
+    uint8_t action; /* enum trace_action */
+    uint8_t pool;   /* enum trace_pool */
+    int16_t device;
+    uint32_t stack_id; /* interned stack (0 = none), or the label id for TRACE_ANNOTATE */
+    uint64_t addr;
+    uint64_t size;
+    uint64_t stream;
+    uint64_t device_free; /* TRACE_OOM only */
+};
+
+struct trace_sink {
+    void *ctx;
+    void (*record)(void *ctx, const struct trace_event *event);
+};
+
+#endif
