@@ -1,0 +1,130 @@
+/* snapshot_model.h: one snapshot in memory (PyTorch 2.x `_snapshot()` plus cuprof's section), as
+ *   built by a live dump or by a reader, and consumed by the writers and by `cuprof`.
+ * Locking: none: a model is owned by one thread.
+ * Hot path: no (dump time and the command line only). */
+#ifndef CUPROF_SNAPSHOT_MODEL_H
+#define CUPROF_SNAPSHOT_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Flat arrays, not a tree: a 10^6-entry history is one array of compact entries, and frames and
+ * stacks are shared by index (the writers memoize them, as PyTorch's pickles do). */
+
+/* PyTorch's frame dict: {"name", "filename", "line"}. Strings live in the model's arena. */
+struct snap_frame {
+    const char *name;
+    const char *filename;
+    int64_t line;
+};
+
+/* A stack is a run of frame indices, innermost first. stacks[0] is always the empty stack, so a
+ * stack index of 0 means "frames: []". */
+struct snap_stack {
+    uint32_t first; /* index into snapshot.stack_frames */
+    uint32_t count;
+};
+
+struct snap_block {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t requested_size;
+    uint32_t stack; /* index into snapshot.stacks */
+    uint8_t state;  /* enum block_state (allocator/allocator.h) */
+};
+
+struct snap_segment {
+    int32_t device;
+    uint64_t addr;
+    uint64_t total_size;
+    uint64_t allocated_size;
+    uint64_t active_size;
+    uint64_t requested_size;
+    uint64_t stream;
+    bool is_small; /* segment_type "small" or "large" */
+    bool is_expandable;
+    int64_t pool_id[2];  /* segment_pool_id; (0, 0) for the default pool */
+    uint8_t cuprof_pool; /* enum trace_pool: cuprof's own tag (managed, VMM, trace, ...) */
+    uint32_t stack;
+    uint32_t first_block; /* index into snapshot.blocks; blocks in address order */
+    uint32_t block_count;
+};
+
+struct snap_entry {
+    uint8_t action; /* enum trace_action (allocator/trace_sink.h) */
+    uint8_t pool;   /* enum trace_pool */
+    bool has_time;
+    uint32_t stack; /* index into snapshot.stacks */
+    uint64_t addr;
+    uint64_t size;
+    uint64_t stream;
+    uint64_t device_free; /* oom only */
+    int64_t time_us;      /* microseconds since the Unix epoch */
+    const char *label;    /* annotate only (cuprof_annotate), else NULL */
+};
+
+struct snap_device_trace {
+    struct snap_entry *entries; /* oldest first */
+    size_t count;
+    uint64_t dropped; /* entries the ring overwrote before this dump */
+};
+
+/* One "key": int value pair (memory_stats with PyTorch's flat key names). */
+struct snap_stat {
+    const char *key;
+    int64_t value;
+};
+
+/* One "key": "value" pair (cuprof.config: every effective setting, as text). */
+struct snap_setting {
+    const char *key;
+    const char *value;
+};
+
+struct snap_allocator_settings {
+    const char *alloc_conf; /* "PYTORCH_CUDA_ALLOC_CONF": the raw settings string */
+    int64_t max_split_size; /* SIZE_MAX is written as -1, as PyTorch does */
+    double garbage_collection_threshold;
+    bool expandable_segments;
+    bool release_lock_on_cudamalloc;
+    uint32_t roundup_power2_divisions[16];
+};
+
+/* cuprof's own section ("cuprof" key); absent in snapshots PyTorch wrote. */
+struct snap_cuprof {
+    bool present;
+    const char *version;
+    const char *mode; /* "cache", "trace" or "off" */
+    const char *host;
+    int64_t pid;
+    int64_t rank; /* -1 when no rank variable was set */
+    const char **argv;
+    size_t argc;
+    struct snap_setting *config;
+    size_t config_count;
+    struct snap_stat **stats;  /* per device: an array of stats */
+    size_t *stats_count;       /* per device */
+    uint64_t *dropped_entries; /* per device (same as device_traces[d].dropped) */
+};
+
+struct snapshot {
+    struct snap_segment *segments; /* sorted by (device, addr) */
+    size_t segment_count;
+    struct snap_block *blocks;
+    size_t block_count;
+    struct snap_device_trace *device_traces;
+    size_t device_count;
+    struct snap_frame *frames;
+    size_t frame_count;
+    uint32_t *stack_frames; /* frame indices, referenced by snap_stack */
+    size_t stack_frame_count;
+    struct snap_stack *stacks; /* stacks[0] is the empty stack */
+    size_t stack_count;
+    bool has_allocator_settings;
+    struct snap_allocator_settings allocator_settings;
+    struct snap_cuprof cuprof;
+    struct snapshot_arena *arena; /* owns every string and array above */
+};
+
+#endif
