@@ -18,6 +18,9 @@ with tempfile.TemporaryDirectory() as tmp:
     cmd = [gcc, source, "-I" + cuda_inc, "-L" + libdir, "-lcudart", "-o", exe]
     if mode == "ptsz":
         cmd.insert(2, "-DCUDA_API_PER_THREAD_DEFAULT_STREAM")
+    dyn = subprocess.run(["readelf", "-d", runtime_lib], capture_output=True, text=True).stdout
+    if "libasan" in dyn:  # a sanitizer build: the program must load the ASan runtime first
+        cmd.insert(2, "-fsanitize=address,undefined")
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"compile failed: {' '.join(cmd)}\n{p.stderr}")
