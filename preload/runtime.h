@@ -1,0 +1,47 @@
+/* runtime.h: libcuprof's process-wide state (mode, allocator, trace ring, config), built once.
+ * Locking: built behind pthread_once; every field is read-only afterwards (no lock to read it).
+ * Hot path: runtime_get() is called by every intercepted call (one acquire load once warm). */
+#ifndef CUPROF_RUNTIME_H
+#define CUPROF_RUNTIME_H
+
+#include <stdbool.h>
+
+struct allocator;
+struct trace_ring;
+struct cuprof_config;
+
+/* CUPROF_MODE; the order matches the values list in preload/config.def. */
+enum cuprof_mode {
+    CUPROF_MODE_CACHE = 0, /* the caching allocator serves device requests */
+    CUPROF_MODE_TRACE = 1, /* every call goes to the device and is recorded */
+    CUPROF_MODE_OFF = 2,   /* pure pass-through */
+};
+
+struct cuprof_runtime { /* read-only after init */
+    enum cuprof_mode mode;
+    struct allocator *alloc;            /* set whenever runtime_get() returns non-NULL */
+    struct trace_ring *ring;            /* set whenever runtime_get() returns non-NULL */
+    const struct cuprof_config *config; /* every parsed CUPROF_* setting */
+    int device_count;
+};
+
+/* Lazy, thread-safe (pthread_once) init on the first intercepted call: configuration (exit 2 on
+ * a bad value), stacks, trace ring, allocator over the CUDA backend, signal trigger and dumper
+ * thread. Returns NULL to mean "pass through": off mode, no driver, or init failed (logged once).
+ * Must not be called while holding any cuprof lock. */
+struct cuprof_runtime *runtime_get(void);
+
+/* The allocator reported an out-of-memory on `device`: the first time (per process), writes a
+ * snapshot synchronously before the caller returns the error to the program. Call it outside
+ * every cuprof lock. */
+void runtime_notify_oom(int device);
+
+/* The parsed configuration, parsing it first if needed (exit 2 on a bad value). Never NULL. Safe
+ * in every mode, makes no CUDA call. */
+const struct cuprof_config *runtime_config(void);
+
+/* True when CUPROF_LOG allows a message of that level (debug > info > quiet). */
+bool runtime_log_info(void);
+bool runtime_log_debug(void);
+
+#endif
