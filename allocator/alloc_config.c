@@ -76,14 +76,21 @@ tokenize(struct config_parse *p, const char *text)
 
 /* `key:` followed by tokens [from, to) joined, as the user wrote them minus spaces. */
 static void
+item_text(const struct config_parse *p, const char *key, size_t from, size_t to, char *item,
+          size_t len)
+{
+    int n = snprintf(item, len, "%s", key);
+    if (from > 0 && from - 1 < p->count && strcmp(p->tok[from - 1], ":") == 0)
+        n += snprintf(item + n, len - (size_t)n, ":");
+    for (size_t i = from; i < to && i < p->count && (size_t)n < len; i++)
+        n += snprintf(item + n, len - (size_t)n, "%s", p->tok[i]);
+}
+
+static void
 bad_value(struct config_parse *p, const char *key, size_t from, size_t to, const char *what)
 {
     char item[256];
-    int n = snprintf(item, sizeof(item), "%s", key);
-    if (from > 0 && from - 1 < p->count && strcmp(p->tok[from - 1], ":") == 0)
-        n += snprintf(item + n, sizeof(item) - (size_t)n, ":");
-    for (size_t i = from; i < to && i < p->count && (size_t)n < sizeof(item); i++)
-        n += snprintf(item + n, sizeof(item) - (size_t)n, "%s", p->tok[i]);
+    item_text(p, key, from, to, item, sizeof(item));
     snprintf(p->err, p->err_len, "bad value \"%s\": expected %s", item, what);
 }
 
@@ -434,7 +441,9 @@ alloc_config_parse(const char *text, struct alloc_config *config, char *err, siz
         i++;
         rc = found->parse(p, key, &i, found->what, config);
         if (rc == 0 && i < p->count && strcmp(p->tok[i], ",") != 0) {
-            bad_value(p, key, key_at + 2, i + 1, "\",\" between settings");
+            char item[256];
+            item_text(p, key, key_at + 2, i, item, sizeof(item));
+            snprintf(err, err_len, "expected \",\" after \"%s\"", item);
             rc = -CUPROF_EINVAL;
         }
     }
