@@ -361,7 +361,7 @@ alloc_block_locked(struct alloc_device *dev, bool is_small, size_t alloc_size, u
 }
 
 /* PyTorch's alloc_found_block: split if asked, mark allocated, trace, stats. */
-static void
+static struct alloc_block *
 alloc_found_block_locked(struct alloc_device *dev, struct alloc_block *b, size_t size,
                          size_t orig_size, uint32_t stack_id, bool split)
 {
@@ -411,6 +411,7 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_block *b, size_t
     memory_stats_increase_pool(st->requested_bytes, sp, (int64_t)orig_size);
     if (b->size >= dev->config->max_split_size)
         memory_stats_increase(&st->oversize_allocations, 1);
+    return b;
 }
 
 /* PyTorch's OOM message, with cuprof as the owner of the cache. */
@@ -484,9 +485,8 @@ alloc_device_malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t 
             return rc;
     }
     alloc_device_note_stream_locked(dev, stream);
-    alloc_found_block_locked(dev, b, size, orig_size, stack_id,
-                             alloc_policy_should_split(cfg, b->is_small, b->size, size));
-    *out = b;
+    *out = alloc_found_block_locked(dev, b, size, orig_size, stack_id,
+                                    alloc_policy_should_split(cfg, b->is_small, b->size, size));
     return 0;
 }
 
