@@ -7,8 +7,22 @@
 #include "preload/real_cuda.h"
 #include "preload/shim_call.h"
 
-void
-shim_ctx_forget_device(int device)
+/* The program is tearing a context down: hand the device's free cached segments back while the
+ * context still exists (recorded as segment_free), so only blocks it still holds are dropped. */
+static void
+release_cache(int device)
+{
+    struct cuprof_runtime *rt = shim_call_runtime_if_ready();
+    if (guard_active() || rt == NULL || rt->alloc == NULL || device < 0 ||
+        device >= allocator_device_count(rt->alloc))
+        return;
+    guard_enter();
+    (void)allocator_empty_cache(rt->alloc, device);
+    guard_leave();
+}
+
+static void
+forget_only(int device)
 {
     struct cuprof_runtime *rt = shim_call_runtime_if_ready();
     if (guard_active() || rt == NULL || rt->alloc == NULL || device < 0 ||
@@ -20,6 +34,13 @@ shim_ctx_forget_device(int device)
     allocator_forget_device(rt->alloc, device);
     cuda_backend_forget_device(device);
     guard_leave();
+}
+
+void
+shim_ctx_forget_device(int device)
+{
+    release_cache(device);
+    forget_only(device);
 }
 
 CUresult
@@ -46,13 +67,14 @@ forget_if_inactive(const struct real_cuda *real, CUdevice dev)
     int active = 1;
     if (real->cuDevicePrimaryCtxGetState != NULL &&
         real->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
-        shim_ctx_forget_device(dev);
+        forget_only(dev);
 }
 
 CUresult
 shim_ctx_primary_release(CUdevice dev)
 {
     REAL_CUDA_OR_FAIL(real, cuDevicePrimaryCtxRelease_v1)
+    release_cache(dev); /* may be the last reference: nothing tells before the call */
     CUresult result = real->cuDevicePrimaryCtxRelease_v1(dev);
     if (result == CUDA_SUCCESS)
         forget_if_inactive(real, dev);
@@ -63,6 +85,7 @@ CUresult
 shim_ctx_primary_release_v2(CUdevice dev)
 {
     REAL_CUDA_OR_FAIL(real, cuDevicePrimaryCtxRelease_v2)
+    release_cache(dev); /* may be the last reference: nothing tells before the call */
     CUresult result = real->cuDevicePrimaryCtxRelease_v2(dev);
     if (result == CUDA_SUCCESS)
         forget_if_inactive(real, dev);
