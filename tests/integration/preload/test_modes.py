@@ -16,12 +16,28 @@ import sys
 import tempfile
 
 
+def sanitizer_preload():
+    """Under the ASan test setup the sanitizer runtimes must come first in LD_PRELOAD."""
+    if not os.environ.get("CUPROF_TEST_SANITIZED"):
+        return []
+    libs = []
+    for name in ("libasan.so", "libubsan.so"):
+        out = subprocess.run(["cc", "-print-file-name=" + name], capture_output=True, text=True)
+        if os.path.isabs(out.stdout.strip()):
+            libs.append(os.path.realpath(out.stdout.strip()))
+    return libs
+
+
 def run(cmd, ld_path, preload=None, extra_env=None):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("CUPROF_") and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
     env["LD_LIBRARY_PATH"] = ld_path
-    if preload:
-        env["LD_PRELOAD"] = preload
+    if os.environ.get("CUPROF_TEST_SANITIZED"):
+        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"
+    # Sanitizer runtimes first, in every run (the simulated driver is instrumented too).
+    libs = sanitizer_preload() + ([preload] if preload else [])
+    if libs:
+        env["LD_PRELOAD"] = ":".join(libs)
     env.update(extra_env or {})
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout, p.stderr
