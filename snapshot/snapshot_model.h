@@ -89,6 +89,8 @@ struct snap_allocator_settings {
     bool expandable_segments;
     bool release_lock_on_cudamalloc;
     uint32_t roundup_power2_divisions[16];
+    int64_t pinned_num_register_threads; /* PyTorch's pinned host allocator settings: 1, False */
+    bool pinned_use_cuda_host_register;
 };
 
 /* cuprof's own section ("cuprof" key); absent in snapshots PyTorch wrote. */
@@ -126,5 +128,46 @@ struct snapshot {
     struct snap_cuprof cuprof;
     struct snapshot_arena *arena; /* owns every string and array above */
 };
+
+/* ---- Building a model (snapshot_model.c). Every array grows only through these helpers; strings
+ * are interned in the model's arena. Fallible helpers return 0 or -CUPROF_EHOSTMEM. */
+
+/* A model with `device_count` empty device traces and stacks[0] = the empty stack; NULL on OOM. */
+struct snapshot *snapshot_create(size_t device_count);
+void snapshot_free(struct snapshot *snap);
+
+/* Grows device_traces (and the per-device cuprof arrays) to at least `device_count` devices. */
+__attribute__((warn_unused_result)) int snapshot_set_device_count(struct snapshot *snap,
+                                                                  size_t device_count);
+/* One shared copy per distinct string; invalid UTF-8 becomes U+FFFD. NULL on OOM. */
+const char *snapshot_intern(struct snapshot *snap, const char *s);
+const char *snapshot_intern_n(struct snapshot *snap, const char *s, size_t len);
+/* Deduplicated: the same (name, filename, line) gives the same index. */
+__attribute__((warn_unused_result)) int snapshot_add_frame(struct snapshot *snap, const char *name,
+                                                           const char *filename, int64_t line,
+                                                           uint32_t *index);
+/* Deduplicated: the same frame-index sequence gives the same stack index; count 0 gives 0. */
+__attribute__((warn_unused_result)) int
+snapshot_add_stack(struct snapshot *snap, const uint32_t *frames, size_t count, uint32_t *index);
+/* Appends a segment (its first_block/block_count are set here: blocks follow with add_block). */
+__attribute__((warn_unused_result)) int snapshot_add_segment(struct snapshot *snap,
+                                                             const struct snap_segment *segment);
+/* Appends a block to the last segment added. */
+__attribute__((warn_unused_result)) int snapshot_add_block(struct snapshot *snap,
+                                                           const struct snap_block *block);
+/* Appends a trace entry to device_traces[device] (grows the device count if needed). */
+__attribute__((warn_unused_result)) int snapshot_add_entry(struct snapshot *snap, size_t device,
+                                                           const struct snap_entry *entry);
+/* Makes room for `count` more entries on `device` (one allocation for a whole ring copy). */
+__attribute__((warn_unused_result)) int snapshot_reserve_entries(struct snapshot *snap,
+                                                                 size_t device, size_t count);
+/* cuprof section helpers (they set cuprof.present). Strings and arrays are copied. */
+__attribute__((warn_unused_result)) int snapshot_add_config(struct snapshot *snap, const char *key,
+                                                            const char *value);
+__attribute__((warn_unused_result)) int snapshot_set_argv(struct snapshot *snap,
+                                                          const char *const *argv, size_t argc);
+__attribute__((warn_unused_result)) int snapshot_set_stats(struct snapshot *snap, size_t device,
+                                                           const struct snap_stat *stats,
+                                                           size_t count);
 
 #endif

@@ -1,0 +1,181 @@
+/* emitter.h: a small streaming serializer interface (dict, list, tuple, key, int, string, bool,
+ *   none, float, memo references) with pickle and JSON implementations, buffered through a write
+ *   callback, so one walk of a snapshot model can produce either format without building a tree.
+ * Locking: none: an emitter belongs to the thread that writes one file.
+ * Hot path: no (dump time), but the per-value cost matters for 10^6-entry snapshots. */
+#ifndef CUPROF_EMITTER_H
+#define CUPROF_EMITTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define EMITTER_MAX_DEPTH 32
+#define EMITTER_BUFFER    (64u * 1024u)
+
+/* Objects a writer may memoize: each one is written once, then referred back to (pickle only). */
+enum emitter_memo {
+    EMITTER_MEMO_FRAME = 0, /* a frame dict, by frame index */
+    EMITTER_MEMO_STACK = 1, /* a frame list, by stack index */
+    EMITTER_MEMO_KINDS
+};
+
+struct emitter;
+
+struct emitter_ops {
+    void (*begin)(struct emitter *e, int kind); /* enum emitter_level_kind */
+    void (*end)(struct emitter *e);
+    void (*key)(struct emitter *e, const char *key, size_t len, bool literal);
+    void (*integer)(struct emitter *e, int64_t v);
+    void (*string)(struct emitter *e, const char *s, size_t len, bool literal);
+    void (*boolean)(struct emitter *e, bool v);
+    void (*none)(struct emitter *e);
+    void (*real)(struct emitter *e, double v);
+    bool (*memo_get)(struct emitter *e, enum emitter_memo kind, uint32_t id);
+    void (*memo_put)(struct emitter *e, enum emitter_memo kind, uint32_t id);
+    void (*finish)(struct emitter *e);
+};
+
+enum emitter_level_kind { EMITTER_DICT = 1, EMITTER_LIST = 2, EMITTER_TUPLE = 3 };
+
+struct emitter_level {
+    uint8_t kind;   /* enum emitter_level_kind */
+    uint32_t count; /* items (pairs for a dict) in the current batch (pickle) or so far (JSON) */
+    uint32_t total; /* items so far */
+};
+
+struct emitter {
+    const struct emitter_ops *ops;
+    int (*write)(void *ctx, const void *buf, size_t len); /* 0 or a negative -CUPROF_E* */
+    void *write_ctx;
+    int error; /* sticky: the first failure; every later call does nothing */
+    uint64_t bytes_written;
+    size_t len;
+    struct emitter_level levels[EMITTER_MAX_DEPTH];
+    int depth;                          /* levels in use */
+    uint32_t *memo[EMITTER_MEMO_KINDS]; /* pickle: memo index + 1 per object, 0 = not yet */
+    size_t memo_cap[EMITTER_MEMO_KINDS];
+    uint32_t memo_next;
+    const char *literal_keys[256]; /* pickle: memoized constant strings, by pointer */
+    uint32_t literal_memo[256];
+    unsigned char buf[EMITTER_BUFFER];
+};
+
+/* Emitters write through `write`; pass the number of distinct frames and stacks so pickle can
+ * memoize them (0 when unknown: objects are then written in full each time). NULL on OOM. */
+struct emitter *pickle_emitter_create(int (*write)(void *ctx, const void *buf, size_t len),
+                                      void *ctx, size_t frame_count, size_t stack_count);
+struct emitter *json_emitter_create(int (*write)(void *ctx, const void *buf, size_t len),
+                                    void *ctx);
+/* Writes the trailer and flushes; returns the first error seen (0 if none). */
+__attribute__((warn_unused_result)) int emitter_finish(struct emitter *e);
+void emitter_destroy(struct emitter *e);
+
+/* Buffered output shared by the implementations. */
+void emitter_flush(struct emitter *e);
+static inline void
+emitter_put(struct emitter *e, const void *p, size_t n)
+{
+    if (n > sizeof(e->buf) - e->len) {
+        emitter_flush(e);
+        if (n > sizeof(e->buf)) {
+            if (e->error == 0)
+                e->error = e->write(e->write_ctx, p, n);
+            e->bytes_written += n;
+            return;
+        }
+    }
+    memcpy(e->buf + e->len, p, n);
+    e->len += n;
+}
+static inline void
+emitter_put_byte(struct emitter *e, unsigned char c)
+{
+    if (e->len == sizeof(e->buf))
+        emitter_flush(e);
+    e->buf[e->len++] = c;
+}
+
+/* The interface a walker uses. Keys and strings marked `literal` are string constants that live
+ * for the whole write (pickle memoizes them by address). */
+static inline void
+emitter_begin_dict(struct emitter *e)
+{
+    e->ops->begin(e, EMITTER_DICT);
+}
+static inline void
+emitter_begin_list(struct emitter *e)
+{
+    e->ops->begin(e, EMITTER_LIST);
+}
+static inline void
+emitter_begin_tuple(struct emitter *e)
+{
+    e->ops->begin(e, EMITTER_TUPLE);
+}
+static inline void
+emitter_end(struct emitter *e)
+{
+    e->ops->end(e);
+}
+static inline void
+emitter_key(struct emitter *e, const char *literal_key)
+{
+    e->ops->key(e, literal_key, strlen(literal_key), true);
+}
+static inline void
+emitter_key_string(struct emitter *e, const char *key)
+{
+    e->ops->key(e, key, strlen(key), false);
+}
+static inline void
+emitter_int(struct emitter *e, int64_t v)
+{
+    e->ops->integer(e, v);
+}
+/* Unsigned values as PyTorch writes them: cast to int64 (SIZE_MAX becomes -1). */
+static inline void
+emitter_uint(struct emitter *e, uint64_t v)
+{
+    e->ops->integer(e, (int64_t)v);
+}
+static inline void
+emitter_string(struct emitter *e, const char *s)
+{
+    e->ops->string(e, s, strlen(s), false);
+}
+static inline void
+emitter_symbol(struct emitter *e, const char *literal)
+{
+    e->ops->string(e, literal, strlen(literal), true);
+}
+static inline void
+emitter_bool(struct emitter *e, bool v)
+{
+    e->ops->boolean(e, v);
+}
+static inline void
+emitter_none(struct emitter *e)
+{
+    e->ops->none(e);
+}
+static inline void
+emitter_float(struct emitter *e, double v)
+{
+    e->ops->real(e, v);
+}
+/* True when the object was already written: a back-reference was emitted in its place. Otherwise
+ * the caller writes it, calling emitter_memo_put right after its begin_dict/begin_list. */
+static inline bool
+emitter_memo_get(struct emitter *e, enum emitter_memo kind, uint32_t id)
+{
+    return e->ops->memo_get(e, kind, id);
+}
+static inline void
+emitter_memo_put(struct emitter *e, enum emitter_memo kind, uint32_t id)
+{
+    e->ops->memo_put(e, kind, id);
+}
+
+#endif

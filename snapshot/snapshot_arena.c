@@ -1,0 +1,214 @@
+/* snapshot_arena.c: chunked bump allocator and string interning for snapshot models. */
+#include "snapshot/snapshot_arena.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARENA_CHUNK (256u * 1024u)
+
+struct arena_chunk {
+    struct arena_chunk *next;
+    size_t size; /* usable bytes after the header */
+    size_t used;
+    _Alignas(16) unsigned char data[];
+};
+
+struct intern_slot {
+    uint64_t hash;
+    const char *str; /* NULL: empty slot */
+    size_t len;
+};
+
+struct snapshot_arena {
+    struct arena_chunk *chunks; /* newest first; allocation happens in the newest */
+    size_t bytes;
+    struct intern_slot *slots;
+    size_t slot_cap; /* power of two */
+    size_t slot_used;
+};
+
+struct snapshot_arena *
+snapshot_arena_create(void)
+{
+    return calloc(1, sizeof(struct snapshot_arena));
+}
+
+void
+snapshot_arena_destroy(struct snapshot_arena *arena)
+{
+    if (arena == NULL)
+        return;
+    struct arena_chunk *c = arena->chunks;
+    while (c != NULL) {
+        struct arena_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    free(arena->slots);
+    free(arena);
+}
+
+void *
+snapshot_arena_alloc(struct snapshot_arena *arena, size_t size)
+{
+    size = (size + 15u) & ~(size_t)15u;
+    if (size == 0)
+        size = 16;
+    struct arena_chunk *c = arena->chunks;
+    if (c == NULL || c->size - c->used < size) {
+        size_t want = size > ARENA_CHUNK / 4 ? size : ARENA_CHUNK;
+        if (want > SIZE_MAX - sizeof(struct arena_chunk))
+            return NULL;
+        struct arena_chunk *n = malloc(sizeof(struct arena_chunk) + want);
+        if (n == NULL)
+            return NULL;
+        n->size = want;
+        n->used = 0;
+        arena->bytes += sizeof(struct arena_chunk) + want;
+        if (c != NULL && want != ARENA_CHUNK) {
+            /* A big one-off block goes behind the current chunk, which keeps serving. */
+            n->next = c->next;
+            c->next = n;
+        } else {
+            n->next = c;
+            arena->chunks = n;
+        }
+        c = n;
+    }
+    void *p = c->data + c->used;
+    c->used += size;
+    memset(p, 0, size);
+    return p;
+}
+
+size_t
+snapshot_arena_bytes(const struct snapshot_arena *arena)
+{
+    return arena->bytes + arena->slot_cap * sizeof(struct intern_slot);
+}
+
+/* Length of the valid UTF-8 sequence at s[0..len), or 0 if it is not one. */
+static size_t
+utf8_seq(const unsigned char *s, size_t len)
+{
+    unsigned char c = s[0];
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        cp = c & 0x1fu;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        cp = c & 0x0fu;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        cp = c & 0x07u;
+    } else {
+        return 0;
+    }
+    if (n > len)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0u) != 0x80u)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3fu);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return n;
+}
+
+static uint64_t
+hash_bytes(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static bool
+intern_grow(struct snapshot_arena *arena)
+{
+    size_t cap = arena->slot_cap ? arena->slot_cap * 2 : 1024;
+    struct intern_slot *slots = calloc(cap, sizeof(*slots));
+    if (slots == NULL)
+        return false;
+    for (size_t i = 0; i < arena->slot_cap; i++) {
+        struct intern_slot *o = &arena->slots[i];
+        if (o->str == NULL)
+            continue;
+        size_t j = (size_t)o->hash & (cap - 1);
+        while (slots[j].str != NULL)
+            j = (j + 1) & (cap - 1);
+        slots[j] = *o;
+    }
+    free(arena->slots);
+    arena->slots = slots;
+    arena->slot_cap = cap;
+    return true;
+}
+
+const char *
+snapshot_arena_intern(struct snapshot_arena *arena, const char *s, size_t len)
+{
+    /* Replace invalid UTF-8 (and NULs, which a C string cannot hold) first. */
+    const unsigned char *u = (const unsigned char *)s;
+    char *fixed = NULL;
+    for (size_t i = 0; i < len;) {
+        size_t n = u[i] == 0 ? 0 : utf8_seq(u + i, len - i);
+        if (n == 0) {
+            fixed = malloc(len * 3 + 1);
+            break;
+        }
+        i += n;
+    }
+    if (fixed != NULL) {
+        size_t o = 0;
+        for (size_t i = 0; i < len;) {
+            size_t n = u[i] == 0 ? 0 : utf8_seq(u + i, len - i);
+            if (n == 0) {
+                memcpy(fixed + o, "\xef\xbf\xbd", 3);
+                o += 3;
+                i++;
+            } else {
+                memcpy(fixed + o, u + i, n);
+                o += n;
+                i += n;
+            }
+        }
+        s = fixed;
+        len = o;
+    }
+    if (arena->slot_used * 2 >= arena->slot_cap && !intern_grow(arena)) {
+        free(fixed);
+        return NULL;
+    }
+    uint64_t h = hash_bytes(s, len);
+    size_t j = (size_t)h & (arena->slot_cap - 1);
+    while (arena->slots[j].str != NULL) {
+        struct intern_slot *sl = &arena->slots[j];
+        if (sl->hash == h && sl->len == len && memcmp(sl->str, s, len) == 0) {
+            free(fixed);
+            return sl->str;
+        }
+        j = (j + 1) & (arena->slot_cap - 1);
+    }
+    char *copy = snapshot_arena_alloc(arena, len + 1);
+    if (copy == NULL) {
+        free(fixed);
+        return NULL;
+    }
+    memcpy(copy, s, len);
+    copy[len] = '\0';
+    free(fixed);
+    arena->slots[j] = (struct intern_slot){.hash = h, .str = copy, .len = len};
+    arena->slot_used++;
+    return copy;
+}

@@ -1,0 +1,305 @@
+/* stacks.c: unw_backtrace capture and a grow-only intern table of instruction-pointer arrays.
+ * Readers probe an open-addressing table without locks; writers take `insert_lock`, copy the
+ * stack into an mmap'd arena, publish it in the id directory and then in the table. A grown
+ * table replaces the old one atomically; the old one is never unmapped (a reader may be probing
+ * it), which costs at most the size of the final table again. */
+#define UNW_LOCAL_ONLY
+#include "snapshot/stacks.h"
+
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+
+struct stack_entry {
+    uint64_t hash;
+    uint32_t id;
+    uint32_t count;
+    uintptr_t ips[];
+};
+
+struct stack_table {
+    size_t mask; /* slots - 1; slots is a power of two */
+    _Atomic(struct stack_entry *) slots[];
+};
+
+#define DIR_PAGE_BITS       12u
+#define DIR_PAGE            ((size_t)1 << DIR_PAGE_BITS)
+#define DIR_TOP             ((size_t)4096)
+#define STACKS_MAX_COUNT    (DIR_TOP * DIR_PAGE - 1) /* ids are 1..16M-1 */
+#define TABLE_INITIAL_SLOTS ((size_t)4096)
+#define ARENA_CHUNK         ((size_t)1 << 20)
+#define SKIP_MAX            64u
+#define OWN_FRAMES          1 /* unw_backtrace's first frame is its caller, stacks_capture */
+
+static _Atomic int g_mode = STACKS_ALLOC;
+static _Atomic unsigned g_depth = STACKS_DEFAULT_DEPTH;
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_insert_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(struct stack_table *) g_table;
+static _Atomic uint32_t g_count;            /* ids 1..g_count are published */
+static struct stack_entry **g_dir[DIR_TOP]; /* protected by g_insert_lock (writes) */
+static char *g_arena_pos, *g_arena_end;     /* protected by g_insert_lock */
+static size_t g_table_used;                 /* protected by g_insert_lock */
+
+/* The executable range of the shared object holding this code, when it is not the main program
+ * (libcuprof.so): innermost frames inside it are cuprof's, never the application's. */
+static uintptr_t g_own_lo, g_own_hi;
+
+void
+stacks_configure(enum stack_mode mode, unsigned depth)
+{
+    if (mode >= STACKS_ALL && mode <= STACKS_NONE)
+        atomic_store(&g_mode, (int)mode);
+    if (depth == 0)
+        depth = STACKS_DEFAULT_DEPTH;
+    atomic_store(&g_depth, depth > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : depth);
+}
+
+enum stack_mode
+stacks_mode(void)
+{
+    return (enum stack_mode)atomic_load_explicit(&g_mode, memory_order_relaxed);
+}
+
+unsigned
+stacks_depth(void)
+{
+    return atomic_load_explicit(&g_depth, memory_order_relaxed);
+}
+
+static void *
+map_zeroed(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static struct stack_table *
+table_new(size_t slots)
+{
+    struct stack_table *t = map_zeroed(sizeof(*t) + slots * sizeof(t->slots[0]));
+    if (t != NULL)
+        t->mask = slots - 1;
+    return t;
+}
+
+static int
+own_range_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t self = (uintptr_t)data;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (start < lo)
+            lo = start;
+        if (start + ph->p_memsz > hi)
+            hi = start + ph->p_memsz;
+    }
+    if (self < lo || self >= hi)
+        return 0;
+    /* The first object dl_iterate_phdr reports is the main program: leave its frames alone. */
+    if (info->dlpi_name != NULL && info->dlpi_name[0] != '\0') {
+        g_own_lo = lo;
+        g_own_hi = hi;
+    }
+    return 1;
+}
+
+static void
+stacks_init(void)
+{
+    atomic_store(&g_table, table_new(TABLE_INITIAL_SLOTS));
+    dl_iterate_phdr(own_range_cb, (void *)(uintptr_t)&stacks_init);
+}
+
+static uint64_t
+stack_hash(const uintptr_t *ips, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15u ^ n;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ ips[i]) * 0xff51afd7ed558ccdu;
+        h ^= h >> 32;
+    }
+    return h;
+}
+
+static struct stack_entry *
+table_find(struct stack_table *t, uint64_t h, const uintptr_t *ips, size_t n)
+{
+    for (size_t i = h & t->mask;; i = (i + 1) & t->mask) {
+        struct stack_entry *e = atomic_load_explicit(&t->slots[i], memory_order_acquire);
+        if (e == NULL)
+            return NULL;
+        if (e->hash == h && e->count == n && memcmp(e->ips, ips, n * sizeof(*ips)) == 0)
+            return e;
+    }
+}
+
+static void
+table_put(struct stack_table *t, struct stack_entry *e)
+{
+    size_t i = e->hash & t->mask;
+    while (atomic_load_explicit(&t->slots[i], memory_order_relaxed) != NULL)
+        i = (i + 1) & t->mask;
+    atomic_store_explicit(&t->slots[i], e, memory_order_release);
+}
+
+static struct stack_entry *
+dir_get(uint32_t id)
+{
+    return g_dir[id >> DIR_PAGE_BITS][id & (DIR_PAGE - 1)];
+}
+
+/* Keeps the table at most half full. Caller holds g_insert_lock. */
+static bool
+table_make_room_locked(void)
+{
+    struct stack_table *t = atomic_load_explicit(&g_table, memory_order_relaxed);
+    if (t == NULL)
+        return false;
+    if ((g_table_used + 1) * 2 <= t->mask + 1)
+        return true;
+    struct stack_table *bigger = table_new((t->mask + 1) * 2);
+    if (bigger == NULL)
+        return false;
+    uint32_t n = atomic_load_explicit(&g_count, memory_order_relaxed);
+    for (uint32_t id = 1; id <= n; id++)
+        table_put(bigger, dir_get(id));
+    atomic_store_explicit(&g_table, bigger, memory_order_release);
+    return true;
+}
+
+static void *
+arena_alloc_locked(size_t bytes)
+{
+    bytes = (bytes + 15) & ~(size_t)15;
+    if ((size_t)(g_arena_end - g_arena_pos) < bytes) {
+        char *chunk = map_zeroed(ARENA_CHUNK);
+        if (chunk == NULL)
+            return NULL;
+        g_arena_pos = chunk;
+        g_arena_end = chunk + ARENA_CHUNK;
+    }
+    void *p = g_arena_pos;
+    g_arena_pos += bytes;
+    return p;
+}
+
+static uint32_t
+stacks_insert(uint64_t h, const uintptr_t *ips, size_t n)
+{
+    uint32_t id = 0;
+    pthread_mutex_lock(&g_insert_lock);
+    struct stack_table *t = atomic_load_explicit(&g_table, memory_order_relaxed);
+    struct stack_entry *e = t == NULL ? NULL : table_find(t, h, ips, n);
+    if (e != NULL) { /* another thread inserted it since our lock-free probe */
+        id = e->id;
+        goto out;
+    }
+    uint32_t next = atomic_load_explicit(&g_count, memory_order_relaxed) + 1;
+    if (next > STACKS_MAX_COUNT || !table_make_room_locked())
+        goto out;
+    struct stack_entry ***page = &g_dir[next >> DIR_PAGE_BITS];
+    if (*page == NULL && (*page = map_zeroed(DIR_PAGE * sizeof(**page))) == NULL)
+        goto out;
+    e = arena_alloc_locked(sizeof(*e) + n * sizeof(*ips));
+    if (e == NULL)
+        goto out;
+    e->hash = h;
+    e->id = next;
+    e->count = (uint32_t)n;
+    memcpy(e->ips, ips, n * sizeof(*ips));
+    (*page)[next & (DIR_PAGE - 1)] = e;
+    atomic_store_explicit(&g_count, next, memory_order_release);
+    table_put(atomic_load_explicit(&g_table, memory_order_relaxed), e);
+    g_table_used++;
+    id = next;
+out:
+    pthread_mutex_unlock(&g_insert_lock);
+    return id;
+}
+
+uint32_t
+stacks_intern(const uintptr_t *ips, size_t count)
+{
+    if (count == 0)
+        return 0;
+    if (count > STACKS_MAX_DEPTH)
+        count = STACKS_MAX_DEPTH;
+    pthread_once(&g_once, stacks_init);
+    uint64_t h = stack_hash(ips, count);
+    struct stack_table *t = atomic_load_explicit(&g_table, memory_order_acquire);
+    struct stack_entry *e = t == NULL ? NULL : table_find(t, h, ips, count);
+    if (e != NULL)
+        return e->id;
+    return stacks_insert(h, ips, count);
+}
+
+__attribute__((noinline)) uint32_t
+stacks_capture(unsigned skip)
+{
+    if (stacks_mode() == STACKS_NONE)
+        return 0;
+    pthread_once(&g_once, stacks_init);
+    if (skip > SKIP_MAX)
+        skip = SKIP_MAX;
+    void *buf[STACKS_MAX_DEPTH + SKIP_MAX + OWN_FRAMES + 8];
+    unsigned first = skip + OWN_FRAMES;
+    /* A few spare frames so that dropping cuprof's own innermost frames still leaves `depth`. */
+    int n = unw_backtrace(buf, (int)(first + stacks_depth() + 8));
+    if (n <= (int)first)
+        return 0;
+    size_t i = first;
+    while (i < (size_t)n && (uintptr_t)buf[i] >= g_own_lo && (uintptr_t)buf[i] < g_own_hi)
+        i++;
+    size_t count = (size_t)n - i;
+    if (count > stacks_depth())
+        count = stacks_depth();
+    uintptr_t ips[STACKS_MAX_DEPTH];
+    for (size_t k = 0; k < count; k++)
+        ips[k] = (uintptr_t)buf[i + k];
+    uint32_t id = stacks_intern(ips, count);
+    /* Keeps this frame on the stack (no tail call), so OWN_FRAMES stays exact. */
+    __asm__ volatile("" ::: "memory");
+    return id;
+}
+
+bool
+stacks_get(uint32_t id, const uintptr_t **ips, size_t *count)
+{
+    if (id == 0 || id > atomic_load_explicit(&g_count, memory_order_acquire))
+        return false;
+    const struct stack_entry *e = dir_get(id);
+    *ips = e->ips;
+    *count = e->count;
+    return true;
+}
+
+size_t
+stacks_count(void)
+{
+    return atomic_load_explicit(&g_count, memory_order_acquire);
+}
+
+void
+stacks_warm_up(void)
+{
+    pthread_once(&g_once, stacks_init);
+    void *buf[8];
+    (void)unw_backtrace(buf, 8);
+}
+
+void
+stacks_reset_after_fork(void)
+{
+    pthread_mutex_init(&g_insert_lock, NULL);
+}

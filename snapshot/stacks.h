@@ -1,0 +1,50 @@
+/* stacks.h: captures the calling thread's stack (libunwind, local-only) and interns it: each
+ *   distinct instruction-pointer array gets one 32-bit id for the process lifetime.
+ * Locking: lookups of a known stack are lock-free; inserting a new one takes a private mutex.
+ *   Never call it with an allocator lock held (unwinding may be slow on a cold path).
+ * Hot path: stacks_capture is (no malloc once warm: storage grows in mmap'd chunks). */
+#ifndef CUPROF_STACKS_H
+#define CUPROF_STACKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* CUPROF_STACKS: on alloc and free, on alloc only, never. */
+enum stack_mode { STACKS_ALL, STACKS_ALLOC, STACKS_NONE };
+
+#define STACKS_DEFAULT_DEPTH 32u  /* CUPROF_STACK_DEPTH default */
+#define STACKS_MAX_DEPTH     256u /* larger depths are clamped to this */
+
+/* Process-wide settings; depth 0 means the default. Safe to call at any time (atomics). */
+void stacks_configure(enum stack_mode mode, unsigned depth);
+enum stack_mode stacks_mode(void);
+unsigned stacks_depth(void);
+
+/* Captures the calling thread's stack, innermost first, starting at the caller of
+ * stacks_capture; drops `skip` more innermost frames, then any innermost frames that lie inside
+ * the shared object containing cuprof (when cuprof is not linked into the main program); keeps at
+ * most stacks_depth() frames; interns them and returns the id (0 = no stack: STACKS_NONE, an
+ * empty stack, or the intern table is full). */
+uint32_t stacks_capture(unsigned skip);
+
+/* Interns an instruction-pointer array (innermost first) without unwinding; count is clamped
+ * to STACKS_MAX_DEPTH. Returns the id, or 0 for count 0 or a full table. Used by captures and
+ * by tests and replays that build stacks by hand. */
+uint32_t stacks_intern(const uintptr_t *ips, size_t count);
+
+/* The instruction pointers of an interned stack, innermost first; valid for the process
+ * lifetime. False (and nothing written) for id 0 or an unknown id. */
+bool stacks_get(uint32_t id, const uintptr_t **ips, size_t *count);
+
+/* Number of interned stacks; valid ids are 1..stacks_count(). */
+size_t stacks_count(void);
+
+/* The first unw_backtrace of a process (and of each thread) may dlopen, malloc or mmap:
+ * call once at init, and the first capture on each new thread pays the per-thread part. */
+void stacks_warm_up(void);
+
+/* In the child after fork(): re-initialises the insert mutex another thread may have held. */
+void stacks_reset_after_fork(void);
+
+#endif

@@ -1,0 +1,377 @@
+/* symbolize.c: libdw (dwfl over /proc/self/maps) lookups of return addresses, with inlined
+ * frames from the DWARF scope chain, C++ names demangled with libstdc++'s __cxa_demangle
+ * (already loaded, or dlopen'ed at dump time), an ip -> frames cache and interned strings. */
+#include "snapshot/symbolize.h"
+
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "allocator/cuprof_errors.h"
+
+/* Frames one ip can expand to (inlining depth); deeper chains keep the innermost ones. */
+#define SYM_MAX_INLINE 32
+
+typedef char *(*demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
+
+struct sym_cache_slot {
+    uintptr_t ip;   /* 0 = empty slot */
+    uint32_t first; /* index into frames */
+    uint32_t count;
+};
+
+struct symbolizer {
+    Dwfl *dwfl;
+    bool refreshed; /* /proc/self/maps re-read once after a miss (a library loaded since) */
+    struct symbolized_frame *frames;
+    size_t frame_count, frame_cap;
+    struct sym_cache_slot *cache; /* open addressing on ip, at most half full */
+    size_t cache_mask, cache_used;
+    char **strings; /* open addressing set of interned strings */
+    size_t string_mask, string_used;
+    size_t resolved;
+    demangle_fn demangle;
+    void *libstdcxx;
+    bool demangle_tried;
+};
+
+static char *g_debuginfo_path;
+static const Dwfl_Callbacks g_callbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .debuginfo_path = &g_debuginfo_path,
+};
+
+static uint64_t
+hash_bytes(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (; *s != '\0'; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+    return h;
+}
+
+static uint64_t
+hash_ip(uintptr_t ip)
+{
+    uint64_t h = (uint64_t)ip * 0x9e3779b97f4a7c15u;
+    return h ^ (h >> 29);
+}
+
+/* Returns the one stored copy of s, or NULL when out of memory. */
+static const char *
+sym_intern(struct symbolizer *sym, const char *s)
+{
+    if ((sym->string_used + 1) * 2 > sym->string_mask + 1) {
+        size_t slots = (sym->string_mask + 1) * 2;
+        char **grown = calloc(slots, sizeof(*grown));
+        if (grown == NULL)
+            return NULL;
+        for (size_t i = 0; i <= sym->string_mask; i++) {
+            if (sym->strings[i] == NULL)
+                continue;
+            size_t j = hash_bytes(sym->strings[i]) & (slots - 1);
+            while (grown[j] != NULL)
+                j = (j + 1) & (slots - 1);
+            grown[j] = sym->strings[i];
+        }
+        free(sym->strings);
+        sym->strings = grown;
+        sym->string_mask = slots - 1;
+    }
+    size_t i = hash_bytes(s) & sym->string_mask;
+    for (; sym->strings[i] != NULL; i = (i + 1) & sym->string_mask) {
+        if (strcmp(sym->strings[i], s) == 0)
+            return sym->strings[i];
+    }
+    sym->strings[i] = strdup(s);
+    if (sym->strings[i] == NULL)
+        return NULL;
+    sym->string_used++;
+    return sym->strings[i];
+}
+
+struct symbolizer *
+symbolizer_create(void)
+{
+    struct symbolizer *sym = calloc(1, sizeof(*sym));
+    if (sym == NULL)
+        return NULL;
+    sym->cache_mask = 1023;
+    sym->string_mask = 1023;
+    sym->cache = calloc(sym->cache_mask + 1, sizeof(*sym->cache));
+    sym->strings = calloc(sym->string_mask + 1, sizeof(*sym->strings));
+    sym->dwfl = dwfl_begin(&g_callbacks);
+    if (sym->cache == NULL || sym->strings == NULL || sym->dwfl == NULL)
+        goto fail;
+    dwfl_report_begin(sym->dwfl);
+    int rc = dwfl_linux_proc_report(sym->dwfl, getpid());
+    if (dwfl_report_end(sym->dwfl, NULL, NULL) != 0 || rc != 0)
+        goto fail;
+    return sym;
+fail:
+    symbolizer_destroy(sym);
+    return NULL;
+}
+
+void
+symbolizer_destroy(struct symbolizer *sym)
+{
+    if (sym == NULL)
+        return;
+    if (sym->dwfl != NULL)
+        dwfl_end(sym->dwfl);
+    if (sym->strings != NULL) {
+        for (size_t i = 0; i <= sym->string_mask; i++)
+            free(sym->strings[i]);
+    }
+    free(sym->strings);
+    free(sym->cache);
+    free(sym->frames);
+    if (sym->libstdcxx != NULL)
+        dlclose(sym->libstdcxx);
+    free(sym);
+}
+
+size_t
+symbolizer_resolved_count(const struct symbolizer *sym)
+{
+    return sym->resolved;
+}
+
+static demangle_fn
+sym_demangler(struct symbolizer *sym)
+{
+    if (sym->demangle_tried)
+        return sym->demangle;
+    sym->demangle_tried = true;
+    void *fn = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    if (fn == NULL) {
+        /* A C program has no libstdc++ loaded; dump time may load it (never the hot path). */
+        sym->libstdcxx = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        if (sym->libstdcxx != NULL)
+            fn = dlsym(sym->libstdcxx, "__cxa_demangle");
+    }
+    /* memcpy: ISO C has no object-to-function pointer cast. */
+    if (fn != NULL)
+        memcpy(&sym->demangle, &fn, sizeof(sym->demangle));
+    return sym->demangle;
+}
+
+/* Interned demangled name for a symbol or DWARF linkage name (itself when not mangled). */
+static const char *
+sym_name(struct symbolizer *sym, const char *raw)
+{
+    if (raw[0] == '_' && raw[1] == 'Z') {
+        demangle_fn demangle = sym_demangler(sym);
+        int status = -1;
+        char *plain = demangle != NULL ? demangle(raw, NULL, NULL, &status) : NULL;
+        if (plain != NULL && status == 0) {
+            const char *s = sym_intern(sym, plain);
+            free(plain);
+            return s;
+        }
+        free(plain);
+    }
+    return sym_intern(sym, raw);
+}
+
+/* The raw name of a function DIE: its linkage name (mangled, C++) or plain name, following
+ * DW_AT_abstract_origin / DW_AT_specification for inlined and out-of-line definitions. */
+static const char *
+die_function_name(Dwarf_Die *die)
+{
+    Dwarf_Attribute attr;
+    const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+    if (name == NULL)
+        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+    if (name == NULL)
+        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+    return name;
+}
+
+/* The first subprogram or inlined_subroutine among scopes[from..n). */
+static bool
+scope_function(Dwarf_Die *scopes, int n, int from, Dwarf_Die *out)
+{
+    for (int i = from; i < n; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
+            *out = scopes[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char *
+module_path(Dwfl_Module *mod, Dwarf_Addr *start)
+{
+    const char *name = dwfl_module_info(mod, NULL, start, NULL, NULL, NULL, NULL, NULL);
+    return name != NULL ? name : "??";
+}
+
+/* Fills up to SYM_MAX_INLINE frames for addr (already ip - 1); returns how many, or -1 on OOM. */
+static int
+sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out)
+{
+    Dwfl_Module *mod = dwfl_addrmodule(sym->dwfl, addr);
+    if (mod == NULL && !sym->refreshed) {
+        sym->refreshed = true;
+        dwfl_report_begin_add(sym->dwfl);
+        (void)dwfl_linux_proc_report(sym->dwfl, getpid());
+        (void)dwfl_report_end(sym->dwfl, NULL, NULL);
+        mod = dwfl_addrmodule(sym->dwfl, addr);
+    }
+    if (mod == NULL) {
+        out[0] = (struct symbolized_frame){sym_intern(sym, "<unknown>"), sym_intern(sym, "??"), 0};
+        return out[0].name != NULL && out[0].filename != NULL ? 1 : -1;
+    }
+    Dwarf_Addr mod_start = 0;
+    const char *path = module_path(mod, &mod_start);
+
+    /* The line of the innermost frame comes from the line table. */
+    int lineno = 0;
+    const char *src = NULL;
+    Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
+    if (line != NULL)
+        src = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
+
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+    Dwarf_Die *scopes = NULL;
+    int nscopes = cu != NULL ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    if (cu != NULL && dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
+        files = NULL;
+    Dwarf_Die func;
+    bool have_func = scope_function(scopes, nscopes, 0, &func);
+    free(scopes);
+    /* Frame k+1's location is where frame k was inlined (its DW_AT_call_file/call_line), and its
+     * function is the one around that inlined_subroutine in the concrete tree (which
+     * dwarf_getscopes_die gives; dwarf_getscopes continues into the abstract origin). */
+    const char *file = src;
+    int64_t at_line = lineno;
+    int n = 0;
+    while (have_func && n < SYM_MAX_INLINE) {
+        const char *raw = die_function_name(&func);
+        out[n].name = sym_name(sym, raw != NULL ? raw : "<unknown>");
+        out[n].filename = sym_intern(sym, file != NULL ? file : path);
+        out[n].line = file != NULL ? at_line : 0;
+        if (out[n].name == NULL || out[n].filename == NULL)
+            return -1;
+        n++;
+        if (dwarf_tag(&func) != DW_TAG_inlined_subroutine)
+            break;
+        Dwarf_Attribute attr;
+        Dwarf_Word call_file = 0, call_line = 0;
+        file = NULL;
+        at_line = 0;
+        if (dwarf_formudata(dwarf_attr(&func, DW_AT_call_file, &attr), &call_file) == 0 &&
+            files != NULL && call_file < nfiles)
+            file = dwarf_filesrc(files, call_file, NULL, NULL);
+        if (dwarf_formudata(dwarf_attr(&func, DW_AT_call_line, &attr), &call_line) == 0)
+            at_line = (int64_t)call_line;
+        nscopes = dwarf_getscopes_die(&func, &scopes);
+        have_func = scope_function(scopes, nscopes, 1, &func);
+        free(scopes);
+    }
+    if (n > 0)
+        return n;
+
+    /* No DWARF function: the ELF symbol (or module+offset), with the line table if any. */
+    const char *symname = dwfl_module_addrname(mod, addr);
+    if (symname != NULL) {
+        out[0].name = sym_name(sym, symname);
+    } else {
+        const char *base = strrchr(path, '/');
+        char buf[512];
+        snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, base != NULL ? base + 1 : path,
+                 (uint64_t)(addr - mod_start));
+        out[0].name = sym_intern(sym, buf);
+    }
+    out[0].filename = sym_intern(sym, src != NULL ? src : path);
+    out[0].line = src != NULL ? lineno : 0;
+    return out[0].name != NULL && out[0].filename != NULL ? 1 : -1;
+}
+
+static int
+sym_cache_grow(struct symbolizer *sym)
+{
+    size_t slots = (sym->cache_mask + 1) * 2;
+    struct sym_cache_slot *grown = calloc(slots, sizeof(*grown));
+    if (grown == NULL)
+        return -CUPROF_EHOSTMEM;
+    for (size_t i = 0; i <= sym->cache_mask; i++) {
+        if (sym->cache[i].ip == 0)
+            continue;
+        size_t j = hash_ip(sym->cache[i].ip) & (slots - 1);
+        while (grown[j].ip != 0)
+            j = (j + 1) & (slots - 1);
+        grown[j] = sym->cache[i];
+    }
+    free(sym->cache);
+    sym->cache = grown;
+    sym->cache_mask = slots - 1;
+    return 0;
+}
+
+int
+symbolizer_lookup(struct symbolizer *sym, uintptr_t ip, struct symbolized_frame *out, size_t cap,
+                  size_t *count)
+{
+    if (ip == 0) { /* 0 marks an empty cache slot; no code lives there anyway */
+        struct symbolized_frame unknown = {sym_intern(sym, "<unknown>"), sym_intern(sym, "??"), 0};
+        if (unknown.name == NULL || unknown.filename == NULL)
+            return -CUPROF_EHOSTMEM;
+        if (cap > 0)
+            out[0] = unknown;
+        *count = 1;
+        return 0;
+    }
+    size_t i = hash_ip(ip) & sym->cache_mask;
+    for (; sym->cache[i].ip != 0; i = (i + 1) & sym->cache_mask) {
+        if (sym->cache[i].ip == ip)
+            goto hit;
+    }
+    /* Miss: resolve ip - 1 (a return address points after its call). */
+    struct symbolized_frame tmp[SYM_MAX_INLINE];
+    int n = sym_resolve(sym, ip > 0 ? ip - 1 : 0, tmp);
+    if (n < 0)
+        return -CUPROF_EHOSTMEM;
+    if (sym->frame_count + (size_t)n > sym->frame_cap) {
+        size_t fcap = sym->frame_cap == 0 ? 1024 : sym->frame_cap * 2;
+        struct symbolized_frame *grown = realloc(sym->frames, fcap * sizeof(*grown));
+        if (grown == NULL)
+            return -CUPROF_EHOSTMEM;
+        sym->frames = grown;
+        sym->frame_cap = fcap;
+    }
+    if ((sym->cache_used + 1) * 2 > sym->cache_mask + 1) {
+        if (sym_cache_grow(sym) != 0)
+            return -CUPROF_EHOSTMEM;
+        i = hash_ip(ip) & sym->cache_mask;
+        while (sym->cache[i].ip != 0)
+            i = (i + 1) & sym->cache_mask;
+    }
+    memcpy(sym->frames + sym->frame_count, tmp, (size_t)n * sizeof(*tmp));
+    sym->cache[i] = (struct sym_cache_slot){ip, (uint32_t)sym->frame_count, (uint32_t)n};
+    sym->frame_count += (size_t)n;
+    sym->cache_used++;
+    sym->resolved++;
+hit:;
+    const struct sym_cache_slot *slot = &sym->cache[i];
+    size_t copy = slot->count < cap ? slot->count : cap;
+    if (copy > 0)
+        memcpy(out, sym->frames + slot->first, copy * sizeof(*out));
+    *count = slot->count;
+    return 0;
+}

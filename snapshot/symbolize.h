@@ -1,0 +1,38 @@
+/* symbolize.h: turns instruction pointers of this process into PyTorch frames {name, filename,
+ *   line} with libdw (DWARF lines, inlined frames, demangled C++), at dump time.
+ * Locking: none: a symbolizer belongs to one thread (the dumper).
+ * Hot path: no (mallocs, reads /proc/self/maps and debug info). */
+#ifndef CUPROF_SYMBOLIZE_H
+#define CUPROF_SYMBOLIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* PyTorch's frame dict. Without DWARF: name = the (demangled) ELF symbol or "<module>+0x<off>",
+ * filename = the module's path, line 0. Unknown address: name "<unknown>", filename "??". */
+struct symbolized_frame {
+    const char *name;
+    const char *filename;
+    int64_t line;
+};
+
+struct symbolizer;
+
+/* NULL if out of memory or libdw cannot be set up for this process. */
+struct symbolizer *symbolizer_create(void);
+
+/* Frames for one return address (ip - 1 is looked up), innermost first: an ip inside inlined
+ * code expands to the inlined functions and then the function they were inlined into. Writes
+ * min(frames, cap) entries to out and the full frame count to *count. Results are cached per
+ * ip (= per module and offset in this process). Strings stay owned by the symbolizer until
+ * symbolizer_destroy, and equal strings share one pointer. Returns 0 or -CUPROF_EHOSTMEM. */
+__attribute__((warn_unused_result)) int symbolizer_lookup(struct symbolizer *sym, uintptr_t ip,
+                                                          struct symbolized_frame *out, size_t cap,
+                                                          size_t *count);
+
+/* Number of distinct ips resolved with libdw so far (cache misses): a test and bench figure. */
+size_t symbolizer_resolved_count(const struct symbolizer *sym);
+
+void symbolizer_destroy(struct symbolizer *sym);
+
+#endif

@@ -1,0 +1,74 @@
+/* trace_ring.h: per-device bounded history of allocator events (PyTorch's trace ring buffer).
+ * Locking: each device's ring has its own tiny mutex (record may come from outside the allocator
+ *   lock for annotations); labels have one mutex of their own.
+ * Hot path: trace_ring_sink().record is (no malloc, no logging); everything else is not. */
+#ifndef CUPROF_TRACE_RING_H
+#define CUPROF_TRACE_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/trace_sink.h"
+
+/* CUPROF_HISTORY; PyTorch's _record_memory_history(enabled="all"|"state"|None). */
+enum history_mode { HISTORY_ALL, HISTORY_STATE, HISTORY_OFF };
+
+/* One history entry: 40 bytes. time_us is microseconds since the Unix epoch, read from
+ * CLOCK_REALTIME (vDSO) at record time, so no conversion is needed at dump time. */
+struct trace_record {
+    uint64_t addr; /* device_free for TRACE_OOM, 0 for TRACE_ANNOTATE */
+    uint64_t size;
+    uint64_t stream;
+    int64_t time_us;
+    uint32_t stack_id; /* interned stack (snapshot/stacks.h), or label id for TRACE_ANNOTATE */
+    uint8_t action;    /* enum trace_action */
+    uint8_t pool;      /* enum trace_pool */
+};
+
+#define TRACE_RING_DEFAULT_ENTRIES ((size_t)1000000)
+
+struct trace_ring;
+
+/* NULL if out of memory. max_entries 0 means TRACE_RING_DEFAULT_ENTRIES; HISTORY_STATE keeps 1
+ * entry whatever max_entries says (PyTorch). Ring storage is mmap'd lazily (RSS grows with use). */
+struct trace_ring *trace_ring_create(int device_count, size_t max_entries, enum history_mode mode);
+void trace_ring_destroy(struct trace_ring *ring);
+
+/* The allocator's sink: record appends one trace_event to its device's ring, overwriting the
+ * oldest entry when full (and counting it as dropped). Events for devices outside
+ * [0, device_count) and every event in HISTORY_OFF are ignored. */
+struct trace_sink trace_ring_sink(struct trace_ring *ring);
+void trace_ring_record(struct trace_ring *ring, const struct trace_event *event);
+
+/* Called with the allocator's device lock held, so the copy is consistent with the block table;
+ * the ring's own lock is taken inside. copy writes min(count, cap) entries, oldest first (the
+ * newest `cap` when cap is short) and sets *dropped (may be NULL) to the entries overwritten
+ * since the last clear. Returns the number written. */
+size_t trace_ring_count_locked(struct trace_ring *ring, int device);
+size_t trace_ring_copy_locked(struct trace_ring *ring, int device, struct trace_record *out,
+                              size_t cap, uint64_t *dropped);
+uint64_t trace_ring_dropped(struct trace_ring *ring, int device);
+
+/* Empties the history (and its dropped count) of one device, or of all with device -1. */
+void trace_ring_clear(struct trace_ring *ring, int device);
+
+/* PyTorch _record_memory_history semantics: HISTORY_OFF stops recording and clears (storage is
+ * released); HISTORY_STATE keeps 1 entry; HISTORY_ALL keeps max(1, max_entries) (0 means the
+ * default). On a resize the newest entries that fit are kept and the others count as dropped.
+ * Returns 0 or -CUPROF_EHOSTMEM (the previous mode then stays in force). */
+__attribute__((warn_unused_result)) int
+trace_ring_set_mode(struct trace_ring *ring, enum history_mode mode, size_t max_entries);
+enum history_mode trace_ring_mode(struct trace_ring *ring);
+size_t trace_ring_capacity(struct trace_ring *ring);
+int trace_ring_device_count(const struct trace_ring *ring);
+
+/* cuprof_annotate: interns a label (copied) and returns its id (>= 1), or 0 when out of memory
+ * or label is NULL. The same text always gets the same id. Not for the allocator lock (mallocs). */
+uint32_t trace_ring_intern_label(struct trace_ring *ring, const char *label);
+/* The label's text (valid until trace_ring_destroy), or NULL for an unknown id. */
+const char *trace_ring_label(struct trace_ring *ring, uint32_t id);
+
+/* In the child after fork(): re-initialises the locks another thread may have held. */
+void trace_ring_reset_after_fork(struct trace_ring *ring);
+
+#endif
