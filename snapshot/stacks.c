@@ -32,6 +32,7 @@ struct stack_table {
 #define STACKS_MAX_COUNT    (DIR_TOP * DIR_PAGE - 1) /* ids are 1..16M-1 */
 #define TABLE_INITIAL_SLOTS ((size_t)4096)
 #define ARENA_CHUNK         ((size_t)1 << 20)
+#define SPARE_FRAMES        4u
 #define SKIP_MAX            64u
 #define OWN_FRAMES          1 /* unw_backtrace's first frame is its caller, stacks_capture */
 
@@ -121,15 +122,22 @@ stacks_init(void)
     dl_iterate_phdr(own_range_cb, (void *)(uintptr_t)&stacks_init);
 }
 
+/* Two independent multiply lanes halve the dependency chain of a 32-frame hash. */
 static uint64_t
 stack_hash(const uintptr_t *ips, size_t n)
 {
-    uint64_t h = 0x9e3779b97f4a7c15u ^ n;
-    for (size_t i = 0; i < n; i++) {
-        h = (h ^ ips[i]) * 0xff51afd7ed558ccdu;
-        h ^= h >> 32;
+    uint64_t a = 0x9e3779b97f4a7c15u ^ n, b = 0xc2b2ae3d27d4eb4fu;
+    size_t i = 0;
+    for (; i + 1 < n; i += 2) {
+        a = (a ^ ips[i]) * 0xff51afd7ed558ccdu;
+        b = (b ^ ips[i + 1]) * 0xc4ceb9fe1a85ec53u;
+        a ^= a >> 29;
+        b ^= b >> 31;
     }
-    return h;
+    if (i < n)
+        a = (a ^ ips[i]) * 0xff51afd7ed558ccdu;
+    uint64_t h = (a ^ (b * 0x9e3779b97f4a7c15u));
+    return h ^ (h >> 32);
 }
 
 static struct stack_entry *
@@ -252,10 +260,12 @@ stacks_capture(unsigned skip)
     pthread_once(&g_once, stacks_init);
     if (skip > SKIP_MAX)
         skip = SKIP_MAX;
-    void *buf[STACKS_MAX_DEPTH + SKIP_MAX + OWN_FRAMES + 8];
+    void *buf[STACKS_MAX_DEPTH + SKIP_MAX + OWN_FRAMES + SPARE_FRAMES];
     unsigned first = skip + OWN_FRAMES;
-    /* A few spare frames so that dropping cuprof's own innermost frames still leaves `depth`. */
-    int n = unw_backtrace(buf, (int)(first + stacks_depth() + 8));
+    /* Inside libcuprof.so, a few spare frames so that dropping cuprof's own innermost frames
+     * still leaves `depth`; linked into the program, there is nothing to drop. */
+    unsigned spare = g_own_hi != 0 ? SPARE_FRAMES : 0;
+    int n = unw_backtrace(buf, (int)(first + stacks_depth() + spare));
     if (n <= (int)first)
         return 0;
     size_t i = first;

@@ -1,0 +1,235 @@
+/* hooks.c: our dlsym and cuGetProcAddress(_v2) (see hooks.h). */
+#include "preload/hooks.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "preload/real_cuda.h"
+#include "preload/real_dl.h"
+#include "preload/shim_ctx.h"
+#include "preload/shim_mem.h"
+#include "preload/shim_query.h"
+#include "preload/shim_vmm.h"
+
+/* Function pointers travel as void * (what cuGetProcAddress and dlsym hand out). */
+#define FN(f) ((void *)(uintptr_t)(f))
+
+enum { PTSZ_ANY = -1, PTSZ_NO = 0, PTSZ_YES = 1 };
+
+/* (base name, [min_version, max_version), per-thread flag) -> wrapper of the same ABI, from the
+ * PFN_<name>_v<version>[_ptsz] typedefs of cudaTypedefs.h. Versions below a row's minimum are an
+ * older ABI (e.g. cuMemAlloc@2000 is the 32-bit one) and keep the driver's pointer. */
+struct hook_row {
+    const char *name;
+    int min_version;
+    int max_version;
+    int ptsz;
+    void *wrapper;
+};
+
+static const struct hook_row hook_rows[] = {
+    {"cuGetProcAddress", 11030, 12000, PTSZ_ANY, FN(hooks_get_proc_address)},
+    {"cuGetProcAddress", 12000, INT_MAX, PTSZ_ANY, FN(hooks_get_proc_address_v2)},
+    {"cuMemAlloc", 3020, INT_MAX, PTSZ_ANY, FN(shim_mem_alloc)},
+    {"cuMemFree", 3020, INT_MAX, PTSZ_ANY, FN(shim_mem_free)},
+    {"cuMemAllocPitch", 3020, INT_MAX, PTSZ_ANY, FN(shim_mem_alloc_pitch)},
+    {"cuMemAllocManaged", 6000, INT_MAX, PTSZ_ANY, FN(shim_mem_alloc_managed)},
+    {"cuMemAllocAsync", 11020, INT_MAX, PTSZ_NO, FN(shim_mem_alloc_async)},
+    {"cuMemAllocAsync", 11020, INT_MAX, PTSZ_YES, FN(shim_mem_alloc_async_ptsz)},
+    {"cuMemFreeAsync", 11020, INT_MAX, PTSZ_NO, FN(shim_mem_free_async)},
+    {"cuMemFreeAsync", 11020, INT_MAX, PTSZ_YES, FN(shim_mem_free_async_ptsz)},
+    {"cuMemAllocFromPoolAsync", 11020, INT_MAX, PTSZ_NO, FN(shim_mem_alloc_from_pool_async)},
+    {"cuMemAllocFromPoolAsync", 11020, INT_MAX, PTSZ_YES, FN(shim_mem_alloc_from_pool_async_ptsz)},
+    {"cuMemCreate", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_create)},
+    {"cuMemRelease", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_release)},
+    {"cuMemMap", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_map)},
+    {"cuMemUnmap", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_unmap)},
+    {"cuMemAddressReserve", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_address_reserve)},
+    {"cuMemAddressFree", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_address_free)},
+    {"cuMemGetInfo", 3020, INT_MAX, PTSZ_ANY, FN(shim_query_mem_get_info)},
+    {"cuMemGetAddressRange", 3020, INT_MAX, PTSZ_ANY, FN(shim_query_address_range)},
+    {"cuPointerGetAttribute", 4000, INT_MAX, PTSZ_ANY, FN(shim_query_pointer_attribute)},
+    {"cuPointerGetAttributes", 7000, INT_MAX, PTSZ_ANY, FN(shim_query_pointer_attributes)},
+    {"cuDevicePrimaryCtxReset", 7000, 11000, PTSZ_ANY, FN(shim_ctx_primary_reset)},
+    {"cuDevicePrimaryCtxReset", 11000, INT_MAX, PTSZ_ANY, FN(shim_ctx_primary_reset_v2)},
+    {"cuDevicePrimaryCtxRelease", 7000, 11000, PTSZ_ANY, FN(shim_ctx_primary_release)},
+    {"cuDevicePrimaryCtxRelease", 11000, INT_MAX, PTSZ_ANY, FN(shim_ctx_primary_release_v2)},
+    {"cuCtxDestroy", 4000, INT_MAX, PTSZ_ANY, FN(shim_ctx_destroy)},
+};
+
+/* Exported (versioned) driver names -> wrapper, for programs and cudart's fallback path that
+ * dlsym the driver by name. The unsuffixed 32-bit cuMemAlloc/cuMemFree are never wrapped. */
+struct name_row {
+    const char *name;
+    void *wrapper;
+};
+
+static const struct name_row name_rows[] = {
+    {"cuGetProcAddress", FN(hooks_get_proc_address)},
+    {"cuGetProcAddress_v2", FN(hooks_get_proc_address_v2)},
+    {"cuMemAlloc_v2", FN(shim_mem_alloc)},
+    {"cuMemFree_v2", FN(shim_mem_free)},
+    {"cuMemAllocPitch_v2", FN(shim_mem_alloc_pitch)},
+    {"cuMemAllocManaged", FN(shim_mem_alloc_managed)},
+    {"cuMemAllocAsync", FN(shim_mem_alloc_async)},
+    {"cuMemAllocAsync_ptsz", FN(shim_mem_alloc_async_ptsz)},
+    {"cuMemFreeAsync", FN(shim_mem_free_async)},
+    {"cuMemFreeAsync_ptsz", FN(shim_mem_free_async_ptsz)},
+    {"cuMemAllocFromPoolAsync", FN(shim_mem_alloc_from_pool_async)},
+    {"cuMemAllocFromPoolAsync_ptsz", FN(shim_mem_alloc_from_pool_async_ptsz)},
+    {"cuMemCreate", FN(shim_vmm_create)},
+    {"cuMemRelease", FN(shim_vmm_release)},
+    {"cuMemMap", FN(shim_vmm_map)},
+    {"cuMemUnmap", FN(shim_vmm_unmap)},
+    {"cuMemAddressReserve", FN(shim_vmm_address_reserve)},
+    {"cuMemAddressFree", FN(shim_vmm_address_free)},
+    {"cuMemGetInfo_v2", FN(shim_query_mem_get_info)},
+    {"cuMemGetAddressRange_v2", FN(shim_query_address_range)},
+    {"cuPointerGetAttribute", FN(shim_query_pointer_attribute)},
+    {"cuPointerGetAttributes", FN(shim_query_pointer_attributes)},
+    {"cuDevicePrimaryCtxReset", FN(shim_ctx_primary_reset)},
+    {"cuDevicePrimaryCtxReset_v2", FN(shim_ctx_primary_reset_v2)},
+    {"cuDevicePrimaryCtxRelease", FN(shim_ctx_primary_release)},
+    {"cuDevicePrimaryCtxRelease_v2", FN(shim_ctx_primary_release_v2)},
+    {"cuCtxDestroy_v2", FN(shim_ctx_destroy)},
+};
+
+static _Atomic uint64_t count_lookups;
+static _Atomic uint64_t count_lookups_hooked;
+static _Atomic uint64_t count_dlsym_hooked;
+
+static void
+count(_Atomic uint64_t *counter)
+{
+    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+void *
+hooks_wrapper_for(const char *symbol, int version, cuuint64_t flags)
+{
+    int ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? PTSZ_YES : PTSZ_NO;
+    for (size_t i = 0; i < sizeof hook_rows / sizeof hook_rows[0]; i++) {
+        const struct hook_row *row = &hook_rows[i];
+        if (version < row->min_version || version >= row->max_version)
+            continue;
+        if (row->ptsz != PTSZ_ANY && row->ptsz != ptsz)
+            continue;
+        if (strcmp(row->name, symbol) == 0)
+            return row->wrapper;
+    }
+    return NULL;
+}
+
+static void *
+wrapper_for_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof name_rows / sizeof name_rows[0]; i++)
+        if (strcmp(name_rows[i].name, name) == 0)
+            return name_rows[i].wrapper;
+    return NULL;
+}
+
+void *
+hooks_dlsym(void *handle, const char *name, const void *caller)
+{
+    /* glibc resolves RTLD_NEXT relative to its caller, which would be us: redo it for the real
+     * caller, or a second preloaded library's dlsym(RTLD_NEXT) would get its own symbol back. */
+    if (handle == RTLD_NEXT)
+        return real_dl_next(caller, name);
+    void *sym = real_dl_dlsym(handle, name);
+    if (sym == NULL || name == NULL || strncmp(name, "cu", 2) != 0 ||
+        strncmp(name, "cuprof_", 7) == 0)
+        return sym;
+    if (handle == RTLD_DEFAULT) {
+        /* Our CUDA exports must not make CUDA look present where it is not: without a real
+         * definition after us, answer as the program would without the shim. */
+        if (real_dl_is_self(sym) && real_dl_dlsym(RTLD_NEXT, name) == NULL)
+            return NULL;
+        return sym;
+    }
+    void *wrapper = wrapper_for_name(name);
+    if (wrapper == NULL || real_dl_is_self(sym))
+        return sym;
+    count(&count_dlsym_hooked);
+    return wrapper;
+}
+
+static CUresult
+swap_in_wrapper(CUresult result, const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    /* Only a symbol the driver really has gets a wrapper, and only for the ABI it returned. */
+    if (result != CUDA_SUCCESS || pfn == NULL || *pfn == NULL || symbol == NULL)
+        return result;
+    void *wrapper = hooks_wrapper_for(symbol, version, flags);
+    if (wrapper != NULL) {
+        *pfn = wrapper;
+        count(&count_lookups_hooked);
+    }
+    return result;
+}
+
+CUresult
+hooks_get_proc_address_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                          CUdriverProcAddressQueryResult *status)
+{
+    count(&count_lookups);
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL || real->cuGetProcAddress_v2 == NULL) {
+        if (pfn != NULL)
+            *pfn = NULL;
+        if (status != NULL)
+            *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    CUresult result = real->cuGetProcAddress_v2(symbol, pfn, version, flags, status);
+    return swap_in_wrapper(result, symbol, pfn, version, flags);
+}
+
+CUresult
+hooks_get_proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    const struct real_cuda *real = real_cuda_get();
+    if (real != NULL && real->cuGetProcAddress_v1 != NULL) {
+        count(&count_lookups);
+        CUresult result = real->cuGetProcAddress_v1(symbol, pfn, version, flags);
+        return swap_in_wrapper(result, symbol, pfn, version, flags);
+    }
+    /* The v1 ABI has no fifth argument: never pass one through. */
+    return hooks_get_proc_address_v2(symbol, pfn, version, flags, NULL);
+}
+
+struct hooks_counts
+hooks_get_counts(void)
+{
+    struct hooks_counts counts = {
+        .lookups = atomic_load_explicit(&count_lookups, memory_order_relaxed),
+        .lookups_hooked = atomic_load_explicit(&count_lookups_hooked, memory_order_relaxed),
+        .dlsym_hooked = atomic_load_explicit(&count_dlsym_hooked, memory_order_relaxed),
+    };
+    return counts;
+}
+
+/* CUPROF_LOG=debug: how many driver lookups flowed through cuprof (tests compare this with
+ * what the program asked for). Read from the environment directly: at exit, configuration may
+ * be off or gone, and this line must not depend on it. */
+__attribute__((destructor)) static void
+hooks_report_counts(void)
+{
+    const char *log = getenv("CUPROF_LOG");
+    if (log == NULL || strcmp(log, "debug") != 0)
+        return;
+    struct hooks_counts c = hooks_get_counts();
+    char line[200];
+    int n = snprintf(line, sizeof line,
+                     "cuprof: debug: driver lookups: cuGetProcAddress=%llu hooked=%llu "
+                     "dlsym_hooked=%llu\n",
+                     (unsigned long long)c.lookups, (unsigned long long)c.lookups_hooked,
+                     (unsigned long long)c.dlsym_hooked);
+    if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0)
+        return;
+}

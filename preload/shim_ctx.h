@@ -1,0 +1,19 @@
+/* shim_ctx.h: context lifetime wrappers: a primary-context reset/last release or cuCtxDestroy
+ *   frees every allocation of the device, so cuprof forgets that device's cache first.
+ * Locking: none of its own (allocator_forget_device locks the device).
+ * Hot path: no. */
+#ifndef CUPROF_SHIM_CTX_H
+#define CUPROF_SHIM_CTX_H
+
+#include <cuda.h>
+
+CUresult shim_ctx_primary_reset(CUdevice dev);
+CUresult shim_ctx_primary_reset_v2(CUdevice dev);
+CUresult shim_ctx_primary_release(CUdevice dev);
+CUresult shim_ctx_primary_release_v2(CUdevice dev);
+CUresult shim_ctx_destroy(CUcontext ctx);
+
+/* Drops cuprof's state for `device` (cache, segment ownership) before the driver frees it. */
+void shim_ctx_forget_device(int device);
+
+#endif

@@ -1,0 +1,17 @@
+/* shim_query.h: the query wrappers that must see through sub-allocation: cuMemGetInfo_v2 (the
+ *   device's truth), cuMemGetAddressRange_v2 and cuPointerGetAttribute(s) (answer for the block a
+ *   program was given, not for cuprof's segment).
+ * Locking: none of its own; allocator_lookup takes no device lock.
+ * Hot path: no. */
+#ifndef CUPROF_SHIM_QUERY_H
+#define CUPROF_SHIM_QUERY_H
+
+#include <cuda.h>
+
+CUresult shim_query_mem_get_info(size_t *free_bytes, size_t *total_bytes);
+CUresult shim_query_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr dptr);
+CUresult shim_query_pointer_attribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr);
+CUresult shim_query_pointer_attributes(unsigned int count, CUpointer_attribute *attributes,
+                                       void **data, CUdeviceptr ptr);
+
+#endif

@@ -1,0 +1,157 @@
+/* shim_rt.c: runtime-level wrappers (see shim_rt.h). */
+#include "preload/shim_rt.h"
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "preload/call_tag.h"
+#include "preload/guard.h"
+#include "preload/real_dl.h"
+
+_Thread_local struct call_tag call_tag_current __attribute__((tls_model("initial-exec")));
+
+enum rt_fn {
+    RT_MALLOC,
+    RT_FREE,
+    RT_MALLOC_ASYNC,
+    RT_MALLOC_ASYNC_PTSZ,
+    RT_FREE_ASYNC,
+    RT_FREE_ASYNC_PTSZ,
+    RT_MALLOC_FROM_POOL_ASYNC,
+    RT_MALLOC_FROM_POOL_ASYNC_PTSZ,
+    RT_MALLOC_PITCH,
+    RT_MALLOC_3D,
+    RT_MALLOC_MANAGED,
+    RT_MEM_GET_INFO,
+    RT_DEVICE_RESET,
+    RT_FN_COUNT
+};
+
+static const char *const rt_names[RT_FN_COUNT] = {
+    [RT_MALLOC] = "cudaMalloc",
+    [RT_FREE] = "cudaFree",
+    [RT_MALLOC_ASYNC] = "cudaMallocAsync",
+    [RT_MALLOC_ASYNC_PTSZ] = "cudaMallocAsync_ptsz",
+    [RT_FREE_ASYNC] = "cudaFreeAsync",
+    [RT_FREE_ASYNC_PTSZ] = "cudaFreeAsync_ptsz",
+    [RT_MALLOC_FROM_POOL_ASYNC] = "cudaMallocFromPoolAsync",
+    [RT_MALLOC_FROM_POOL_ASYNC_PTSZ] = "cudaMallocFromPoolAsync_ptsz",
+    [RT_MALLOC_PITCH] = "cudaMallocPitch",
+    [RT_MALLOC_3D] = "cudaMalloc3D",
+    [RT_MALLOC_MANAGED] = "cudaMallocManaged",
+    [RT_MEM_GET_INFO] = "cudaMemGetInfo",
+    [RT_DEVICE_RESET] = "cudaDeviceReset",
+};
+
+static _Atomic(void *) rt_real[RT_FN_COUNT];
+
+/* The runtime's own function: the next definition after libcuprof (dlsym(RTLD_NEXT) from us).
+ * Resolved on first use; racing threads store the same pointer. */
+static void *
+rt_lookup(enum rt_fn fn)
+{
+    void *p = atomic_load_explicit(&rt_real[fn], memory_order_acquire);
+    if (p == NULL) {
+        p = real_dl_dlsym(RTLD_NEXT, rt_names[fn]);
+        if (p != NULL)
+            atomic_store_explicit(&rt_real[fn], p, memory_order_release);
+    }
+    return p;
+}
+
+/* Declares `real` of type `type` for `fn`, or returns the runtime's "not initialised" error: a
+ * program reaches these exports only with libcudart loaded, so this is a defensive answer. */
+#define RT_REAL(real, fn, type)                                                                    \
+    type real;                                                                                     \
+    {                                                                                              \
+        void *p_ = rt_lookup(fn);                                                                  \
+        if (p_ == NULL)                                                                            \
+            return cudaErrorInitializationError;                                                   \
+        memcpy(&real, &p_, sizeof p_);                                                             \
+    }
+
+/* Tags the thread for the driver wrappers below; the stack is captured there. */
+static struct call_tag
+rt_enter(enum rt_fn fn)
+{
+    return call_tag_push(rt_names[fn], 0, false);
+}
+
+typedef cudaError_t (*rt_malloc_fn)(void **, size_t);
+typedef cudaError_t (*rt_free_fn)(void *);
+typedef cudaError_t (*rt_malloc_async_fn)(void **, size_t, cudaStream_t);
+typedef cudaError_t (*rt_free_async_fn)(void *, cudaStream_t);
+typedef cudaError_t (*rt_malloc_pool_fn)(void **, size_t, cudaMemPool_t, cudaStream_t);
+typedef cudaError_t (*rt_malloc_pitch_fn)(void **, size_t *, size_t, size_t);
+typedef cudaError_t (*rt_malloc_3d_fn)(struct cudaPitchedPtr *, struct cudaExtent);
+typedef cudaError_t (*rt_malloc_managed_fn)(void **, size_t, unsigned int);
+typedef cudaError_t (*rt_mem_get_info_fn)(size_t *, size_t *);
+typedef cudaError_t (*rt_device_reset_fn)(void);
+
+/* Every wrapper: guarded calls (cuprof's own) go straight through; others are tagged. */
+#define RT_CALL(fn, real, ...)                                                                     \
+    if (guard_active())                                                                            \
+        return real(__VA_ARGS__);                                                                  \
+    struct call_tag saved_ = rt_enter(fn);                                                         \
+    cudaError_t result_ = real(__VA_ARGS__);                                                       \
+    call_tag_pop(saved_);                                                                          \
+    return result_;
+
+cudaError_t
+shim_rt_malloc(void **ptr, size_t size){RT_REAL(real, RT_MALLOC, rt_malloc_fn)
+                                            RT_CALL(RT_MALLOC, real, ptr, size)}
+
+cudaError_t shim_rt_free(void *ptr){RT_REAL(real, RT_FREE, rt_free_fn) RT_CALL(RT_FREE, real, ptr)}
+
+cudaError_t shim_rt_malloc_async(void **ptr, size_t size, cudaStream_t stream){
+    RT_REAL(real, RT_MALLOC_ASYNC, rt_malloc_async_fn)
+        RT_CALL(RT_MALLOC_ASYNC, real, ptr, size, stream)}
+
+cudaError_t shim_rt_malloc_async_ptsz(void **ptr, size_t size, cudaStream_t stream){
+    RT_REAL(real, RT_MALLOC_ASYNC_PTSZ, rt_malloc_async_fn)
+        RT_CALL(RT_MALLOC_ASYNC_PTSZ, real, ptr, size, stream)}
+
+cudaError_t shim_rt_free_async(void *ptr, cudaStream_t stream){
+    RT_REAL(real, RT_FREE_ASYNC, rt_free_async_fn) RT_CALL(RT_FREE_ASYNC, real, ptr, stream)}
+
+cudaError_t shim_rt_free_async_ptsz(void *ptr, cudaStream_t stream){
+    RT_REAL(real, RT_FREE_ASYNC_PTSZ, rt_free_async_fn)
+        RT_CALL(RT_FREE_ASYNC_PTSZ, real, ptr, stream)}
+
+cudaError_t shim_rt_malloc_from_pool_async(void **ptr, size_t size, cudaMemPool_t pool,
+                                           cudaStream_t stream){
+    RT_REAL(real, RT_MALLOC_FROM_POOL_ASYNC, rt_malloc_pool_fn)
+        RT_CALL(RT_MALLOC_FROM_POOL_ASYNC, real, ptr, size, pool, stream)}
+
+cudaError_t shim_rt_malloc_from_pool_async_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
+                                                cudaStream_t stream){
+    RT_REAL(real, RT_MALLOC_FROM_POOL_ASYNC_PTSZ, rt_malloc_pool_fn)
+        RT_CALL(RT_MALLOC_FROM_POOL_ASYNC_PTSZ, real, ptr, size, pool, stream)}
+
+cudaError_t shim_rt_malloc_pitch(void **ptr, size_t *pitch, size_t width, size_t height){
+    RT_REAL(real, RT_MALLOC_PITCH, rt_malloc_pitch_fn)
+        RT_CALL(RT_MALLOC_PITCH, real, ptr, pitch, width, height)}
+
+cudaError_t shim_rt_malloc_3d(struct cudaPitchedPtr *pitched, struct cudaExtent extent){
+    RT_REAL(real, RT_MALLOC_3D, rt_malloc_3d_fn) RT_CALL(RT_MALLOC_3D, real, pitched, extent)}
+
+cudaError_t shim_rt_malloc_managed(void **ptr, size_t size, unsigned int flags){
+    RT_REAL(real, RT_MALLOC_MANAGED, rt_malloc_managed_fn)
+        RT_CALL(RT_MALLOC_MANAGED, real, ptr, size, flags)}
+
+cudaError_t shim_rt_mem_get_info(size_t *free_bytes, size_t *total_bytes){
+    RT_REAL(real, RT_MEM_GET_INFO, rt_mem_get_info_fn)
+        RT_CALL(RT_MEM_GET_INFO, real, free_bytes, total_bytes)}
+
+cudaError_t shim_rt_device_reset(void)
+{
+    RT_REAL(real, RT_DEVICE_RESET, rt_device_reset_fn)
+    if (guard_active())
+        return real();
+    struct call_tag saved = rt_enter(RT_DEVICE_RESET);
+    cudaError_t result = real();
+    call_tag_pop(saved);
+    return result;
+}

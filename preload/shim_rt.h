@@ -1,0 +1,27 @@
+/* shim_rt.h: runtime-level wrappers (cudaMalloc, cudaFree, ...; reached only with a shared
+ *   libcudart). They never account: they tag the thread (API name, outermost stack) and call the
+ *   real runtime, whose driver calls come back through the driver wrappers and are counted there.
+ * Locking: none (thread-local tag; real pointers published atomically).
+ * Hot path: yes. */
+#ifndef CUPROF_SHIM_RT_H
+#define CUPROF_SHIM_RT_H
+
+#include <cuda_runtime_api.h>
+
+cudaError_t shim_rt_malloc(void **ptr, size_t size);
+cudaError_t shim_rt_free(void *ptr);
+cudaError_t shim_rt_malloc_async(void **ptr, size_t size, cudaStream_t stream);
+cudaError_t shim_rt_malloc_async_ptsz(void **ptr, size_t size, cudaStream_t stream);
+cudaError_t shim_rt_free_async(void *ptr, cudaStream_t stream);
+cudaError_t shim_rt_free_async_ptsz(void *ptr, cudaStream_t stream);
+cudaError_t shim_rt_malloc_from_pool_async(void **ptr, size_t size, cudaMemPool_t pool,
+                                           cudaStream_t stream);
+cudaError_t shim_rt_malloc_from_pool_async_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
+                                                cudaStream_t stream);
+cudaError_t shim_rt_malloc_pitch(void **ptr, size_t *pitch, size_t width, size_t height);
+cudaError_t shim_rt_malloc_3d(struct cudaPitchedPtr *pitched, struct cudaExtent extent);
+cudaError_t shim_rt_malloc_managed(void **ptr, size_t size, unsigned int flags);
+cudaError_t shim_rt_mem_get_info(size_t *free_bytes, size_t *total_bytes);
+cudaError_t shim_rt_device_reset(void);
+
+#endif

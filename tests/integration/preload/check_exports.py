@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""libcuprof.so exports exactly the intended list, unversioned, and needs no CUDA library.
+
+Usage: check_exports.py LIBCUPROF NM READELF
+The expected list is written here independently of preload/libcuprof.map and preload/exports.c.
+"""
+import re
+import subprocess
+import sys
+
+CUDA_EXPORTS = {
+    "dlsym",
+    # driver API
+    "cuGetProcAddress", "cuGetProcAddress_v2",
+    "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocPitch_v2", "cuMemAllocManaged", "cuMemGetInfo_v2",
+    "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz",
+    "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
+    "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemAddressReserve",
+    "cuMemAddressFree", "cuMemGetAddressRange_v2", "cuPointerGetAttribute",
+    "cuPointerGetAttributes", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2",
+    "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", "cuCtxDestroy_v2",
+    # runtime API
+    "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFreeAsync",
+    "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",
+    "cudaMallocPitch", "cudaMalloc3D", "cudaMallocManaged", "cudaMemGetInfo", "cudaDeviceReset",
+}
+
+
+def run(*cmd):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+
+def main():
+    lib, nm, readelf = sys.argv[1:4]
+    failures = []
+
+    defined = {}
+    for line in run(nm, "-D", "--defined-only", lib).splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            defined[parts[2]] = parts[1]
+    names = {n.split("@")[0] for n in defined}
+    versioned = sorted(n for n in defined if "@" in n)
+    if versioned:
+        failures.append(f"exports carry a symbol version (breaks interposition): {versioned}")
+    # The public cuprof_* API belongs to shim-control; everything else must be on our list.
+    cuprof_api = {n for n in names if n.startswith("cuprof_")}
+    if "cuprof_version" not in cuprof_api:
+        failures.append("cuprof_version is not exported")
+    extra = sorted(names - CUDA_EXPORTS - cuprof_api)
+    missing = sorted(CUDA_EXPORTS - names)
+    if extra:
+        failures.append(f"unexpected exports: {extra}")
+    if missing:
+        failures.append(f"missing exports: {missing}")
+    not_code = sorted(n for n in CUDA_EXPORTS & names if defined.get(n) != "T")
+    if not_code:
+        failures.append(f"exports that are not functions: {not_code}")
+
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run(readelf, "-d", lib))
+    cuda_needed = [n for n in needed if re.match(r"lib(cuda|cudart|nv|cupti)", n)]
+    if cuda_needed:
+        failures.append(f"NEEDED on CUDA libraries: {cuda_needed}")
+    if not needed:
+        failures.append("readelf -d shows no NEEDED at all (wrong file?)")
+
+    undefined = run(nm, "-D", "--undefined-only", lib).split()
+    cu_undefined = sorted(s for s in undefined if re.match(r"cu[A-Z]|cuda[A-Z]", s))
+    if cu_undefined:
+        failures.append(f"undefined CUDA symbols: {cu_undefined}")
+
+    for f in failures:
+        print("FAIL:", f)
+    if failures:
+        return 1
+    print(f"ok: {len(CUDA_EXPORTS)} CUDA exports + {len(cuprof_api)} cuprof_* exports, "
+          f"NEEDED={needed}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

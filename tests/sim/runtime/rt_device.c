@@ -1,0 +1,203 @@
+/* rt_device: device selection and queries, versions, last error, error names, and the driver
+ * entry-point queries (which go through the cuGetProcAddress pointer the bootstrap kept). */
+#include "rt_api.h"
+#include "rt_driver.h"
+#include "rt_errors.h"
+#include "rt_state.h"
+
+#include <stddef.h>
+#include <string.h>
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGetDeviceCount(int *count)
+{
+    if (count == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    *count = 0;
+    enum cudaError e = rt_state_init();
+    if (e != cudaSuccess)
+        return e;
+    *count = rt_state_device_count();
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGetDevice(int *device)
+{
+    if (device == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    return rt_state_get_device(device);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaSetDevice(int device)
+{
+    return rt_state_set_device(device);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaDeviceReset(void)
+{
+    return rt_state_reset_device();
+}
+
+/* cudaDeviceProp int fields filled from cuDeviceGetAttribute. */
+static const struct {
+    size_t offset;
+    CUdevice_attribute attr;
+} rt_device_attrs[] = {
+    {offsetof(struct cudaDeviceProp, major), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+    {offsetof(struct cudaDeviceProp, minor), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+    {offsetof(struct cudaDeviceProp, multiProcessorCount),
+     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+    {offsetof(struct cudaDeviceProp, warpSize), CU_DEVICE_ATTRIBUTE_WARP_SIZE},
+    {offsetof(struct cudaDeviceProp, maxThreadsPerBlock),
+     CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+    {offsetof(struct cudaDeviceProp, pciBusID), CU_DEVICE_ATTRIBUTE_PCI_BUS_ID},
+    {offsetof(struct cudaDeviceProp, pciDeviceID), CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID},
+    {offsetof(struct cudaDeviceProp, l2CacheSize), CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE},
+    {offsetof(struct cudaDeviceProp, memoryBusWidth), CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH},
+    {offsetof(struct cudaDeviceProp, unifiedAddressing), CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING},
+    {offsetof(struct cudaDeviceProp, managedMemory), CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY},
+    {offsetof(struct cudaDeviceProp, concurrentKernels), CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS},
+    {offsetof(struct cudaDeviceProp, asyncEngineCount), CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT},
+    {offsetof(struct cudaDeviceProp, memoryPoolsSupported),
+     CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED},
+};
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+    if (prop == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    enum cudaError e = rt_state_init();
+    if (e != cudaSuccess)
+        return e;
+    if (device < 0 || device >= rt_state_device_count())
+        return rt_state_ret(cudaErrorInvalidDevice);
+    CUdevice dev = 0;
+    CUresult r = RT_CALL(cuDeviceGet, &dev, device);
+    if (r != CUDA_SUCCESS)
+        return rt_state_cu(r);
+    memset(prop, 0, sizeof *prop);
+    r = RT_CALL(cuDeviceGetName, prop->name, (int)sizeof prop->name, dev);
+    if (r == CUDA_SUCCESS)
+        r = RT_CALL(cuDeviceTotalMem, &prop->totalGlobalMem, dev);
+    if (r != CUDA_SUCCESS)
+        return rt_state_cu(r);
+    for (size_t i = 0; i < sizeof rt_device_attrs / sizeof rt_device_attrs[0]; i++) {
+        int v = 0;
+        /* An attribute the (simulated) driver does not model stays 0. */
+        if (RT_CALL(cuDeviceGetAttribute, &v, rt_device_attrs[i].attr, dev) == CUDA_SUCCESS)
+            memcpy((char *)prop + rt_device_attrs[i].offset, &v, sizeof v);
+    }
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaDriverGetVersion(int *driverVersion)
+{
+    if (driverVersion == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    *driverVersion = 0; /* documented: 0 when no driver is installed */
+    if (rt_driver_load() != CUDA_SUCCESS || rt_drv.cuDriverGetVersion == NULL)
+        return cudaSuccess;
+    return rt_state_cu(rt_drv.cuDriverGetVersion(driverVersion));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaRuntimeGetVersion(int *runtimeVersion)
+{
+    if (runtimeVersion == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    *runtimeVersion = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGetLastError(void)
+{
+    return rt_state_last_error(1);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaPeekAtLastError(void)
+{
+    return rt_state_last_error(0);
+}
+
+RT_EXPORT const char *CUDARTAPI
+cudaGetErrorName(cudaError_t error)
+{
+    const char *s = rt_errors_name(error);
+    return s ? s : "unrecognized error code";
+}
+
+RT_EXPORT const char *CUDARTAPI
+cudaGetErrorString(cudaError_t error)
+{
+    const char *s = rt_errors_string(error);
+    return s ? s : "unrecognized error code";
+}
+
+/* Both entry-point queries call the pointer cudart got for "cuGetProcAddress"@12000, so whatever
+ * an interposer handed back there sees every lookup a program makes through the runtime. */
+static cudaError_t
+rt_device_entry_point(const char *symbol, void **funcPtr, int version, unsigned long long flags,
+                      enum cudaDriverEntryPointQueryResult *status)
+{
+    if (symbol == NULL || funcPtr == NULL ||
+        (flags & ~(unsigned long long)(cudaEnableLegacyStream | cudaEnablePerThreadDefaultStream)))
+        return rt_state_ret(cudaErrorInvalidValue);
+    enum cudaError e = rt_state_init();
+    if (e != cudaSuccess)
+        return e;
+    *funcPtr = NULL;
+    if (rt_drv.get_proc == NULL)
+        return rt_state_ret(cudaErrorNotSupported);
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+    CUresult r = rt_drv.get_proc(symbol, funcPtr, version, (cuuint64_t)flags, &st);
+    if (status != NULL)
+        *status = (enum cudaDriverEntryPointQueryResult)st;
+    /* Documented: a missing symbol is cudaSuccess with *funcPtr NULL and the status saying why. */
+    if (r == CUDA_ERROR_NOT_FOUND) {
+        *funcPtr = NULL;
+        return cudaSuccess;
+    }
+    return rt_state_cu(r);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
+                        enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+    /* cudart 13 hard-codes its own version here (the call is deprecated in favour of ByVersion). */
+    return rt_device_entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
+                             enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+    if (flags == cudaEnableDefault) /* default means per-thread in a per-thread build */
+        flags = cudaEnablePerThreadDefaultStream;
+    return rt_device_entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                 unsigned long long flags,
+                                 enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+    return rt_device_entry_point(symbol, funcPtr, (int)cudaVersion, flags, driverStatus);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                      unsigned long long flags,
+                                      enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+    if (flags == cudaEnableDefault)
+        flags = cudaEnablePerThreadDefaultStream;
+    return rt_device_entry_point(symbol, funcPtr, (int)cudaVersion, flags, driverStatus);
+}

@@ -1,0 +1,221 @@
+/* rt_memory: the runtime's allocation calls, each one driver call through the table, with the
+ * runtime's own rules on top (size 0 -> NULL + success, cudaFree(NULL) -> success, and so on). */
+#include "rt_api.h"
+#include "rt_driver.h"
+#include "rt_state.h"
+
+#include <stdint.h>
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMalloc(void **devPtr, size_t size)
+{
+    if (devPtr == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    *devPtr = NULL;
+    if (size == 0) /* the runtime answers a zero-size request with NULL and success */
+        return cudaSuccess;
+    CUdeviceptr p = 0;
+    CUresult r = RT_CALL(cuMemAlloc, &p, size);
+    if (r != CUDA_SUCCESS)
+        return rt_state_cu(r);
+    *devPtr = (void *)(uintptr_t)p;
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaFree(void *devPtr)
+{
+    /* cudaFree(NULL) is the classic "initialise the context" idiom: it does init, then succeeds. */
+    RT_CTX_OR_RETURN();
+    if (devPtr == NULL)
+        return cudaSuccess;
+    return rt_state_cu(RT_CALL(cuMemFree, (CUdeviceptr)(uintptr_t)devPtr));
+}
+
+static cudaError_t
+rt_memory_alloc_async(void **devPtr, size_t size, cudaStream_t s, PFN_cuMemAllocAsync_v11020 fn)
+{
+    if (devPtr == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    *devPtr = NULL;
+    if (size == 0)
+        return cudaSuccess;
+    if (fn == NULL)
+        return rt_state_ret(cudaErrorCallRequiresNewerDriver);
+    CUdeviceptr p = 0;
+    CUresult r = fn(&p, size, (CUstream)s);
+    if (r != CUDA_SUCCESS)
+        return rt_state_cu(r);
+    *devPtr = (void *)(uintptr_t)p;
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    return rt_memory_alloc_async(devPtr, size, hStream, rt_drv.cuMemAllocAsync);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    return rt_memory_alloc_async(devPtr, size, hStream, rt_drv.cuMemAllocAsync_ptsz);
+}
+
+static cudaError_t
+rt_memory_free_async(void *devPtr, cudaStream_t s, PFN_cuMemFreeAsync_v11020 fn)
+{
+    RT_CTX_OR_RETURN();
+    if (devPtr == NULL) /* mirrors the NULL that a zero-size cudaMallocAsync hands out */
+        return cudaSuccess;
+    if (fn == NULL)
+        return rt_state_ret(cudaErrorCallRequiresNewerDriver);
+    return rt_state_cu(fn((CUdeviceptr)(uintptr_t)devPtr, (CUstream)s));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    return rt_memory_free_async(devPtr, hStream, rt_drv.cuMemFreeAsync);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+    return rt_memory_free_async(devPtr, hStream, rt_drv.cuMemFreeAsync_ptsz);
+}
+
+static cudaError_t
+rt_memory_alloc_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s,
+                     PFN_cuMemAllocFromPoolAsync_v11020 fn)
+{
+    if (ptr == NULL || pool == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    *ptr = NULL;
+    if (size == 0)
+        return cudaSuccess;
+    if (fn == NULL)
+        return rt_state_ret(cudaErrorCallRequiresNewerDriver);
+    CUdeviceptr p = 0;
+    CUresult r = fn(&p, size, (CUmemoryPool)pool, (CUstream)s);
+    if (r != CUDA_SUCCESS)
+        return rt_state_cu(r);
+    *ptr = (void *)(uintptr_t)p;
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
+{
+    return rt_memory_alloc_pool(ptr, size, memPool, stream, rt_drv.cuMemAllocFromPoolAsync);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
+{
+    return rt_memory_alloc_pool(ptr, size, memPool, stream, rt_drv.cuMemAllocFromPoolAsync_ptsz);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+    if (devPtr == NULL || pitch == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    *devPtr = NULL;
+    if (width == 0 || height == 0) { /* an empty 2D allocation behaves like cudaMalloc(0) */
+        *pitch = 0;
+        return cudaSuccess;
+    }
+    CUdeviceptr p = 0;
+    size_t pp = 0;
+    /* Element size 4: the runtime's choice; it only bounds the pitch the driver may pick. */
+    CUresult r = RT_CALL(cuMemAllocPitch, &p, &pp, width, height, 4);
+    if (r != CUDA_SUCCESS)
+        return rt_state_cu(r);
+    *devPtr = (void *)(uintptr_t)p;
+    *pitch = pp;
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
+{
+    if (pitchedDevPtr == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    if (extent.depth != 0 && extent.height > SIZE_MAX / extent.depth)
+        return rt_state_ret(cudaErrorInvalidValue);
+    void *p = NULL;
+    size_t pitch = 0;
+    cudaError_t e = cudaMallocPitch(&p, &pitch, extent.width, extent.height * extent.depth);
+    if (e != cudaSuccess)
+        return e;
+    pitchedDevPtr->ptr = p;
+    pitchedDevPtr->pitch = pitch;
+    pitchedDevPtr->xsize = extent.width;
+    pitchedDevPtr->ysize = extent.height;
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+    if (devPtr == NULL || size == 0) /* documented: size 0 is cudaErrorInvalidValue here */
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    CUdeviceptr p = 0;
+    CUresult r = RT_CALL(cuMemAllocManaged, &p, size, flags);
+    if (r != CUDA_SUCCESS)
+        return rt_state_cu(r);
+    *devPtr = (void *)(uintptr_t)p;
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMallocHost(void **ptr, size_t size)
+{
+    if (ptr == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    *ptr = NULL;
+    if (size == 0)
+        return cudaSuccess;
+    /* cudart 13 never calls cuMemAllocHost: pinned host memory comes from cuMemHostAlloc. */
+    return rt_state_cu(RT_CALL(cuMemHostAlloc, ptr, size, 0));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaFreeHost(void *ptr)
+{
+    RT_CTX_OR_RETURN();
+    if (ptr == NULL)
+        return cudaSuccess;
+    return rt_state_cu(RT_CALL(cuMemFreeHost, ptr));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMemGetInfo(size_t *free, size_t *total)
+{
+    if (free == NULL || total == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuMemGetInfo, free, total));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+    if (memPool == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    if (device < 0 || device >= rt_state_device_count())
+        return rt_state_ret(cudaErrorInvalidDevice);
+    CUdevice dev = 0;
+    CUresult r = RT_CALL(cuDeviceGet, &dev, device);
+    if (r == CUDA_SUCCESS)
+        r = RT_CALL(cuDeviceGetDefaultMemPool, (CUmemoryPool *)memPool, dev);
+    return rt_state_cu(r);
+}

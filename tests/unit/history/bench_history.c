@@ -1,0 +1,174 @@
+/* bench_history.c: costs of the history hot path, printed as `name: value unit (ratio baseline)`
+ * lines for scripts/bench: stack capture at depths 8/32/64 against raw unw_backtrace in the same
+ * run, intern hits, ring appends, and bytes per history entry (measured RSS of a full ring). */
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "snapshot/stacks.h"
+#include "snapshot/trace_ring.h"
+
+#define REPS 7
+
+static double
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double
+median(double *v)
+{
+    qsort(v, REPS, sizeof(*v), cmp_double);
+    return v[REPS / 2];
+}
+
+enum what { RAW_UNWIND, CAPTURE };
+
+static volatile uint32_t g_sink;
+
+/* Times `iters` stack walks of `depth` frames, from `frames` deep in this recursion. */
+__attribute__((noinline)) static double
+walk_at_depth(int frames, enum what what, int depth, int iters)
+{
+    if (frames > 0) {
+        double r = walk_at_depth(frames - 1, what, depth, iters);
+        __asm__ volatile("" ::: "memory");
+        return r;
+    }
+    void *buf[STACKS_MAX_DEPTH + 8];
+    double t0 = now_ns();
+    for (int i = 0; i < iters; i++) {
+        if (what == RAW_UNWIND)
+            g_sink = (uint32_t)unw_backtrace(buf, depth);
+        else
+            g_sink = stacks_capture(0);
+    }
+    return (now_ns() - t0) / iters;
+}
+
+static double
+bench_walk(enum what what, int depth, int iters)
+{
+    double v[REPS];
+    stacks_configure(STACKS_ALL, (unsigned)depth);
+    (void)walk_at_depth(depth, what, depth, 100); /* warm: unwinder cache, interned stack */
+    for (int r = 0; r < REPS; r++)
+        v[r] = walk_at_depth(depth, what, depth, iters);
+    return median(v);
+}
+
+static double
+bench_intern_hit(int depth, int iters)
+{
+    uintptr_t ips[STACKS_MAX_DEPTH];
+    for (int i = 0; i < depth; i++)
+        ips[i] = 0x7f0000001000u + (uintptr_t)i * 0x40u;
+    (void)stacks_intern(ips, (size_t)depth);
+    double v[REPS];
+    for (int r = 0; r < REPS; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < iters; i++)
+            g_sink = stacks_intern(ips, (size_t)depth);
+        v[r] = (now_ns() - t0) / iters;
+    }
+    return median(v);
+}
+
+static double
+bench_ring_append(struct trace_ring *ring, int iters)
+{
+    struct trace_sink sink = trace_ring_sink(ring);
+    double v[REPS];
+    for (int r = 0; r < REPS; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < iters; i++) {
+            struct trace_event e = {.action = TRACE_ALLOC,
+                                    .addr = 0x7f0000000000u + (uint64_t)i * 512u,
+                                    .size = 512,
+                                    .stack_id = 1};
+            sink.record(sink.ctx, &e);
+        }
+        v[r] = (now_ns() - t0) / iters;
+    }
+    return median(v);
+}
+
+static double
+bench_clock(int iters)
+{
+    double v[REPS];
+    struct timespec ts;
+    for (int r = 0; r < REPS; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < iters; i++) {
+            clock_gettime(CLOCK_REALTIME, &ts);
+            g_sink = (uint32_t)ts.tv_nsec;
+        }
+        v[r] = (now_ns() - t0) / iters;
+    }
+    return median(v);
+}
+
+static long
+rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL)
+        return -1;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+        resident = -1;
+    fclose(f);
+    return resident * sysconf(_SC_PAGESIZE);
+}
+
+int
+main(void)
+{
+    stacks_warm_up();
+    const int depths[] = {8, 32, 64};
+    double capture32 = 0;
+    for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
+        int d = depths[i];
+        double raw = bench_walk(RAW_UNWIND, d, 20000);
+        double cap = bench_walk(CAPTURE, d, 20000);
+        if (d == 32)
+            capture32 = cap;
+        printf("history_unw_backtrace_d%d: %.1f ns\n", d, raw);
+        printf("history_capture_d%d: %.1f ns (%.2fx unw_backtrace_d%d)\n", d, cap, cap / raw, d);
+        printf("history_capture_per_frame_d%d: %.1f ns\n", d, cap / d);
+    }
+    double hit = bench_intern_hit(32, 1000000);
+    printf("history_intern_hit_d32: %.1f ns (%.3fx capture_d32)\n", hit, hit / capture32);
+
+    const size_t entries = 1000000;
+    struct trace_ring *ring = trace_ring_create(1, entries, HISTORY_ALL);
+    if (ring == NULL) {
+        fprintf(stderr, "bench_history: cannot create the ring\n");
+        return 1;
+    }
+    long rss0 = rss_bytes();
+    double clk = bench_clock(1000000);
+    double app = bench_ring_append(ring, (int)entries);
+    long rss1 = rss_bytes();
+    printf("history_ring_append: %.1f ns (%.2fx clock_gettime)\n", app, app / clk);
+    printf("history_bytes_per_entry: %.1f B (%.2fx sizeof trace_record)\n",
+           (double)(rss1 - rss0) / (double)entries,
+           (double)(rss1 - rss0) / (double)entries / (double)sizeof(struct trace_record));
+    trace_ring_destroy(ring);
+    return 0;
+}
