@@ -1,4 +1,5 @@
-/* api.c: the exported cuprof_* functions declared in cuprof.h (PyTorch's torch.cuda.memory calls). */
+/* api.c: the exported cuprof_* functions declared in cuprof.h (PyTorch's torch.cuda.memory calls).
+ */
 #define CUPROF_BUILDING_LIBRARY
 #include "preload/cuprof.h"
 
@@ -161,7 +162,8 @@ cuprof_set_per_process_memory_fraction(double fraction, int device)
 static char *
 api_format(const struct memory_stats *stats, int device, bool summary)
 {
-    size_t len = summary ? memory_summary(stats, device, false, NULL, 0) : stats_json(stats, NULL, 0);
+    size_t len =
+        summary ? memory_summary(stats, device, false, NULL, 0) : stats_json(stats, NULL, 0);
     char *text = malloc(len + 1);
     if (text == NULL)
         return NULL;

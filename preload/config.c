@@ -232,7 +232,7 @@ config_store(struct cuprof_config *config, size_t index, const char *value, char
     switch (e->kind) {
     case CONFIG_KIND_ENUM:
         as_int = config_list_index(e->accepted, value, strlen(value));
-        if (*value == '\0' || strchr(value, ',') != NULL || as_int < 0) {
+        if (as_int < 0) { /* also "" and "a,b": list items are non-empty, comma-free */
             char prose[128];
             config_list_prose(e->accepted, prose, sizeof prose);
             snprintf(expected, sizeof expected, "one of %s", prose);
@@ -282,11 +282,11 @@ config_store(struct cuprof_config *config, size_t index, const char *value, char
     case CONFIG_VAR_##name:                                                                        \
         CONFIG_STORE_##kind(config->field);                                                        \
         break;
-#define CONFIG_STORE_ENUM(f) (f) = as_int
-#define CONFIG_STORE_UINT(f) (f) = number
-#define CONFIG_STORE_FLAGS(f) (f) = flags
+#define CONFIG_STORE_ENUM(f)   (f) = as_int
+#define CONFIG_STORE_UINT(f)   (f) = number
+#define CONFIG_STORE_FLAGS(f)  (f) = flags
 #define CONFIG_STORE_SIGNAL(f) (f) = as_int
-#define CONFIG_STORE_PATH(f) snprintf((f), sizeof(f), "%s", value)
+#define CONFIG_STORE_PATH(f)   snprintf((f), sizeof(f), "%s", value)
 #define CONFIG_STORE_ALLOC_CONF(f)                                                                 \
     do {                                                                                           \
         char why[300];                                                                             \
@@ -330,7 +330,8 @@ config_check_names(char *const *envp, char *err, size_t err_len)
         size_t n = strcspn(entry, "=");
         bool known = false;
         for (size_t i = 0; i < CONFIG_VAR_COUNT && !known; i++)
-            known = strlen(config_table[i].name) == n && strncmp(config_table[i].name, entry, n) == 0;
+            known =
+                strlen(config_table[i].name) == n && strncmp(config_table[i].name, entry, n) == 0;
         if (known)
             continue;
         char name[CONFIG_QUOTE_MAX + 8];

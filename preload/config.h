@@ -33,12 +33,12 @@ enum config_log {
     CONFIG_LOG_DEBUG = 2,
 };
 
-#define CONFIG_FIELD_ENUM(field) int field
-#define CONFIG_FIELD_UINT(field) uint64_t field
+#define CONFIG_FIELD_ENUM(field)       int field
+#define CONFIG_FIELD_UINT(field)       uint64_t field
 #define CONFIG_FIELD_ALLOC_CONF(field) struct alloc_config field
-#define CONFIG_FIELD_PATH(field) char field[CONFIG_VALUE_MAX]
-#define CONFIG_FIELD_FLAGS(field) unsigned field
-#define CONFIG_FIELD_SIGNAL(field) int field
+#define CONFIG_FIELD_PATH(field)       char field[CONFIG_VALUE_MAX]
+#define CONFIG_FIELD_FLAGS(field)      unsigned field
+#define CONFIG_FIELD_SIGNAL(field)     int field
 
 struct cuprof_config {
 #define CUPROF_VAR(name, field, kind, def, min, max, accepted, help) CONFIG_FIELD_##kind(field);
@@ -55,11 +55,10 @@ struct cuprof_config {
  *   cuprof: CUPROF_FOO: unknown variable: expected one of CUPROF_MODE, ...
  * An unknown name is reported before any bad value; names starting with CUPROF_TEST_ are left
  * to the test harness. */
-__attribute__((warn_unused_result)) int config_parse(char *const *envp, struct cuprof_config *config,
-                                                     char *err, size_t err_len);
+__attribute__((warn_unused_result)) int
+config_parse(char *const *envp, struct cuprof_config *config, char *err, size_t err_len);
 
 /* The variable's name ("CUPROF_MODE"), or NULL past the end. */
-const char *
-config_var_name(size_t index);
+const char *config_var_name(size_t index);
 
 #endif

@@ -9,12 +9,12 @@
 #include <stddef.h>
 
 /* Results of the int-returning calls. */
-#define CUPROF_SUCCESS 0
+#define CUPROF_SUCCESS          0
 #define CUPROF_ERROR_NOT_LOADED (-1) /* libcuprof.so is not preloaded */
-#define CUPROF_ERROR_DISABLED (-2)   /* CUPROF_MODE=off, or no CUDA device */
-#define CUPROF_ERROR_INVALID (-3)    /* bad argument (device out of range, unknown mode string) */
-#define CUPROF_ERROR_IO (-4)         /* the snapshot file could not be written */
-#define CUPROF_ERROR_NOMEM (-5)      /* out of host memory */
+#define CUPROF_ERROR_DISABLED   (-2) /* CUPROF_MODE=off, or no CUDA device */
+#define CUPROF_ERROR_INVALID    (-3) /* bad argument (device out of range, unknown mode string) */
+#define CUPROF_ERROR_IO         (-4) /* the snapshot file could not be written */
+#define CUPROF_ERROR_NOMEM      (-5) /* out of host memory */
 
 /* `device` is a device ordinal; a negative value means the calling thread's current device
  * (PyTorch's device=None). Byte counts are 0 when the shim is absent or disabled.
@@ -47,8 +47,7 @@
     X(size_t, cuprof_max_memory_allocated, (int device), (device), 0)                              \
     X(size_t, cuprof_max_memory_reserved, (int device), (device), 0)                               \
     X(int, cuprof_reset_peak_memory_stats, (int device), (device), CUPROF_ERROR_NOT_LOADED)        \
-    X(int, cuprof_reset_accumulated_memory_stats, (int device), (device),                          \
-      CUPROF_ERROR_NOT_LOADED)                                                                     \
+    X(int, cuprof_reset_accumulated_memory_stats, (int device), (device), CUPROF_ERROR_NOT_LOADED) \
     X(int, cuprof_empty_cache, (void), (), CUPROF_ERROR_NOT_LOADED)                                \
     X(int, cuprof_set_per_process_memory_fraction, (double fraction, int device),                  \
       (fraction, device), CUPROF_ERROR_NOT_LOADED)                                                 \
@@ -68,6 +67,9 @@ CUPROF_API_FUNCS(CUPROF_DECLARE_)
 #else
 #include <dlfcn.h>
 #include <string.h>
+#ifndef RTLD_DEFAULT
+#define RTLD_DEFAULT ((void *)0) /* glibc's value; dlfcn.h hides it without _GNU_SOURCE */
+#endif
 
 /* Looks the exported function up once (RTLD_DEFAULT finds the preloaded shim). */
 static inline void *

@@ -222,8 +222,8 @@ dumper_dump_template(struct cuprof_runtime *rt)
 {
     char final[PATH_MAX], temp[PATH_MAX + 64], chosen[PATH_MAX + 16];
     uint64_t seq = dumper_seq++;
-    if (path_template_expand(rt->config->snapshot, seq, (int64_t)time(NULL), final,
-                             sizeof final) != 0 ||
+    if (path_template_expand(rt->config->snapshot, seq, (int64_t)time(NULL), final, sizeof final) !=
+            0 ||
         dumper_temp_name(final, seq, temp, sizeof temp) != 0) {
         runtime_log("cuprof: snapshot path from CUPROF_SNAPSHOT is too long");
         return -CUPROF_EINVAL;

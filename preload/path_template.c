@@ -25,8 +25,7 @@ path_template_sanitize(char *text)
 void
 path_template_rank(char *out, size_t out_len)
 {
-    static const char *const names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                        "SLURM_PROCID"};
+    static const char *const names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
     const char *rank = "0";
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *value = getenv(names[i]);

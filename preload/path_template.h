@@ -15,9 +15,8 @@ void path_template_rank(char *out, size_t out_len);
 
 /* Expands `tmpl`: %p pid, %r rank, %h host name, %n `seq`, %t unix time `now`, %% a percent.
  * Returns 0, or -CUPROF_EINVAL for an unknown escape or when the result does not fit in out. */
-__attribute__((warn_unused_result)) int path_template_expand(const char *tmpl, uint64_t seq,
-                                                             int64_t now, char *out,
-                                                             size_t out_len);
+__attribute__((warn_unused_result)) int
+path_template_expand(const char *tmpl, uint64_t seq, int64_t now, char *out, size_t out_len);
 
 /* The n-th alternative name of `path` (n >= 1): ".n" inserted before the extension
  * ("a/b.pickle" -> "a/b.2.pickle"); n == 0 copies path. Returns 0 or -CUPROF_EINVAL (too long). */
