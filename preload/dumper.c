@@ -61,7 +61,8 @@ dumper_thread(void *arg)
         char bytes[64];
         ssize_t n = read(fd, bytes, sizeof bytes); /* several pending signals: one dump */
         if (n > 0) {
-            (void)dumper_dump(dumper_rt, NULL);
+            int rc = dumper_dump(dumper_rt, NULL); /* a failure was logged */
+            (void)rc;
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else {

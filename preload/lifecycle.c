@@ -6,6 +6,7 @@
 
 #include "allocator/allocator.h"
 #include "preload/config.h"
+#include "preload/cuda_backend.h"
 #include "preload/dumper.h"
 #include "preload/runtime.h"
 #include "snapshot/stacks.h"
@@ -54,6 +55,7 @@ lifecycle_fork_child(void)
     for (int d = lifecycle_rt->device_count - 1; d >= 0; d--)
         allocator_unlock_device(lifecycle_rt->alloc, d);
     trace_ring_reset_after_fork(lifecycle_rt->ring);
+    cuda_backend_reset_after_fork();
     stacks_reset_after_fork();
     dumper_fork_child();
     atomic_store(&lifecycle_oom_claimed, false);
@@ -69,7 +71,8 @@ lifecycle_at_exit(void)
 {
     if (atomic_load(&lifecycle_idle_child) || atomic_exchange(&lifecycle_exit_done, true))
         return;
-    (void)dumper_dump(lifecycle_rt, NULL);
+    int rc = dumper_dump(lifecycle_rt, NULL); /* a failure was logged */
+    (void)rc;
 }
 
 void

@@ -145,5 +145,6 @@ runtime_notify_oom(int device)
         return;
     if (runtime_log_debug())
         runtime_log("cuprof: out of memory on device %d: writing a snapshot", device);
-    (void)dumper_dump(rt, NULL);
+    int rc = dumper_dump(rt, NULL); /* a failure was logged */
+    (void)rc;
 }

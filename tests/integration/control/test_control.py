@@ -172,8 +172,7 @@ class ConfigTests(unittest.TestCase):
             with self.subTest(value=value):
                 r = run(["true"], env_for(CUPROF_ALLOC_CONF=value))
                 self.assertEqual(r.returncode, 2, value)
-                self.assertTrue(r.stderr.startswith("cuprof: CUPROF_ALLOC_CONF: bad value "),
-                                r.stderr)
+                self.assertTrue(r.stderr.startswith("cuprof: CUPROF_ALLOC_CONF: "), r.stderr)
                 self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
 
     def test_unknown_names(self):
@@ -200,7 +199,8 @@ class ConfigTests(unittest.TestCase):
             for value in values:
                 with self.subTest(name=name, value=value):
                     r = run(["true"], env_for(**{name: value}))
-                    self.assertEqual((r.returncode, r.stderr), (0, ""))
+                    noise = [l for l in r.stderr.splitlines() if not l.startswith("cuprof: debug")]
+                    self.assertEqual((r.returncode, noise), (0, []))
 
 
 class DumpTests(unittest.TestCase):
