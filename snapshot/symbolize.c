@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "allocator/cuprof_errors.h"
+#include "snapshot/symbolize_cu.h"
 
 /* Frames one ip can expand to (inlining depth); deeper chains keep the innermost ones. */
 #define SYM_MAX_INLINE 32
@@ -29,6 +30,7 @@ struct sym_cache_slot {
 
 struct symbolizer {
     Dwfl *dwfl;
+    struct cu_index_set *cus;
     bool refreshed; /* /proc/self/maps re-read once after a miss (a library loaded since) */
     struct symbolized_frame *frames;
     size_t frame_count, frame_cap;
@@ -108,8 +110,9 @@ symbolizer_create(void)
     sym->string_mask = 1023;
     sym->cache = calloc(sym->cache_mask + 1, sizeof(*sym->cache));
     sym->strings = calloc(sym->string_mask + 1, sizeof(*sym->strings));
+    sym->cus = cu_index_set_create();
     sym->dwfl = dwfl_begin(&g_callbacks);
-    if (sym->cache == NULL || sym->strings == NULL || sym->dwfl == NULL)
+    if (sym->cache == NULL || sym->strings == NULL || sym->cus == NULL || sym->dwfl == NULL)
         goto fail;
     dwfl_report_begin(sym->dwfl);
     int rc = dwfl_linux_proc_report(sym->dwfl, getpid());
@@ -128,6 +131,7 @@ symbolizer_destroy(struct symbolizer *sym)
         return;
     if (sym->dwfl != NULL)
         dwfl_end(sym->dwfl);
+    cu_index_set_destroy(sym->cus);
     if (sym->strings != NULL) {
         for (size_t i = 0; i <= sym->string_mask; i++)
             free(sym->strings[i]);
@@ -197,20 +201,6 @@ die_function_name(Dwarf_Die *die)
     return name;
 }
 
-/* The first subprogram or inlined_subroutine among scopes[from..n). */
-static bool
-scope_function(Dwarf_Die *scopes, int n, int from, Dwarf_Die *out)
-{
-    for (int i = from; i < n; i++) {
-        int tag = dwarf_tag(&scopes[i]);
-        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
-            *out = scopes[i];
-            return true;
-        }
-    }
-    return false;
-}
-
 static const char *
 module_path(Dwfl_Module *mod, Dwarf_Addr *start)
 {
@@ -246,43 +236,36 @@ sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out
 
     Dwarf_Addr bias = 0;
     Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
-    Dwarf_Die *scopes = NULL;
-    int nscopes = cu != NULL ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+    Dwarf_Die funcs[SYM_MAX_INLINE];
+    int nfuncs =
+        cu != NULL ? cu_index_functions(sym->cus, cu, addr - bias, funcs, SYM_MAX_INLINE) : 0;
+    if (nfuncs < 0)
+        return -1;
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
     if (cu != NULL && dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
         files = NULL;
-    Dwarf_Die func;
-    bool have_func = scope_function(scopes, nscopes, 0, &func);
-    free(scopes);
-    /* Frame k+1's location is where frame k was inlined (its DW_AT_call_file/call_line), and its
-     * function is the one around that inlined_subroutine in the concrete tree (which
-     * dwarf_getscopes_die gives; dwarf_getscopes continues into the abstract origin). */
+    /* funcs: inlined_subroutine* then their subprogram. Frame k+1's location is where frame k
+     * was inlined (its DW_AT_call_file/call_line). */
     const char *file = src;
     int64_t at_line = lineno;
     int n = 0;
-    while (have_func && n < SYM_MAX_INLINE) {
-        const char *raw = die_function_name(&func);
+    for (; n < nfuncs; n++) {
+        const char *raw = die_function_name(&funcs[n]);
         out[n].name = sym_name(sym, raw != NULL ? raw : "<unknown>");
         out[n].filename = sym_intern(sym, file != NULL ? file : path);
         out[n].line = file != NULL ? at_line : 0;
         if (out[n].name == NULL || out[n].filename == NULL)
             return -1;
-        n++;
-        if (dwarf_tag(&func) != DW_TAG_inlined_subroutine)
-            break;
         Dwarf_Attribute attr;
         Dwarf_Word call_file = 0, call_line = 0;
         file = NULL;
         at_line = 0;
-        if (dwarf_formudata(dwarf_attr(&func, DW_AT_call_file, &attr), &call_file) == 0 &&
+        if (dwarf_formudata(dwarf_attr(&funcs[n], DW_AT_call_file, &attr), &call_file) == 0 &&
             files != NULL && call_file < nfiles)
             file = dwarf_filesrc(files, call_file, NULL, NULL);
-        if (dwarf_formudata(dwarf_attr(&func, DW_AT_call_line, &attr), &call_line) == 0)
+        if (dwarf_formudata(dwarf_attr(&funcs[n], DW_AT_call_line, &attr), &call_line) == 0)
             at_line = (int64_t)call_line;
-        nscopes = dwarf_getscopes_die(&func, &scopes);
-        have_func = scope_function(scopes, nscopes, 1, &func);
-        free(scopes);
     }
     if (n > 0)
         return n;

@@ -133,6 +133,18 @@ devices_and_entry_points(void)
     EXPECT("totalGlobalMem", prop.totalGlobalMem, total_b);
     EXPECT("properties bad device", cudaGetDeviceProperties(&prop, n), cudaErrorInvalidDevice);
     (void)cudaGetLastError();
+    if (n >= 2) { /* the current device is per thread and picks the primary context */
+        void *p0 = NULL, *p1 = NULL;
+        EXPECT("malloc on 0", cudaMalloc(&p0, 4096), cudaSuccess);
+        EXPECT("set device 1", cudaSetDevice(1), cudaSuccess);
+        EXPECT("get device", cudaGetDevice(&dev), cudaSuccess);
+        EXPECT("device 1", dev, 1);
+        EXPECT("malloc on 1", cudaMalloc(&p1, 4096), cudaSuccess);
+        EXPECT("distinct devices, distinct memory", p0 != p1, 1);
+        EXPECT("free on 1", cudaFree(p1), cudaSuccess);
+        EXPECT("set device 0", cudaSetDevice(0), cudaSuccess);
+        EXPECT("free on 0", cudaFree(p0), cudaSuccess);
+    }
 
     /* Entry points come through the driver's cuGetProcAddress with the version asked for. */
     void *fn = NULL;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "snapshot/stacks.h"
+#include "snapshot/symbolize.h"
 #include "snapshot/trace_ring.h"
 
 #define REPS 7
@@ -123,6 +124,48 @@ bench_clock(int iters)
     return median(v);
 }
 
+/* Dump-time costs: creating a symbolizer, resolving unique ips (2000 spread over libc's text, as
+ * a program's unique return addresses are), then the same ips again from the cache. */
+static void
+bench_symbolize(void)
+{
+    enum { UNIQUE = 2000 };
+    double t0 = now_ns();
+    struct symbolizer *sym = symbolizer_create();
+    double create = now_ns() - t0;
+    if (sym == NULL)
+        return;
+    struct symbolized_frame f[32];
+    size_t n = 0;
+    uintptr_t base = (uintptr_t)&printf;
+    /* The first lookup in a module loads its symbol table and debug info: reported apart. */
+    t0 = now_ns();
+    if (symbolizer_lookup(sym, base - 64u, f, 32, &n) != 0)
+        return;
+    double first = now_ns() - t0;
+    t0 = now_ns();
+    for (int i = 0; i < UNIQUE; i++) {
+        if (symbolizer_lookup(sym, base + (uintptr_t)i * 64u, f, 32, &n) != 0)
+            break;
+    }
+    double miss = (now_ns() - t0) / UNIQUE;
+    double v[REPS];
+    for (int r = 0; r < REPS; r++) {
+        t0 = now_ns();
+        for (int i = 0; i < UNIQUE; i++)
+            g_sink += (uint32_t)symbolizer_lookup(sym, base + (uintptr_t)i * 64u, f, 32, &n);
+        v[r] = (now_ns() - t0) / UNIQUE;
+    }
+    double hit = median(v);
+    printf("history_symbolizer_create: %.1f us\n", create / 1000.0);
+    printf("history_symbolize_first_ip_in_module: %.1f us\n", first / 1000.0);
+    printf("history_symbolize_unique_ip: %.1f ns\n", miss);
+    printf("history_symbolize_cached_ip: %.1f ns (%.4fx symbolize_unique_ip)\n", hit, hit / miss);
+    printf("history_symbolize_resolved: %zu ips (%.2fx unique)\n", symbolizer_resolved_count(sym),
+           (double)symbolizer_resolved_count(sym) / UNIQUE);
+    symbolizer_destroy(sym);
+}
+
 static long
 rss_bytes(void)
 {
@@ -170,5 +213,6 @@ main(void)
            (double)(rss1 - rss0) / (double)entries,
            (double)(rss1 - rss0) / (double)entries / (double)sizeof(struct trace_record));
     trace_ring_destroy(ring);
+    bench_symbolize();
     return 0;
 }

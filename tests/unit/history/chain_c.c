@@ -17,11 +17,21 @@ chain_c_leaf(void)
     return id;
 }
 
+/* A second inlining level: chain_c_leaf is inlined into this, and this into chain_c_mid. */
+static inline __attribute__((always_inline)) uint32_t
+chain_c_inl(void)
+{
+    chain_c_lines.inl = __LINE__ + 1;
+    uint32_t id = chain_c_leaf();
+    KEEP_FRAME();
+    return id;
+}
+
 __attribute__((noinline)) static uint32_t
 chain_c_mid(void)
 {
     chain_c_lines.mid = __LINE__ + 1;
-    uint32_t id = chain_c_leaf();
+    uint32_t id = chain_c_inl();
     KEEP_FRAME();
     return id;
 }

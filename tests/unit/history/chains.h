@@ -10,15 +10,17 @@
 extern "C" {
 #endif
 
-/* The line of each call in the C chain: capture in the inlined leaf, the leaf's call site in
- * chain_c_mid, chain_c_mid's call site in chain_c_outer. */
+/* The line of each call in a chain: the capture in the inlined leaf, the leaf's call site in
+ * chain_c_inl (C only), the inlined function's call site in the noinline mid function, and the
+ * mid function's call site in the outer one. */
 struct chain_lines {
-    int leaf, mid, outer;
+    int leaf, inl, mid, outer;
 };
 extern struct chain_lines chain_c_lines;
 extern struct chain_lines chain_cpp_lines;
 
-/* chain_c_outer -> chain_c_mid (noinline) -> chain_c_leaf (always_inline) -> stacks_capture. */
+/* chain_c_outer -> chain_c_mid (noinline) -> chain_c_inl (always_inline)
+ *   -> chain_c_leaf (always_inline) -> stacks_capture. */
 uint32_t chain_c_outer(void);
 /* A second call site of chain_c_mid: a different stack. */
 uint32_t chain_c_other(void);

@@ -81,13 +81,14 @@ test_c_chain_symbolized(void **state)
     assert_int_not_equal(id, 0);
     struct frames fr;
     symbolize_stack(id, &fr);
-    assert_true(fr.n >= 5);
+    assert_true(fr.n >= 6);
     assert_frame(&fr.f[0], "chain_c_leaf", "tests/unit/history/chain_c.c", chain_c_lines.leaf);
-    assert_frame(&fr.f[1], "chain_c_mid", "tests/unit/history/chain_c.c", chain_c_lines.mid);
-    assert_frame(&fr.f[2], "chain_c_outer", "tests/unit/history/chain_c.c", chain_c_lines.outer);
-    assert_frame(&fr.f[3], "call_c_chain", "tests/unit/history/test_stacks.c", g_test_line);
-    assert_frame(&fr.f[4], "test_c_chain_symbolized", "tests/unit/history/test_stacks.c",
-                 __LINE__ - 10);
+    assert_frame(&fr.f[1], "chain_c_inl", "tests/unit/history/chain_c.c", chain_c_lines.inl);
+    assert_frame(&fr.f[2], "chain_c_mid", "tests/unit/history/chain_c.c", chain_c_lines.mid);
+    assert_frame(&fr.f[3], "chain_c_outer", "tests/unit/history/chain_c.c", chain_c_lines.outer);
+    assert_frame(&fr.f[4], "call_c_chain", "tests/unit/history/test_stacks.c", g_test_line);
+    assert_frame(&fr.f[5], "test_c_chain_symbolized", "tests/unit/history/test_stacks.c",
+                 __LINE__ - 11);
 }
 
 static void

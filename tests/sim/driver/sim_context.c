@@ -1,0 +1,645 @@
+/* cuInit, device queries, primary and created contexts, the per-thread context stack, and the
+ * error-name tables. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sim_config.h"
+#include "sim_driver.h"
+
+struct sim_state sim;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+#define SIM_CTX_STACK 32
+static _Thread_local struct CUctx_st *ctx_stack[SIM_CTX_STACK];
+static _Thread_local int ctx_depth;
+
+static void
+release_anon(void *arg, uintptr_t start, size_t len)
+{
+    (void)arg;
+    /* The device pages go back to the OS, like a real free returning physical memory. */
+    (void)madvise((void *)start, len, MADV_DONTNEED);
+}
+
+static void
+release_memfd(void *arg, uintptr_t start, size_t len)
+{
+    struct sim_device *dev = arg;
+    (void)fallocate(dev->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start,
+                    (off_t)len);
+}
+
+static CUresult
+device_init(struct sim_device *dev, int ordinal, size_t capacity)
+{
+    dev->ordinal = ordinal;
+    dev->capacity = (capacity + SIM_PAGE - 1) / SIM_PAGE * SIM_PAGE;
+    /* Slack beyond the capacity so fragmentation of the address space never causes an OOM that
+     * the 2 MiB page accounting would not. */
+    size_t slack = dev->capacity / 4;
+    if (slack < ((size_t)64 << 20))
+        slack = (size_t)64 << 20;
+    dev->reserve = dev->capacity + slack / SIM_PAGE * SIM_PAGE;
+    void *raw = mmap(NULL, dev->reserve + SIM_PAGE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) {
+        fprintf(stderr, "cuprof: sim: cannot reserve %zu bytes for device %d: %s\n", dev->reserve,
+                ordinal, strerror(errno));
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uintptr_t aligned = ((uintptr_t)raw + SIM_PAGE - 1) & ~(uintptr_t)(SIM_PAGE - 1);
+    if (aligned > (uintptr_t)raw)
+        munmap(raw, aligned - (uintptr_t)raw);
+    munmap((void *)(aligned + dev->reserve),
+           (uintptr_t)raw + dev->reserve + SIM_PAGE - aligned - dev->reserve);
+    dev->base = (void *)aligned;
+    dev->memfd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
+    if (dev->memfd < 0 || ftruncate(dev->memfd, (off_t)dev->capacity) != 0) {
+        fprintf(stderr, "cuprof: sim: cannot create VMM backing for device %d: %s\n", ordinal,
+                strerror(errno));
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_init(&dev->lock, NULL);
+    pthread_mutex_init(&dev->streams_lock, NULL);
+    if (sim_heap_init(&dev->heap, aligned, dev->reserve, &dev->used_pages,
+                      dev->capacity / SIM_PAGE) != 0 ||
+        sim_heap_init(&dev->vmm_phys, 0, dev->capacity, &dev->used_pages,
+                      dev->capacity / SIM_PAGE) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    dev->heap.release = release_anon;
+    dev->vmm_phys.release = release_memfd;
+    dev->vmm_phys.release_arg = dev;
+    dev->primary = (struct CUctx_st){.dev = dev, .primary = true};
+    dev->default_pool = (struct CUmemPoolHandle_st){.dev = dev, .is_default = true};
+    return sim_stream_init_legacy(dev);
+}
+
+static void
+init_all(void)
+{
+    const struct sim_config *cfg = sim_config_get();
+    if (cfg->error) {
+        sim.init_error = cfg->error;
+        return;
+    }
+    if (cfg->devices == 0) {
+        sim.init_error = CUDA_ERROR_NO_DEVICE;
+        return;
+    }
+    sim.devs = calloc((size_t)cfg->devices, sizeof(*sim.devs));
+    if (!sim.devs) {
+        sim.init_error = CUDA_ERROR_OUT_OF_MEMORY;
+        return;
+    }
+    for (int i = 0; i < cfg->devices; i++) {
+        CUresult r = device_init(&sim.devs[i], i, cfg->mem);
+        if (r != CUDA_SUCCESS) {
+            sim.init_error = r;
+            return;
+        }
+    }
+    sim.ndev = cfg->devices;
+    atomic_store_explicit(&sim.initialized, true, memory_order_release);
+}
+
+CUresult
+cuInit(unsigned int Flags)
+{
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_once(&init_once, init_all);
+    return sim.init_error ? (CUresult)sim.init_error : CUDA_SUCCESS;
+}
+
+CUresult
+cuDriverGetVersion(int *driverVersion)
+{
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = SIM_DRIVER_VERSION;
+    return CUDA_SUCCESS;
+}
+
+struct sim_device *
+sim_device_get(CUdevice d)
+{
+    return d >= 0 && d < sim.ndev ? &sim.devs[d] : NULL;
+}
+
+CUresult
+cuDeviceGetCount(int *count)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = sim.ndev;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuDeviceGet(CUdevice *device, int ordinal)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_get(ordinal))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_get(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "cuprof simulated GPU %d", dev);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_device *d = sim_device_get(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = d->capacity;
+    return CUDA_SUCCESS;
+}
+
+static int
+attribute_value(CUdevice_attribute a, int ordinal)
+{
+    /* An H100-like device; anything not listed reads as 0 (unsupported feature). */
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+        return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+        return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+        return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+        return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+        return 49152;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+        return 65536;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+        return 32;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
+        return 512;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT:
+        return 32;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+        return 132;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+        return 9;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+        return 2048;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+        return 3;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+        return ordinal + 1;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+        return 5120;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+        return 50 << 20;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+        return 1980000;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+        return 2619000;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
+        return CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    default:
+        return 0;
+    }
+}
+
+CUresult
+cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pi || (int)attrib < 1 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_get(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *pi = attribute_value(attrib, dev);
+    return CUDA_SUCCESS;
+}
+
+/* ---- contexts ---- */
+
+struct CUctx_st *
+sim_ctx_current(void)
+{
+    return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
+}
+
+CUresult
+sim_ctx_require(struct CUctx_st **out)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUctx_st *c = sim_ctx_current();
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&c->dev->lock);
+    bool dead = c->destroyed || (c->primary && c->dev->primary_refs == 0);
+    pthread_mutex_unlock(&c->dev->lock);
+    if (dead)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_device *d = sim_device_get(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&d->lock);
+    d->primary_refs++;
+    pthread_mutex_unlock(&d->lock);
+    *pctx = &d->primary;
+    return CUDA_SUCCESS;
+}
+
+/* Frees every allocation of `ctx` after its device's queues drained (reset / destroy). */
+static void
+ctx_teardown(struct CUctx_st *ctx)
+{
+    sim_device_sync(ctx->dev);
+    (void)sim_device_free_owned(ctx->dev, ctx);
+}
+
+CUresult
+cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_device *d = sim_device_get(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&d->lock);
+    if (d->primary_refs == 0) {
+        pthread_mutex_unlock(&d->lock);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    bool last = --d->primary_refs == 0;
+    pthread_mutex_unlock(&d->lock);
+    /* The last release destroys the primary context with all its memory. */
+    if (last)
+        ctx_teardown(&d->primary);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+CUresult
+cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_device *d = sim_device_get(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    ctx_teardown(&d->primary);
+    pthread_mutex_lock(&d->lock);
+    d->primary.flags = 0;
+    pthread_mutex_unlock(&d->lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+CUresult
+cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_device *d = sim_device_get(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&d->lock);
+    *flags = d->primary.flags;
+    *active = d->primary_refs > 0;
+    pthread_mutex_unlock(&d->lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_device *d = sim_device_get(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&d->lock);
+    d->primary.flags = flags;
+    pthread_mutex_unlock(&d->lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxGetCurrent(CUcontext *pctx)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = sim_ctx_current();
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxSetCurrent(CUcontext ctx)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ctx) {
+        if (ctx_depth)
+            ctx_depth--;
+        return CUDA_SUCCESS;
+    }
+    if (ctx_depth == 0)
+        ctx_depth = 1;
+    ctx_stack[ctx_depth - 1] = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth == SIM_CTX_STACK)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx_stack[ctx_depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxPushCurrent(CUcontext ctx)
+{
+    return cuCtxPushCurrent_v2(ctx);
+}
+
+CUresult
+cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (ctx_depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct CUctx_st *c = ctx_stack[--ctx_depth];
+    if (pctx)
+        *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxPopCurrent(CUcontext *pctx)
+{
+    return cuCtxPopCurrent_v2(pctx);
+}
+
+CUresult
+cuCtxGetDevice(CUdevice *device)
+{
+    struct CUctx_st *c;
+    CUresult r = sim_ctx_require(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = c->dev->ordinal;
+    return CUDA_SUCCESS;
+}
+
+/* CUDA 13: the context is explicit; NULL means the current one. */
+CUresult
+cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    if (!ctx)
+        return cuCtxGetDevice(device);
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = ctx->dev->ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxSynchronize(void)
+{
+    struct CUctx_st *c;
+    CUresult r = sim_ctx_require(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_device_sync(c->dev);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxSynchronize_v2(CUcontext ctx)
+{
+    if (!ctx)
+        return cuCtxSynchronize();
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_device_sync(ctx->dev);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+               CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    (void)ctxCreateParams;
+    struct sim_device *d = sim_device_get(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (ctx_depth == SIM_CTX_STACK)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct CUctx_st *c = calloc(1, sizeof(*c));
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->dev = d;
+    c->flags = flags;
+    /* Kept on the device list after destruction so stale handles stay readable. */
+    pthread_mutex_lock(&d->lock);
+    c->next = d->created;
+    d->created = c;
+    pthread_mutex_unlock(&d->lock);
+    ctx_stack[ctx_depth++] = c;
+    *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxDestroy_v2(CUcontext ctx)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ctx->primary)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&ctx->dev->lock);
+    bool was = ctx->destroyed;
+    ctx->destroyed = true;
+    pthread_mutex_unlock(&ctx->dev->lock);
+    if (was)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    ctx_teardown(ctx);
+    for (int i = 0; i < ctx_depth; i++)
+        if (ctx_stack[i] == ctx) {
+            memmove(&ctx_stack[i], &ctx_stack[i + 1],
+                    (size_t)(ctx_depth - i - 1) * sizeof(ctx_stack[0]));
+            ctx_depth--;
+            i--;
+        }
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxDestroy(CUcontext ctx)
+{
+    return cuCtxDestroy_v2(ctx);
+}
+
+/* ---- errors and private tables ---- */
+
+CUresult
+cuGetErrorName(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (error) {
+#define X(name, text)                                                                              \
+    case name:                                                                                     \
+        *pStr = #name;                                                                             \
+        return CUDA_SUCCESS;
+#include "sim_errors.def"
+#undef X
+    default:
+        *pStr = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult
+cuGetErrorString(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (error) {
+#define X(name, text)                                                                              \
+    case name:                                                                                     \
+        *pStr = text;                                                                              \
+        return CUDA_SUCCESS;
+#include "sim_errors.def"
+#undef X
+    default:
+        *pStr = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* The simulator has none of the driver's private tables (cudart's cuGetExportTable UUIDs). */
+CUresult
+cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+{
+    if (!ppExportTable || !pExportTableId)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ppExportTable = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+void
+sim_busy_wait_us(unsigned long us)
+{
+    if (!us)
+        return;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((unsigned long)((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000) <
+             us);
+}

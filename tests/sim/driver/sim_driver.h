@@ -1,0 +1,146 @@
+/* sim_driver: shared state of the simulated libcuda.so.1 (devices, contexts, streams, events)
+ * and the helpers the entry-point files use.
+ * Lock: dev->lock for memory state, dev->streams_lock for the stream list, s->lock per stream,
+ * ev->lock per event; never take dev->lock while holding a stream lock. Hot path: no. */
+#ifndef SIM_DRIVER_H
+#define SIM_DRIVER_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sim_heap.h"
+
+#define SIM_DRIVER_VERSION 13000
+#define SIM_SMALL_ALIGN    ((size_t)512)
+
+struct sim_device;
+
+/* Segment kinds (sim_heap_seg.kind). */
+enum sim_kind { SIM_KIND_DEVICE = 1, SIM_KIND_MANAGED, SIM_KIND_ASYNC };
+
+struct CUctx_st {
+    struct sim_device *dev;
+    bool primary;
+    bool destroyed;        /* protected by dev->lock */
+    unsigned flags;        /* protected by dev->lock */
+    struct CUctx_st *next; /* dev->created list; protected by dev->lock */
+};
+
+struct CUmemPoolHandle_st {
+    struct sim_device *dev;
+    bool is_default;
+    bool destroyed;
+    uint64_t release_threshold; /* protected by dev->lock */
+    size_t used, used_high;     /* bytes; protected by dev->lock */
+    struct CUmemPoolHandle_st *next;
+};
+
+struct sim_op;
+
+struct CUstream_st {
+    struct sim_device *dev;
+    struct CUctx_st *ctx;
+    unsigned flags;
+    int priority;
+    bool legacy;     /* the legacy default stream (handle 0 / CU_STREAM_LEGACY) */
+    bool per_thread; /* a thread's per-thread default stream */
+    atomic_int refs;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct sim_op *head, *tail; /* protected by lock */
+    uint64_t submitted;         /* protected by lock */
+    uint64_t completed;         /* protected by lock */
+    bool has_worker, stopping;  /* protected by lock */
+    pthread_t worker;
+    struct CUstream_st *next; /* dev->streams; protected by dev->streams_lock */
+};
+
+struct CUevent_st {
+    unsigned flags;
+    atomic_int refs;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint64_t record_gen;  /* protected by lock */
+    uint64_t done_gen;    /* protected by lock */
+    struct timespec when; /* protected by lock; time the record completed */
+};
+
+struct sim_device {
+    int ordinal;
+    pthread_mutex_t lock;
+    void *base;               /* the device-memory reservation */
+    size_t reserve;           /* bytes reserved (capacity + slack) */
+    size_t capacity;          /* bytes of "physical" memory */
+    size_t used_pages;        /* protected by lock; shared by heap and vmm_phys */
+    struct sim_heap heap;     /* protected by lock */
+    int memfd;                /* backs cuMemCreate handles */
+    struct sim_heap vmm_phys; /* offsets into memfd; protected by lock */
+    struct CUctx_st primary;
+    unsigned primary_refs;    /* protected by lock */
+    struct CUctx_st *created; /* protected by lock */
+    struct CUmemPoolHandle_st default_pool;
+    struct CUmemPoolHandle_st *pools; /* protected by lock */
+    pthread_mutex_t streams_lock;
+    struct CUstream_st *streams; /* protected by streams_lock */
+    struct CUstream_st legacy;
+};
+
+struct sim_state {
+    atomic_bool initialized;
+    int init_error;
+    int ndev;
+    struct sim_device *devs;
+};
+
+extern struct sim_state sim;
+
+/* Returns CUDA_ERROR_NOT_INITIALIZED until cuInit succeeded. */
+static inline CUresult
+sim_check_init(void)
+{
+    return atomic_load_explicit(&sim.initialized, memory_order_acquire)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+/* sim_context.c */
+struct CUctx_st *sim_ctx_current(void);
+/* Init check + current live context; error when there is none. */
+CUresult sim_ctx_require(struct CUctx_st **out) __attribute__((warn_unused_result));
+struct sim_device *sim_device_get(CUdevice d);
+
+/* sim_mem.c */
+CUresult sim_mem_alloc(struct CUctx_st *ctx, size_t size, enum sim_kind kind,
+                       struct CUmemPoolHandle_st *pool, CUdeviceptr *out)
+    __attribute__((warn_unused_result));
+/* Frees a heap segment at `ptr` without waiting for streams (the caller did). */
+CUresult sim_mem_free_now(uintptr_t ptr, bool from_async) __attribute__((warn_unused_result));
+/* Device that holds [ptr, ptr+len) (heap or mapped VMM); NULL if none. */
+struct sim_device *sim_mem_owner(uintptr_t ptr, size_t len);
+/* True when ptr lies inside any device reservation or VMM range. */
+bool sim_mem_is_device_va(uintptr_t ptr);
+void sim_device_sync(struct sim_device *dev);
+size_t sim_device_free_owned(struct sim_device *dev, struct CUctx_st *ctx);
+
+/* sim_vmm.c: a mapped, accessible VMM range holding [ptr, ptr+len). */
+bool sim_vmm_reserved(uintptr_t ptr);
+CUresult sim_vmm_lookup(uintptr_t ptr, size_t len, struct sim_device **dev, uintptr_t *base,
+                        size_t *size) __attribute__((warn_unused_result));
+
+/* sim_stream.c */
+CUresult sim_stream_init_legacy(struct sim_device *dev) __attribute__((warn_unused_result));
+/* Resolves a stream handle (0, 0x1, 0x2 or a created stream) for the current context. */
+CUresult sim_stream_resolve(CUstream h, bool ptsz, struct CUstream_st **out)
+    __attribute__((warn_unused_result));
+CUresult sim_stream_enqueue_free(struct CUstream_st *s, uintptr_t ptr)
+    __attribute__((warn_unused_result));
+void sim_stream_sync(struct CUstream_st *s);
+
+/* Busy-waits `us` microseconds (SIMCUDA_MALLOC_US / SIMCUDA_FREE_US). */
+void sim_busy_wait_us(unsigned long us);
+
+#endif

@@ -1,0 +1,664 @@
+/* Device memory: cuMemAlloc/Free/Pitch/Managed, info and range queries, pointer attributes,
+ * pinned host memory, memory pools and stream-ordered allocation. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "sim_config.h"
+#include "sim_driver.h"
+
+struct sim_host_block {
+    uintptr_t start;
+    size_t size;
+    struct sim_host_block *next;
+};
+
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_host_block *host_blocks; /* protected by host_lock */
+
+static struct sim_device *
+device_of_heap_ptr(uintptr_t p)
+{
+    for (int i = 0; i < sim.ndev; i++) {
+        struct sim_device *d = &sim.devs[i];
+        if (p >= (uintptr_t)d->base && p - (uintptr_t)d->base < d->reserve)
+            return d;
+    }
+    return NULL;
+}
+
+bool
+sim_mem_is_device_va(uintptr_t ptr)
+{
+    return device_of_heap_ptr(ptr) || sim_vmm_reserved(ptr);
+}
+
+struct sim_device *
+sim_mem_owner(uintptr_t ptr, size_t len)
+{
+    struct sim_device *d = device_of_heap_ptr(ptr);
+    if (d) {
+        pthread_mutex_lock(&d->lock);
+        struct sim_heap_seg *s = sim_heap_find_containing(&d->heap, ptr);
+        bool ok = s && len <= s->req - (ptr - s->start);
+        pthread_mutex_unlock(&d->lock);
+        return ok ? d : NULL;
+    }
+    uintptr_t base;
+    size_t size;
+    return sim_vmm_lookup(ptr, len, &d, &base, &size) == CUDA_SUCCESS ? d : NULL;
+}
+
+CUresult
+sim_mem_alloc(struct CUctx_st *ctx, size_t size, enum sim_kind kind,
+              struct CUmemPoolHandle_st *pool, CUdeviceptr *out)
+{
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct sim_config *cfg = sim_config_get();
+    sim_busy_wait_us(cfg->malloc_us);
+    int err = sim_fail_check(SIM_FAIL_ALLOC, size);
+    if (err)
+        return (CUresult)err;
+    /* Real GPUs: >= 512 B alignment, and 2 MiB pages for requests of 2 MiB or more. */
+    size_t align = size >= SIM_PAGE ? SIM_PAGE : SIM_SMALL_ALIGN;
+    if (size > SIZE_MAX - align)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t rounded = (size + align - 1) & ~(align - 1);
+    struct sim_device *dev = pool ? pool->dev : ctx->dev;
+    struct sim_heap_seg *seg;
+    pthread_mutex_lock(&dev->lock);
+    err = sim_heap_alloc(&dev->heap, rounded, align, size, &seg);
+    if (!err) {
+        seg->owner = ctx->dev == dev ? ctx : &dev->primary;
+        seg->kind = kind;
+        seg->pool = pool;
+        if (pool) {
+            pool->used += size;
+            if (pool->used > pool->used_high)
+                pool->used_high = pool->used;
+        }
+    }
+    pthread_mutex_unlock(&dev->lock);
+    if (err)
+        return (CUresult)err;
+    *out = (CUdeviceptr)seg->start;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+sim_mem_free_now(uintptr_t ptr, bool from_async)
+{
+    struct sim_device *dev = device_of_heap_ptr(ptr);
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&dev->lock);
+    struct sim_heap_seg *s = sim_heap_find(&dev->heap, ptr);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (s && s->used && s->free_queued == from_async) {
+        if (s->pool)
+            ((struct CUmemPoolHandle_st *)s->pool)->used -= s->req;
+        sim_heap_free(&dev->heap, s);
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return r;
+}
+
+size_t
+sim_device_free_owned(struct sim_device *dev, struct CUctx_st *ctx)
+{
+    pthread_mutex_lock(&dev->lock);
+    for (struct sim_heap_seg *s = dev->heap.first; s; s = s->next)
+        if (s->used && s->owner == ctx && s->pool)
+            ((struct CUmemPoolHandle_st *)s->pool)->used -= s->req;
+    size_t n = sim_heap_free_owned(&dev->heap, ctx);
+    pthread_mutex_unlock(&dev->lock);
+    return n;
+}
+
+CUresult
+cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_mem_alloc(ctx, bytesize, SIM_KIND_DEVICE, NULL, dptr);
+}
+
+CUresult
+cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_mem_alloc(ctx, bytesize, SIM_KIND_MANAGED, NULL, dptr);
+}
+
+/* The pitch is the width rounded up to 512 bytes, what real GPUs hand out for cudaMallocPitch. */
+CUresult
+cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                   unsigned int ElementSizeBytes)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (WidthInBytes > SIZE_MAX - SIM_SMALL_ALIGN)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t pitch = (WidthInBytes + SIM_SMALL_ALIGN - 1) & ~(SIM_SMALL_ALIGN - 1);
+    if (Height > SIZE_MAX / pitch)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    r = sim_mem_alloc(ctx, pitch * Height, SIM_KIND_DEVICE, NULL, dptr);
+    if (r == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return r;
+}
+
+CUresult
+cuMemFree_v2(CUdeviceptr dptr)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    struct sim_device *dev = device_of_heap_ptr(dptr);
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&dev->lock);
+    struct sim_heap_seg *s = sim_heap_find(&dev->heap, dptr);
+    bool valid = s && s->used && !s->free_queued;
+    pthread_mutex_unlock(&dev->lock);
+    if (!valid)
+        return CUDA_ERROR_INVALID_VALUE;
+    int err = sim_fail_check(SIM_FAIL_FREE, 0);
+    if (err)
+        return (CUresult)err;
+    sim_busy_wait_us(sim_config_get()->free_us);
+    /* Like the real cuMemFree: implicitly waits for all work queued on the device. */
+    sim_device_sync(dev);
+    return sim_mem_free_now(dptr, false);
+}
+
+CUresult
+cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_device *dev = ctx->dev;
+    pthread_mutex_lock(&dev->lock);
+    *free_bytes = dev->capacity - dev->used_pages * SIM_PAGE;
+    pthread_mutex_unlock(&dev->lock);
+    *total = dev->capacity;
+    return CUDA_SUCCESS;
+}
+
+/* Finds the allocation holding ptr: heap segment or mapped VMM range. */
+static bool
+find_range(uintptr_t ptr, struct sim_device **dev, uintptr_t *base, size_t *size,
+           struct sim_heap_seg *copy)
+{
+    struct sim_device *d = device_of_heap_ptr(ptr);
+    if (d) {
+        pthread_mutex_lock(&d->lock);
+        struct sim_heap_seg *s = sim_heap_find_containing(&d->heap, ptr);
+        if (s)
+            *copy = *s;
+        pthread_mutex_unlock(&d->lock);
+        if (!s)
+            return false;
+        *dev = d;
+        *base = copy->start;
+        *size = copy->req;
+        return true;
+    }
+    memset(copy, 0, sizeof(*copy));
+    return sim_vmm_lookup(ptr, 0, dev, base, size) == CUDA_SUCCESS;
+}
+
+CUresult
+cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_device *d;
+    uintptr_t base;
+    size_t size;
+    struct sim_heap_seg seg;
+    if (!find_range(dptr, &d, &base, &size, &seg))
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = base;
+    if (psize)
+        *psize = size;
+    return CUDA_SUCCESS;
+}
+
+static bool
+host_find(uintptr_t p, uintptr_t *base, size_t *size)
+{
+    bool found = false;
+    pthread_mutex_lock(&host_lock);
+    for (struct sim_host_block *b = host_blocks; b; b = b->next)
+        if (p >= b->start && p - b->start < b->size) {
+            *base = b->start;
+            *size = b->size;
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&host_lock);
+    return found;
+}
+
+/* One attribute; `known` false means ptr is no CUDA pointer (defaults for the plural call). */
+static CUresult
+pointer_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr, bool *known)
+{
+    struct sim_device *dev = NULL;
+    uintptr_t base = 0;
+    size_t size = 0;
+    struct sim_heap_seg seg;
+    bool is_dev = find_range(ptr, &dev, &base, &size, &seg);
+    bool is_host = !is_dev && host_find(ptr, &base, &size);
+    *known = is_dev || is_host;
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = is_dev ? (seg.owner ? seg.owner : &dev->primary) : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = is_dev ? CU_MEMORYTYPE_DEVICE : is_host ? CU_MEMORYTYPE_HOST : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (attr == CU_POINTER_ATTRIBUTE_HOST_POINTER && is_dev && seg.kind != SIM_KIND_MANAGED)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (attr == CU_POINTER_ATTRIBUTE_DEVICE_POINTER)
+            *(CUdeviceptr *)data = *known ? ptr : 0;
+        else
+            *(void **)data = *known ? (void *)(uintptr_t)ptr : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(bool *)data = is_dev && seg.kind == SIM_KIND_MANAGED;
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(bool *)data = *known;
+        break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(bool *)data = is_dev && seg.kind == SIM_KIND_DEVICE;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = *known ? (unsigned long long)base : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(void **)data = (void *)base;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = size;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = is_dev ? dev->ordinal : -2;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *(CUmemoryPool *)data = is_dev ? seg.pool : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        *(unsigned long long *)data = 0;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned char scratch[16];
+    bool known;
+    r = pointer_attribute(scratch, attribute, ptr, &known);
+    if (r != CUDA_SUCCESS || !known)
+        return CUDA_ERROR_INVALID_VALUE;
+    return pointer_attribute(data, attribute, ptr, &known);
+}
+
+CUresult
+cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
+                       CUdeviceptr ptr)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!attributes || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < numAttributes; i++) {
+        bool known;
+        if (!data[i])
+            return CUDA_ERROR_INVALID_VALUE;
+        r = pointer_attribute(data[i], attributes[i], ptr, &known);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- pinned host memory ---- */
+
+CUresult
+cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pp || bytesize == 0 ||
+        (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                             CU_MEMHOSTALLOC_WRITECOMBINED)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_host_block *b = malloc(sizeof(*b));
+    void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!b || p == MAP_FAILED) {
+        free(b);
+        if (p != MAP_FAILED)
+            munmap(p, bytesize);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    b->start = (uintptr_t)p;
+    b->size = bytesize;
+    pthread_mutex_lock(&host_lock);
+    b->next = host_blocks;
+    host_blocks = b;
+    pthread_mutex_unlock(&host_lock);
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+CUresult
+cuMemFreeHost(void *p)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_host_block *found = NULL;
+    pthread_mutex_lock(&host_lock);
+    for (struct sim_host_block **pp = &host_blocks; *pp; pp = &(*pp)->next)
+        if ((*pp)->start == (uintptr_t)p) {
+            found = *pp;
+            *pp = found->next;
+            break;
+        }
+    pthread_mutex_unlock(&host_lock);
+    if (!found)
+        return CUDA_ERROR_INVALID_VALUE;
+    munmap((void *)found->start, found->size);
+    free(found);
+    return CUDA_SUCCESS;
+}
+
+/* ---- memory pools (no caching: reserved memory always equals used memory) ---- */
+
+CUresult
+cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_device *d = sim_device_get(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *pool_out = &d->default_pool;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    return cuDeviceGetDefaultMemPool(pool, dev);
+}
+
+CUresult
+cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool || !poolProps || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_device *d = sim_device_get(poolProps->location.id);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct CUmemPoolHandle_st *p = calloc(1, sizeof(*p));
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->dev = d;
+    pthread_mutex_lock(&d->lock);
+    p->next = d->pools;
+    d->pools = p;
+    pthread_mutex_unlock(&d->lock);
+    *pool = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuMemPoolDestroy(CUmemoryPool pool)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool || pool->is_default)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool->dev->lock);
+    bool was = pool->destroyed;
+    pool->destroyed = true; /* stays on dev->pools: live allocations may still point at it */
+    pthread_mutex_unlock(&pool->dev->lock);
+    return was ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult
+cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    (void)minBytesToKeep;
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult
+cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool->dev->lock);
+    r = CUDA_SUCCESS;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        *(int *)value = 1;
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        *(cuuint64_t *)value = pool->release_threshold;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+        *(cuuint64_t *)value = pool->used;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        *(cuuint64_t *)value = pool->used_high;
+        break;
+    default:
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&pool->dev->lock);
+    return r;
+}
+
+CUresult
+cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool->dev->lock);
+    r = CUDA_SUCCESS;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        pool->release_threshold = *(cuuint64_t *)value;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        /* Only a reset to zero is allowed; the mark restarts from the current value. */
+        if (*(cuuint64_t *)value != 0)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            pool->used_high = pool->used;
+        break;
+    default:
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&pool->dev->lock);
+    return r;
+}
+
+/* ---- stream-ordered allocation ---- */
+
+static CUresult
+alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, bool from_pool, CUstream hStream,
+            bool ptsz)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUstream_st *s;
+    r = sim_stream_resolve(hStream, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || (from_pool && !pool))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!pool)
+        pool = &s->dev->default_pool;
+    if (pool->destroyed)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Memory is handed out at once: nothing can still be using it, so stream order holds. */
+    return sim_mem_alloc(ctx, bytesize, SIM_KIND_ASYNC, pool, dptr);
+}
+
+CUresult
+cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, NULL, false, hStream, false);
+}
+
+CUresult
+cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, NULL, false, hStream, true);
+}
+
+CUresult
+cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, pool, true, hStream, false);
+}
+
+CUresult
+cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                             CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, pool, true, hStream, true);
+}
+
+static CUresult
+free_async(CUdeviceptr dptr, CUstream hStream, bool ptsz)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUstream_st *s;
+    r = sim_stream_resolve(hStream, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    struct sim_device *dev = device_of_heap_ptr(dptr);
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    int err = 0;
+    pthread_mutex_lock(&dev->lock);
+    struct sim_heap_seg *seg = sim_heap_find(&dev->heap, dptr);
+    if (!seg || !seg->used || seg->free_queued)
+        err = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&dev->lock);
+    if (!err)
+        err = sim_fail_check(SIM_FAIL_FREE, 0);
+    if (err)
+        return (CUresult)err;
+    pthread_mutex_lock(&dev->lock);
+    seg = sim_heap_find(&dev->heap, dptr);
+    if (!seg || !seg->used || seg->free_queued)
+        err = CUDA_ERROR_INVALID_VALUE;
+    else
+        seg->free_queued = true;
+    pthread_mutex_unlock(&dev->lock);
+    if (err)
+        return (CUresult)err;
+    /* The memory goes back when the stream reaches this point. */
+    return sim_stream_enqueue_free(s, dptr);
+}
+
+CUresult
+cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, false);
+}
+
+CUresult
+cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, true);
+}

@@ -1,0 +1,85 @@
+/* cuGetProcAddress (4-argument ABI of 11.3-11.8) and cuGetProcAddress_v2: (base name, version,
+ * per-thread flag) -> entry point, from the explicit table in sim_procaddr.def. */
+#include <string.h>
+
+#include "sim_config.h"
+#include "sim_driver.h"
+
+struct sim_proc {
+    const char *name;
+    int version;
+    bool per_thread;
+    void (*fn)(void); /* any entry point; returned through void * as POSIX dlsym does */
+};
+
+_Static_assert(sizeof(void (*)(void)) == sizeof(void *), "function and data pointers differ");
+
+static const struct sim_proc procs[] = {
+#define L(base, ver, fn) {#base, ver, false, (void (*)(void))fn},
+#define T(base, ver, fn) {#base, ver, true, (void (*)(void))fn},
+#include "sim_procaddr.def"
+#undef L
+#undef T
+};
+
+/* Newest row of `name` with version <= cudaVersion, in the given stream flavour. */
+static const struct sim_proc *
+newest(const char *name, int version, bool per_thread, bool *name_known)
+{
+    const struct sim_proc *best = NULL;
+    for (size_t i = 0; i < sizeof(procs) / sizeof(procs[0]); i++) {
+        if (strcmp(procs[i].name, name) != 0)
+            continue;
+        *name_known = true;
+        if (procs[i].per_thread == per_thread && procs[i].version <= version &&
+            (!best || procs[i].version > best->version))
+            best = &procs[i];
+    }
+    return best;
+}
+
+/* The real driver answers an unknown symbol or a too-low version with CUDA_ERROR_NOT_FOUND
+ * (*pfn = NULL) and says which in symbolStatus. */
+static CUresult
+lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+       CUdriverProcAddressQueryResult *symbolStatus)
+{
+    if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cudaVersion > SIM_DRIVER_VERSION ||
+        (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                               CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pfn = NULL;
+    bool known = false;
+    const struct sim_proc *p = NULL;
+    if (!sim_fail_proc_hidden(symbol)) {
+        if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+            p = newest(symbol, cudaVersion, true, &known);
+        if (!p)
+            p = newest(symbol, cudaVersion, false, &known);
+    }
+    if (!p) {
+        if (symbolStatus)
+            *symbolStatus = known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                  : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    memcpy(pfn, &p->fn, sizeof(*pfn));
+    if (symbolStatus)
+        *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                    CUdriverProcAddressQueryResult *symbolStatus)
+{
+    return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+}
+
+CUresult
+cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    return lookup(symbol, pfn, cudaVersion, flags, NULL);
+}

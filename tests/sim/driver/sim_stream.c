@@ -1,0 +1,814 @@
+/* Streams as real queues (one worker thread each), the legacy and per-thread default streams,
+ * and events that complete when their stream reaches them. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim_config.h"
+#include "sim_driver.h"
+#include "sim_stream.h"
+
+enum sim_op_type { OP_COPY, OP_SET, OP_HOSTFN, OP_RECORD, OP_WAIT_EVENT, OP_FREE };
+
+struct sim_dep {
+    struct CUstream_st *s;
+    uint64_t seq;
+};
+
+struct sim_op {
+    enum sim_op_type type;
+    void *dst;
+    const void *src;
+    size_t n;
+    int val;
+    CUhostFn fn;
+    void *arg;
+    struct CUevent_st *ev;
+    uint64_t gen;
+    struct sim_dep *deps;
+    int ndeps;
+    struct sim_op *next;
+};
+
+static pthread_once_t pts_once = PTHREAD_ONCE_INIT;
+static pthread_key_t pts_key;
+#define SIM_MAX_DEVICES 64
+static _Thread_local struct CUstream_st *pts[SIM_MAX_DEVICES];
+
+static void
+stream_ref(struct CUstream_st *s)
+{
+    atomic_fetch_add(&s->refs, 1);
+}
+
+static void
+stream_unref(struct CUstream_st *s)
+{
+    if (atomic_fetch_sub(&s->refs, 1) == 1 && !s->legacy) {
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->cond);
+        free(s);
+    }
+}
+
+static void
+event_unref(struct CUevent_st *e)
+{
+    if (atomic_fetch_sub(&e->refs, 1) == 1) {
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->cond);
+        free(e);
+    }
+}
+
+static void
+stream_setup(struct CUstream_st *s, struct sim_device *dev, struct CUctx_st *ctx, unsigned flags,
+             int priority)
+{
+    s->dev = dev;
+    s->ctx = ctx;
+    s->flags = flags;
+    s->priority = priority;
+    atomic_init(&s->refs, 1);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+}
+
+CUresult
+sim_stream_init_legacy(struct sim_device *dev)
+{
+    stream_setup(&dev->legacy, dev, &dev->primary, 0, 0);
+    dev->legacy.legacy = true;
+    return CUDA_SUCCESS;
+}
+
+static void
+run_op(struct sim_op *op)
+{
+    switch (op->type) {
+    case OP_COPY:
+        memmove(op->dst, op->src, op->n);
+        break;
+    case OP_SET:
+        memset(op->dst, op->val, op->n);
+        break;
+    case OP_HOSTFN:
+        op->fn(op->arg);
+        break;
+    case OP_RECORD:
+        pthread_mutex_lock(&op->ev->lock);
+        if (op->gen > op->ev->done_gen) {
+            op->ev->done_gen = op->gen;
+            clock_gettime(CLOCK_MONOTONIC, &op->ev->when);
+        }
+        pthread_cond_broadcast(&op->ev->cond);
+        pthread_mutex_unlock(&op->ev->lock);
+        break;
+    case OP_WAIT_EVENT:
+        pthread_mutex_lock(&op->ev->lock);
+        while (op->ev->done_gen < op->gen)
+            pthread_cond_wait(&op->ev->cond, &op->ev->lock);
+        pthread_mutex_unlock(&op->ev->lock);
+        break;
+    case OP_FREE: {
+        /* Validated and marked when queued, so this cannot fail. */
+        CUresult r = sim_mem_free_now((uintptr_t)op->dst, true);
+        (void)r;
+        break;
+    }
+    }
+}
+
+static void *
+stream_worker(void *arg)
+{
+    struct CUstream_st *s = arg;
+    unsigned long delay = sim_config_get()->stream_delay_us;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        while (!s->head && !s->stopping)
+            pthread_cond_wait(&s->cond, &s->lock);
+        struct sim_op *op = s->head;
+        pthread_mutex_unlock(&s->lock);
+        if (!op)
+            break;
+        for (int i = 0; i < op->ndeps; i++) {
+            struct CUstream_st *t = op->deps[i].s;
+            pthread_mutex_lock(&t->lock);
+            while (t->completed < op->deps[i].seq)
+                pthread_cond_wait(&t->cond, &t->lock);
+            pthread_mutex_unlock(&t->lock);
+            stream_unref(t);
+        }
+        if (delay) {
+            /* Simulated kernel time for every queued operation. */
+            struct timespec ts = {.tv_sec = (time_t)(delay / 1000000),
+                                  .tv_nsec = (long)(delay % 1000000) * 1000};
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+            }
+        }
+        run_op(op);
+        if (op->ev)
+            event_unref(op->ev);
+        free(op->deps);
+        pthread_mutex_lock(&s->lock);
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->completed++;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        free(op);
+    }
+    return NULL;
+}
+
+/* Adds a dependency on everything `t` has queued so far (legacy-stream synchronisation). */
+static bool
+add_dep(struct sim_op *op, struct CUstream_st *t, int *cap)
+{
+    pthread_mutex_lock(&t->lock);
+    uint64_t seq = t->submitted, done = t->completed;
+    pthread_mutex_unlock(&t->lock);
+    if (seq == done)
+        return true;
+    if (op->ndeps == *cap) {
+        int ncap = *cap ? *cap * 2 : 4;
+        struct sim_dep *d = realloc(op->deps, (size_t)ncap * sizeof(*d));
+        if (!d)
+            return false;
+        op->deps = d;
+        *cap = ncap;
+    }
+    stream_ref(t);
+    op->deps[op->ndeps++] = (struct sim_dep){t, seq};
+    return true;
+}
+
+static CUresult
+submit(struct CUstream_st *s, struct sim_op *op, bool wait)
+{
+    struct sim_device *dev = s->dev;
+    int cap = 0;
+    bool ok = true;
+    /* Legacy default stream semantics: it waits for all blocking streams, and blocking streams
+     * wait for it. The device-wide lock makes the captured dependencies acyclic. */
+    pthread_mutex_lock(&dev->streams_lock);
+    if (s->legacy) {
+        for (struct CUstream_st *t = dev->streams; t && ok; t = t->next)
+            if (!(t->flags & CU_STREAM_NON_BLOCKING))
+                ok = add_dep(op, t, &cap);
+    } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
+        ok = add_dep(op, &dev->legacy, &cap);
+    }
+    if (!ok) {
+        pthread_mutex_unlock(&dev->streams_lock);
+        for (int i = 0; i < op->ndeps; i++)
+            stream_unref(op->deps[i].s);
+        free(op->deps);
+        if (op->ev)
+            event_unref(op->ev);
+        free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (!s->has_worker) {
+        if (pthread_create(&s->worker, NULL, stream_worker, s) != 0) {
+            pthread_mutex_unlock(&s->lock);
+            pthread_mutex_unlock(&dev->streams_lock);
+            for (int i = 0; i < op->ndeps; i++)
+                stream_unref(op->deps[i].s);
+            free(op->deps);
+            if (op->ev)
+                event_unref(op->ev);
+            free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        s->has_worker = true;
+    }
+    uint64_t seq = ++s->submitted;
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&dev->streams_lock);
+    if (wait) {
+        pthread_mutex_lock(&s->lock);
+        while (s->completed < seq)
+            pthread_cond_wait(&s->cond, &s->lock);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return CUDA_SUCCESS;
+}
+
+void
+sim_stream_sync(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t target = s->submitted;
+    while (s->completed < target)
+        pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void
+sim_device_sync(struct sim_device *dev)
+{
+    size_t n = 0, cap = 16;
+    struct CUstream_st **list = malloc(cap * sizeof(*list));
+    pthread_mutex_lock(&dev->streams_lock);
+    for (struct CUstream_st *t = dev->streams; t && list; t = t->next) {
+        if (n == cap) {
+            struct CUstream_st **l = realloc(list, cap * 2 * sizeof(*l));
+            if (!l)
+                break;
+            list = l;
+            cap *= 2;
+        }
+        stream_ref(t);
+        list[n++] = t;
+    }
+    pthread_mutex_unlock(&dev->streams_lock);
+    sim_stream_sync(&dev->legacy);
+    for (size_t i = 0; i < n; i++) {
+        sim_stream_sync(list[i]);
+        stream_unref(list[i]);
+    }
+    free(list);
+}
+
+static CUresult
+stream_create(struct CUstream_st **out, struct sim_device *dev, struct CUctx_st *ctx,
+              unsigned flags, int priority, bool per_thread)
+{
+    struct CUstream_st *s = calloc(1, sizeof(*s));
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    stream_setup(s, dev, ctx, flags, priority);
+    s->per_thread = per_thread;
+    pthread_mutex_lock(&dev->streams_lock);
+    s->next = dev->streams;
+    dev->streams = s;
+    pthread_mutex_unlock(&dev->streams_lock);
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+static void
+stream_destroy(struct CUstream_st *s)
+{
+    struct sim_device *dev = s->dev;
+    pthread_mutex_lock(&dev->streams_lock);
+    for (struct CUstream_st **pp = &dev->streams; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    pthread_mutex_unlock(&dev->streams_lock);
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    bool join = s->has_worker;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    /* Queued work still runs to completion, as on a real device. */
+    if (join)
+        pthread_join(s->worker, NULL);
+    stream_unref(s);
+}
+
+static void
+pts_destructor(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < SIM_MAX_DEVICES; i++)
+        if (pts[i]) {
+            stream_destroy(pts[i]);
+            pts[i] = NULL;
+        }
+}
+
+static void
+pts_key_init(void)
+{
+    (void)pthread_key_create(&pts_key, pts_destructor);
+}
+
+static CUresult
+per_thread_stream(struct CUctx_st *ctx, struct CUstream_st **out)
+{
+    int d = ctx->dev->ordinal;
+    if (!pts[d]) {
+        pthread_once(&pts_once, pts_key_init);
+        CUresult r = stream_create(&pts[d], ctx->dev, &ctx->dev->primary, 0, 0, true);
+        if (r != CUDA_SUCCESS)
+            return r;
+        (void)pthread_setspecific(pts_key, pts);
+    }
+    *out = pts[d];
+    return CUDA_SUCCESS;
+}
+
+CUresult
+sim_stream_resolve(CUstream h, bool ptsz, struct CUstream_st **out)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (h == CU_STREAM_PER_THREAD || (h == NULL && ptsz))
+        return per_thread_stream(ctx, out);
+    if (h == NULL || h == CU_STREAM_LEGACY) {
+        *out = &ctx->dev->legacy;
+        return CUDA_SUCCESS;
+    }
+    for (int i = 0; i < sim.ndev; i++) {
+        struct sim_device *dev = &sim.devs[i];
+        pthread_mutex_lock(&dev->streams_lock);
+        for (struct CUstream_st *t = dev->streams; t; t = t->next)
+            if (t == h && !t->per_thread) {
+                pthread_mutex_unlock(&dev->streams_lock);
+                *out = t;
+                return CUDA_SUCCESS;
+            }
+        pthread_mutex_unlock(&dev->streams_lock);
+    }
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
+static struct sim_op *
+op_new(enum sim_op_type type)
+{
+    struct sim_op *op = calloc(1, sizeof(*op));
+    if (op)
+        op->type = type;
+    return op;
+}
+
+CUresult
+sim_stream_enqueue_free(struct CUstream_st *s, uintptr_t ptr)
+{
+    struct sim_op *op = op_new(OP_FREE);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->dst = (void *)ptr;
+    return submit(s, op, false);
+}
+
+CUresult
+sim_stream_copy(struct CUstream_st *s, void *dst, const void *src, size_t n, bool wait)
+{
+    struct sim_op *op = op_new(OP_COPY);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->dst = dst;
+    op->src = src;
+    op->n = n;
+    return submit(s, op, wait);
+}
+
+CUresult
+sim_stream_set(struct CUstream_st *s, void *dst, int val, size_t n, bool wait)
+{
+    struct sim_op *op = op_new(OP_SET);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->dst = dst;
+    op->val = val;
+    op->n = n;
+    return submit(s, op, wait);
+}
+
+/* ---- stream entry points ---- */
+
+CUresult
+cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Priorities clamp to the device range [-5, 0] like the real driver. */
+    if (priority < -5)
+        priority = -5;
+    if (priority > 0)
+        priority = 0;
+    return stream_create(phStream, ctx->dev, ctx, flags, priority, false);
+}
+
+CUresult
+cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    return cuStreamCreateWithPriority(phStream, Flags, 0);
+}
+
+CUresult
+cuStreamDestroy_v2(CUstream hStream)
+{
+    struct CUstream_st *s;
+    if (hStream == NULL || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD)
+        return sim_check_init() != CUDA_SUCCESS ? CUDA_ERROR_NOT_INITIALIZED
+                                                : CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = sim_stream_resolve(hStream, false, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    stream_destroy(s);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuStreamDestroy(CUstream hStream)
+{
+    return cuStreamDestroy_v2(hStream);
+}
+
+static CUresult
+stream_synchronize(CUstream h, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* Legacy-stream work already depends on the blocking streams' earlier work. */
+    sim_stream_sync(s);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuStreamSynchronize(CUstream hStream)
+{
+    return stream_synchronize(hStream, false);
+}
+
+CUresult
+cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    return stream_synchronize(hStream, true);
+}
+
+static CUresult
+stream_query(CUstream h, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&s->lock);
+    bool done = s->completed == s->submitted;
+    pthread_mutex_unlock(&s->lock);
+    return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult
+cuStreamQuery(CUstream hStream)
+{
+    return stream_query(hStream, false);
+}
+
+CUresult
+cuStreamQuery_ptsz(CUstream hStream)
+{
+    return stream_query(hStream, true);
+}
+
+static CUresult
+stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ev)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ev->lock);
+    uint64_t gen = ev->record_gen;
+    pthread_mutex_unlock(&ev->lock);
+    if (gen == 0)
+        return CUDA_SUCCESS; /* never recorded: nothing to wait for */
+    struct sim_op *op = op_new(OP_WAIT_EVENT);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    atomic_fetch_add(&ev->refs, 1);
+    op->ev = ev;
+    op->gen = gen;
+    return submit(s, op, false);
+}
+
+CUresult
+cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    return stream_wait_event(hStream, hEvent, Flags, false);
+}
+
+CUresult
+cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    return stream_wait_event(hStream, hEvent, Flags, true);
+}
+
+static CUresult
+stream_get_ctx(CUstream h, CUcontext *pctx, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = s->legacy || s->per_thread ? sim_ctx_current() : s->ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+    return stream_get_ctx(hStream, pctx, false);
+}
+
+CUresult
+cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+    return stream_get_ctx(hStream, pctx, true);
+}
+
+static CUresult
+stream_get_device(CUstream h, CUdevice *device, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = s->dev->ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuStreamGetDevice(CUstream hStream, CUdevice *device)
+{
+    return stream_get_device(hStream, device, false);
+}
+
+CUresult
+cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
+{
+    return stream_get_device(hStream, device, true);
+}
+
+static CUresult
+stream_is_capturing(CUstream h, CUstreamCaptureStatus *status, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
+    *status = CU_STREAM_CAPTURE_STATUS_NONE; /* the simulator has no graph capture */
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return stream_is_capturing(hStream, captureStatus, false);
+}
+
+CUresult
+cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return stream_is_capturing(hStream, captureStatus, true);
+}
+
+static CUresult
+launch_host_func(CUstream h, CUhostFn fn, void *data, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_op *op = op_new(OP_HOSTFN);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->fn = fn;
+    op->arg = data;
+    return submit(s, op, false);
+}
+
+CUresult
+cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+    return launch_host_func(hStream, fn, userData, false);
+}
+
+CUresult
+cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+    return launch_host_func(hStream, fn, userData, true);
+}
+
+/* ---- events ---- */
+
+CUresult
+cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+                                         CU_EVENT_INTERPROCESS)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUevent_st *e = calloc(1, sizeof(*e));
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->flags = Flags;
+    atomic_init(&e->refs, 1);
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cond, NULL);
+    *phEvent = e;
+    return CUDA_SUCCESS;
+}
+
+static CUresult
+event_record(CUevent ev, CUstream h, unsigned flags, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ev)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_op *op = op_new(OP_RECORD);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    atomic_fetch_add(&ev->refs, 1);
+    pthread_mutex_lock(&ev->lock);
+    op->gen = ++ev->record_gen;
+    pthread_mutex_unlock(&ev->lock);
+    op->ev = ev;
+    return submit(s, op, false);
+}
+
+CUresult
+cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    return event_record(hEvent, hStream, 0, false);
+}
+
+CUresult
+cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+    return event_record(hEvent, hStream, 0, true);
+}
+
+CUresult
+cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    return event_record(hEvent, hStream, flags, false);
+}
+
+CUresult
+cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    return event_record(hEvent, hStream, flags, true);
+}
+
+CUresult
+cuEventQuery(CUevent hEvent)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!hEvent)
+        return CUDA_ERROR_INVALID_HANDLE;
+    int err = sim_fail_check(SIM_FAIL_EVENT_QUERY, 0);
+    if (err)
+        return (CUresult)err;
+    pthread_mutex_lock(&hEvent->lock);
+    bool done = hEvent->done_gen >= hEvent->record_gen;
+    pthread_mutex_unlock(&hEvent->lock);
+    return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult
+cuEventSynchronize(CUevent hEvent)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!hEvent)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&hEvent->lock);
+    uint64_t target = hEvent->record_gen;
+    while (hEvent->done_gen < target)
+        pthread_cond_wait(&hEvent->cond, &hEvent->lock);
+    pthread_mutex_unlock(&hEvent->lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuEventDestroy_v2(CUevent hEvent)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!hEvent)
+        return CUDA_ERROR_INVALID_HANDLE;
+    /* Pending records keep their own reference, like the real deferred destruction. */
+    event_unref(hEvent);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuEventDestroy(CUevent hEvent)
+{
+    return cuEventDestroy_v2(hEvent);
+}
+
+CUresult
+cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pMilliseconds)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!hStart || !hEnd)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct timespec t[2];
+    CUevent evs[2] = {hStart, hEnd};
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_lock(&evs[i]->lock);
+        bool timing = !(evs[i]->flags & CU_EVENT_DISABLE_TIMING);
+        bool recorded = evs[i]->record_gen > 0;
+        bool done = evs[i]->done_gen >= evs[i]->record_gen;
+        t[i] = evs[i]->when;
+        pthread_mutex_unlock(&evs[i]->lock);
+        if (!timing || !recorded)
+            return CUDA_ERROR_INVALID_HANDLE;
+        if (!done)
+            return CUDA_ERROR_NOT_READY;
+    }
+    *pMilliseconds = (float)((double)(t[1].tv_sec - t[0].tv_sec) * 1e3 +
+                             (double)(t[1].tv_nsec - t[0].tv_nsec) / 1e6);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    return cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
+}

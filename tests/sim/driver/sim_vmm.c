@@ -1,0 +1,350 @@
+/* Virtual memory management: cuMemCreate handles are ranges of a per-device memfd; mapping one
+ * into a reserved range aliases the same pages, so data written through one mapping is seen
+ * through another, as on a GPU. One global lock: VMM calls are rare. */
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "sim_config.h"
+#include "sim_driver.h"
+
+struct sim_vmm_handle {
+    struct sim_device *dev;
+    struct sim_heap_seg *phys; /* offsets in dev->memfd; dev->vmm_phys */
+    size_t size;
+    int refs; /* the handle itself + one per mapping; protected by vmm_lock */
+    bool released;
+    struct sim_vmm_handle *next;
+};
+
+struct sim_vmm_map {
+    uintptr_t start;
+    size_t size;
+    struct sim_vmm_handle *h;
+    bool accessible;
+    struct sim_vmm_map *next;
+};
+
+struct sim_vmm_range {
+    uintptr_t start;
+    size_t size;
+    struct sim_vmm_range *next;
+};
+
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_vmm_handle *handles; /* protected by vmm_lock */
+static struct sim_vmm_map *maps;       /* protected by vmm_lock */
+static struct sim_vmm_range *ranges;   /* protected by vmm_lock */
+
+static bool
+page_multiple(size_t v)
+{
+    return v % SIM_PAGE == 0;
+}
+
+static struct sim_vmm_handle *
+handle_find_locked(CUmemGenericAllocationHandle handle)
+{
+    for (struct sim_vmm_handle *h = handles; h; h = h->next)
+        if ((CUmemGenericAllocationHandle)(uintptr_t)h == handle && !h->released)
+            return h;
+    return NULL;
+}
+
+static void
+handle_unref_locked(struct sim_vmm_handle *h)
+{
+    if (--h->refs > 0)
+        return;
+    for (struct sim_vmm_handle **pp = &handles; *pp; pp = &(*pp)->next)
+        if (*pp == h) {
+            *pp = h->next;
+            break;
+        }
+    pthread_mutex_lock(&h->dev->lock);
+    sim_heap_free(&h->dev->vmm_phys, h->phys);
+    pthread_mutex_unlock(&h->dev->lock);
+    free(h);
+}
+
+bool
+sim_vmm_reserved(uintptr_t ptr)
+{
+    bool found = false;
+    pthread_mutex_lock(&vmm_lock);
+    for (struct sim_vmm_range *r = ranges; r && !found; r = r->next)
+        found = ptr >= r->start && ptr - r->start < r->size;
+    pthread_mutex_unlock(&vmm_lock);
+    return found;
+}
+
+CUresult
+sim_vmm_lookup(uintptr_t ptr, size_t len, struct sim_device **dev, uintptr_t *base, size_t *size)
+{
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&vmm_lock);
+    for (struct sim_vmm_map *m = maps; m; m = m->next)
+        if (ptr >= m->start && ptr - m->start < m->size && len <= m->size - (ptr - m->start) &&
+            m->accessible) {
+            *dev = m->h->dev;
+            *base = m->start;
+            *size = m->size;
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&vmm_lock);
+    return r;
+}
+
+CUresult
+cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                              CUmemAllocationGranularity_flags option)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!granularity || !prop ||
+        (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+         option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        return CUDA_ERROR_INVALID_VALUE;
+    *granularity = SIM_PAGE;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+            unsigned long long flags)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!handle || !prop || flags != 0 || size == 0 || !page_multiple(size) ||
+        prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_device *dev = sim_device_get(prop->location.id);
+    if (!dev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    sim_busy_wait_us(sim_config_get()->malloc_us);
+    int err = sim_fail_check(SIM_FAIL_ALLOC, size);
+    if (err)
+        return (CUresult)err;
+    struct sim_vmm_handle *h = calloc(1, sizeof(*h));
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&dev->lock);
+    err = sim_heap_alloc(&dev->vmm_phys, size, SIM_PAGE, size, &h->phys);
+    pthread_mutex_unlock(&dev->lock);
+    if (err) {
+        free(h);
+        return (CUresult)err;
+    }
+    h->dev = dev;
+    h->size = size;
+    h->refs = 1;
+    pthread_mutex_lock(&vmm_lock);
+    h->next = handles;
+    handles = h;
+    pthread_mutex_unlock(&vmm_lock);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+/* Memory stays alive until the last mapping of a released handle goes. */
+CUresult
+cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&vmm_lock);
+    struct sim_vmm_handle *h = handle_find_locked(handle);
+    if (h) {
+        h->released = true;
+        handle_unref_locked(h);
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    return h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult
+cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                    unsigned long long flags)
+{
+    (void)addr; /* only a hint */
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ptr || size == 0 || !page_multiple(size) || flags != 0 ||
+        (alignment & (alignment - 1)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (alignment < SIM_PAGE)
+        alignment = SIM_PAGE;
+    if (size > SIZE_MAX - alignment)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_vmm_range *rg = malloc(sizeof(*rg));
+    void *raw =
+        mmap(NULL, size + alignment, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (!rg || raw == MAP_FAILED) {
+        free(rg);
+        if (raw != MAP_FAILED)
+            munmap(raw, size + alignment);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uintptr_t start = ((uintptr_t)raw + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    if (start > (uintptr_t)raw)
+        munmap(raw, start - (uintptr_t)raw);
+    if ((uintptr_t)raw + alignment > start)
+        munmap((void *)(start + size), (uintptr_t)raw + alignment - start);
+    rg->start = start;
+    rg->size = size;
+    pthread_mutex_lock(&vmm_lock);
+    rg->next = ranges;
+    ranges = rg;
+    pthread_mutex_unlock(&vmm_lock);
+    *ptr = start;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_vmm_range *found = NULL;
+    pthread_mutex_lock(&vmm_lock);
+    bool mapped = false;
+    for (struct sim_vmm_map *m = maps; m; m = m->next)
+        mapped |= m->start >= ptr && m->start - ptr < size;
+    for (struct sim_vmm_range **pp = &ranges; *pp && !mapped; pp = &(*pp)->next)
+        if ((*pp)->start == ptr && (*pp)->size == size) {
+            found = *pp;
+            *pp = found->next;
+            break;
+        }
+    pthread_mutex_unlock(&vmm_lock);
+    if (!found)
+        return CUDA_ERROR_INVALID_VALUE;
+    munmap((void *)found->start, found->size);
+    free(found);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+         unsigned long long flags)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (flags != 0 || size == 0 || !page_multiple(size) || !page_multiple(offset) ||
+        !page_multiple(ptr))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_vmm_map *m = calloc(1, sizeof(*m));
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&vmm_lock);
+    struct sim_vmm_handle *h = handle_find_locked(handle);
+    bool inside = false, overlap = false;
+    for (struct sim_vmm_range *rg = ranges; rg; rg = rg->next)
+        inside |=
+            ptr >= rg->start && ptr - rg->start < rg->size && size <= rg->size - (ptr - rg->start);
+    for (struct sim_vmm_map *o = maps; o; o = o->next)
+        overlap |= ptr < o->start + o->size && o->start < ptr + size;
+    if (!h || !inside || offset > h->size || size > h->size - offset) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    } else if (overlap) {
+        r = CUDA_ERROR_ALREADY_MAPPED;
+    } else if (mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->dev->memfd,
+                    (off_t)(h->phys->start + offset)) == MAP_FAILED) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        /* Inaccessible until cuMemSetAccess, like the real driver. */
+        m->start = ptr;
+        m->size = size;
+        m->h = h;
+        h->refs++;
+        m->next = maps;
+        maps = m;
+        m = NULL;
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    free(m);
+    return r;
+}
+
+CUresult
+cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&vmm_lock);
+    bool partial = false, any = false;
+    for (struct sim_vmm_map *m = maps; m; m = m->next) {
+        bool over = ptr < m->start + m->size && m->start < ptr + size;
+        bool whole = m->start >= ptr && m->start + m->size <= ptr + size;
+        partial |= over && !whole;
+        any |= whole;
+    }
+    if (partial || !any) {
+        pthread_mutex_unlock(&vmm_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (struct sim_vmm_map **pp = &maps; *pp;) {
+        struct sim_vmm_map *m = *pp;
+        if (m->start >= ptr && m->start + m->size <= ptr + size) {
+            *pp = m->next;
+            mmap((void *)m->start, m->size, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+            handle_unref_locked(m->h);
+            free(m);
+        } else {
+            pp = &m->next;
+        }
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!desc || count == 0 || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    int prot = PROT_NONE;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+            !sim_device_get(desc[i].location.id))
+            return CUDA_ERROR_INVALID_DEVICE;
+        if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            prot = PROT_READ | PROT_WRITE;
+        else if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == PROT_NONE)
+            prot = PROT_READ;
+        else if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+                 desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&vmm_lock);
+    /* The range must be covered by whole mappings. */
+    size_t covered = 0;
+    for (struct sim_vmm_map *m = maps; m; m = m->next)
+        if (m->start >= ptr && m->start + m->size <= ptr + size)
+            covered += m->size;
+    if (covered != size) {
+        pthread_mutex_unlock(&vmm_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (struct sim_vmm_map *m = maps; m; m = m->next)
+        if (m->start >= ptr && m->start + m->size <= ptr + size) {
+            (void)mprotect((void *)m->start, m->size, prot);
+            m->accessible = prot != PROT_NONE;
+        }
+    pthread_mutex_unlock(&vmm_lock);
+    return CUDA_SUCCESS;
+}
