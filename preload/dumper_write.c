@@ -11,6 +11,13 @@
 #include "preload/path_template.h"
 #include "preload/runtime.h"
 #include "snapshot/snapshot_dump.h"
+#include "snapshot/symbolize.h"
+
+#define DUMPER_CMDLINE_MAX 65536
+#define DUMPER_ARGV_MAX    256
+
+/* Kept across dumps for its cache; protected by the dump lock (dumper.c) like every dump. */
+static struct symbolizer *dumper_symbolizer;
 
 /* The command line, from /proc/self/cmdline (the dump may run before our constructor saw argv).
  * Fills argv with pointers into buf; returns the count. */
@@ -38,33 +45,34 @@ int
 dumper_write_snapshot(struct cuprof_runtime *rt, const char *path)
 {
     static const char *const mode_names[] = {"cache", "trace", "off"};
-    const char *keys[CONFIG_VAR_COUNT];
-    const char *values[CONFIG_VAR_COUNT];
-    const char *argv[256];
-    char rank[64], host[256];
-    char *cmdline = malloc(65536);
+    struct dump_setting settings[CONFIG_VAR_COUNT];
+    const char *argv[DUMPER_ARGV_MAX];
+    char host[256];
+    char *cmdline = malloc(DUMPER_CMDLINE_MAX);
     if (cmdline == NULL)
         return -CUPROF_EHOSTMEM;
+    if (dumper_symbolizer == NULL)
+        dumper_symbolizer = symbolizer_create(); /* NULL: snapshot_dump makes one per dump */
 
     for (size_t i = 0; i < CONFIG_VAR_COUNT; i++) {
-        keys[i] = config_var_name(i);
-        values[i] = rt->config->text[i];
+        settings[i].key = config_var_name(i);
+        settings[i].value = rt->config->text[i];
     }
-    path_template_rank(rank, sizeof rank);
     if (gethostname(host, sizeof host) != 0)
         strcpy(host, "unknown");
     host[sizeof host - 1] = '\0';
 
     struct dump_info info = {
         .mode = mode_names[rt->mode],
-        .config_keys = keys,
-        .config_values = values,
+        .config = settings,
         .config_count = CONFIG_VAR_COUNT,
         .pid = (int64_t)getpid(),
-        .rank = rank,
+        .rank = path_template_rank_value(),
         .host = host,
         .argv = argv,
-        .argc = dumper_write_argv(cmdline, 65536, argv, sizeof argv / sizeof argv[0]),
+        .argc = dumper_write_argv(cmdline, DUMPER_CMDLINE_MAX, argv, DUMPER_ARGV_MAX),
+        .alloc_config = &rt->config->alloc_conf,
+        .symbolizer = dumper_symbolizer,
     };
     int rc = snapshot_dump_live(rt->alloc, rt->ring, &info, path);
     free(cmdline);

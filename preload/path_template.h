@@ -13,6 +13,10 @@
  * counts). Characters other than [A-Za-z0-9._-] become '_' so a rank never adds a directory. */
 void path_template_rank(char *out, size_t out_len);
 
+/* The rank as a number for the snapshot's cuprof.rank: -1 when no rank variable is set (or the
+ * first one set is not a plain decimal number). */
+int64_t path_template_rank_value(void);
+
 /* Expands `tmpl`: %p pid, %r rank, %h host name, %n `seq`, %t unix time `now`, %% a percent.
  * Returns 0, or -CUPROF_EINVAL for an unknown escape or when the result does not fit in out. */
 __attribute__((warn_unused_result)) int
