@@ -22,19 +22,39 @@ path_template_sanitize(char *text)
     }
 }
 
+/* The first rank variable set (launchers: torchrun, Open MPI, MPICH/PMI, Slurm), or NULL. */
+static const char *
+path_template_rank_text(void)
+{
+    static const char *const names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *value = getenv(names[i]);
+        if (value != NULL && *value != '\0')
+            return value;
+    }
+    return NULL;
+}
+
+int64_t
+path_template_rank_value(void)
+{
+    const char *text = path_template_rank_text();
+    int64_t value = 0;
+    if (text == NULL)
+        return -1;
+    for (const char *c = text; *c != '\0'; c++) {
+        if (*c < '0' || *c > '9' || value > (INT64_MAX - 9) / 10)
+            return -1;
+        value = value * 10 + (*c - '0');
+    }
+    return value;
+}
+
 void
 path_template_rank(char *out, size_t out_len)
 {
-    static const char *const names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
-    const char *rank = "0";
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *value = getenv(names[i]);
-        if (value != NULL && *value != '\0') {
-            rank = value;
-            break;
-        }
-    }
-    snprintf(out, out_len, "%.63s", rank);
+    const char *rank = path_template_rank_text();
+    snprintf(out, out_len, "%.63s", rank == NULL ? "0" : rank);
     path_template_sanitize(out);
 }
 
