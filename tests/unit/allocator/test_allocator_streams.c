@@ -85,7 +85,7 @@ test_record_stream_pending_free(void **state)
     expect_invariants(a);
     allocator_get_stats(a, 0, &st);
     assert_int_equal(st.num_sync_all_streams, 1);
-    assert_int_equal(st.active[STAT_ALL].current, 2); /* q and t */
+    assert_int_equal(st.active[STAT_ALL].current, 2);  /* q and t */
     assert_int_equal(st.segment[STAT_ALL].current, 1); /* stream 2's segment went */
     fixture_free(fx);
 }
@@ -166,48 +166,49 @@ test_trace_mode(void **state)
     expect_trace(f, 5, TRACE_FREE_COMPLETED, B, 1000, 3);
     expect_trace(f, 6, TRACE_SEGMENT_FREE, B, 1000, 3);
     assert_int_equal(f->trace[6].pool, TRACE_POOL_TRACE);
-    expect_stats(a, 0,
-                 " allocation.all.current=1 allocation.all.peak=2 allocation.all.allocated=2"
-                 " allocation.all.freed=1 allocation.small_pool.peak=1"
-                 " allocation.small_pool.allocated=1 allocation.small_pool.freed=1"
-                 " allocation.large_pool.current=1 allocation.large_pool.peak=1"
-                 " allocation.large_pool.allocated=1"
-                 " active.all.current=1 active.all.peak=2 active.all.allocated=2"
-                 " active.all.freed=1 active.small_pool.peak=1"
-                 " active.small_pool.allocated=1 active.small_pool.freed=1"
-                 " active.large_pool.current=1 active.large_pool.peak=1"
-                 " active.large_pool.allocated=1"
-                 " segment.all.current=1 segment.all.peak=2 segment.all.allocated=2"
-                 " segment.all.freed=1 segment.small_pool.peak=1"
-                 " segment.small_pool.allocated=1 segment.small_pool.freed=1"
-                 " segment.large_pool.current=1 segment.large_pool.peak=1"
-                 " segment.large_pool.allocated=1"
-                 " allocated_bytes.all.current=3145728 allocated_bytes.all.peak=3146728"
-                 " allocated_bytes.all.allocated=3146728 allocated_bytes.all.freed=1000"
-                 " allocated_bytes.small_pool.peak=1000 allocated_bytes.small_pool.allocated=1000"
-                 " allocated_bytes.small_pool.freed=1000"
-                 " allocated_bytes.large_pool.current=3145728 allocated_bytes.large_pool.peak=3145728"
-                 " allocated_bytes.large_pool.allocated=3145728"
-                 " active_bytes.all.current=3145728 active_bytes.all.peak=3146728"
-                 " active_bytes.all.allocated=3146728 active_bytes.all.freed=1000"
-                 " active_bytes.small_pool.peak=1000 active_bytes.small_pool.allocated=1000"
-                 " active_bytes.small_pool.freed=1000"
-                 " active_bytes.large_pool.current=3145728 active_bytes.large_pool.peak=3145728"
-                 " active_bytes.large_pool.allocated=3145728"
-                 " requested_bytes.all.current=3145728 requested_bytes.all.peak=3146728"
-                 " requested_bytes.all.allocated=3146728 requested_bytes.all.freed=1000"
-                 " requested_bytes.small_pool.peak=1000 requested_bytes.small_pool.allocated=1000"
-                 " requested_bytes.small_pool.freed=1000"
-                 " requested_bytes.large_pool.current=3145728"
-                 " requested_bytes.large_pool.peak=3145728"
-                 " requested_bytes.large_pool.allocated=3145728"
-                 " reserved_bytes.all.current=3145728 reserved_bytes.all.peak=3146728"
-                 " reserved_bytes.all.allocated=3146728 reserved_bytes.all.freed=1000"
-                 " reserved_bytes.small_pool.peak=1000 reserved_bytes.small_pool.allocated=1000"
-                 " reserved_bytes.small_pool.freed=1000"
-                 " reserved_bytes.large_pool.current=3145728 reserved_bytes.large_pool.peak=3145728"
-                 " reserved_bytes.large_pool.allocated=3145728"
-                 " num_device_alloc=2 num_device_free=1");
+    expect_stats(
+        a, 0,
+        " allocation.all.current=1 allocation.all.peak=2 allocation.all.allocated=2"
+        " allocation.all.freed=1 allocation.small_pool.peak=1"
+        " allocation.small_pool.allocated=1 allocation.small_pool.freed=1"
+        " allocation.large_pool.current=1 allocation.large_pool.peak=1"
+        " allocation.large_pool.allocated=1"
+        " active.all.current=1 active.all.peak=2 active.all.allocated=2"
+        " active.all.freed=1 active.small_pool.peak=1"
+        " active.small_pool.allocated=1 active.small_pool.freed=1"
+        " active.large_pool.current=1 active.large_pool.peak=1"
+        " active.large_pool.allocated=1"
+        " segment.all.current=1 segment.all.peak=2 segment.all.allocated=2"
+        " segment.all.freed=1 segment.small_pool.peak=1"
+        " segment.small_pool.allocated=1 segment.small_pool.freed=1"
+        " segment.large_pool.current=1 segment.large_pool.peak=1"
+        " segment.large_pool.allocated=1"
+        " allocated_bytes.all.current=3145728 allocated_bytes.all.peak=3146728"
+        " allocated_bytes.all.allocated=3146728 allocated_bytes.all.freed=1000"
+        " allocated_bytes.small_pool.peak=1000 allocated_bytes.small_pool.allocated=1000"
+        " allocated_bytes.small_pool.freed=1000"
+        " allocated_bytes.large_pool.current=3145728 allocated_bytes.large_pool.peak=3145728"
+        " allocated_bytes.large_pool.allocated=3145728"
+        " active_bytes.all.current=3145728 active_bytes.all.peak=3146728"
+        " active_bytes.all.allocated=3146728 active_bytes.all.freed=1000"
+        " active_bytes.small_pool.peak=1000 active_bytes.small_pool.allocated=1000"
+        " active_bytes.small_pool.freed=1000"
+        " active_bytes.large_pool.current=3145728 active_bytes.large_pool.peak=3145728"
+        " active_bytes.large_pool.allocated=3145728"
+        " requested_bytes.all.current=3145728 requested_bytes.all.peak=3146728"
+        " requested_bytes.all.allocated=3146728 requested_bytes.all.freed=1000"
+        " requested_bytes.small_pool.peak=1000 requested_bytes.small_pool.allocated=1000"
+        " requested_bytes.small_pool.freed=1000"
+        " requested_bytes.large_pool.current=3145728"
+        " requested_bytes.large_pool.peak=3145728"
+        " requested_bytes.large_pool.allocated=3145728"
+        " reserved_bytes.all.current=3145728 reserved_bytes.all.peak=3146728"
+        " reserved_bytes.all.allocated=3146728 reserved_bytes.all.freed=1000"
+        " reserved_bytes.small_pool.peak=1000 reserved_bytes.small_pool.allocated=1000"
+        " reserved_bytes.small_pool.freed=1000"
+        " reserved_bytes.large_pool.current=3145728 reserved_bytes.large_pool.peak=3145728"
+        " reserved_bytes.large_pool.allocated=3145728"
+        " num_device_alloc=2 num_device_free=1");
     assert_int_equal(fx->fake.segment_frees, 1);
     fixture_free(fx);
 }
