@@ -40,7 +40,7 @@ bool stacks_get(uint32_t id, const uintptr_t **ips, size_t *count);
 /* Number of interned stacks; valid ids are 1..stacks_count(). */
 size_t stacks_count(void);
 
-/* The first unw_backtrace of a process (and of each thread) may dlopen, malloc or mmap:
+/* The first backtrace of a process (and of each thread) may dlopen, malloc or mmap:
  * call once at init, and the first capture on each new thread pays the per-thread part. */
 void stacks_warm_up(void);
 

@@ -1,0 +1,542 @@
+/* alloc_device.c: per-device state, spares, the free-block sets and PyTorch's malloc path
+ * (get_free_block, alloc_block, the retry order, the OOM message and alloc_found_block). */
+#include "allocator/alloc_device.h"
+
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator/alloc_free.h"
+#include "allocator/alloc_policy.h"
+#include "allocator/cuprof_errors.h"
+
+#define SPARE_BATCH 64
+
+int
+alloc_device_init(struct alloc_device *dev, int index, const struct alloc_config *config,
+                  const struct device_ops *ops, const struct trace_sink *sink)
+{
+    memset(dev, 0, sizeof(*dev));
+    if (pthread_mutex_init(&dev->lock, NULL) != 0)
+        return -CUPROF_EHOSTMEM;
+    dev->index = index;
+    dev->config = config;
+    dev->ops = ops;
+    dev->sink = sink;
+    dev->small.is_small = true;
+    dev->large.is_small = false;
+    atomic_init(&dev->free_gen, 0);
+    atomic_init(&dev->synced_gen, 0);
+    /* PyTorch keeps max_split_size as int64: SIZE_MAX (unset) reads as -1. */
+    memory_stats_init(&dev->stats,
+                      config->max_split_size == SIZE_MAX ? -1 : (int64_t)config->max_split_size);
+    return 0;
+}
+
+void
+alloc_device_destroy(struct alloc_device *dev)
+{
+    struct alloc_chunk *c = dev->chunks;
+    while (c != NULL) {
+        struct alloc_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    dev->chunks = NULL;
+    pthread_mutex_destroy(&dev->lock);
+}
+
+bool
+alloc_device_spares_ready_locked(const struct alloc_device *dev, size_t aux)
+{
+    return dev->spare_block_count >= 2 && dev->spare_segment_count >= 1 &&
+           dev->spare_aux_count >= aux;
+}
+
+/* One malloc'd chunk: header, then `count` items of `item_size`. */
+static void *
+chunk_new(size_t count, size_t item_size, struct alloc_chunk **hdr)
+{
+    size_t head =
+        (sizeof(struct alloc_chunk) + alignof(max_align_t) - 1) & ~(alignof(max_align_t) - 1);
+    char *mem = calloc(1, head + count * item_size);
+    if (mem == NULL)
+        return NULL;
+    *hdr = (struct alloc_chunk *)(void *)mem;
+    return mem + head;
+}
+
+int
+alloc_device_refill_unlocking(struct alloc_device *dev, size_t aux)
+{
+    size_t nb = dev->spare_block_count < 2 ? SPARE_BATCH : 0;
+    size_t ns = dev->spare_segment_count < 1 ? SPARE_BATCH / 4 : 0;
+    size_t na = dev->spare_aux_count < aux ? aux + SPARE_BATCH : 0;
+    struct alloc_chunk *hb = NULL, *hs = NULL, *ha = NULL;
+    struct alloc_block *blocks = NULL;
+    struct alloc_segment *segs = NULL;
+    struct alloc_aux *auxs = NULL;
+    int rc = 0;
+    /* Host memory is only ever malloc'd here, with the device lock dropped. */
+    pthread_mutex_unlock(&dev->lock);
+    if (nb)
+        blocks = chunk_new(nb, sizeof(*blocks), &hb);
+    if (ns)
+        segs = chunk_new(ns, sizeof(*segs), &hs);
+    if (na)
+        auxs = chunk_new(na, sizeof(*auxs), &ha);
+    pthread_mutex_lock(&dev->lock);
+    if ((nb && blocks == NULL) || (ns && segs == NULL) || (na && auxs == NULL))
+        rc = -CUPROF_EHOSTMEM;
+    if (blocks != NULL) {
+        hb->next = dev->chunks;
+        dev->chunks = hb;
+        for (size_t i = 0; i < nb; i++)
+            alloc_device_put_block_locked(dev, &blocks[i]);
+    }
+    if (segs != NULL) {
+        hs->next = dev->chunks;
+        dev->chunks = hs;
+        for (size_t i = 0; i < ns; i++) {
+            segs[i].next_spare = dev->spare_segments;
+            dev->spare_segments = &segs[i];
+            dev->spare_segment_count++;
+        }
+    }
+    if (auxs != NULL) {
+        ha->next = dev->chunks;
+        dev->chunks = ha;
+        for (size_t i = 0; i < na; i++)
+            alloc_device_put_aux_locked(dev, &auxs[i]);
+    }
+    return rc;
+}
+
+struct alloc_block *
+alloc_device_take_block_locked(struct alloc_device *dev)
+{
+    struct alloc_block *b = dev->spare_blocks;
+    dev->spare_blocks = b->next;
+    dev->spare_block_count--;
+    memset(b, 0, sizeof(*b));
+    b->device = (int16_t)dev->index;
+    return b;
+}
+
+void
+alloc_device_put_block_locked(struct alloc_device *dev, struct alloc_block *b)
+{
+    b->allocated = false;
+    b->in_pool = false;
+    b->seg = NULL;
+    b->next = dev->spare_blocks;
+    dev->spare_blocks = b;
+    dev->spare_block_count++;
+}
+
+static struct alloc_segment *
+take_segment_locked(struct alloc_device *dev)
+{
+    struct alloc_segment *s = dev->spare_segments;
+    dev->spare_segments = s->next_spare;
+    dev->spare_segment_count--;
+    memset(s, 0, sizeof(*s));
+    return s;
+}
+
+void
+alloc_device_drop_segment_locked(struct alloc_device *dev, struct alloc_segment *seg)
+{
+    avl_remove(&dev->segments, &seg->node);
+    seg->head = NULL;
+    seg->next_spare = dev->spare_segments;
+    dev->spare_segments = seg;
+    dev->spare_segment_count++;
+}
+
+struct alloc_aux *
+alloc_device_take_aux_locked(struct alloc_device *dev)
+{
+    struct alloc_aux *a = dev->spare_aux;
+    dev->spare_aux = a->next;
+    dev->spare_aux_count--;
+    memset(a, 0, sizeof(*a));
+    return a;
+}
+
+void
+alloc_device_put_aux_locked(struct alloc_device *dev, struct alloc_aux *a)
+{
+    a->block = NULL;
+    a->event = NULL;
+    a->next = dev->spare_aux;
+    dev->spare_aux = a;
+    dev->spare_aux_count++;
+}
+
+struct alloc_pool *
+alloc_device_pool_of(struct alloc_device *dev, bool is_small)
+{
+    return is_small ? &dev->small : &dev->large;
+}
+
+static inline struct alloc_block *
+block_of(struct avl_node *n)
+{
+    return (struct alloc_block *)(void *)((char *)n - offsetof(struct alloc_block, node));
+}
+
+/* PyTorch's BlockComparatorSize: (stream, size, addr). */
+static inline bool
+block_less(uint64_t stream, size_t size, uint64_t addr, const struct alloc_block *b)
+{
+    if (stream != b->stream)
+        return stream < b->stream;
+    if (size != b->size)
+        return size < b->size;
+    return addr < b->addr;
+}
+
+void
+alloc_device_pool_insert_locked(struct alloc_pool *pool, struct alloc_block *b)
+{
+    struct avl_node *parent = NULL, *n = pool->blocks.root;
+    int left = 0;
+    while (n != NULL) {
+        parent = n;
+        left = block_less(b->stream, b->size, b->addr, block_of(n));
+        n = left ? n->left : n->right;
+    }
+    /* PyTorch: insert_into_blocks stamps the block's age base for garbage collection. */
+    b->gc_count_base = pool->get_free_blocks_call_count;
+    b->in_pool = true;
+    avl_link(&pool->blocks, &b->node, parent, left);
+}
+
+void
+alloc_device_pool_erase_locked(struct alloc_pool *pool, struct alloc_block *b)
+{
+    avl_remove(&pool->blocks, &b->node);
+    b->in_pool = false;
+}
+
+struct alloc_block *
+alloc_device_pool_lower_bound_locked(struct alloc_pool *pool, uint64_t stream, size_t size)
+{
+    struct avl_node *n = pool->blocks.root, *best = NULL;
+    while (n != NULL) {
+        if (block_less(stream, size, 0, block_of(n))) {
+            best = n;
+            n = n->left;
+        } else {
+            n = n->right;
+        }
+    }
+    return best ? block_of(best) : NULL;
+}
+
+void
+alloc_device_trace_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
+                          uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
+                          uint64_t device_free)
+{
+    if (dev->sink == NULL || dev->sink->record == NULL)
+        return;
+    struct trace_event ev = {
+        .action = (uint8_t)action,
+        .pool = pool,
+        .device = (int16_t)dev->index,
+        .stack_id = stack_id,
+        .addr = addr,
+        .size = size,
+        .stream = stream,
+        .device_free = device_free,
+    };
+    dev->sink->record(dev->sink->ctx, &ev);
+}
+
+void
+alloc_device_note_stream_locked(struct alloc_device *dev, uint64_t stream)
+{
+    for (size_t i = 0; i < dev->stream_count; i++) {
+        if (dev->streams[i] == stream)
+            return;
+    }
+    if (dev->stream_count < ALLOC_DEVICE_MAX_STREAMS)
+        dev->streams[dev->stream_count++] = stream;
+    else
+        dev->streams_overflow = true;
+}
+
+void
+alloc_device_sync_frees_locked(struct alloc_device *dev)
+{
+    uint_fast64_t gen = atomic_load(&dev->free_gen);
+    if (gen == atomic_load(&dev->synced_gen))
+        return;
+    /* One synchronize covers every free made before it: a sync error is sticky and will reach
+     * the program through its own next CUDA call, so it is not reported here. */
+    (void)dev->ops->synchronize(dev->ops->ctx, dev->index);
+    atomic_store(&dev->synced_gen, gen);
+}
+
+/* PyTorch's get_free_block: lower_bound on (stream, size), same stream, two oversize guards. */
+static struct alloc_block *
+get_free_block_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream,
+                      size_t size)
+{
+    if (dev->set_fraction && dev->config->garbage_collection_threshold > 0.0)
+        pool->get_free_blocks_call_count++;
+    struct alloc_block *b = alloc_device_pool_lower_bound_locked(pool, stream, size);
+    if (b == NULL || b->stream != stream)
+        return NULL;
+    if (!alloc_policy_may_use(dev->config, size, b->size))
+        return NULL;
+    alloc_device_pool_erase_locked(pool, b);
+    return b;
+}
+
+/* Adds a segment to dev->segments (ordered by address). */
+static void
+segment_link_locked(struct alloc_device *dev, struct alloc_segment *seg)
+{
+    struct avl_node *parent = NULL, *n = dev->segments.root;
+    int left = 0;
+    while (n != NULL) {
+        parent = n;
+        struct alloc_segment *s =
+            (struct alloc_segment *)(void *)((char *)n - offsetof(struct alloc_segment, node));
+        left = seg->addr < s->addr;
+        n = left ? n->left : n->right;
+    }
+    avl_link(&dev->segments, &seg->node, parent, left);
+}
+
+static void
+new_segment_stats_locked(struct alloc_device *dev, enum stat_pool sp, size_t size)
+{
+    memory_stats_increase_pool(dev->stats.segment, sp, 1);
+    memory_stats_increase_pool(dev->stats.reserved_bytes, sp, (int64_t)size);
+    if (size >= dev->config->max_split_size)
+        memory_stats_increase(&dev->stats.oversize_segments, 1);
+}
+
+/* PyTorch's alloc_block: a new segment of alloc_size, as one free block not in the pool. */
+static int
+alloc_block_locked(struct alloc_device *dev, bool is_small, size_t alloc_size, uint64_t stream,
+                   uint32_t stack_id, bool is_retry, struct alloc_block **out)
+{
+    uint64_t addr = 0;
+    if (is_retry)
+        dev->stats.num_alloc_retries++;
+    /* PyTorch: the fraction limit fails the request without asking the device. */
+    if (dev->set_fraction && dev->total_allocated + alloc_size > dev->allowed_max)
+        return -CUPROF_ENOMEM;
+    int rc = dev->ops->segment_alloc(dev->ops->ctx, dev->index, alloc_size, &addr);
+    if (rc != 0)
+        return rc;
+    dev->total_allocated += alloc_size;
+    struct alloc_segment *seg = take_segment_locked(dev);
+    struct alloc_block *b = alloc_device_take_block_locked(dev);
+    seg->addr = addr;
+    seg->size = alloc_size;
+    seg->stream = stream;
+    seg->head = b;
+    seg->stack_id = stack_id;
+    seg->is_small = is_small;
+    seg->pool = TRACE_POOL_DEFAULT;
+    b->seg = seg;
+    b->addr = addr;
+    b->size = alloc_size;
+    b->stream = stream;
+    b->is_small = is_small;
+    segment_link_locked(dev, seg);
+    new_segment_stats_locked(dev, memory_stats_pool(is_small), alloc_size);
+    dev->stats.num_device_alloc++;
+    alloc_device_trace_locked(dev, TRACE_SEGMENT_ALLOC, TRACE_POOL_DEFAULT, addr, alloc_size,
+                              stream, stack_id, 0);
+    *out = b;
+    return 0;
+}
+
+/* PyTorch's alloc_found_block: split if asked, mark allocated, trace, stats. */
+static struct alloc_block *
+alloc_found_block_locked(struct alloc_device *dev, struct alloc_block *b, size_t size,
+                         size_t orig_size, uint32_t stack_id, bool split)
+{
+    enum stat_pool sp = memory_stats_pool(b->is_small);
+    struct memory_stats *st = &dev->stats;
+    bool already_split = b->prev != NULL || b->next != NULL;
+    if (split) {
+        /* PyTorch: a new block takes the front; the old one stays as the remainder. */
+        struct alloc_block *front = alloc_device_take_block_locked(dev);
+        struct alloc_block *rest = b;
+        front->seg = rest->seg;
+        front->addr = rest->addr;
+        front->size = size;
+        front->stream = rest->stream;
+        front->is_small = rest->is_small;
+        front->prev = rest->prev;
+        if (front->prev)
+            front->prev->next = front;
+        else
+            rest->seg->head = front;
+        front->next = rest;
+        rest->prev = front;
+        rest->addr += size;
+        rest->size -= size;
+        alloc_device_pool_insert_locked(alloc_device_pool_of(dev, rest->is_small), rest);
+        if (already_split) {
+            memory_stats_decrease_pool(st->inactive_split_bytes, sp, (int64_t)size);
+        } else {
+            memory_stats_increase_pool(st->inactive_split_bytes, sp, (int64_t)rest->size);
+            memory_stats_increase_pool(st->inactive_split, sp, 1);
+        }
+        b = front;
+    } else if (already_split) {
+        memory_stats_decrease_pool(st->inactive_split_bytes, sp, (int64_t)b->size);
+        memory_stats_decrease_pool(st->inactive_split, sp, 1);
+    }
+    b->allocated = true;
+    b->requested_size = orig_size;
+    b->stack_id = stack_id;
+    b->free_stack_id = 0;
+    alloc_device_trace_locked(dev, TRACE_ALLOC, TRACE_POOL_DEFAULT, b->addr, orig_size, b->stream,
+                              stack_id, 0);
+    memory_stats_increase_pool(st->allocation, sp, 1);
+    memory_stats_increase_pool(st->allocated_bytes, sp, (int64_t)b->size);
+    memory_stats_increase_pool(st->active, sp, 1);
+    memory_stats_increase_pool(st->active_bytes, sp, (int64_t)b->size);
+    memory_stats_increase_pool(st->requested_bytes, sp, (int64_t)orig_size);
+    if (b->size >= dev->config->max_split_size)
+        memory_stats_increase(&st->oversize_allocations, 1);
+    return b;
+}
+
+/* PyTorch's OOM message, with cuprof as the owner of the cache. */
+static void
+build_oom_message_locked(struct alloc_device *dev, size_t alloc_size, size_t free_b, size_t total_b)
+{
+    char s_alloc[32], s_total[32], s_free[32], s_allowed[48] = "", s_used[32], s_cached[32];
+    int64_t allocated = dev->stats.allocated_bytes[STAT_ALL].current;
+    int64_t reserved = dev->stats.reserved_bytes[STAT_ALL].current;
+    alloc_policy_format_size(alloc_size, s_alloc, sizeof(s_alloc));
+    alloc_policy_format_size(total_b, s_total, sizeof(s_total));
+    alloc_policy_format_size(free_b, s_free, sizeof(s_free));
+    alloc_policy_format_size((uint64_t)allocated, s_used, sizeof(s_used));
+    alloc_policy_format_size((uint64_t)(reserved - allocated), s_cached, sizeof(s_cached));
+    if (dev->set_fraction) {
+        alloc_policy_format_size(dev->allowed_max, s_allowed, sizeof(s_allowed));
+        strcat(s_allowed, " allowed; ");
+    }
+    snprintf(dev->oom_message, sizeof(dev->oom_message),
+             "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of "
+             "which %s is free. %sOf the allocated memory %s is allocated by cuprof, and %s is "
+             "reserved by cuprof but unallocated. If reserved but unallocated memory is large "
+             "try setting CUPROF_ALLOC_CONF=max_split_size_mb:<MiB> to avoid fragmentation.  "
+             "See documentation for Memory Management  "
+             "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
+             s_alloc, dev->index, s_total, s_free, s_allowed, s_used, s_cached);
+}
+
+static int
+report_oom_locked(struct alloc_device *dev, size_t size, size_t alloc_size, uint64_t stream,
+                  uint32_t stack_id)
+{
+    size_t free_b = 0, total_b = 0;
+    if (dev->ops->mem_info(dev->ops->ctx, dev->index, &free_b, &total_b) != 0)
+        free_b = total_b = 0;
+    alloc_device_trace_locked(dev, TRACE_OOM, TRACE_POOL_DEFAULT, 0, size, stream, stack_id,
+                              free_b);
+    dev->stats.num_ooms++;
+    build_oom_message_locked(dev, alloc_size, free_b, total_b);
+    return -CUPROF_ENOMEM;
+}
+
+int
+alloc_device_malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t stream,
+                           uint32_t stack_id, struct alloc_block **out)
+{
+    const struct alloc_config *cfg = dev->config;
+    if (dev->events != NULL)
+        alloc_free_process_events_locked(dev);
+    size_t size = alloc_policy_round_size(cfg, orig_size);
+    bool is_small = alloc_policy_is_small(size);
+    struct alloc_pool *pool = alloc_device_pool_of(dev, is_small);
+    size_t alloc_size = alloc_policy_segment_size(size);
+    struct alloc_block *b = get_free_block_locked(dev, pool, stream, size);
+    if (b != NULL) {
+        if (cfg->free_sync == FREE_SYNC_DEVICE)
+            alloc_device_sync_frees_locked(dev);
+    } else {
+        if (dev->set_fraction && cfg->garbage_collection_threshold > 0.0)
+            alloc_free_garbage_collect_locked(dev);
+        int rc = alloc_block_locked(dev, is_small, alloc_size, stream, stack_id, false, &b);
+        if (rc == -CUPROF_ENOMEM && alloc_free_release_available_locked(dev, pool, stream, size))
+            rc = alloc_block_locked(dev, is_small, alloc_size, stream, stack_id, false, &b);
+        if (rc == -CUPROF_ENOMEM) {
+            alloc_free_release_cached_locked(dev);
+            rc = alloc_block_locked(dev, is_small, alloc_size, stream, stack_id, true, &b);
+        }
+        if (rc == -CUPROF_ENOMEM)
+            return report_oom_locked(dev, size, alloc_size, stream, stack_id);
+        if (rc != 0)
+            return rc;
+    }
+    alloc_device_note_stream_locked(dev, stream);
+    *out = alloc_found_block_locked(dev, b, size, orig_size, stack_id,
+                                    alloc_policy_should_split(cfg, b->is_small, b->size, size));
+    return 0;
+}
+
+int
+alloc_device_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_t addr,
+                                  uint64_t stream, uint8_t pool, uint32_t stack_id,
+                                  struct alloc_block **out)
+{
+    bool external = addr != 0;
+    bool is_small = alloc_policy_is_small(size);
+    enum stat_pool sp = memory_stats_pool(is_small);
+    struct memory_stats *st = &dev->stats;
+    if (!external) {
+        int rc = dev->ops->segment_alloc(dev->ops->ctx, dev->index, size, &addr);
+        if (rc == -CUPROF_ENOMEM)
+            return report_oom_locked(dev, size, size, stream, stack_id);
+        if (rc != 0)
+            return rc;
+        st->num_device_alloc++;
+    }
+    dev->total_allocated += size;
+    struct alloc_segment *seg = take_segment_locked(dev);
+    struct alloc_block *b = alloc_device_take_block_locked(dev);
+    seg->addr = addr;
+    seg->size = size;
+    seg->stream = stream;
+    seg->head = b;
+    seg->stack_id = stack_id;
+    seg->is_small = is_small;
+    seg->pool = pool;
+    seg->external = external;
+    b->seg = seg;
+    b->addr = addr;
+    b->size = size;
+    b->requested_size = size;
+    b->stream = stream;
+    b->is_small = is_small;
+    b->allocated = true;
+    b->stack_id = stack_id;
+    segment_link_locked(dev, seg);
+    new_segment_stats_locked(dev, sp, size);
+    alloc_device_trace_locked(dev, TRACE_SEGMENT_ALLOC, pool, addr, size, stream, stack_id, 0);
+    alloc_device_trace_locked(dev, TRACE_ALLOC, pool, addr, size, stream, stack_id, 0);
+    memory_stats_increase_pool(st->allocation, sp, 1);
+    memory_stats_increase_pool(st->allocated_bytes, sp, (int64_t)size);
+    memory_stats_increase_pool(st->active, sp, 1);
+    memory_stats_increase_pool(st->active_bytes, sp, (int64_t)size);
+    memory_stats_increase_pool(st->requested_bytes, sp, (int64_t)size);
+    if (size >= dev->config->max_split_size)
+        memory_stats_increase(&st->oversize_allocations, 1);
+    *out = b;
+    return 0;
+}

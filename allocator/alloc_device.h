@@ -1,0 +1,170 @@
+/* alloc_device.h: one device's caching state (pools, segments, spares, events, stats) and the
+ *   malloc path of PyTorch's DeviceCachingAllocator over it.
+ * Locking: every field marked so is protected by dev->lock; *_locked functions need it held.
+ * Hot path: alloc_device_malloc_locked; it never calls malloc (spares are refilled outside). */
+#ifndef CUPROF_ALLOC_DEVICE_H
+#define CUPROF_ALLOC_DEVICE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/alloc_config.h"
+#include "allocator/avl.h"
+#include "allocator/device_ops.h"
+#include "allocator/trace_sink.h"
+#include "stats/memory_stats.h"
+
+#define ALLOC_DEVICE_MAX_STREAMS 32 /* streams remembered for free_sync:events */
+#define ALLOC_OOM_MESSAGE_LEN    1024
+
+struct alloc_block;
+
+/* A device allocation: the chain of blocks from `head` tiles [addr, addr + size). */
+struct alloc_segment {
+    struct avl_node node; /* dev->segments, ordered by addr */
+    uint64_t addr;
+    size_t size;
+    uint64_t stream;
+    struct alloc_block *head;
+    struct alloc_segment *next_spare;
+    uint32_t stack_id; /* stack of the request that allocated the segment */
+    bool is_small;
+    uint8_t pool;  /* enum trace_pool */
+    bool external; /* allocator_track_external: never cached, never freed by us */
+};
+
+/* A stream use (PyTorch's stream_uses entry) or, once recorded, an outstanding event. */
+struct alloc_aux {
+    struct alloc_aux *next;
+    uint64_t stream;
+    void *event;
+    struct alloc_block *block;
+};
+
+struct alloc_block {
+    struct avl_node node;     /* pool->blocks while free, ordered by (stream, size, addr) */
+    struct alloc_block *prev; /* address neighbours inside the segment */
+    struct alloc_block *next;
+    struct alloc_block *hash_next; /* block_map chain (protected by the shard lock) */
+    struct alloc_segment *seg;
+    uint64_t addr;
+    size_t size;
+    size_t requested_size;
+    uint64_t stream;
+    struct alloc_aux *stream_uses;
+    uint64_t gc_count_base;
+    uint32_t stack_id;      /* malloc's stack */
+    uint32_t free_stack_id; /* free's stack, for a free_completed that comes later */
+    int event_count;
+    int16_t device;
+    bool allocated;
+    bool is_small;
+    bool in_pool;
+};
+
+struct alloc_pool {
+    struct avl_tree blocks; /* free blocks by (stream, size, addr) */
+    uint64_t get_free_blocks_call_count;
+    bool is_small;
+};
+
+struct alloc_chunk { /* host memory behind spares, kept for allocator_destroy */
+    struct alloc_chunk *next;
+};
+
+struct alloc_device {
+    pthread_mutex_t lock;
+    int index;
+    const struct alloc_config *config; /* read-only */
+    const struct device_ops *ops;      /* read-only */
+    const struct trace_sink *sink;     /* read-only; NULL = no trace */
+
+    struct alloc_pool small;   /* protected by lock */
+    struct alloc_pool large;   /* protected by lock */
+    struct avl_tree segments;  /* protected by lock */
+    struct memory_stats stats; /* protected by lock */
+    size_t total_allocated;    /* protected by lock: PyTorch's total_allocated_memory */
+    size_t allowed_max;        /* protected by lock */
+    bool set_fraction;         /* protected by lock */
+    struct alloc_aux *events;  /* protected by lock: outstanding events, oldest first */
+    struct alloc_aux *events_tail;
+    struct alloc_aux *event_pool;               /* protected by lock: idle created events */
+    uint64_t streams[ALLOC_DEVICE_MAX_STREAMS]; /* protected by lock */
+    size_t stream_count;                        /* protected by lock */
+    bool streams_overflow;                      /* protected by lock */
+    atomic_uint_fast64_t free_gen;   /* frees since creation needing a device sync (DEVICE mode) */
+    atomic_uint_fast64_t synced_gen; /* free_gen value covered by the last synchronize */
+
+    struct alloc_block *spare_blocks; /* protected by lock */
+    size_t spare_block_count;
+    struct alloc_segment *spare_segments; /* protected by lock */
+    size_t spare_segment_count;
+    struct alloc_aux *spare_aux; /* protected by lock */
+    size_t spare_aux_count;
+    struct alloc_chunk *chunks; /* protected by lock */
+
+    char oom_message[ALLOC_OOM_MESSAGE_LEN]; /* protected by lock */
+};
+
+/* Sets up an empty device; returns 0 or -CUPROF_EHOSTMEM. */
+__attribute__((warn_unused_result)) int alloc_device_init(struct alloc_device *dev, int index,
+                                                          const struct alloc_config *config,
+                                                          const struct device_ops *ops,
+                                                          const struct trace_sink *sink);
+/* Frees host bookkeeping (spares, chunks); device memory is left alone. */
+void alloc_device_destroy(struct alloc_device *dev);
+
+/* With the lock held: true when the spares can serve one malloc (2 blocks, 1 segment) and
+ * `aux` more stream-use/event records. */
+bool alloc_device_spares_ready_locked(const struct alloc_device *dev, size_t aux);
+/* Drops the lock, mallocs spares (blocks, segments, `aux` records), retakes the lock.
+ * Returns 0 or -CUPROF_EHOSTMEM (lock held again either way). */
+__attribute__((warn_unused_result)) int alloc_device_refill_unlocking(struct alloc_device *dev,
+                                                                      size_t aux);
+
+struct alloc_block *alloc_device_take_block_locked(struct alloc_device *dev);
+void alloc_device_put_block_locked(struct alloc_device *dev, struct alloc_block *b);
+/* Unlinks a segment from dev->segments and keeps its struct as a spare. */
+void alloc_device_drop_segment_locked(struct alloc_device *dev, struct alloc_segment *seg);
+struct alloc_aux *alloc_device_take_aux_locked(struct alloc_device *dev);
+void alloc_device_put_aux_locked(struct alloc_device *dev, struct alloc_aux *a);
+
+/* Pool of a block: small or large. */
+struct alloc_pool *alloc_device_pool_of(struct alloc_device *dev, bool is_small);
+/* PyTorch's insert_into_blocks (stamps gc_count_base) and its erase. */
+void alloc_device_pool_insert_locked(struct alloc_pool *pool, struct alloc_block *b);
+void alloc_device_pool_erase_locked(struct alloc_pool *pool, struct alloc_block *b);
+/* First free block >= (stream, size, addr 0) in the pool, or NULL. */
+struct alloc_block *alloc_device_pool_lower_bound_locked(struct alloc_pool *pool, uint64_t stream,
+                                                         size_t size);
+
+/* Emits one trace event if a sink is set. */
+void alloc_device_trace_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
+                               uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
+                               uint64_t device_free);
+
+/* Remembers a stream the device used (free_sync:events records on each). */
+void alloc_device_note_stream_locked(struct alloc_device *dev, uint64_t stream);
+
+/* PyTorch's malloc from process_events to alloc_found_block. `size` > 0 and < 2^60.
+ * Returns 0 with *out allocated, -CUPROF_ENOMEM after the OOM event (message kept in
+ * dev->oom_message), or a positive backend error. The spares must be ready. */
+__attribute__((warn_unused_result)) int alloc_device_malloc_locked(struct alloc_device *dev,
+                                                                   size_t size, uint64_t stream,
+                                                                   uint32_t stack_id,
+                                                                   struct alloc_block **out);
+
+/* Trace mode and external memory: one block per segment of exactly `size`, never cached.
+ * `addr` 0 asks the device for the memory (trace mode); otherwise it is the external address. */
+__attribute__((warn_unused_result)) int
+alloc_device_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_t addr,
+                                  uint64_t stream, uint8_t pool, uint32_t stack_id,
+                                  struct alloc_block **out);
+
+/* Waits for the device if frees since the last sync may still be in use (free_sync:device). */
+void alloc_device_sync_frees_locked(struct alloc_device *dev);
+
+#endif

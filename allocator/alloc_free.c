@@ -1,0 +1,407 @@
+/* alloc_free.c: PyTorch's free side (free, free_block, try_merge_blocks, insert_events,
+ * process_events, synchronize_and_free_events, release_block, release_cached_blocks,
+ * release_available_cached_blocks, garbage_collect_cached_blocks). */
+#include "allocator/alloc_free.h"
+
+#include "allocator/alloc_policy.h"
+#include "allocator/cuprof_errors.h"
+
+static inline struct alloc_block *
+block_of(struct avl_node *n)
+{
+    return n ? (struct alloc_block *)(void *)((char *)n - offsetof(struct alloc_block, node))
+             : NULL;
+}
+
+static bool
+is_split(const struct alloc_block *b)
+{
+    return b->prev != NULL || b->next != NULL;
+}
+
+static bool
+has_use(const struct alloc_block *b, uint64_t stream)
+{
+    for (const struct alloc_aux *a = b->stream_uses; a != NULL; a = a->next) {
+        if (a->stream == stream)
+            return true;
+    }
+    return false;
+}
+
+size_t
+alloc_free_aux_needed_locked(const struct alloc_device *dev, const struct alloc_block *b,
+                             bool has_stream, uint64_t stream)
+{
+    if (has_stream)
+        return stream != b->stream ? 1 : 0;
+    if (b->stream_uses == NULL && dev->config->free_sync == FREE_SYNC_EVENTS)
+        return dev->stream_count;
+    return 0;
+}
+
+static void
+add_use_locked(struct alloc_device *dev, struct alloc_block *b, uint64_t stream)
+{
+    if (has_use(b, stream))
+        return;
+    struct alloc_aux *a = alloc_device_take_aux_locked(dev);
+    a->stream = stream;
+    a->next = b->stream_uses;
+    b->stream_uses = a;
+}
+
+/* An idle event from the device's pool, or a new one; NULL if the device cannot make one. */
+static void *
+take_event_locked(struct alloc_device *dev)
+{
+    void *ev = NULL;
+    struct alloc_aux *a = dev->event_pool;
+    if (a != NULL) {
+        dev->event_pool = a->next;
+        ev = a->event;
+        alloc_device_put_aux_locked(dev, a);
+        return ev;
+    }
+    if (dev->ops->event_create(dev->ops->ctx, dev->index, &ev) != 0)
+        return NULL;
+    return ev;
+}
+
+/* Keeps the event for reuse; the record node becomes its pool entry. */
+static void
+recycle_event_locked(struct alloc_device *dev, struct alloc_aux *a)
+{
+    a->block = NULL;
+    a->next = dev->event_pool;
+    dev->event_pool = a;
+}
+
+/* PyTorch's insert_events: one event per stream use, each queued with the block. */
+static void
+insert_events_locked(struct alloc_device *dev, struct alloc_block *b)
+{
+    struct alloc_aux *a = b->stream_uses;
+    bool synced = false;
+    b->stream_uses = NULL;
+    while (a != NULL) {
+        struct alloc_aux *next = a->next;
+        void *ev = take_event_locked(dev);
+        if (ev != NULL && dev->ops->event_record(dev->ops->ctx, ev, a->stream) == 0) {
+            a->event = ev;
+            a->block = b;
+            a->next = NULL;
+            if (dev->events_tail != NULL)
+                dev->events_tail->next = a;
+            else
+                dev->events = a;
+            dev->events_tail = a;
+            b->event_count++;
+        } else {
+            /* No event to wait on: waiting for the whole device is the safe substitute. */
+            if (ev != NULL)
+                (void)dev->ops->event_destroy(dev->ops->ctx, ev);
+            if (!synced)
+                (void)dev->ops->synchronize(dev->ops->ctx, dev->index);
+            synced = true;
+            alloc_device_put_aux_locked(dev, a);
+        }
+        a = next;
+    }
+    if (b->event_count == 0)
+        alloc_free_block_locked(dev, b);
+}
+
+void
+alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,
+                          bool has_stream, uint64_t stream)
+{
+    enum stat_pool sp = memory_stats_pool(b->is_small);
+    alloc_device_trace_locked(dev, TRACE_FREE_REQUESTED, TRACE_POOL_DEFAULT, b->addr,
+                              b->requested_size, b->stream, stack_id ? stack_id : b->stack_id, 0);
+    b->free_stack_id = stack_id;
+    b->allocated = false;
+    memory_stats_decrease_pool(dev->stats.allocation, sp, 1);
+    memory_stats_decrease_pool(dev->stats.allocated_bytes, sp, (int64_t)b->size);
+    if (b->size >= dev->config->max_split_size)
+        memory_stats_decrease(&dev->stats.oversize_allocations, 1);
+    if (has_stream) {
+        /* cudaFreeAsync: reusable on its own stream at once, elsewhere after `stream`'s work. */
+        if (stream != b->stream)
+            add_use_locked(dev, b, stream);
+    } else if (b->stream_uses == NULL) {
+        switch (dev->config->free_sync) {
+        case FREE_SYNC_DEVICE:
+            /* The device sync is deferred to the next reuse of cached memory, which covers
+             * every free before it (alloc_device_sync_frees_locked). */
+            atomic_fetch_add(&dev->free_gen, 1);
+            break;
+        case FREE_SYNC_EVENTS:
+            if (dev->streams_overflow) {
+                (void)dev->ops->synchronize(dev->ops->ctx, dev->index);
+                break;
+            }
+            for (size_t i = 0; i < dev->stream_count; i++)
+                add_use_locked(dev, b, dev->streams[i]);
+            break;
+        case FREE_SYNC_NONE:
+            break;
+        }
+    }
+    if (b->stream_uses != NULL)
+        insert_events_locked(dev, b);
+    else
+        alloc_free_block_locked(dev, b);
+}
+
+/* PyTorch's try_merge_blocks: dst absorbs its free neighbour src; returns the bytes taken. */
+static size_t
+try_merge_locked(struct alloc_device *dev, struct alloc_block *dst, struct alloc_block *src)
+{
+    if (src == NULL || src->allocated || src->event_count > 0 || src->stream_uses != NULL ||
+        !src->in_pool)
+        return 0;
+    if (dst->prev == src) {
+        dst->addr = src->addr;
+        dst->prev = src->prev;
+        if (dst->prev)
+            dst->prev->next = dst;
+        else
+            dst->seg->head = dst;
+    } else {
+        dst->next = src->next;
+        if (dst->next)
+            dst->next->prev = dst;
+    }
+    size_t subsumed = src->size;
+    dst->size += subsumed;
+    alloc_device_pool_erase_locked(alloc_device_pool_of(dev, src->is_small), src);
+    alloc_device_put_block_locked(dev, src);
+    return subsumed;
+}
+
+void
+alloc_free_block_locked(struct alloc_device *dev, struct alloc_block *b)
+{
+    enum stat_pool sp = memory_stats_pool(b->is_small);
+    struct memory_stats *st = &dev->stats;
+    alloc_device_trace_locked(dev, TRACE_FREE_COMPLETED, TRACE_POOL_DEFAULT, b->addr,
+                              b->requested_size, b->stream,
+                              b->free_stack_id ? b->free_stack_id : b->stack_id, 0);
+    size_t original_size = b->size;
+    size_t requested = b->requested_size;
+    int64_t net_blocks = 0, net_bytes = 0;
+    struct alloc_block *candidates[2] = {b->prev, b->next};
+    for (int i = 0; i < 2; i++) {
+        size_t subsumed = try_merge_locked(dev, b, candidates[i]);
+        if (subsumed > 0) {
+            net_blocks -= 1;
+            net_bytes -= (int64_t)subsumed;
+        }
+    }
+    alloc_device_pool_insert_locked(alloc_device_pool_of(dev, b->is_small), b);
+    if (is_split(b)) {
+        net_blocks += 1;
+        net_bytes += (int64_t)b->size;
+    }
+    memory_stats_update_pool(st->inactive_split, sp, net_blocks);
+    memory_stats_update_pool(st->inactive_split_bytes, sp, net_bytes);
+    memory_stats_decrease_pool(st->active, sp, 1);
+    memory_stats_decrease_pool(st->active_bytes, sp, (int64_t)original_size);
+    memory_stats_decrease_pool(st->requested_bytes, sp, (int64_t)requested);
+}
+
+/* Segment bookkeeping shared by release_block and the one-block segments. */
+static int
+segment_gone_locked(struct alloc_device *dev, struct alloc_segment *seg, uint32_t stack_id)
+{
+    enum stat_pool sp = memory_stats_pool(seg->is_small);
+    int rc = 0;
+    if (!seg->external)
+        dev->stats.num_device_free++;
+    alloc_device_trace_locked(dev, TRACE_SEGMENT_FREE, seg->pool, seg->addr, seg->size, seg->stream,
+                              stack_id ? stack_id : seg->stack_id, 0);
+    if (!seg->external)
+        rc = dev->ops->segment_free(dev->ops->ctx, dev->index, seg->addr, seg->size);
+    dev->total_allocated -= seg->size;
+    memory_stats_decrease_pool(dev->stats.segment, sp, 1);
+    memory_stats_decrease_pool(dev->stats.reserved_bytes, sp, (int64_t)seg->size);
+    if (seg->size >= dev->config->max_split_size)
+        memory_stats_decrease(&dev->stats.oversize_segments, 1);
+    alloc_device_drop_segment_locked(dev, seg);
+    return rc;
+}
+
+void
+alloc_free_release_block_locked(struct alloc_device *dev, struct alloc_block *b)
+{
+    alloc_device_pool_erase_locked(alloc_device_pool_of(dev, b->is_small), b);
+    /* A failed device free leaves nothing to undo: PyTorch raises, cuprof forgets the memory. */
+    (void)segment_gone_locked(dev, b->seg, 0);
+    alloc_device_put_block_locked(dev, b);
+}
+
+int
+alloc_free_whole_segment_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id)
+{
+    struct alloc_segment *seg = b->seg;
+    enum stat_pool sp = memory_stats_pool(b->is_small);
+    struct memory_stats *st = &dev->stats;
+    uint32_t stack = stack_id ? stack_id : b->stack_id;
+    alloc_device_trace_locked(dev, TRACE_FREE_REQUESTED, seg->pool, b->addr, b->requested_size,
+                              b->stream, stack, 0);
+    alloc_device_trace_locked(dev, TRACE_FREE_COMPLETED, seg->pool, b->addr, b->requested_size,
+                              b->stream, stack, 0);
+    memory_stats_decrease_pool(st->allocation, sp, 1);
+    memory_stats_decrease_pool(st->allocated_bytes, sp, (int64_t)b->size);
+    memory_stats_decrease_pool(st->active, sp, 1);
+    memory_stats_decrease_pool(st->active_bytes, sp, (int64_t)b->size);
+    memory_stats_decrease_pool(st->requested_bytes, sp, (int64_t)b->requested_size);
+    if (b->size >= dev->config->max_split_size)
+        memory_stats_decrease(&st->oversize_allocations, 1);
+    int rc = segment_gone_locked(dev, seg, stack_id);
+    alloc_device_put_block_locked(dev, b);
+    return rc;
+}
+
+/* Completes one outstanding event record: the block's free finishes when its count hits 0. */
+static void
+event_done_locked(struct alloc_device *dev, struct alloc_aux *a)
+{
+    struct alloc_block *b = a->block;
+    recycle_event_locked(dev, a);
+    if (--b->event_count == 0)
+        alloc_free_block_locked(dev, b);
+}
+
+void
+alloc_free_process_events_locked(struct alloc_device *dev)
+{
+    /* PyTorch polls each stream's FIFO until its first unfinished event; streams that already
+     * hit one are skipped. Only the first few such streams are remembered, so a later one may
+     * be polled again, which is harmless. */
+    uint64_t blocked[16];
+    size_t nblocked = 0;
+    struct alloc_aux **link = &dev->events, *prev = NULL;
+    while (*link != NULL) {
+        struct alloc_aux *a = *link;
+        bool skip = false;
+        for (size_t i = 0; i < nblocked; i++)
+            skip = skip || blocked[i] == a->stream;
+        if (!skip && dev->ops->event_query(dev->ops->ctx, a->event) == 1) {
+            if (nblocked < sizeof(blocked) / sizeof(blocked[0]))
+                blocked[nblocked++] = a->stream;
+            skip = true;
+        }
+        if (skip) {
+            prev = a;
+            link = &a->next;
+            continue;
+        }
+        *link = a->next;
+        if (dev->events_tail == a)
+            dev->events_tail = prev;
+        event_done_locked(dev, a);
+    }
+}
+
+void
+alloc_free_sync_events_locked(struct alloc_device *dev)
+{
+    dev->stats.num_sync_all_streams++;
+    struct alloc_aux *a = dev->events;
+    dev->events = dev->events_tail = NULL;
+    while (a != NULL) {
+        struct alloc_aux *next = a->next;
+        (void)dev->ops->event_synchronize(dev->ops->ctx, a->event);
+        event_done_locked(dev, a);
+        a = next;
+    }
+}
+
+static void
+release_blocks_locked(struct alloc_device *dev, struct alloc_pool *pool)
+{
+    struct alloc_block *b = block_of(avl_first(&pool->blocks));
+    while (b != NULL) {
+        struct alloc_block *next = block_of(avl_next(&b->node));
+        if (!is_split(b))
+            alloc_free_release_block_locked(dev, b);
+        b = next;
+    }
+}
+
+void
+alloc_free_release_cached_locked(struct alloc_device *dev)
+{
+    alloc_free_sync_events_locked(dev);
+    release_blocks_locked(dev, &dev->large);
+    release_blocks_locked(dev, &dev->small);
+}
+
+bool
+alloc_free_release_available_locked(struct alloc_device *dev, struct alloc_pool *pool,
+                                    uint64_t stream, size_t size)
+{
+    size_t ms = dev->config->max_split_size;
+    if (ms == SIZE_MAX)
+        return false;
+    size_t key = size < ms ? ms : size;
+    struct alloc_block *b = alloc_device_pool_lower_bound_locked(pool, stream, key);
+    if (b != NULL && b->stream == stream) {
+        if (is_split(b))
+            return false;
+        alloc_free_release_block_locked(dev, b);
+        return true;
+    }
+    /* No single block is large enough: free oversize blocks from the largest down. */
+    struct alloc_block *cur = b ? block_of(avl_prev(&b->node)) : block_of(avl_last(&pool->blocks));
+    size_t released = 0;
+    while (cur != NULL && released < key && cur->size >= ms && cur->stream == stream) {
+        struct alloc_block *prev = block_of(avl_prev(&cur->node));
+        if (!is_split(cur)) {
+            released += cur->size;
+            alloc_free_release_block_locked(dev, cur);
+        }
+        cur = prev;
+    }
+    return released >= key;
+}
+
+void
+alloc_free_garbage_collect_locked(struct alloc_device *dev)
+{
+    struct alloc_pool *pool = &dev->large;
+    size_t gc_threshold =
+        (size_t)(dev->config->garbage_collection_threshold * (double)dev->allowed_max);
+    if (dev->total_allocated <= gc_threshold)
+        return;
+    size_t target = dev->total_allocated - gc_threshold;
+    size_t reclaimed = 0, total_age = 0, count = 0;
+    for (struct avl_node *n = avl_first(&pool->blocks); n != NULL; n = avl_next(n)) {
+        struct alloc_block *b = block_of(n);
+        if (!is_split(b)) {
+            total_age += pool->get_free_blocks_call_count - b->gc_count_base;
+            count++;
+        }
+    }
+    bool freed = true;
+    /* PyTorch: release every unsplit block at least as old as the average, pass after pass. */
+    while (reclaimed < target && freed && count > 0) {
+        double threshold = (double)total_age / (double)count;
+        freed = false;
+        struct alloc_block *b = block_of(avl_first(&pool->blocks));
+        while (b != NULL) {
+            struct alloc_block *next = block_of(avl_next(&b->node));
+            size_t age = pool->get_free_blocks_call_count - b->gc_count_base;
+            if (!is_split(b) && (double)age >= threshold) {
+                freed = true;
+                reclaimed += b->size;
+                total_age -= age;
+                count--;
+                alloc_free_release_block_locked(dev, b);
+            }
+            b = next;
+        }
+    }
+}

@@ -1,0 +1,40 @@
+/* alloc_free.h: PyTorch's free side: free/free_block/try_merge, events for stream uses,
+ *   release_cached_blocks, release_available_cached_blocks and garbage collection.
+ * Locking: every function needs dev->lock held (they end in _locked).
+ * Hot path: alloc_free_request_locked and alloc_free_block_locked (no malloc, no I/O). */
+#ifndef CUPROF_ALLOC_FREE_H
+#define CUPROF_ALLOC_FREE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "allocator/alloc_device.h"
+
+/* How many spare aux records freeing `b` needs (events for stream uses, free_sync:events). */
+size_t alloc_free_aux_needed_locked(const struct alloc_device *dev, const struct alloc_block *b,
+                                    bool has_stream, uint64_t stream);
+/* PyTorch's free(): free_requested, allocation stats, then events or free_block. With
+ * has_stream (cudaFreeAsync), `stream` is where the program stops using the block. */
+void alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,
+                               bool has_stream, uint64_t stream);
+/* PyTorch's free_block(): free_completed, merge with free neighbours, back into the pool. */
+void alloc_free_block_locked(struct alloc_device *dev, struct alloc_block *b);
+/* Trace mode / external memory: the whole one-block segment goes (free events, stats, and the
+ * device free unless external). Returns the device's error, if any. */
+int alloc_free_whole_segment_locked(struct alloc_device *dev, struct alloc_block *b,
+                                    uint32_t stack_id);
+/* PyTorch's process_events(): completes frees whose events finished. */
+void alloc_free_process_events_locked(struct alloc_device *dev);
+/* PyTorch's synchronize_and_free_events(). */
+void alloc_free_sync_events_locked(struct alloc_device *dev);
+/* PyTorch's release_block(): segment_free, device free, stats. */
+void alloc_free_release_block_locked(struct alloc_device *dev, struct alloc_block *b);
+/* PyTorch's release_cached_blocks(): sync events, free every whole free segment. */
+void alloc_free_release_cached_locked(struct alloc_device *dev);
+/* PyTorch's release_available_cached_blocks(): true if enough oversize blocks were released. */
+bool alloc_free_release_available_locked(struct alloc_device *dev, struct alloc_pool *pool,
+                                         uint64_t stream, size_t size);
+/* PyTorch's garbage_collect_cached_blocks(). */
+void alloc_free_garbage_collect_locked(struct alloc_device *dev);
+
+#endif

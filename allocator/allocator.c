@@ -1,0 +1,515 @@
+/* allocator.c: the public entry points: device selection and locking, spares refilled outside
+ * the lock, the pointer map, trace mode and external memory, fraction, stats copies. */
+#include "allocator/allocator.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator/alloc_free.h"
+#include "allocator/alloc_policy.h"
+#include "allocator/allocator_state.h"
+#include "allocator/cuprof_errors.h"
+
+static struct alloc_device *
+device_at(struct allocator *alloc, int device)
+{
+    if (alloc == NULL || device < 0 || device >= alloc->device_count)
+        return NULL;
+    return &alloc->devices[device];
+}
+
+/* Sets a device's fraction limit from its total memory (PyTorch 2.4: always active once set). */
+static int
+set_fraction_locked(struct allocator *alloc, struct alloc_device *dev, double fraction)
+{
+    size_t free_b = 0, total_b = 0;
+    int rc = alloc->ops.mem_info(alloc->ops.ctx, dev->index, &free_b, &total_b);
+    if (rc != 0)
+        return rc;
+    dev->allowed_max = (size_t)(fraction * (double)total_b);
+    dev->set_fraction = true;
+    return 0;
+}
+
+struct allocator *
+allocator_create(const struct alloc_config *config, const struct device_ops *ops,
+                 const struct trace_sink *sink, int device_count)
+{
+    if (config == NULL || ops == NULL || device_count <= 0 || device_count > INT16_MAX)
+        return NULL;
+    struct allocator *alloc = calloc(1, sizeof(*alloc));
+    if (alloc == NULL)
+        return NULL;
+    alloc->devices = calloc((size_t)device_count, sizeof(*alloc->devices));
+    if (alloc->devices == NULL || block_map_init(&alloc->map) != 0) {
+        free(alloc->devices);
+        free(alloc);
+        return NULL;
+    }
+    alloc->config = *config;
+    alloc->ops = *ops;
+    if (sink != NULL) {
+        alloc->sink = *sink;
+        alloc->has_sink = true;
+    }
+    alloc->device_count = device_count;
+    for (int d = 0; d < device_count; d++) {
+        if (alloc_device_init(&alloc->devices[d], d, &alloc->config, &alloc->ops,
+                              alloc->has_sink ? &alloc->sink : NULL) != 0) {
+            for (int e = 0; e < d; e++)
+                alloc_device_destroy(&alloc->devices[e]);
+            block_map_destroy(&alloc->map);
+            free(alloc->devices);
+            free(alloc);
+            return NULL;
+        }
+        if (config->per_process_memory_fraction > 0.0)
+            (void)set_fraction_locked(alloc, &alloc->devices[d],
+                                      config->per_process_memory_fraction);
+    }
+    return alloc;
+}
+
+void
+allocator_destroy(struct allocator *alloc)
+{
+    if (alloc == NULL)
+        return;
+    for (int d = 0; d < alloc->device_count; d++)
+        alloc_device_destroy(&alloc->devices[d]);
+    block_map_destroy(&alloc->map);
+    free(alloc->devices);
+    free(alloc);
+}
+
+/* Takes dev->lock with enough spares for one malloc and `aux` records. */
+static int
+lock_with_spares(struct alloc_device *dev, size_t aux)
+{
+    pthread_mutex_lock(&dev->lock);
+    while (!alloc_device_spares_ready_locked(dev, aux)) {
+        int rc = alloc_device_refill_unlocking(dev, aux);
+        if (rc != 0) {
+            pthread_mutex_unlock(&dev->lock);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int
+allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stream,
+                 uint32_t stack_id, uint64_t *addr)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    struct alloc_block *b = NULL;
+    if (dev == NULL || addr == NULL)
+        return -CUPROF_EINVAL;
+    *addr = 0;
+    if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
+        return 0;
+    if ((uint64_t)size >= ALLOC_MAX_REQUEST) {
+        pthread_mutex_lock(&dev->lock);
+        snprintf(dev->oom_message, sizeof(dev->oom_message),
+                 "CUDA out of memory. Tried to allocate more than 1EB memory.");
+        pthread_mutex_unlock(&dev->lock);
+        return -CUPROF_ENOMEM;
+    }
+    int rc = lock_with_spares(dev, 0);
+    if (rc != 0)
+        return rc;
+    if (alloc->config.caching)
+        rc = alloc_device_malloc_locked(dev, size, stream, stack_id, &b);
+    else
+        rc =
+            alloc_device_whole_segment_locked(dev, size, 0, stream, TRACE_POOL_TRACE, stack_id, &b);
+    bool crowded = false;
+    if (rc == 0) {
+        crowded = block_map_insert(&alloc->map, b);
+        *addr = b->addr;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    if (crowded)
+        block_map_grow(&alloc->map, *addr);
+    return rc;
+}
+
+static int
+free_common(struct allocator *alloc, uint64_t addr, bool has_stream, uint64_t stream,
+            uint32_t stack_id)
+{
+    if (alloc == NULL)
+        return -CUPROF_EINVAL;
+    struct alloc_block *b = block_map_take(&alloc->map, addr, false);
+    if (b == NULL)
+        return -CUPROF_ENOTOWNED;
+    struct alloc_device *dev = &alloc->devices[b->device];
+    pthread_mutex_lock(&dev->lock);
+    if (b->seg->pool == TRACE_POOL_TRACE) {
+        int rc = alloc_free_whole_segment_locked(dev, b, stack_id);
+        pthread_mutex_unlock(&dev->lock);
+        return rc > 0 ? rc : 0;
+    }
+    /* The block left the map, so it is ours while the lock is dropped for spares. */
+    for (;;) {
+        size_t need = alloc_free_aux_needed_locked(dev, b, has_stream, stream);
+        if (dev->spare_aux_count >= need)
+            break;
+        if (alloc_device_refill_unlocking(dev, need) != 0) {
+            /* No host memory for event records: wait for the device instead. */
+            (void)dev->ops->synchronize(dev->ops->ctx, dev->index);
+            has_stream = true;
+            stream = b->stream;
+            break;
+        }
+    }
+    if (has_stream)
+        alloc_device_note_stream_locked(dev, stream);
+    alloc_free_request_locked(dev, b, stack_id, has_stream, stream);
+    pthread_mutex_unlock(&dev->lock);
+    return 0;
+}
+
+int
+allocator_free(struct allocator *alloc, uint64_t addr, uint32_t stack_id)
+{
+    return free_common(alloc, addr, false, 0, stack_id);
+}
+
+int
+allocator_free_on_stream(struct allocator *alloc, uint64_t addr, uint64_t stream, uint32_t stack_id)
+{
+    return free_common(alloc, addr, true, stream, stack_id);
+}
+
+int
+allocator_record_stream(struct allocator *alloc, uint64_t addr, uint64_t stream)
+{
+    int device = 0;
+    size_t size = 0;
+    bool external = false;
+    if (alloc == NULL || !block_map_find(&alloc->map, addr, &device, &size, &external) || external)
+        return -CUPROF_ENOTOWNED;
+    struct alloc_device *dev = &alloc->devices[device];
+    int rc = lock_with_spares(dev, 1);
+    if (rc != 0)
+        return rc;
+    /* Looked up again under the device lock: now the block cannot be freed under us. */
+    struct alloc_block *b = block_map_get(&alloc->map, addr);
+    if (b == NULL || b->device != device || !b->allocated) {
+        rc = -CUPROF_ENOTOWNED;
+    } else if (stream != b->stream && b->seg->pool == TRACE_POOL_DEFAULT) {
+        bool present = false;
+        for (struct alloc_aux *a = b->stream_uses; a != NULL; a = a->next)
+            present = present || a->stream == stream;
+        if (!present) {
+            struct alloc_aux *a = alloc_device_take_aux_locked(dev);
+            a->stream = stream;
+            a->next = b->stream_uses;
+            b->stream_uses = a;
+        }
+        alloc_device_note_stream_locked(dev, stream);
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return rc;
+}
+
+int
+allocator_track_external(struct allocator *alloc, int device, uint64_t addr, size_t size,
+                         uint64_t stream, uint8_t pool, uint32_t stack_id)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    struct alloc_block *b = NULL;
+    if (dev == NULL || addr == 0)
+        return -CUPROF_EINVAL;
+    int rc = lock_with_spares(dev, 0);
+    if (rc != 0)
+        return rc;
+    rc = alloc_device_whole_segment_locked(dev, size, addr, stream, pool, stack_id, &b);
+    bool crowded = rc == 0 && block_map_insert(&alloc->map, b);
+    pthread_mutex_unlock(&dev->lock);
+    if (crowded)
+        block_map_grow(&alloc->map, addr);
+    return rc;
+}
+
+int
+allocator_untrack_external(struct allocator *alloc, uint64_t addr, uint32_t stack_id)
+{
+    if (alloc == NULL)
+        return -CUPROF_EINVAL;
+    struct alloc_block *b = block_map_take(&alloc->map, addr, true);
+    if (b == NULL)
+        return -CUPROF_ENOTOWNED;
+    struct alloc_device *dev = &alloc->devices[b->device];
+    pthread_mutex_lock(&dev->lock);
+    (void)alloc_free_whole_segment_locked(dev, b, stack_id);
+    pthread_mutex_unlock(&dev->lock);
+    return 0;
+}
+
+/* The live block containing addr on one device, or NULL. */
+static struct alloc_block *
+find_inside_locked(struct alloc_device *dev, uint64_t addr)
+{
+    struct avl_node *n = dev->segments.root;
+    struct alloc_segment *seg = NULL;
+    while (n != NULL) {
+        struct alloc_segment *s =
+            (struct alloc_segment *)(void *)((char *)n - offsetof(struct alloc_segment, node));
+        if (s->addr <= addr) {
+            seg = s;
+            n = n->right;
+        } else {
+            n = n->left;
+        }
+    }
+    if (seg == NULL || addr >= seg->addr + seg->size)
+        return NULL;
+    for (struct alloc_block *b = seg->head; b != NULL; b = b->next) {
+        if (addr >= b->addr && addr < b->addr + b->size)
+            return b->allocated ? b : NULL;
+    }
+    return NULL;
+}
+
+bool
+allocator_lookup(struct allocator *alloc, uint64_t addr, int *device, uint64_t *block_addr,
+                 size_t *block_size)
+{
+    int d = 0;
+    size_t size = 0;
+    bool external = false;
+    if (alloc == NULL)
+        return false;
+    if (block_map_find(&alloc->map, addr, &d, &size, &external)) {
+        *device = d;
+        *block_addr = addr;
+        *block_size = size;
+        return true;
+    }
+    for (d = 0; d < alloc->device_count; d++) {
+        struct alloc_device *dev = &alloc->devices[d];
+        pthread_mutex_lock(&dev->lock);
+        struct alloc_block *b = find_inside_locked(dev, addr);
+        if (b != NULL) {
+            *device = d;
+            *block_addr = b->addr;
+            *block_size = b->size;
+        }
+        pthread_mutex_unlock(&dev->lock);
+        if (b != NULL)
+            return true;
+    }
+    return false;
+}
+
+int
+allocator_empty_cache(struct allocator *alloc, int device)
+{
+    if (alloc == NULL || device < -1 || device >= alloc->device_count)
+        return -CUPROF_EINVAL;
+    for (int d = 0; d < alloc->device_count; d++) {
+        if (device != -1 && d != device)
+            continue;
+        struct alloc_device *dev = &alloc->devices[d];
+        pthread_mutex_lock(&dev->lock);
+        alloc_free_release_cached_locked(dev);
+        pthread_mutex_unlock(&dev->lock);
+    }
+    return 0;
+}
+
+/* Takes one block's share out of the stats, as if it were freed and its segment released. */
+static void
+forget_block_locked(struct allocator *alloc, struct alloc_device *dev, struct alloc_block *b)
+{
+    struct memory_stats *st = &dev->stats;
+    enum stat_pool sp = memory_stats_pool(b->is_small);
+    if (b->allocated) {
+        block_map_remove(&alloc->map, b);
+        memory_stats_decrease_pool(st->allocation, sp, 1);
+        memory_stats_decrease_pool(st->allocated_bytes, sp, (int64_t)b->size);
+        if (b->size >= alloc->config.max_split_size)
+            memory_stats_decrease(&st->oversize_allocations, 1);
+    }
+    if (b->allocated || b->event_count > 0) {
+        memory_stats_decrease_pool(st->active, sp, 1);
+        memory_stats_decrease_pool(st->active_bytes, sp, (int64_t)b->size);
+        memory_stats_decrease_pool(st->requested_bytes, sp, (int64_t)b->requested_size);
+    } else if (b->prev != NULL || b->next != NULL) {
+        memory_stats_decrease_pool(st->inactive_split, sp, 1);
+        memory_stats_decrease_pool(st->inactive_split_bytes, sp, (int64_t)b->size);
+    }
+    while (b->stream_uses != NULL) {
+        struct alloc_aux *a = b->stream_uses;
+        b->stream_uses = a->next;
+        alloc_device_put_aux_locked(dev, a);
+    }
+    alloc_device_put_block_locked(dev, b);
+}
+
+void
+allocator_forget_device(struct allocator *alloc, int device)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL)
+        return;
+    pthread_mutex_lock(&dev->lock);
+    /* The driver already destroyed the events along with the context. */
+    while (dev->events != NULL) {
+        struct alloc_aux *a = dev->events;
+        dev->events = a->next;
+        alloc_device_put_aux_locked(dev, a);
+    }
+    dev->events_tail = NULL;
+    while (dev->event_pool != NULL) {
+        struct alloc_aux *a = dev->event_pool;
+        dev->event_pool = a->next;
+        alloc_device_put_aux_locked(dev, a);
+    }
+    dev->small.blocks.root = dev->large.blocks.root = NULL;
+    dev->small.blocks.count = dev->large.blocks.count = 0;
+    struct avl_node *n;
+    while ((n = avl_first(&dev->segments)) != NULL) {
+        struct alloc_segment *seg =
+            (struct alloc_segment *)(void *)((char *)n - offsetof(struct alloc_segment, node));
+        enum stat_pool sp = memory_stats_pool(seg->is_small);
+        struct alloc_block *b = seg->head;
+        while (b != NULL) {
+            struct alloc_block *next = b->next;
+            forget_block_locked(alloc, dev, b);
+            b = next;
+        }
+        memory_stats_decrease_pool(dev->stats.segment, sp, 1);
+        memory_stats_decrease_pool(dev->stats.reserved_bytes, sp, (int64_t)seg->size);
+        if (seg->size >= alloc->config.max_split_size)
+            memory_stats_decrease(&dev->stats.oversize_segments, 1);
+        dev->total_allocated -= seg->size;
+        alloc_device_drop_segment_locked(dev, seg);
+    }
+    dev->stream_count = 0;
+    dev->streams_overflow = false;
+    pthread_mutex_unlock(&dev->lock);
+}
+
+void
+allocator_process_events(struct allocator *alloc, int device)
+{
+    for (int d = 0; alloc != NULL && d < alloc->device_count; d++) {
+        if (device != -1 && d != device)
+            continue;
+        struct alloc_device *dev = &alloc->devices[d];
+        pthread_mutex_lock(&dev->lock);
+        alloc_free_process_events_locked(dev);
+        pthread_mutex_unlock(&dev->lock);
+    }
+}
+
+int
+allocator_set_memory_fraction(struct allocator *alloc, int device, double fraction)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL || !(fraction >= 0.0 && fraction <= 1.0))
+        return -CUPROF_EINVAL;
+    pthread_mutex_lock(&dev->lock);
+    int rc = set_fraction_locked(alloc, dev, fraction);
+    pthread_mutex_unlock(&dev->lock);
+    return rc;
+}
+
+void
+allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *out)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL) {
+        memory_stats_init(out, -1);
+        return;
+    }
+    pthread_mutex_lock(&dev->lock);
+    *out = dev->stats;
+    pthread_mutex_unlock(&dev->lock);
+}
+
+void
+allocator_get_stats_locked(struct allocator *alloc, int device, struct memory_stats *out)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL) {
+        memory_stats_init(out, -1);
+        return;
+    }
+    *out = dev->stats;
+}
+
+void
+allocator_reset_peak_stats(struct allocator *alloc, int device)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL)
+        return;
+    pthread_mutex_lock(&dev->lock);
+    memory_stats_reset_peak(&dev->stats);
+    pthread_mutex_unlock(&dev->lock);
+}
+
+void
+allocator_reset_accumulated_stats(struct allocator *alloc, int device)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL)
+        return;
+    pthread_mutex_lock(&dev->lock);
+    memory_stats_reset_accumulated(&dev->stats);
+    pthread_mutex_unlock(&dev->lock);
+}
+
+size_t
+allocator_reserved_bytes(struct allocator *alloc, int device)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL)
+        return 0;
+    pthread_mutex_lock(&dev->lock);
+    int64_t cached =
+        dev->stats.reserved_bytes[STAT_ALL].current - dev->stats.allocated_bytes[STAT_ALL].current;
+    pthread_mutex_unlock(&dev->lock);
+    return cached > 0 ? (size_t)cached : 0;
+}
+
+void
+allocator_last_oom_message(struct allocator *alloc, int device, char *buf, size_t len)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (buf == NULL || len == 0)
+        return;
+    buf[0] = '\0';
+    if (dev == NULL)
+        return;
+    pthread_mutex_lock(&dev->lock);
+    snprintf(buf, len, "%s", dev->oom_message);
+    pthread_mutex_unlock(&dev->lock);
+}
+
+int
+allocator_device_count(const struct allocator *alloc)
+{
+    return alloc ? alloc->device_count : 0;
+}
+
+void
+allocator_lock_device(struct allocator *alloc, int device)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev != NULL)
+        pthread_mutex_lock(&dev->lock);
+}
+
+void
+allocator_unlock_device(struct allocator *alloc, int device)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev != NULL)
+        pthread_mutex_unlock(&dev->lock);
+}

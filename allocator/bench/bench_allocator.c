@@ -1,0 +1,240 @@
+/* bench_allocator.c: ns per cached malloc+free pair (small, large with split and merge; 1 and 2
+ * threads, same and different devices) and RMM's random_allocations workload, each against a
+ * glibc malloc+free baseline measured in the same run. Prints `name: value unit (ratio× base)`. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "allocator/allocator.h"
+
+#define MIB ((size_t)1 << 20)
+
+struct bump {
+    _Atomic uint64_t next[2];
+};
+
+static int
+b_alloc(void *ctx, int device, size_t size, uint64_t *addr)
+{
+    struct bump *b = ctx;
+    *addr = atomic_fetch_add(&b->next[device], (size + (2 * MIB - 1)) & ~(2 * MIB - 1));
+    return 0;
+}
+
+static int
+b_free(void *ctx, int device, uint64_t addr, size_t size)
+{
+    (void)ctx, (void)device, (void)addr, (void)size;
+    return 0;
+}
+
+static int
+b_info(void *ctx, int device, size_t *f, size_t *t)
+{
+    (void)ctx, (void)device;
+    *f = *t = (size_t)1 << 40;
+    return 0;
+}
+
+static int
+b_ev_create(void *ctx, int device, void **ev)
+{
+    (void)ctx, (void)device;
+    *ev = NULL;
+    return 1;
+}
+
+static int
+b_ev(void *ctx, void *ev)
+{
+    (void)ctx, (void)ev;
+    return 0;
+}
+
+static int
+b_ev_rec(void *ctx, void *ev, uint64_t s)
+{
+    (void)ctx, (void)ev, (void)s;
+    return 0;
+}
+
+static int
+b_sync(void *ctx, int device)
+{
+    (void)ctx, (void)device;
+    return 0;
+}
+
+static double
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static struct allocator *
+make(struct bump *b, int devices)
+{
+    static struct device_ops ops;
+    struct alloc_config cfg;
+    alloc_config_defaults(&cfg);
+    ops = (struct device_ops){b,        b_alloc, b_free, b_info, b_ev_create,
+                              b_ev_rec, b_ev,    b_ev,   b_ev,   b_sync};
+    atomic_store(&b->next[0], 0x7f0000000000ULL);
+    atomic_store(&b->next[1], 0x7f0000000000ULL + (1ULL << 40));
+    return allocator_create(&cfg, &ops, NULL, devices);
+}
+
+struct pair_job {
+    struct allocator *alloc;
+    int device;
+    size_t size;
+    long n;
+    double ns;
+};
+
+static void *
+pair_loop(void *arg)
+{
+    struct pair_job *j = arg;
+    uint64_t keep = 0, p = 0;
+    /* A live neighbour keeps the segment split, so every pair splits and merges. */
+    if (allocator_malloc(j->alloc, j->device, j->size, 0, 0, &keep) != 0)
+        abort();
+    double t0 = now_ns();
+    for (long i = 0; i < j->n; i++) {
+        if (allocator_malloc(j->alloc, j->device, j->size, 0, 0, &p) != 0 ||
+            allocator_free(j->alloc, p, 0) != 0)
+            abort();
+    }
+    j->ns = (now_ns() - t0) / (double)j->n;
+    if (allocator_free(j->alloc, keep, 0) != 0)
+        abort();
+    return NULL;
+}
+
+static double
+glibc_pairs(size_t size, long n)
+{
+    void *volatile keep = malloc(size);
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++) {
+        void *volatile p = malloc(size);
+        free(p);
+    }
+    double ns = (now_ns() - t0) / (double)n;
+    free(keep);
+    return ns;
+}
+
+static double
+run_pairs(int threads, bool two_devices, size_t size, long n)
+{
+    struct bump b;
+    struct allocator *a = make(&b, 2);
+    pthread_t tid[2];
+    struct pair_job job[2];
+    for (int t = 0; t < threads; t++) {
+        job[t] = (struct pair_job){a, two_devices ? t : 0, size, n, 0};
+        pthread_create(&tid[t], NULL, pair_loop, &job[t]);
+    }
+    double worst = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(tid[t], NULL);
+        worst = job[t].ns > worst ? job[t].ns : worst;
+    }
+    allocator_destroy(a);
+    return worst;
+}
+
+/* RMM's random_allocations: n allocations of random sizes up to 1 MiB, each live allocation
+ * freed at a random later point; returns ns per operation (malloc or free). */
+static double
+random_allocations(struct allocator *a, long n, uint64_t seed)
+{
+    uint64_t *live = calloc((size_t)n, sizeof(*live));
+    void **host = a ? NULL : calloc((size_t)n, sizeof(*host));
+    long count = 0, made = 0, ops = 0;
+    double t0 = now_ns();
+    while (made < n || count > 0) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        bool do_alloc = made < n && (count == 0 || (seed & 1));
+        if (do_alloc) {
+            size_t size = 1 + (size_t)((seed >> 8) % MIB);
+            if (a) {
+                if (allocator_malloc(a, 0, size, 0, 0, &live[count]) != 0)
+                    abort();
+            } else {
+                host[count] = malloc(size);
+            }
+            count++;
+            made++;
+        } else {
+            long i = (long)((seed >> 8) % (uint64_t)count);
+            if (a) {
+                if (allocator_free(a, live[i], 0) != 0)
+                    abort();
+                live[i] = live[--count];
+            } else {
+                free(host[i]);
+                host[i] = host[--count];
+            }
+        }
+        ops++;
+    }
+    double ns = (now_ns() - t0) / (double)ops;
+    free(live);
+    free(host);
+    return ns;
+}
+
+static void
+line(const char *name, double ns, double base, const char *base_name)
+{
+    printf("%s: %.1f ns (%.2fx %s)\n", name, ns, ns / base, base_name);
+}
+
+int
+main(void)
+{
+    const long n = 1000000;
+    double glibc = glibc_pairs(512, n);
+    printf("glibc_malloc_free: %.1f ns (1.00x glibc_malloc_free)\n", glibc);
+    line("alloc_pair_small_1t", run_pairs(1, false, 512, n), glibc, "glibc_malloc_free");
+    line("alloc_pair_large_1t", run_pairs(1, false, 5 * MIB, n), glibc, "glibc_malloc_free");
+    line("alloc_pair_small_2t_same_device", run_pairs(2, false, 512, n / 2), glibc,
+         "glibc_malloc_free");
+    line("alloc_pair_small_2t_two_devices", run_pairs(2, true, 512, n / 2), glibc,
+         "glibc_malloc_free");
+    line("alloc_pair_large_2t_two_devices", run_pairs(2, true, 5 * MIB, n / 2), glibc,
+         "glibc_malloc_free");
+    double per_op_1k = 0;
+    const long sizes[] = {1000, 10000, 100000};
+    for (int i = 0; i < 3; i++) {
+        struct bump b;
+        struct allocator *a = make(&b, 1);
+        long reps = 300000 / sizes[i];
+        double ours = 0, base = 0;
+        for (long r = 0; r < reps; r++) {
+            ours += random_allocations(a, sizes[i], 88172645463325252ULL + (uint64_t)r);
+            base += random_allocations(NULL, sizes[i], 88172645463325252ULL + (uint64_t)r);
+        }
+        ours /= (double)reps;
+        base /= (double)reps;
+        char name[64], base_name[64];
+        snprintf(name, sizeof(name), "random_allocations_%ldk_per_op", sizes[i] / 1000);
+        snprintf(base_name, sizeof(base_name), "glibc_random_allocations_%ldk", sizes[i] / 1000);
+        line(name, ours, base, base_name);
+        if (i == 0)
+            per_op_1k = ours;
+        else
+            printf("random_allocations_%ldk_vs_1k: %.2f ratio (%.2fx random_allocations_1k)\n",
+                   sizes[i] / 1000, ours / per_op_1k, ours / per_op_1k);
+        allocator_destroy(a);
+    }
+    return 0;
+}

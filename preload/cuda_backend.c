@@ -1,0 +1,252 @@
+/* cuda_backend.c: device_ops over the real driver (see cuda_backend.h). */
+#include "preload/cuda_backend.h"
+
+#include <cuda.h>
+
+#include "allocator/cuprof_errors.h"
+#include "preload/addr_map.h"
+#include "preload/real_cuda.h"
+#include "preload/stream_id.h"
+
+/* Segment base -> (device, size): what cuprof holds from the driver. */
+static struct addr_map segments = ADDR_MAP_INIT;
+
+static int
+from_cu(CUresult result)
+{
+    if (result == CUDA_SUCCESS)
+        return 0;
+    if (result == CUDA_ERROR_OUT_OF_MEMORY)
+        return -CUPROF_ENOMEM;
+    return (int)result;
+}
+
+/* Makes a context of `device` current for one call: the current one when it already belongs to
+ * that device (the usual case: the allocator serves the calling thread's device), else the
+ * device's primary context, retained only for the call so its lifetime stays the program's. */
+struct device_scope {
+    bool pushed;
+    CUdevice dev;
+};
+
+static CUresult
+scope_enter(const struct real_cuda *real, int device, struct device_scope *scope)
+{
+    scope->pushed = false;
+    CUdevice current;
+    if (real->cuCtxGetDevice(&current) == CUDA_SUCCESS && current == device)
+        return CUDA_SUCCESS;
+    CUresult r = real->cuDeviceGet(&scope->dev, device);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUcontext ctx;
+    r = real->cuDevicePrimaryCtxRetain(&ctx, scope->dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = real->cuCtxPushCurrent_v2(ctx);
+    if (r != CUDA_SUCCESS) {
+        (void)real->cuDevicePrimaryCtxRelease_v2(scope->dev);
+        return r;
+    }
+    scope->pushed = true;
+    return CUDA_SUCCESS;
+}
+
+static void
+scope_leave(const struct real_cuda *real, struct device_scope *scope)
+{
+    if (!scope->pushed)
+        return;
+    CUcontext popped;
+    (void)real->cuCtxPopCurrent_v2(&popped);
+    (void)real->cuDevicePrimaryCtxRelease_v2(scope->dev);
+}
+
+/* Runs `call` (an expression yielding a CUresult) with `device` current. */
+#define WITH_DEVICE(real, device, call)                                                            \
+    do {                                                                                           \
+        struct device_scope scope_;                                                                \
+        r_ = scope_enter(real, device, &scope_);                                                   \
+        if (r_ == CUDA_SUCCESS) {                                                                  \
+            r_ = (call);                                                                           \
+            scope_leave(real, &scope_);                                                            \
+        }                                                                                          \
+    } while (0)
+
+static int
+backend_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUdeviceptr ptr = 0;
+    CUresult r_;
+    WITH_DEVICE(real, device, real->cuMemAlloc_v2(&ptr, size));
+    if (r_ != CUDA_SUCCESS)
+        return from_cu(r_);
+    if (!addr_map_put(&segments, ptr, (uint64_t)device, size)) {
+        (void)real->cuMemFree_v2(ptr);
+        return -CUPROF_EHOSTMEM;
+    }
+    *addr = ptr;
+    return 0;
+}
+
+static int
+backend_segment_free(void *ctx, int device, uint64_t addr, size_t size)
+{
+    (void)ctx;
+    (void)size;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    (void)addr_map_remove(&segments, addr, NULL, NULL);
+    CUresult r_;
+    WITH_DEVICE(real, device, real->cuMemFree_v2((CUdeviceptr)addr));
+    /* Driver shutting down or context gone: the memory went with it. */
+    if (r_ == CUDA_ERROR_DEINITIALIZED || r_ == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        return 0;
+    return from_cu(r_);
+}
+
+static int
+backend_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r_;
+    WITH_DEVICE(real, device, real->cuMemGetInfo_v2(free_bytes, total_bytes));
+    return from_cu(r_);
+}
+
+static int
+backend_event_create(void *ctx, int device, void **event)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUevent ev = NULL;
+    CUresult r_;
+    WITH_DEVICE(real, device, real->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    if (r_ == CUDA_SUCCESS)
+        *event = ev;
+    return from_cu(r_);
+}
+
+static int
+backend_event_record(void *ctx, void *event, uint64_t stream)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return from_cu(real->cuEventRecord((CUevent)event, stream_id_to_cu(stream)));
+}
+
+static int
+backend_event_query(void *ctx, void *event)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real->cuEventQuery((CUevent)event);
+    if (r == CUDA_ERROR_NOT_READY)
+        return 1;
+    return from_cu(r);
+}
+
+static int
+backend_event_synchronize(void *ctx, void *event)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return from_cu(real->cuEventSynchronize((CUevent)event));
+}
+
+static int
+backend_event_destroy(void *ctx, void *event)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real->cuEventDestroy_v2((CUevent)event);
+    if (r == CUDA_ERROR_DEINITIALIZED || r == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        return 0;
+    return from_cu(r);
+}
+
+static int
+backend_synchronize(void *ctx, int device)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r_;
+    WITH_DEVICE(real, device, real->cuCtxSynchronize());
+    return from_cu(r_);
+}
+
+static const struct device_ops backend_ops = {
+    .ctx = NULL,
+    .segment_alloc = backend_segment_alloc,
+    .segment_free = backend_segment_free,
+    .mem_info = backend_mem_info,
+    .event_create = backend_event_create,
+    .event_record = backend_event_record,
+    .event_query = backend_event_query,
+    .event_synchronize = backend_event_synchronize,
+    .event_destroy = backend_event_destroy,
+    .synchronize = backend_synchronize,
+};
+
+const struct device_ops *
+cuda_backend_ops(void)
+{
+    return &backend_ops;
+}
+
+int
+cuda_backend_device_count(void)
+{
+    const struct real_cuda *real = real_cuda_get();
+    int count = 0;
+    if (real == NULL || real->cuDeviceGetCount == NULL ||
+        real->cuDeviceGetCount(&count) != CUDA_SUCCESS)
+        return 0;
+    return count;
+}
+
+bool
+cuda_backend_owns(uint64_t addr)
+{
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL || real->cuMemGetAddressRange_v2 == NULL)
+        return false;
+    /* The driver knows which of its allocations contains addr; we know which are ours. */
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (real->cuMemGetAddressRange_v2(&base, &size, (CUdeviceptr)addr) != CUDA_SUCCESS)
+        return false;
+    return addr_map_get(&segments, base, NULL, NULL);
+}
+
+void
+cuda_backend_forget_device(int device)
+{
+    addr_map_remove_matching_a(&segments, (uint64_t)device);
+}
+
+void
+cuda_backend_reset_after_fork(void)
+{
+    addr_map_reset_after_fork(&segments);
+}

@@ -1,0 +1,31 @@
+/* cuda_backend.h: the allocator's device_ops over the real driver (cuMemAlloc_v2/cuMemFree_v2/
+ *   cuMemGetInfo_v2, events, synchronize), each run with a context of the right device current,
+ *   plus the set of segments cuprof holds (so a stale pointer into one never reaches cuMemFree).
+ * Locking: the segment set has its own mutex (addr_map); device_ops calls take no other lock and
+ *   may run under the allocator's device lock.
+ * Hot path: only on cache misses (segments) and stream-ordered frees (events). */
+#ifndef CUPROF_CUDA_BACKEND_H
+#define CUPROF_CUDA_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "allocator/device_ops.h"
+
+/* CUDA_ERROR_OUT_OF_MEMORY becomes -CUPROF_ENOMEM; other CUresults are passed up as positive
+ * codes. Every call goes to the real driver, never through cuprof's wrappers. */
+const struct device_ops *cuda_backend_ops(void);
+
+/* cuDeviceGetCount, or 0 when there is no usable driver (not initialised, no device). */
+int cuda_backend_device_count(void);
+
+/* True when addr lies inside a segment cuprof allocated and still holds. */
+bool cuda_backend_owns(uint64_t addr);
+
+/* The driver freed everything of `device` (context reset/destroy): forget its segments. */
+void cuda_backend_forget_device(int device);
+
+/* In the child after fork. */
+void cuda_backend_reset_after_fork(void);
+
+#endif

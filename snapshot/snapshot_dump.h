@@ -1,0 +1,59 @@
+/* snapshot_dump.h: a snapshot of the live allocator: per device, the block table and the trace
+ *   ring are copied under the device lock (buffers allocated before locking), then stacks are
+ *   symbolized, the model is built and the file is written atomically, all outside the lock.
+ * Locking: takes each device's allocator lock in turn, briefly; call with no cuprof lock held.
+ * Hot path: no (the dumper thread, exit, OOM, cuprof_dump_snapshot). */
+#ifndef CUPROF_SNAPSHOT_DUMP_H
+#define CUPROF_SNAPSHOT_DUMP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/alloc_config.h"
+#include "snapshot/snapshot_model.h"
+
+struct allocator;
+struct trace_ring;
+struct symbolizer;
+
+/* One "key": "value" pair of cuprof.config (every effective CUPROF_* setting, as text). */
+struct dump_setting {
+    const char *key;
+    const char *value;
+};
+
+/* What the caller (preload/) knows about the process; every pointer may be NULL. */
+struct dump_info {
+    const char *mode; /* "cache", "trace" or "off" */
+    const struct dump_setting *config;
+    size_t config_count;
+    int64_t pid;
+    int64_t rank; /* -1 when no rank variable is set */
+    const char *host;
+    const char *const *argv;
+    size_t argc;
+    const struct alloc_config *alloc_config; /* allocator_settings; NULL: PyTorch's defaults */
+    struct symbolizer *symbolizer; /* reused across dumps (its cache); NULL: one per dump */
+};
+
+/* Builds the model of the live state: segments and blocks of every device, each device's trace
+ * (oldest first) and dropped count, frames for every stack, allocator_settings and the cuprof
+ * section (stats from allocator_get_stats, read right after the copy). Records a TRACE_SNAPSHOT
+ * event (size = active bytes) in each device's ring right after copying it, so, as in PyTorch,
+ * a dump's own `snapshot` event appears in the next dump. `ring` may be NULL (no history).
+ * Returns 0 or -CUPROF_EHOSTMEM. */
+__attribute__((warn_unused_result)) int snapshot_dump_build(struct allocator *alloc,
+                                                            struct trace_ring *ring,
+                                                            const struct dump_info *info,
+                                                            struct snapshot **out);
+
+/* snapshot_dump_build, then snapshot_write_file(path) (format from the extension: .json is
+ * JSON, anything else pickle; temporary name, fsync, rename). Returns 0, -CUPROF_EHOSTMEM or
+ * -CUPROF_EIO with errno saying why; the program is left untouched and the caller logs one
+ * line. */
+__attribute__((warn_unused_result)) int snapshot_dump_live(struct allocator *alloc,
+                                                           struct trace_ring *ring,
+                                                           const struct dump_info *info,
+                                                           const char *path);
+
+#endif

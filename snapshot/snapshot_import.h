@@ -1,0 +1,23 @@
+/* snapshot_import.h: turns a value tree read from a snapshot file (PyTorch 1.13's bare segment
+ *   list, 2.0, 2.1, later 2.x, or cuprof's own with its `cuprof` section) into a snapshot model.
+ * Locking: none: one reading thread.
+ * Hot path: no. */
+#ifndef CUPROF_SNAPSHOT_IMPORT_H
+#define CUPROF_SNAPSHOT_IMPORT_H
+
+#include <stddef.h>
+
+#include "snapshot/snapshot_model.h"
+#include "snapshot/sval.h"
+
+#define SNAPSHOT_MAX_DEVICES 4096
+
+/* Fills `snap` (fresh from snapshot_create(0); strings in `root` must live in its arena) from
+ * `root`. Older layouts are completed as PyTorch's viewers do: block addresses from the segment
+ * address plus earlier block sizes, requested sizes from `history[0].real_size` or the size,
+ * segment sums from the blocks. Trace entries with an action cuprof does not know are skipped.
+ * Returns 0, or -CUPROF_EFORMAT / -CUPROF_EHOSTMEM with one line in err naming the bad item. */
+__attribute__((warn_unused_result)) int
+snapshot_import(struct snapshot *snap, const struct sval *root, char *err, size_t err_len);
+
+#endif

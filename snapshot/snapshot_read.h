@@ -1,0 +1,23 @@
+/* snapshot_read.h: reads a snapshot file (pickle or JSON, detected from its first bytes; any
+ *   PyTorch layout from 1.13 on, or cuprof's) into a snapshot model.
+ * Locking: none: one reading thread.
+ * Hot path: no (the command line and tests). */
+#ifndef CUPROF_SNAPSHOT_READ_H
+#define CUPROF_SNAPSHOT_READ_H
+
+#include <stddef.h>
+
+#include "snapshot/snapshot_model.h"
+
+/* On success *out is a new model (free with snapshot_free) and 0 is returned. On failure returns
+ * -CUPROF_EIO, -CUPROF_EFORMAT or -CUPROF_EHOSTMEM and writes one line naming the file and the
+ * problem into err, e.g. `run.pickle: byte 1234: truncated pickle (string of 99 bytes)`; callers
+ * print it after "cuprof: ". */
+__attribute__((warn_unused_result)) int snapshot_read_file(const char *path, struct snapshot **out,
+                                                           char *err, size_t err_len);
+/* The same from memory; `name` stands for the file in messages. */
+__attribute__((warn_unused_result)) int snapshot_read_mem(const void *data, size_t len,
+                                                          const char *name, struct snapshot **out,
+                                                          char *err, size_t err_len);
+
+#endif

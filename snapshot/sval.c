@@ -1,0 +1,79 @@
+/* sval.c: containers and lookups of the readers' value tree. */
+#include "snapshot/sval.h"
+
+#include <string.h>
+
+#include "allocator/cuprof_errors.h"
+#include "snapshot/snapshot_arena.h"
+
+struct sval_seq *
+sval_seq_new(struct snapshot_arena *arena)
+{
+    return snapshot_arena_alloc(arena, sizeof(struct sval_seq));
+}
+
+int
+sval_seq_append(struct snapshot_arena *arena, struct sval_seq *seq, const struct sval *vals,
+                size_t n, bool pairs)
+{
+    size_t used = pairs ? (size_t)seq->len * 2 : seq->len;
+    if (n > UINT32_MAX - used)
+        return -CUPROF_EFORMAT;
+    if (used + n > seq->cap) {
+        /* Arena memory: the old array is abandoned; doubling keeps the waste below the total. */
+        size_t cap = seq->cap ? (size_t)seq->cap * 2 : 8;
+        while (cap < used + n)
+            cap *= 2;
+        if (cap > UINT32_MAX)
+            cap = UINT32_MAX;
+        struct sval *items = snapshot_arena_alloc(arena, cap * sizeof(struct sval));
+        if (items == NULL)
+            return -CUPROF_EHOSTMEM;
+        if (used > 0)
+            memcpy(items, seq->items, used * sizeof(struct sval));
+        seq->items = items;
+        seq->cap = (uint32_t)cap;
+    }
+    if (n > 0)
+        memcpy(seq->items + used, vals, n * sizeof(struct sval));
+    seq->len += (uint32_t)(pairs ? n / 2 : n);
+    return 0;
+}
+
+const struct sval *
+sval_get(const struct sval *dict, const char *key)
+{
+    if (dict == NULL || dict->type != SVAL_DICT)
+        return NULL;
+    const struct sval_seq *s = dict->u.seq;
+    for (uint32_t i = 0; i < s->len; i++) {
+        const struct sval *k = &s->items[2 * i];
+        if (k->type == SVAL_STR && strcmp(k->u.s, key) == 0)
+            return &s->items[2 * i + 1];
+    }
+    return NULL;
+}
+
+size_t
+sval_len(const struct sval *v)
+{
+    if (v == NULL || (v->type != SVAL_LIST && v->type != SVAL_TUPLE))
+        return 0;
+    return v->u.seq->len;
+}
+
+const struct sval *
+sval_at(const struct sval *v, size_t i)
+{
+    return i < sval_len(v) ? &v->u.seq->items[i] : NULL;
+}
+
+const char *
+sval_type_name(const struct sval *v)
+{
+    static const char *const names[] = {"None", "bool", "int",   "float",
+                                        "str",  "list", "tuple", "dict"};
+    if (v == NULL)
+        return "missing";
+    return v->type < sizeof(names) / sizeof(names[0]) ? names[v->type] : "?";
+}

@@ -1,0 +1,60 @@
+/* sval.h: the value tree the snapshot readers build (None, bool, int, float, str, list, tuple,
+ *   dict), allocated in a throw-away arena; shared containers (pickle memo) are shared pointers.
+ * Locking: none: a tree belongs to the reading thread.
+ * Hot path: no (the command line and tests). */
+#ifndef CUPROF_SVAL_H
+#define CUPROF_SVAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct snapshot_arena;
+
+enum sval_type {
+    SVAL_NONE = 0,
+    SVAL_BOOL,
+    SVAL_INT,
+    SVAL_FLOAT,
+    SVAL_STR,
+    SVAL_LIST,
+    SVAL_TUPLE,
+    SVAL_DICT,
+};
+
+struct sval_seq;
+
+struct sval {
+    uint8_t type; /* enum sval_type */
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        const char *s;        /* interned in the target model's arena */
+        struct sval_seq *seq; /* list, tuple, dict */
+    } u;
+};
+
+/* Items of a list or tuple; a dict holds 2*len items: key, value, key, value... */
+struct sval_seq {
+    struct sval *items;
+    uint32_t len; /* elements (pairs for a dict) */
+    uint32_t cap; /* struct sval slots allocated */
+};
+
+/* A new empty container from the arena (NULL on OOM). */
+struct sval_seq *sval_seq_new(struct snapshot_arena *arena);
+/* Appends n values (2*pairs for a dict: pass n = 2*pairs and pairs = true). 0 or -CUPROF_E*. */
+__attribute__((warn_unused_result)) int sval_seq_append(struct snapshot_arena *arena,
+                                                        struct sval_seq *seq,
+                                                        const struct sval *vals, size_t n,
+                                                        bool pairs);
+
+/* Dict lookup by key string (NULL when absent or not a dict). */
+const struct sval *sval_get(const struct sval *dict, const char *key);
+/* Sequence access for lists and tuples (NULL/0 for anything else). */
+size_t sval_len(const struct sval *v);
+const struct sval *sval_at(const struct sval *v, size_t i);
+const char *sval_type_name(const struct sval *v);
+
+#endif

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Interposition tests for libcuprof.so (suite 'integration').
+
+Each case runs an unmodified program with and without LD_PRELOAD=libcuprof.so and compares what
+the program printed and how it ended; driver lookups are counted by cuprof (CUPROF_LOG=debug) and
+independently by a spy library preloaded instead of cuprof.
+
+Usage: test_interpose.py CASE --lib LIBCUPROF --spy SPY --ld-path PATH [--rtld-next LIB] PROGRAM...
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+DEBUG_RE = re.compile(r"cuprof: debug: driver lookups: cuGetProcAddress=(\d+) hooked=(\d+) "
+                      r"dlsym_hooked=(\d+)")
+
+
+def run(cmd, ld_path, preload=None, extra_env=None):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CUPROF_") and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
+    env["LD_LIBRARY_PATH"] = ld_path
+    if preload:
+        env["LD_PRELOAD"] = preload
+    env.update(extra_env or {})
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def strip_cuprof(stderr):
+    """The program's own stderr: cuprof's and the sanitizers' lines removed."""
+    return "\n".join(l for l in stderr.splitlines()
+                     if not l.startswith(("cuprof:", "spy:", "rtld_next_lib:")))
+
+
+class Failures:
+    def __init__(self):
+        self.items = []
+
+    def check(self, cond, msg):
+        if not cond:
+            self.items.append(msg)
+            print("FAIL:", msg)
+
+    def exit(self):
+        if self.items:
+            sys.exit(1)
+        print("ok")
+        sys.exit(0)
+
+
+def same_ending(f, name, base, shim):
+    f.check(base[0] == shim[0], f"{name}: exit status {shim[0]} under cuprof, {base[0]} without")
+    f.check(base[1] == shim[1],
+            f"{name}: stdout differs:\n  without: {base[1]!r}\n  with:    {shim[1]!r}")
+    f.check(strip_cuprof(base[2]) == strip_cuprof(shim[2]),
+            f"{name}: stderr differs:\n  without: {base[2]!r}\n  with:    {shim[2]!r}")
+
+
+def cuprof_counts(f, name, stderr):
+    m = DEBUG_RE.search(stderr)
+    f.check(m is not None, f"{name}: no 'driver lookups' debug line in {stderr!r}")
+    return tuple(int(x) for x in m.groups()) if m else (0, 0, 0)
+
+
+def spy_count(f, name, stderr):
+    m = re.search(r"spy: lookups=(\d+)", stderr)
+    f.check(m is not None, f"{name}: spy printed no count in {stderr!r}")
+    return int(m.group(1)) if m else -1
+
+
+def case_lookups(a, f, mode_env):
+    """Every driver lookup the program makes reaches cuprof's cuGetProcAddress."""
+    for prog in a.programs:
+        name = os.path.basename(prog)
+        base = run([prog], a.ld_path)
+        spy = run([prog], a.ld_path, preload=a.spy)
+        shim = run([prog], a.ld_path, preload=a.lib, extra_env={"CUPROF_LOG": "debug", **mode_env})
+        same_ending(f, name, base, shim)
+        same_ending(f, name + " (spy)", base, spy)
+        n_spy = spy_count(f, name, spy[2])
+        lookups, hooked, dlsym_hooked = cuprof_counts(f, name, shim[2])
+        f.check(n_spy > 0, f"{name}: the spy saw no lookup (program never reached the driver?)")
+        f.check(lookups == n_spy, f"{name}: cuprof saw {lookups} lookups, the spy {n_spy}")
+        f.check(dlsym_hooked >= 1, f"{name}: cuGetProcAddress_v2 was not handed out by dlsym")
+        f.check(hooked >= 3, f"{name}: only {hooked} wrappers handed out")
+
+
+def case_same(a, f, mode_env):
+    """The program prints and ends exactly as without the shim."""
+    for prog in a.programs:
+        name = os.path.basename(prog)
+        same_ending(f, name, run([prog], a.ld_path),
+                    run([prog], a.ld_path, preload=a.lib, extra_env=mode_env))
+
+
+def probe_fields(out):
+    m = re.search(r"gpa_probe: (.*)", out)
+    return dict(kv.split("=", 1) for kv in m.group(1).split()) if m else {}
+
+
+def case_probe(a, f, mode_env):
+    prog = a.programs[0]
+    base = run([prog], a.ld_path)
+    shim = run([prog], a.ld_path, preload=a.lib, extra_env=mode_env)
+    f.check(base[0] == 0 and shim[0] == 0, f"gpa_probe failed: {base} / {shim}")
+    b, s = probe_fields(base[1]), probe_fields(shim[1])
+    f.check(b and s, f"no gpa_probe line: {base[1]!r} / {shim[1]!r}")
+    if not (b and s):
+        return
+    expect_shim = {
+        "self11": "0C", "self12": "0C", "status": "0",  # cuGetProcAddress asking for itself
+        "init": "-",  # not an allocation call: the driver's own pointer
+        "alloc": "C", "free_v1abi": "C",  # swapped, also through the 4-argument ABI
+        "alloc2000": b["alloc2000"],  # the 32-bit ABI is never wrapped: the driver's answer
+        "dev2000": "-", "dev13000": "-", "dev_same": "0",  # both cuCtxGetDevice ABIs untouched
+        "async0": "C", "async2": "C", "async_same": "0",  # flags&2 gets the _ptsz wrapper
+        "unknown": b["unknown"],  # not-found passes through with the driver's status
+        "name_v2": "C", "name_ptsz": "C", "name_other": "-",
+        "name_plain": b["name_plain"],  # unsuffixed 32-bit export: never ours ("0": not exported)
+        "global": "0",  # RTLD_DEFAULT does not see a driver loaded RTLD_LOCAL, with or without us
+        "alloc_rc": "0", "free_rc": "0", "free_again_rc": b["free_again_rc"],
+    }
+    for key, want in expect_shim.items():
+        f.check(s.get(key) == want, f"gpa_probe under cuprof: {key}={s.get(key)}, want {want}")
+    f.check(b["self12"] == "0-" and b["alloc"] == "-" and b["global"] == "0",
+            f"gpa_probe without cuprof already sees cuprof? {b}")
+    f.check(s["free_again_rc"] != "0", "a second free of the same pointer succeeded")
+
+
+def case_rtld_next(a, f, mode_env):
+    """A second preloaded library's dlsym(RTLD_NEXT) still finds what follows IT."""
+    getpid_app, driver_app = a.programs[:2]
+    for order in ("cuprof_first", "other_first"):
+        libs = [a.lib, a.rtld_next] if order == "cuprof_first" else [a.rtld_next, a.lib]
+        preload = ":".join(libs)
+        r = run([getpid_app], a.ld_path, preload=preload, extra_env=mode_env)
+        f.check(r[0] == 0 and "match=1" in r[1], f"{order}: getpid_app ended {r}")
+        f.check("rtld_next_lib: getpid=1 " in r[2], f"{order}: getpid wrapper count {r[2]!r}")
+        base = run([driver_app], a.ld_path)
+        shim = run([driver_app], a.ld_path, preload=preload, extra_env=mode_env)
+        same_ending(f, f"driver_api ({order})", base, shim)
+        allocs = re.search(r"allocs=(\d+)", base[1])
+        m = re.search(r"rtld_next_lib: getpid=\d+ cuMemAlloc_v2=(\d+)", shim[2])
+        f.check(allocs is not None and m is not None, f"{order}: counts missing: {shim}")
+        if allocs and m:
+            # Interposition order decides who sees the program's calls first; cuprof forwards
+            # straight to the driver, the other library forwards to its RTLD_NEXT (cuprof).
+            want = int(allocs.group(1)) if order == "other_first" else 0
+            f.check(int(m.group(1)) == want,
+                    f"{order}: the other library saw {m.group(1)} cuMemAlloc_v2 calls, want {want}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--spy")
+    ap.add_argument("--rtld-next")
+    ap.add_argument("--ld-path", required=True)
+    ap.add_argument("--mode", default="")
+    ap.add_argument("programs", nargs="*")
+    a = ap.parse_intermixed_args()
+    if any(p == "" or not os.path.exists(p) for p in a.programs):
+        print("skip: program not built (no nvcc?)")
+        sys.exit(77)
+    mode_env = {"CUPROF_MODE": a.mode} if a.mode else {}
+    f = Failures()
+    {"lookups": case_lookups, "same": case_same, "probe": case_probe,
+     "rtld_next": case_rtld_next}[a.case](a, f, mode_env)
+    f.exit()
+
+
+if __name__ == "__main__":
+    main()

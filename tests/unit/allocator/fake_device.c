@@ -1,0 +1,159 @@
+/* fake_device.c: the in-process device behind allocator tests (see fake_device.h). */
+#include "fake_device.h"
+
+#include <string.h>
+
+#include "allocator/cuprof_errors.h"
+
+void
+fake_device_init(struct fake_device *fake, size_t capacity)
+{
+    memset(fake, 0, sizeof(*fake));
+    for (int d = 0; d < FAKE_DEVICES; d++) {
+        fake->capacity[d] = capacity;
+        fake->next_addr[d] = FAKE_BASE + ((uint64_t)d << 40);
+    }
+    fake->keep_trace = true;
+}
+
+static int
+f_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
+{
+    struct fake_device *f = ctx;
+    if (f->fail_next_alloc) {
+        int rc = f->fail_next_alloc;
+        f->fail_next_alloc = 0;
+        return rc;
+    }
+    if (size > f->capacity[device] - f->used[device])
+        return -CUPROF_ENOMEM;
+    f->segment_allocs++;
+    f->used[device] += size;
+    *addr = f->next_addr[device];
+    f->next_addr[device] += (size + ((uint64_t)2 << 20) - 1) & ~(((uint64_t)2 << 20) - 1);
+    return 0;
+}
+
+static int
+f_segment_free(void *ctx, int device, uint64_t addr, size_t size)
+{
+    struct fake_device *f = ctx;
+    (void)addr;
+    f->segment_frees++;
+    f->used[device] -= size;
+    return 0;
+}
+
+static int
+f_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_bytes)
+{
+    struct fake_device *f = ctx;
+    *free_bytes = f->capacity[device] - f->used[device];
+    *total_bytes = f->capacity[device];
+    return 0;
+}
+
+static int
+f_event_create(void *ctx, int device, void **event)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    if (f->event_count >= FAKE_MAX_EVENTS)
+        return 2;
+    f->event_creates++;
+    struct fake_event *e = &f->events[f->event_count++];
+    memset(e, 0, sizeof(*e));
+    *event = e;
+    return 0;
+}
+
+static int
+f_event_record(void *ctx, void *event, uint64_t stream)
+{
+    struct fake_device *f = ctx;
+    struct fake_event *e = event;
+    f->event_records++;
+    e->stream = stream;
+    e->recorded = true;
+    e->done = f->auto_complete;
+    return 0;
+}
+
+static int
+f_event_query(void *ctx, void *event)
+{
+    struct fake_device *f = ctx;
+    struct fake_event *e = event;
+    f->event_queries++;
+    return e->done ? 0 : 1;
+}
+
+static int
+f_event_synchronize(void *ctx, void *event)
+{
+    struct fake_device *f = ctx;
+    struct fake_event *e = event;
+    f->event_syncs++;
+    e->done = true;
+    return 0;
+}
+
+static int
+f_event_destroy(void *ctx, void *event)
+{
+    (void)ctx;
+    (void)event;
+    return 0;
+}
+
+static int
+f_synchronize(void *ctx, int device)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    f->syncs++;
+    return 0;
+}
+
+struct device_ops
+fake_device_ops(struct fake_device *fake)
+{
+    struct device_ops ops = {
+        .ctx = fake,
+        .segment_alloc = f_segment_alloc,
+        .segment_free = f_segment_free,
+        .mem_info = f_mem_info,
+        .event_create = f_event_create,
+        .event_record = f_event_record,
+        .event_query = f_event_query,
+        .event_synchronize = f_event_synchronize,
+        .event_destroy = f_event_destroy,
+        .synchronize = f_synchronize,
+    };
+    return ops;
+}
+
+static void
+f_record(void *ctx, const struct trace_event *event)
+{
+    struct fake_device *f = ctx;
+    if (f->keep_trace && f->trace_count < FAKE_MAX_TRACE)
+        f->trace[f->trace_count++] = *event;
+}
+
+struct trace_sink
+fake_device_sink(struct fake_device *fake)
+{
+    struct trace_sink sink = {.ctx = fake, .record = f_record};
+    return sink;
+}
+
+void
+fake_device_complete(struct fake_device *fake, uint64_t stream)
+{
+    for (size_t i = 0; i < fake->event_count; i++) {
+        struct fake_event *e = &fake->events[i];
+        if (e->recorded && (stream == UINT64_MAX || e->stream == stream))
+            e->done = true;
+    }
+}

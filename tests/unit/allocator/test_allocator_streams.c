@@ -1,0 +1,315 @@
+/* test_allocator_streams.c: stream-ordered frees pending on events, free_sync modes, trace mode,
+ * external memory, several devices, lookups and ownership errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "alloc_test_util.h"
+#include "allocator/cuprof_errors.h"
+
+#define B FAKE_BASE
+
+static size_t
+count_action(const struct fake_device *f, enum trace_action action)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < f->trace_count; i++)
+        n += f->trace[i].action == action;
+    return n;
+}
+
+/* record_stream + free: active_pending_free until the event on the other stream completes;
+ * blocks are reused only on their own stream. */
+static void
+test_record_stream_pending_free(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p = must_malloc(a, 0, 4096, 1);
+    assert_int_equal(allocator_record_stream(a, p, 2), 0);
+    assert_int_equal(allocator_record_stream(a, p, 1), 0); /* own stream: ignored */
+    must_free(a, p);
+    assert_int_equal(fx->fake.event_records, 1);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_REQUESTED), 1);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 0);
+    expect_invariants(a);
+    /* Pending: not allocated, still active. */
+    struct memory_stats st;
+    allocator_get_stats(a, 0, &st);
+    assert_int_equal(st.allocation[STAT_ALL].current, 0);
+    assert_int_equal(st.active[STAT_ALL].current, 1);
+    assert_int_equal(st.active_bytes[STAT_SMALL_POOL].current, 4096);
+    struct segment_info segs[4];
+    struct block_info blocks[8];
+    size_t sc = 0, bc = 0;
+    allocator_lock_device(a, 0);
+    assert_int_equal(allocator_copy_locked(a, 0, segs, 4, blocks, 8, &sc, &bc), 0);
+    allocator_unlock_device(a, 0);
+    assert_int_equal(bc, 2);
+    assert_int_equal(blocks[0].state, BLOCK_ACTIVE_PENDING_FREE);
+    assert_int_equal(blocks[0].stack_id, 7);
+    assert_int_equal(blocks[1].state, BLOCK_INACTIVE);
+    assert_true(segs[0].stream == 1);
+    uint64_t q = must_malloc(a, 0, 4096, 1); /* event still pending: the remainder */
+    assert_true(q == B + 4096);
+    uint64_t r = must_malloc(a, 0, 512, 2); /* other stream: its own segment */
+    assert_true(r == B + 2 * MIB);
+    fake_device_complete(&fx->fake, 2);
+    allocator_process_events(a, 0);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 1);
+    uint64_t s = must_malloc(a, 0, 4096, 1);
+    assert_true(s == B);
+    expect_invariants(a);
+    /* Stream-ordered free on the block's own stream is reusable at once. */
+    assert_int_equal(allocator_free_on_stream(a, r, 2, 0), 0);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 2);
+    /* ... on another stream it waits for that stream; malloc polls the event. */
+    assert_int_equal(allocator_free_on_stream(a, s, 3, 0), 0);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 2);
+    uint64_t t = must_malloc(a, 0, 4096, 1);
+    assert_true(t == B + 8192);
+    fake_device_complete(&fx->fake, 3);
+    uint64_t u = must_malloc(a, 0, 4096, 1); /* process_events at malloc frees s first */
+    assert_true(u == B);
+    expect_invariants(a);
+    /* empty_cache waits on every outstanding event. */
+    assert_int_equal(allocator_record_stream(a, u, 4), 0);
+    must_free(a, u);
+    assert_int_equal(allocator_empty_cache(a, -1), 0);
+    assert_int_equal(fx->fake.event_syncs, 1);
+    expect_invariants(a);
+    allocator_get_stats(a, 0, &st);
+    assert_int_equal(st.num_sync_all_streams, 1);
+    assert_int_equal(st.active[STAT_ALL].current, 2);  /* q and t */
+    assert_int_equal(st.segment[STAT_ALL].current, 1); /* stream 2's segment went */
+    fixture_free(fx);
+}
+
+/* free_sync:device synchronizes once per reuse wave; none never; events records per stream. */
+static void
+test_free_sync_modes(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p = must_malloc(a, 0, 512, 0);
+    must_free(a, p);
+    assert_int_equal(fx->fake.syncs, 0);
+    uint64_t q = must_malloc(a, 0, 512, 0); /* reuses freed memory: one sync first */
+    assert_true(q == p);
+    assert_int_equal(fx->fake.syncs, 1);
+    uint64_t r = must_malloc(a, 0, 512, 0); /* no free since: no sync */
+    assert_int_equal(fx->fake.syncs, 1);
+    must_free(a, q);
+    must_free(a, r);
+    (void)must_malloc(a, 0, 512, 0);
+    (void)must_malloc(a, 0, 512, 0);
+    assert_int_equal(fx->fake.syncs, 2); /* two frees, one wave, one sync */
+    fixture_free(fx);
+
+    fx = fixture_new("free_sync:none", 1ULL << 30, 1);
+    p = must_malloc(fx->alloc, 0, 512, 0);
+    must_free(fx->alloc, p);
+    assert_true(must_malloc(fx->alloc, 0, 512, 0) == p);
+    assert_int_equal(fx->fake.syncs, 0);
+    fixture_free(fx);
+
+    fx = fixture_new("free_sync:events", 1ULL << 30, 1);
+    a = fx->alloc;
+    p = must_malloc(a, 0, 512, 0);
+    q = must_malloc(a, 0, 512, 5);
+    must_free(a, p); /* events on streams 0 and 5 */
+    assert_int_equal(fx->fake.event_records, 2);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 0);
+    r = must_malloc(a, 0, 512, 0);
+    assert_true(r == p + 512);
+    fake_device_complete(&fx->fake, 0);
+    allocator_process_events(a, 0);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 0);
+    fake_device_complete(&fx->fake, 5);
+    assert_true(must_malloc(a, 0, 512, 0) == p);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 1);
+    assert_int_equal(fx->fake.event_creates, 2); /* recycled events from now on */
+    must_free(a, r);
+    assert_int_equal(fx->fake.event_creates, 2);
+    assert_int_equal(fx->fake.syncs, 0);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
+/* caching=false (trace mode): exact-size device allocation per request, freed at once. */
+static void
+test_trace_mode(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    allocator_destroy(fx->alloc);
+    fx->config.caching = false;
+    fx->alloc = allocator_create(&fx->config, &fx->ops, &fx->sink, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p = must_malloc(a, 0, 1000, 3);
+    uint64_t q = must_malloc(a, 0, 3 * MIB, 3);
+    assert_true(p == B);
+    assert_true(q == B + 2 * MIB);
+    must_free(a, p);
+    expect_invariants(a);
+    const struct fake_device *f = &fx->fake;
+    assert_int_equal(f->trace_count, 7);
+    expect_trace(f, 0, TRACE_SEGMENT_ALLOC, B, 1000, 3);
+    expect_trace(f, 1, TRACE_ALLOC, B, 1000, 3);
+    expect_trace(f, 4, TRACE_FREE_REQUESTED, B, 1000, 3);
+    expect_trace(f, 5, TRACE_FREE_COMPLETED, B, 1000, 3);
+    expect_trace(f, 6, TRACE_SEGMENT_FREE, B, 1000, 3);
+    assert_int_equal(f->trace[6].pool, TRACE_POOL_TRACE);
+    expect_stats(
+        a, 0,
+        " allocation.all.current=1 allocation.all.peak=2 allocation.all.allocated=2"
+        " allocation.all.freed=1 allocation.small_pool.peak=1"
+        " allocation.small_pool.allocated=1 allocation.small_pool.freed=1"
+        " allocation.large_pool.current=1 allocation.large_pool.peak=1"
+        " allocation.large_pool.allocated=1"
+        " active.all.current=1 active.all.peak=2 active.all.allocated=2"
+        " active.all.freed=1 active.small_pool.peak=1"
+        " active.small_pool.allocated=1 active.small_pool.freed=1"
+        " active.large_pool.current=1 active.large_pool.peak=1"
+        " active.large_pool.allocated=1"
+        " segment.all.current=1 segment.all.peak=2 segment.all.allocated=2"
+        " segment.all.freed=1 segment.small_pool.peak=1"
+        " segment.small_pool.allocated=1 segment.small_pool.freed=1"
+        " segment.large_pool.current=1 segment.large_pool.peak=1"
+        " segment.large_pool.allocated=1"
+        " allocated_bytes.all.current=3145728 allocated_bytes.all.peak=3146728"
+        " allocated_bytes.all.allocated=3146728 allocated_bytes.all.freed=1000"
+        " allocated_bytes.small_pool.peak=1000 allocated_bytes.small_pool.allocated=1000"
+        " allocated_bytes.small_pool.freed=1000"
+        " allocated_bytes.large_pool.current=3145728 allocated_bytes.large_pool.peak=3145728"
+        " allocated_bytes.large_pool.allocated=3145728"
+        " active_bytes.all.current=3145728 active_bytes.all.peak=3146728"
+        " active_bytes.all.allocated=3146728 active_bytes.all.freed=1000"
+        " active_bytes.small_pool.peak=1000 active_bytes.small_pool.allocated=1000"
+        " active_bytes.small_pool.freed=1000"
+        " active_bytes.large_pool.current=3145728 active_bytes.large_pool.peak=3145728"
+        " active_bytes.large_pool.allocated=3145728"
+        " requested_bytes.all.current=3145728 requested_bytes.all.peak=3146728"
+        " requested_bytes.all.allocated=3146728 requested_bytes.all.freed=1000"
+        " requested_bytes.small_pool.peak=1000 requested_bytes.small_pool.allocated=1000"
+        " requested_bytes.small_pool.freed=1000"
+        " requested_bytes.large_pool.current=3145728"
+        " requested_bytes.large_pool.peak=3145728"
+        " requested_bytes.large_pool.allocated=3145728"
+        " reserved_bytes.all.current=3145728 reserved_bytes.all.peak=3146728"
+        " reserved_bytes.all.allocated=3146728 reserved_bytes.all.freed=1000"
+        " reserved_bytes.small_pool.peak=1000 reserved_bytes.small_pool.allocated=1000"
+        " reserved_bytes.small_pool.freed=1000"
+        " reserved_bytes.large_pool.current=3145728 reserved_bytes.large_pool.peak=3145728"
+        " reserved_bytes.large_pool.allocated=3145728"
+        " num_device_alloc=2 num_device_free=1");
+    assert_int_equal(fx->fake.segment_frees, 1);
+    fixture_free(fx);
+}
+
+/* External memory: tracked as a one-block segment with its pool tag, never cached or freed by
+ * the allocator; ownership errors. */
+static void
+test_external_and_ownership(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 2);
+    struct allocator *a = fx->alloc;
+    uint64_t ext = 0x100000000ULL;
+    assert_int_equal(allocator_track_external(a, 1, ext, 4096, 0, TRACE_POOL_MANAGED, 5), 0);
+    assert_int_equal(fx->fake.segment_allocs, 0);
+    expect_trace(&fx->fake, 0, TRACE_SEGMENT_ALLOC, ext, 4096, 0);
+    assert_int_equal(fx->fake.trace[0].pool, TRACE_POOL_MANAGED);
+    assert_int_equal(fx->fake.trace[0].device, 1);
+    assert_int_equal(allocator_free(a, ext, 0), -CUPROF_ENOTOWNED);
+    int dev = -1;
+    uint64_t base = 0;
+    size_t size = 0;
+    assert_true(allocator_lookup(a, ext + 100, &dev, &base, &size));
+    assert_int_equal(dev, 1);
+    assert_true(base == ext && size == 4096);
+    struct memory_stats st;
+    allocator_get_stats(a, 1, &st);
+    assert_int_equal(st.reserved_bytes[STAT_ALL].current, 4096);
+    assert_int_equal(st.num_device_alloc, 0);
+    assert_int_equal(allocator_untrack_external(a, ext, 0), 0);
+    assert_int_equal(allocator_untrack_external(a, ext, 0), -CUPROF_ENOTOWNED);
+    assert_int_equal(fx->fake.segment_frees, 0);
+    allocator_get_stats(a, 1, &st);
+    assert_int_equal(st.reserved_bytes[STAT_ALL].current, 0);
+    assert_int_equal(st.segment[STAT_ALL].freed, 1);
+    /* Two devices: addresses from each device's range, lookups of interior pointers. */
+    uint64_t p0 = must_malloc(a, 0, 5 * MIB, 0);
+    uint64_t p1 = must_malloc(a, 1, 5 * MIB, 0);
+    assert_true(p0 == B);
+    assert_true(p1 == B + (1ULL << 40));
+    assert_true(allocator_lookup(a, p1 + 4 * MIB, &dev, &base, &size));
+    assert_int_equal(dev, 1);
+    assert_true(base == p1 && size == 5 * MIB);
+    assert_false(allocator_lookup(a, p1 + 6 * MIB, &dev, &base, &size)); /* cached remainder */
+    must_free(a, p0);
+    assert_false(allocator_lookup(a, p0, &dev, &base, &size));
+    assert_int_equal(allocator_free(a, p0, 0), -CUPROF_ENOTOWNED); /* double free */
+    assert_int_equal(allocator_free(a, 12345, 0), -CUPROF_ENOTOWNED);
+    assert_int_equal(allocator_record_stream(a, p0, 3), -CUPROF_ENOTOWNED);
+    uint64_t z = 1;
+    assert_int_equal(allocator_malloc(a, 0, 0, 0, 0, &z), 0); /* malloc(0): 0, nothing traced */
+    assert_true(z == 0);
+    assert_int_equal(allocator_malloc(a, 2, 16, 0, 0, &z), -CUPROF_EINVAL);
+    assert_int_equal(allocator_device_count(a), 2);
+    /* The free stack, when given, goes on free_requested and free_completed. */
+    uint64_t p2 = must_malloc(a, 1, 512, 0);
+    assert_int_equal(allocator_free(a, p2, 42), 0);
+    const struct trace_event *last = &fx->fake.trace[fx->fake.trace_count - 1];
+    assert_int_equal(last->action, TRACE_FREE_COMPLETED);
+    assert_int_equal(last->stack_id, 42);
+    expect_invariants(a);
+    /* A context reset: the device's blocks are forgotten without device calls. */
+    long frees = fx->fake.segment_frees;
+    allocator_forget_device(a, 1);
+    assert_int_equal(fx->fake.segment_frees, frees);
+    assert_false(allocator_lookup(a, p1, &dev, &base, &size));
+    allocator_get_stats(a, 1, &st);
+    assert_int_equal(st.reserved_bytes[STAT_ALL].current, 0);
+    assert_int_equal(st.allocated_bytes[STAT_ALL].current, 0);
+    assert_int_equal(st.inactive_split[STAT_ALL].current, 0);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
+/* A backend error other than out-of-memory is handed up unchanged, with no OOM. */
+static void
+test_backend_error(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    uint64_t p = 0;
+    fx->fake.fail_next_alloc = 999;
+    assert_int_equal(allocator_malloc(fx->alloc, 0, 512, 0, 0, &p), 999);
+    struct memory_stats st;
+    allocator_get_stats(fx->alloc, 0, &st);
+    assert_int_equal(st.num_ooms, 0);
+    assert_int_equal(st.num_alloc_retries, 0);
+    assert_true(must_malloc(fx->alloc, 0, 512, 0) == B);
+    expect_invariants(fx->alloc);
+    fixture_free(fx);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_record_stream_pending_free),
+        cmocka_unit_test(test_free_sync_modes),
+        cmocka_unit_test(test_trace_mode),
+        cmocka_unit_test(test_external_and_ownership),
+        cmocka_unit_test(test_backend_error),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
