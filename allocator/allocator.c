@@ -42,8 +42,7 @@ allocator_create(const struct alloc_config *config, const struct device_ops *ops
     if (alloc == NULL)
         return NULL;
     alloc->devices = calloc((size_t)device_count, sizeof(*alloc->devices));
-    if (alloc->devices == NULL || block_map_init(&alloc->map) != 0) {
-        free(alloc->devices);
+    if (alloc->devices == NULL) {
         free(alloc);
         return NULL;
     }
@@ -59,7 +58,6 @@ allocator_create(const struct alloc_config *config, const struct device_ops *ops
                               alloc->has_sink ? &alloc->sink : NULL) != 0) {
             for (int e = 0; e < d; e++)
                 alloc_device_destroy(&alloc->devices[e]);
-            block_map_destroy(&alloc->map);
             free(alloc->devices);
             free(alloc);
             return NULL;
@@ -78,7 +76,6 @@ allocator_destroy(struct allocator *alloc)
         return;
     for (int d = 0; d < alloc->device_count; d++)
         alloc_device_destroy(&alloc->devices[d]);
-    block_map_destroy(&alloc->map);
     free(alloc->devices);
     free(alloc);
 }
@@ -96,6 +93,54 @@ lock_with_spares(struct alloc_device *dev, size_t aux)
         }
     }
     return 0;
+}
+
+/* Doubles dev->map's buckets to `count` (from block_map_grow_count); mallocs unlocked. */
+static void
+grow_map(struct alloc_device *dev, size_t count)
+{
+    struct alloc_block **fresh = calloc(count, sizeof(*fresh));
+    struct alloc_block **old = NULL;
+    if (fresh == NULL)
+        return; /* longer chains, still correct */
+    pthread_mutex_lock(&dev->lock);
+    if (block_map_grow_count(&dev->map) == count) {
+        old = block_map_rehash(&dev->map, fresh, count);
+        fresh = NULL;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    free(old);
+    free(fresh);
+}
+
+/* What lock_owner does with the block it finds. */
+enum owner_mode {
+    OWNER_GET,           /* leave it in the map */
+    OWNER_TAKE_CACHED,   /* remove it if it is a cached (non-external) block */
+    OWNER_TAKE_EXTERNAL, /* remove it if it is an external block */
+};
+
+/* Finds the device holding the block at exactly addr and returns it locked with the block in
+ * *out, or NULL. Only devices whose address range holds addr are asked, so a pointer's lookup
+ * locks just its own device. */
+static struct alloc_device *
+lock_owner(struct allocator *alloc, uint64_t addr, enum owner_mode mode, struct alloc_block **out)
+{
+    for (int d = 0; d < alloc->device_count; d++) {
+        struct alloc_device *dev = &alloc->devices[d];
+        if (!alloc_device_may_own(dev, addr))
+            continue;
+        pthread_mutex_lock(&dev->lock);
+        struct alloc_block *b = mode == OWNER_GET
+                                    ? block_map_get(&dev->map, addr)
+                                    : block_map_take(&dev->map, addr, mode == OWNER_TAKE_EXTERNAL);
+        if (b != NULL) {
+            *out = b;
+            return dev;
+        }
+        pthread_mutex_unlock(&dev->lock);
+    }
+    return NULL;
 }
 
 int
@@ -124,14 +169,15 @@ allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stre
     else
         rc =
             alloc_device_whole_segment_locked(dev, size, 0, stream, TRACE_POOL_TRACE, stack_id, &b);
-    bool crowded = false;
+    size_t grow = 0;
     if (rc == 0) {
-        crowded = block_map_insert(&alloc->map, b);
+        if (block_map_insert(&dev->map, b))
+            grow = block_map_grow_count(&dev->map);
         *addr = b->addr;
     }
     pthread_mutex_unlock(&dev->lock);
-    if (crowded)
-        block_map_grow(&alloc->map, *addr);
+    if (grow)
+        grow_map(dev, grow);
     return rc;
 }
 
@@ -141,11 +187,10 @@ free_common(struct allocator *alloc, uint64_t addr, bool has_stream, uint64_t st
 {
     if (alloc == NULL)
         return -CUPROF_EINVAL;
-    struct alloc_block *b = block_map_take(&alloc->map, addr, false);
-    if (b == NULL)
+    struct alloc_block *b = NULL;
+    struct alloc_device *dev = lock_owner(alloc, addr, OWNER_TAKE_CACHED, &b);
+    if (dev == NULL)
         return -CUPROF_ENOTOWNED;
-    struct alloc_device *dev = &alloc->devices[b->device];
-    pthread_mutex_lock(&dev->lock);
     if (b->seg->pool == TRACE_POOL_TRACE) {
         int rc = alloc_free_whole_segment_locked(dev, b, stack_id);
         pthread_mutex_unlock(&dev->lock);
@@ -186,18 +231,21 @@ allocator_free_on_stream(struct allocator *alloc, uint64_t addr, uint64_t stream
 int
 allocator_record_stream(struct allocator *alloc, uint64_t addr, uint64_t stream)
 {
-    int device = 0;
-    size_t size = 0;
-    bool external = false;
-    if (alloc == NULL || !block_map_find(&alloc->map, addr, &device, &size, &external) || external)
+    struct alloc_block *b = NULL;
+    struct alloc_device *dev = alloc ? lock_owner(alloc, addr, OWNER_GET, &b) : NULL;
+    if (dev == NULL)
         return -CUPROF_ENOTOWNED;
-    struct alloc_device *dev = &alloc->devices[device];
-    int rc = lock_with_spares(dev, 1);
-    if (rc != 0)
-        return rc;
-    /* Looked up again under the device lock: now the block cannot be freed under us. */
-    struct alloc_block *b = block_map_get(&alloc->map, addr);
-    if (b == NULL || b->device != device || !b->allocated) {
+    while (!alloc_device_spares_ready_locked(dev, 1)) {
+        int rc = alloc_device_refill_unlocking(dev, 1);
+        if (rc != 0) {
+            pthread_mutex_unlock(&dev->lock);
+            return rc;
+        }
+    }
+    int rc = 0;
+    /* Looked up again: the lock was dropped for spares, so the block may have been freed. */
+    b = block_map_get(&dev->map, addr);
+    if (b == NULL || b->seg->external || !b->allocated) {
         rc = -CUPROF_ENOTOWNED;
     } else if (stream != b->stream && b->seg->pool == TRACE_POOL_DEFAULT) {
         bool present = false;
@@ -227,10 +275,10 @@ allocator_track_external(struct allocator *alloc, int device, uint64_t addr, siz
     if (rc != 0)
         return rc;
     rc = alloc_device_whole_segment_locked(dev, size, addr, stream, pool, stack_id, &b);
-    bool crowded = rc == 0 && block_map_insert(&alloc->map, b);
+    size_t grow = rc == 0 && block_map_insert(&dev->map, b) ? block_map_grow_count(&dev->map) : 0;
     pthread_mutex_unlock(&dev->lock);
-    if (crowded)
-        block_map_grow(&alloc->map, addr);
+    if (grow)
+        grow_map(dev, grow);
     return rc;
 }
 
@@ -239,11 +287,10 @@ allocator_untrack_external(struct allocator *alloc, uint64_t addr, uint32_t stac
 {
     if (alloc == NULL)
         return -CUPROF_EINVAL;
-    struct alloc_block *b = block_map_take(&alloc->map, addr, true);
-    if (b == NULL)
+    struct alloc_block *b = NULL;
+    struct alloc_device *dev = lock_owner(alloc, addr, OWNER_TAKE_EXTERNAL, &b);
+    if (dev == NULL)
         return -CUPROF_ENOTOWNED;
-    struct alloc_device *dev = &alloc->devices[b->device];
-    pthread_mutex_lock(&dev->lock);
     (void)alloc_free_whole_segment_locked(dev, b, stack_id);
     pthread_mutex_unlock(&dev->lock);
     return 0;
@@ -278,21 +325,16 @@ bool
 allocator_lookup(struct allocator *alloc, uint64_t addr, int *device, uint64_t *block_addr,
                  size_t *block_size)
 {
-    int d = 0;
-    size_t size = 0;
-    bool external = false;
     if (alloc == NULL)
         return false;
-    if (block_map_find(&alloc->map, addr, &d, &size, &external)) {
-        *device = d;
-        *block_addr = addr;
-        *block_size = size;
-        return true;
-    }
-    for (d = 0; d < alloc->device_count; d++) {
+    for (int d = 0; d < alloc->device_count; d++) {
         struct alloc_device *dev = &alloc->devices[d];
+        if (!alloc_device_may_own(dev, addr))
+            continue;
         pthread_mutex_lock(&dev->lock);
-        struct alloc_block *b = find_inside_locked(dev, addr);
+        struct alloc_block *b = block_map_get(&dev->map, addr);
+        if (b == NULL)
+            b = find_inside_locked(dev, addr);
         if (b != NULL) {
             *device = d;
             *block_addr = b->addr;
@@ -328,7 +370,7 @@ forget_block_locked(struct allocator *alloc, struct alloc_device *dev, struct al
     struct memory_stats *st = &dev->stats;
     enum stat_pool sp = memory_stats_pool(b->is_small);
     if (b->allocated) {
-        block_map_remove(&alloc->map, b);
+        block_map_remove(&dev->map, b);
         memory_stats_decrease_pool(st->allocation, sp, 1);
         memory_stats_decrease_pool(st->allocated_bytes, sp, (int64_t)b->size);
         if (b->size >= alloc->config.max_split_size)
