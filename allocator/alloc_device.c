@@ -20,10 +20,7 @@ alloc_device_init(struct alloc_device *dev, int index, const struct alloc_config
     memset(dev, 0, sizeof(*dev));
     if (block_map_init(&dev->map) != 0)
         return -CUPROF_EHOSTMEM;
-    if (pthread_mutex_init(&dev->lock, NULL) != 0) {
-        block_map_destroy(&dev->map);
-        return -CUPROF_EHOSTMEM;
-    }
+    alloc_lock_init(&dev->lock);
     dev->index = index;
     dev->config = config;
     dev->ops = ops;
@@ -49,7 +46,6 @@ alloc_device_destroy(struct alloc_device *dev)
     }
     dev->chunks = NULL;
     block_map_destroy(&dev->map);
-    pthread_mutex_destroy(&dev->lock);
 }
 
 /* One malloc'd chunk: header, then `count` items of `item_size`. */
@@ -77,14 +73,14 @@ alloc_device_refill_unlocking(struct alloc_device *dev, size_t aux)
     struct alloc_aux *auxs = NULL;
     int rc = 0;
     /* Host memory is only ever malloc'd here, with the device lock dropped. */
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     if (nb)
         blocks = chunk_new(nb, sizeof(*blocks), &hb);
     if (ns)
         segs = chunk_new(ns, sizeof(*segs), &hs);
     if (na)
         auxs = chunk_new(na, sizeof(*auxs), &ha);
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     if ((nb && blocks == NULL) || (ns && segs == NULL) || (na && auxs == NULL))
         rc = -CUPROF_EHOSTMEM;
     if (blocks != NULL) {

@@ -5,13 +5,13 @@
 #ifndef CUPROF_ALLOC_DEVICE_H
 #define CUPROF_ALLOC_DEVICE_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "allocator/alloc_config.h"
+#include "allocator/alloc_lock.h"
 #include "allocator/avl.h"
 #include "allocator/block_map.h"
 #include "allocator/device_ops.h"
@@ -77,7 +77,8 @@ struct alloc_chunk { /* host memory behind spares, kept for allocator_destroy */
 };
 
 struct alloc_device {
-    pthread_mutex_t lock;
+    /* Each device starts a cache line: threads on different devices share no line. */
+    _Alignas(64) struct alloc_lock lock;
     int index;
     const struct alloc_config *config; /* read-only */
     const struct device_ops *ops;      /* read-only */

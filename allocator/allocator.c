@@ -41,7 +41,9 @@ allocator_create(const struct alloc_config *config, const struct device_ops *ops
     struct allocator *alloc = calloc(1, sizeof(*alloc));
     if (alloc == NULL)
         return NULL;
-    alloc->devices = calloc((size_t)device_count, sizeof(*alloc->devices));
+    /* aligned_alloc: struct alloc_device is cache-line aligned (alloc_device_init zeroes it). */
+    alloc->devices = aligned_alloc(_Alignof(struct alloc_device),
+                                   (size_t)device_count * sizeof(*alloc->devices));
     if (alloc->devices == NULL) {
         free(alloc);
         return NULL;
@@ -84,11 +86,11 @@ allocator_destroy(struct allocator *alloc)
 static int
 lock_with_spares(struct alloc_device *dev, size_t aux)
 {
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     while (!alloc_device_spares_ready_locked(dev, aux)) {
         int rc = alloc_device_refill_unlocking(dev, aux);
         if (rc != 0) {
-            pthread_mutex_unlock(&dev->lock);
+            alloc_lock_release(&dev->lock);
             return rc;
         }
     }
@@ -103,12 +105,12 @@ grow_map(struct alloc_device *dev, size_t count)
     struct alloc_block **old = NULL;
     if (fresh == NULL)
         return; /* longer chains, still correct */
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     if (block_map_grow_count(&dev->map) == count) {
         old = block_map_rehash(&dev->map, fresh, count);
         fresh = NULL;
     }
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     free(old);
     free(fresh);
 }
@@ -130,7 +132,7 @@ lock_owner(struct allocator *alloc, uint64_t addr, enum owner_mode mode, struct 
         struct alloc_device *dev = &alloc->devices[d];
         if (!alloc_device_may_own(dev, addr))
             continue;
-        pthread_mutex_lock(&dev->lock);
+        alloc_lock_acquire(&dev->lock);
         struct alloc_block *b = mode == OWNER_GET
                                     ? block_map_get(&dev->map, addr)
                                     : block_map_take(&dev->map, addr, mode == OWNER_TAKE_EXTERNAL);
@@ -138,7 +140,7 @@ lock_owner(struct allocator *alloc, uint64_t addr, enum owner_mode mode, struct 
             *out = b;
             return dev;
         }
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
     }
     return NULL;
 }
@@ -155,10 +157,10 @@ allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stre
     if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
         return 0;
     if ((uint64_t)size >= ALLOC_MAX_REQUEST) {
-        pthread_mutex_lock(&dev->lock);
+        alloc_lock_acquire(&dev->lock);
         snprintf(dev->oom_message, sizeof(dev->oom_message),
                  "CUDA out of memory. Tried to allocate more than 1EB memory.");
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
         return -CUPROF_ENOMEM;
     }
     int rc = lock_with_spares(dev, 0);
@@ -175,7 +177,7 @@ allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stre
             grow = block_map_grow_count(&dev->map);
         *addr = b->addr;
     }
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     if (grow)
         grow_map(dev, grow);
     return rc;
@@ -193,7 +195,7 @@ free_common(struct allocator *alloc, uint64_t addr, bool has_stream, uint64_t st
         return -CUPROF_ENOTOWNED;
     if (b->seg->pool == TRACE_POOL_TRACE) {
         int rc = alloc_free_whole_segment_locked(dev, b, stack_id);
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
         return rc > 0 ? rc : 0;
     }
     /* The block left the map, so it is ours while the lock is dropped for spares. */
@@ -212,7 +214,7 @@ free_common(struct allocator *alloc, uint64_t addr, bool has_stream, uint64_t st
     if (has_stream)
         alloc_device_note_stream_locked(dev, stream);
     alloc_free_request_locked(dev, b, stack_id, has_stream, stream);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     return 0;
 }
 
@@ -238,7 +240,7 @@ allocator_record_stream(struct allocator *alloc, uint64_t addr, uint64_t stream)
     while (!alloc_device_spares_ready_locked(dev, 1)) {
         int rc = alloc_device_refill_unlocking(dev, 1);
         if (rc != 0) {
-            pthread_mutex_unlock(&dev->lock);
+            alloc_lock_release(&dev->lock);
             return rc;
         }
     }
@@ -259,7 +261,7 @@ allocator_record_stream(struct allocator *alloc, uint64_t addr, uint64_t stream)
         }
         alloc_device_note_stream_locked(dev, stream);
     }
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     return rc;
 }
 
@@ -276,7 +278,7 @@ allocator_track_external(struct allocator *alloc, int device, uint64_t addr, siz
         return rc;
     rc = alloc_device_whole_segment_locked(dev, size, addr, stream, pool, stack_id, &b);
     size_t grow = rc == 0 && block_map_insert(&dev->map, b) ? block_map_grow_count(&dev->map) : 0;
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     if (grow)
         grow_map(dev, grow);
     return rc;
@@ -292,7 +294,7 @@ allocator_untrack_external(struct allocator *alloc, uint64_t addr, uint32_t stac
     if (dev == NULL)
         return -CUPROF_ENOTOWNED;
     (void)alloc_free_whole_segment_locked(dev, b, stack_id);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     return 0;
 }
 
@@ -331,7 +333,7 @@ allocator_lookup(struct allocator *alloc, uint64_t addr, int *device, uint64_t *
         struct alloc_device *dev = &alloc->devices[d];
         if (!alloc_device_may_own(dev, addr))
             continue;
-        pthread_mutex_lock(&dev->lock);
+        alloc_lock_acquire(&dev->lock);
         struct alloc_block *b = block_map_get(&dev->map, addr);
         if (b == NULL)
             b = find_inside_locked(dev, addr);
@@ -340,7 +342,7 @@ allocator_lookup(struct allocator *alloc, uint64_t addr, int *device, uint64_t *
             *block_addr = b->addr;
             *block_size = b->size;
         }
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
         if (b != NULL)
             return true;
     }
@@ -356,9 +358,9 @@ allocator_empty_cache(struct allocator *alloc, int device)
         if (device != -1 && d != device)
             continue;
         struct alloc_device *dev = &alloc->devices[d];
-        pthread_mutex_lock(&dev->lock);
+        alloc_lock_acquire(&dev->lock);
         alloc_free_release_cached_locked(dev);
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
     }
     return 0;
 }
@@ -398,7 +400,7 @@ allocator_forget_device(struct allocator *alloc, int device)
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL)
         return;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     /* The driver already destroyed the events along with the context. */
     while (dev->events != NULL) {
         struct alloc_aux *a = dev->events;
@@ -433,7 +435,7 @@ allocator_forget_device(struct allocator *alloc, int device)
     }
     dev->stream_count = 0;
     dev->streams_overflow = false;
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
 }
 
 void
@@ -443,9 +445,9 @@ allocator_process_events(struct allocator *alloc, int device)
         if (device != -1 && d != device)
             continue;
         struct alloc_device *dev = &alloc->devices[d];
-        pthread_mutex_lock(&dev->lock);
+        alloc_lock_acquire(&dev->lock);
         alloc_free_process_events_locked(dev);
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
     }
 }
 
@@ -455,9 +457,9 @@ allocator_set_memory_fraction(struct allocator *alloc, int device, double fracti
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL || !(fraction >= 0.0 && fraction <= 1.0))
         return -CUPROF_EINVAL;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     int rc = set_fraction_locked(alloc, dev, fraction);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     return rc;
 }
 
@@ -469,9 +471,9 @@ allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *ou
         memory_stats_init(out, -1);
         return;
     }
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     *out = dev->stats;
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
 }
 
 void
@@ -480,9 +482,9 @@ allocator_reset_peak_stats(struct allocator *alloc, int device)
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL)
         return;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     memory_stats_reset_peak(&dev->stats);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
 }
 
 void
@@ -491,9 +493,9 @@ allocator_reset_accumulated_stats(struct allocator *alloc, int device)
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL)
         return;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     memory_stats_reset_accumulated(&dev->stats);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
 }
 
 size_t
@@ -502,10 +504,10 @@ allocator_reserved_bytes(struct allocator *alloc, int device)
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL)
         return 0;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     int64_t cached =
         dev->stats.reserved_bytes[STAT_ALL].current - dev->stats.allocated_bytes[STAT_ALL].current;
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     return cached > 0 ? (size_t)cached : 0;
 }
 
@@ -518,9 +520,9 @@ allocator_last_oom_message(struct allocator *alloc, int device, char *buf, size_
     buf[0] = '\0';
     if (dev == NULL)
         return;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     snprintf(buf, len, "%s", dev->oom_message);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
 }
 
 int
@@ -534,7 +536,7 @@ allocator_lock_device(struct allocator *alloc, int device)
 {
     struct alloc_device *dev = device_at(alloc, device);
     if (dev != NULL)
-        pthread_mutex_lock(&dev->lock);
+        alloc_lock_acquire(&dev->lock);
 }
 
 void
@@ -542,5 +544,5 @@ allocator_unlock_device(struct allocator *alloc, int device)
 {
     struct alloc_device *dev = device_at(alloc, device);
     if (dev != NULL)
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
 }
