@@ -477,6 +477,17 @@ allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *ou
 }
 
 void
+allocator_get_stats_locked(struct allocator *alloc, int device, struct memory_stats *out)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL) {
+        memory_stats_init(out, -1);
+        return;
+    }
+    *out = dev->stats;
+}
+
+void
 allocator_reset_peak_stats(struct allocator *alloc, int device)
 {
     struct alloc_device *dev = device_at(alloc, device);

@@ -71,6 +71,8 @@ int allocator_set_memory_fraction(struct allocator *alloc, int device, double fr
 
 /* Copies of the per-device counters (PyTorch's memory_stats), and their resets. */
 void allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *out);
+/* The same with the device lock already held (a dump copies stats with the block table). */
+void allocator_get_stats_locked(struct allocator *alloc, int device, struct memory_stats *out);
 void allocator_reset_peak_stats(struct allocator *alloc, int device);
 void allocator_reset_accumulated_stats(struct allocator *alloc, int device);
 /* Bytes cached but not allocated (what cudaMemGetInfo must still count as used). */

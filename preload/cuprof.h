@@ -1,18 +1,103 @@
 /* cuprof.h: the public C API of libcuprof.so (PyTorch's memory-management calls for C/C++).
  * Locking: every call is thread-safe.
- * Hot path: no. */
+ * Hot path: no. Every helper is static inline and finds libcuprof's function with dlsym, so a
+ *   program built with this header runs unchanged without the shim (the calls then return 0,
+ *   NULL or CUPROF_ERROR_NOT_LOADED). Nothing to link: pkg-config --cflags cuprof. */
 #ifndef CUPROF_H
 #define CUPROF_H
 
-#ifdef __cplusplus
-extern "C" {
+#include <stddef.h>
+
+/* Results of the int-returning calls. */
+#define CUPROF_SUCCESS          0
+#define CUPROF_ERROR_NOT_LOADED (-1) /* libcuprof.so is not preloaded */
+#define CUPROF_ERROR_DISABLED   (-2) /* CUPROF_MODE=off, or no CUDA device */
+#define CUPROF_ERROR_INVALID    (-3) /* bad argument (device out of range, unknown mode string) */
+#define CUPROF_ERROR_IO         (-4) /* the snapshot file could not be written */
+#define CUPROF_ERROR_NOMEM      (-5) /* out of host memory */
+
+/* `device` is a device ordinal; a negative value means the calling thread's current device
+ * (PyTorch's device=None). Byte counts are 0 when the shim is absent or disabled.
+ *
+ * const char *cuprof_version(void);                  "0.1.0", or NULL
+ * size_t cuprof_memory_allocated(int device);        allocated_bytes.all.current
+ * size_t cuprof_memory_reserved(int device);         reserved_bytes.all.current
+ * size_t cuprof_max_memory_allocated(int device);    allocated_bytes.all.peak
+ * size_t cuprof_max_memory_reserved(int device);     reserved_bytes.all.peak
+ * int cuprof_reset_peak_memory_stats(int device);
+ * int cuprof_reset_accumulated_memory_stats(int device);
+ * int cuprof_empty_cache(void);                      releases every unused cached segment
+ * int cuprof_set_per_process_memory_fraction(double fraction, int device);   0 < fraction <= 1
+ * char *cuprof_memory_stats_json(int device);        {"active.all.allocated": 0, ...}; free() it
+ * char *cuprof_memory_summary(int device);           torch.cuda.memory_summary()'s table; free()
+ * int cuprof_record_memory_history(const char *enabled, const char *context, const char *stacks,
+ *                                  size_t max_entries);
+ *     PyTorch's _record_memory_history: enabled NULL (stop and clear), "state" or "all";
+ *     context NULL (no stacks), "state"/"alloc" (stack on alloc) or "all" (alloc and free);
+ *     stacks NULL, "python" or "all" (cuprof records native stacks either way);
+ *     max_entries 0 keeps CUPROF_MAX_ENTRIES.
+ * int cuprof_dump_snapshot(const char *path);  NULL: a new file named by CUPROF_SNAPSHOT;
+ *     otherwise exactly `path` (.pickle/.pkl or .json), replaced atomically like PyTorch's.
+ * int cuprof_annotate(const char *label);      marks a phase ("forward") in every device's trace
+ */
+#define CUPROF_API_FUNCS(X)                                                                        \
+    X(const char *, cuprof_version, (void), (), NULL)                                              \
+    X(size_t, cuprof_memory_allocated, (int device), (device), 0)                                  \
+    X(size_t, cuprof_memory_reserved, (int device), (device), 0)                                   \
+    X(size_t, cuprof_max_memory_allocated, (int device), (device), 0)                              \
+    X(size_t, cuprof_max_memory_reserved, (int device), (device), 0)                               \
+    X(int, cuprof_reset_peak_memory_stats, (int device), (device), CUPROF_ERROR_NOT_LOADED)        \
+    X(int, cuprof_reset_accumulated_memory_stats, (int device), (device), CUPROF_ERROR_NOT_LOADED) \
+    X(int, cuprof_empty_cache, (void), (), CUPROF_ERROR_NOT_LOADED)                                \
+    X(int, cuprof_set_per_process_memory_fraction, (double fraction, int device),                  \
+      (fraction, device), CUPROF_ERROR_NOT_LOADED)                                                 \
+    X(char *, cuprof_memory_stats_json, (int device), (device), NULL)                              \
+    X(char *, cuprof_memory_summary, (int device), (device), NULL)                                 \
+    X(int, cuprof_record_memory_history,                                                           \
+      (const char *enabled, const char *context, const char *stacks, size_t max_entries),          \
+      (enabled, context, stacks, max_entries), CUPROF_ERROR_NOT_LOADED)                            \
+    X(int, cuprof_dump_snapshot, (const char *path), (path), CUPROF_ERROR_NOT_LOADED)              \
+    X(int, cuprof_annotate, (const char *label), (label), CUPROF_ERROR_NOT_LOADED)
+
+#ifdef CUPROF_BUILDING_LIBRARY
+/* libcuprof.so itself: the real, exported functions. */
+#define CUPROF_DECLARE_(ret, name, params, args, fallback) ret name params;
+CUPROF_API_FUNCS(CUPROF_DECLARE_)
+#undef CUPROF_DECLARE_
+#else
+#include <dlfcn.h>
+#include <string.h>
+#ifndef RTLD_DEFAULT
+#define RTLD_DEFAULT ((void *)0) /* glibc's value; dlfcn.h hides it without _GNU_SOURCE */
 #endif
 
-/* The library's version string, e.g. "0.1.0". */
-const char *cuprof_version(void);
-
-#ifdef __cplusplus
+/* Looks the exported function up once (RTLD_DEFAULT finds the preloaded shim). */
+static inline void *
+cuprof_resolve_(void **slot, const char *name)
+{
+    void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (fn == NULL) {
+        fn = dlsym(RTLD_DEFAULT, name);
+        if (fn != NULL)
+            __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
 }
+
+/* memcpy: ISO C has no cast between object and function pointers. */
+#define CUPROF_INLINE_(ret, name, params, args, fallback)                                          \
+    static inline ret name params                                                                  \
+    {                                                                                              \
+        static void *slot;                                                                         \
+        void *sym = cuprof_resolve_(&slot, #name);                                                 \
+        ret(*fn) params;                                                                           \
+        if (sym == NULL)                                                                           \
+            return fallback;                                                                       \
+        memcpy(&fn, &sym, sizeof fn);                                                              \
+        return fn args;                                                                            \
+    }
+CUPROF_API_FUNCS(CUPROF_INLINE_)
+#undef CUPROF_INLINE_
 #endif
 
 #endif

@@ -44,4 +44,8 @@ const struct cuprof_config *runtime_config(void);
 bool runtime_log_info(void);
 bool runtime_log_debug(void);
 
+/* Writes one line (a newline is added) to stderr with a single write(2). Not for signal handlers
+ * or allocator locks (formats with vsnprintf). Callers check runtime_log_info/debug first. */
+__attribute__((format(printf, 1, 2))) void runtime_log(const char *fmt, ...);
+
 #endif

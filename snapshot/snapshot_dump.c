@@ -25,6 +25,7 @@ struct dump_buffers {
     size_t segment_cap, block_cap, record_cap;
     size_t segment_count, block_count, record_count;
     uint64_t dropped;
+    struct memory_stats stats; /* copied under the same lock as the blocks */
 };
 
 /* Stack-id -> model stack index (+1), and the symbolizer state. */
@@ -65,6 +66,7 @@ copy_device(struct allocator *alloc, struct trace_ring *ring, int device, struct
         if (ns <= b->segment_cap && nb <= b->block_cap && ne <= b->record_cap &&
             allocator_copy_locked(alloc, device, b->segments, b->segment_cap, b->blocks,
                                   b->block_cap, &b->segment_count, &b->block_count) == 0) {
+            allocator_get_stats_locked(alloc, device, &b->stats);
             b->record_count = 0;
             b->dropped = 0;
             if (ring != NULL)
@@ -226,7 +228,20 @@ set_allocator_settings(struct snapshot *snap, const struct alloc_config *c)
 }
 
 static int
-add_cuprof(struct snapshot *snap, struct allocator *alloc, const struct dump_info *info)
+set_device_stats(struct snapshot *snap, int device, const struct memory_stats *ms)
+{
+    struct memory_stat_kv kv[MEMORY_STATS_KEY_COUNT];
+    struct snap_stat st[MEMORY_STATS_KEY_COUNT];
+    size_t n = memory_stats_flatten(ms, kv, MEMORY_STATS_KEY_COUNT);
+    if (n > MEMORY_STATS_KEY_COUNT)
+        n = MEMORY_STATS_KEY_COUNT;
+    for (size_t i = 0; i < n; i++)
+        st[i] = (struct snap_stat){kv[i].key, kv[i].value};
+    return snapshot_set_stats(snap, (size_t)device, st, n) != 0 ? -CUPROF_EHOSTMEM : 0;
+}
+
+static int
+add_cuprof(struct snapshot *snap, const struct dump_info *info)
 {
     struct snap_cuprof *c = &snap->cuprof;
     c->present = true;
@@ -242,19 +257,6 @@ add_cuprof(struct snapshot *snap, struct allocator *alloc, const struct dump_inf
             return -CUPROF_EHOSTMEM;
     if (info->argv != NULL && snapshot_set_argv(snap, info->argv, info->argc) != 0)
         return -CUPROF_EHOSTMEM;
-    for (size_t d = 0; d < snap->device_count; d++) {
-        struct memory_stats ms;
-        struct memory_stat_kv kv[MEMORY_STATS_KEY_COUNT];
-        struct snap_stat st[MEMORY_STATS_KEY_COUNT];
-        allocator_get_stats(alloc, (int)d, &ms);
-        size_t n = memory_stats_flatten(&ms, kv, MEMORY_STATS_KEY_COUNT);
-        if (n > MEMORY_STATS_KEY_COUNT)
-            n = MEMORY_STATS_KEY_COUNT;
-        for (size_t i = 0; i < n; i++)
-            st[i] = (struct snap_stat){kv[i].key, kv[i].value};
-        if (snapshot_set_stats(snap, d, st, n) != 0)
-            return -CUPROF_EHOSTMEM;
-    }
     return 0;
 }
 
@@ -282,10 +284,12 @@ snapshot_dump_build(struct allocator *alloc, struct trace_ring *ring, const stru
         }
         if (rc == 0)
             rc = add_device(snap, ring, &ds, d, &b);
+        if (rc == 0)
+            rc = set_device_stats(snap, d, &b.stats);
     }
     if (rc == 0) {
         set_allocator_settings(snap, info->alloc_config);
-        rc = add_cuprof(snap, alloc, info);
+        rc = add_cuprof(snap, info);
     }
     if (own_sym && ds.sym != NULL)
         symbolizer_destroy(ds.sym);

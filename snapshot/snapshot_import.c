@@ -358,7 +358,7 @@ import_settings(struct imp *im, const struct sval *a)
         return fail(im, -CUPROF_EFORMAT, "%s: %s, expected dict", w, sval_type_name(a));
     struct snap_allocator_settings *s = &im->snap->allocator_settings;
     im->snap->has_allocator_settings = true;
-    int64_t v;
+    int64_t v = 0;
     if (get_str(im, w, a, "PYTORCH_CUDA_ALLOC_CONF", &s->alloc_conf) < 0 ||
         get_int(im, w, a, "max_split_size", false, &s->max_split_size) < 0 ||
         get_int(im, w, a, "pinned_num_register_threads", false, &s->pinned_num_register_threads) <

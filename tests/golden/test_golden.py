@@ -3,7 +3,8 @@
 checks with Python's stdlib that (1) the pickle uses only the opcodes MemoryViz.js and pickle both
 accept (protocol 4, MEMOIZE/BINGET only, batches <= 1000, shared frame objects), (2) both files
 hold the same content, (3) check_snapshot.py finds no problem, and (4) the normalised content
-(addresses relative to the first segment, times, pid, host and version dropped) equals
+(addresses relative to the first segment, times, pid, host and version dropped, frame
+file names reduced to their base name) equals
 expected/NAME.json. CUPROF_GOLDEN_UPDATE=1 rewrites the expectation instead (review the diff!).
 
 Usage: test_golden.py PROGRAM NAME EXPECTED_DIR OUTDIR [PROGRAM ARGS...]"""
@@ -75,6 +76,8 @@ def normalise(snap):
                     continue
                 if k in ("address", "addr") and isinstance(x, int) and x >= base:
                     x = f"base+{x - base:#x}"
+                if k == "filename" and isinstance(x, str):
+                    x = os.path.basename(x)  # DWARF paths depend on the build directory
                 out[k] = walk(x)
             return out
         return v

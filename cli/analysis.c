@@ -1,0 +1,304 @@
+/* analysis.c: trace walks shared by summary, flamegraph, timeline, plot and diff. */
+#include "cli/analysis.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator/allocator.h"
+#include "allocator/trace_sink.h"
+
+size_t
+analysis_device_count(const struct snapshot *snap)
+{
+    size_t n = snap->device_count;
+    for (size_t i = 0; i < snap->segment_count; i++)
+        if (snap->segments[i].device >= 0 && (size_t)snap->segments[i].device + 1 > n)
+            n = (size_t)snap->segments[i].device + 1;
+    return n;
+}
+
+static const struct snap_device_trace *
+trace_of(const struct snapshot *snap, size_t device)
+{
+    static const struct snap_device_trace empty = {NULL, 0, 0};
+    return device < snap->device_count ? &snap->device_traces[device] : &empty;
+}
+
+static bool
+block_is_live(const struct snap_block *b)
+{
+    return b->state == BLOCK_ACTIVE_ALLOCATED || b->state == BLOCK_ACTIVE_PENDING_FREE;
+}
+
+/* The live allocations at the first entry: the final active blocks with the trace undone
+ * backwards (MemoryViz's rule: an alloc was not live before it, a free_completed was). */
+static int
+initial_map(const struct snapshot *snap, size_t device, struct addr_map *map)
+{
+    addr_map_init(map);
+    for (size_t s = 0; s < snap->segment_count; s++) {
+        const struct snap_segment *seg = &snap->segments[s];
+        if ((size_t)seg->device != device)
+            continue;
+        for (uint32_t k = 0; k < seg->block_count; k++) {
+            const struct snap_block *b = &snap->blocks[seg->first_block + k];
+            if (!block_is_live(b))
+                continue;
+            uint64_t size = b->requested_size ? b->requested_size : b->size;
+            if (addr_map_put(map, b->addr, size, b->stack) != 0)
+                return -1;
+        }
+    }
+    const struct snap_device_trace *t = trace_of(snap, device);
+    for (size_t i = t->count; i-- > 0;) {
+        const struct snap_entry *e = &t->entries[i];
+        if (e->action == TRACE_ALLOC)
+            (void)addr_map_remove(map, e->addr, NULL);
+        else if (e->action == TRACE_FREE_COMPLETED &&
+                 addr_map_put(map, e->addr, e->size, e->stack) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static uint64_t
+map_total(const struct addr_map *map)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < map->cap; i++)
+        if (map->slots[i].addr != 0)
+            total += map->slots[i].size;
+    return total;
+}
+
+/* Applies one entry to the live map; returns the change of live bytes. */
+static int
+apply(struct addr_map *map, const struct snap_entry *e, int64_t *delta)
+{
+    struct addr_map_item old;
+    *delta = 0;
+    if (e->action == TRACE_ALLOC) {
+        if (addr_map_remove(map, e->addr, &old))
+            *delta -= (int64_t)old.size;
+        if (addr_map_put(map, e->addr, e->size, e->stack) != 0)
+            return -1;
+        *delta += (int64_t)e->size;
+    } else if (e->action == TRACE_FREE_COMPLETED) {
+        if (addr_map_remove(map, e->addr, &old))
+            *delta -= (int64_t)old.size;
+    }
+    return 0;
+}
+
+static int64_t
+reserved_delta(const struct snap_entry *e)
+{
+    switch (e->action) {
+    case TRACE_SEGMENT_ALLOC:
+    case TRACE_SEGMENT_MAP:
+        return (int64_t)e->size;
+    case TRACE_SEGMENT_FREE:
+    case TRACE_SEGMENT_UNMAP:
+        return -(int64_t)e->size;
+    default:
+        return 0;
+    }
+}
+
+static void
+table_totals(const struct snapshot *snap, size_t device, struct device_analysis *a)
+{
+    for (size_t s = 0; s < snap->segment_count; s++) {
+        const struct snap_segment *seg = &snap->segments[s];
+        if ((size_t)seg->device != device)
+            continue;
+        a->segments++;
+        a->table_reserved += seg->total_size;
+        for (uint32_t k = 0; k < seg->block_count; k++) {
+            const struct snap_block *b = &snap->blocks[seg->first_block + k];
+            a->blocks++;
+            if (b->state == BLOCK_ACTIVE_ALLOCATED)
+                a->table_allocated += b->size;
+            if (block_is_live(b)) {
+                a->table_active += b->size;
+                a->table_requested += b->requested_size;
+            } else {
+                a->free_total += b->size;
+                if (b->size > a->largest_free)
+                    a->largest_free = b->size;
+            }
+        }
+    }
+}
+
+int
+analysis_run(const struct snapshot *snap, size_t device, bool series, struct device_analysis *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->device = device;
+    const struct snap_device_trace *t = trace_of(snap, device);
+    out->count = t->count;
+    out->dropped = t->dropped;
+    table_totals(snap, device, out);
+
+    struct addr_map map;
+    if (initial_map(snap, device, &map) != 0) {
+        addr_map_free(&map);
+        return -1;
+    }
+    /* Reserved bytes at the first entry: the final segments minus what the trace added. */
+    int64_t reserved = (int64_t)out->table_reserved;
+    for (size_t i = 0; i < t->count; i++)
+        reserved -= reserved_delta(&t->entries[i]);
+    if (reserved < 0)
+        reserved = 0;
+    int64_t live = (int64_t)map_total(&map);
+    out->start_live = (uint64_t)live;
+    out->start_reserved = (uint64_t)reserved;
+    out->mid_run = t->dropped > 0 || live > 0 || reserved > 0;
+    out->peak_live = (uint64_t)live;
+    out->peak_reserved = (uint64_t)reserved;
+    out->reserved_at_peak_live = (uint64_t)reserved;
+    if (series) {
+        out->live_series = malloc((t->count + 1) * sizeof(uint64_t));
+        out->reserved_series = malloc((t->count + 1) * sizeof(uint64_t));
+        if (out->live_series == NULL || out->reserved_series == NULL) {
+            addr_map_free(&map);
+            analysis_free(out);
+            return -1;
+        }
+        out->live_series[0] = (uint64_t)live;
+        out->reserved_series[0] = (uint64_t)reserved;
+    }
+    for (size_t i = 0; i < t->count; i++) {
+        const struct snap_entry *e = &t->entries[i];
+        int64_t d;
+        if (apply(&map, e, &d) != 0) {
+            addr_map_free(&map);
+            analysis_free(out);
+            return -1;
+        }
+        live += d;
+        reserved += reserved_delta(e);
+        if (reserved < 0)
+            reserved = 0;
+        if (e->action == TRACE_OOM)
+            out->oom_count++;
+        if (e->has_time)
+            out->has_time = true;
+        /* Ties keep the first time a peak was reached. */
+        if ((uint64_t)live > out->peak_live) {
+            out->peak_live = (uint64_t)live;
+            out->peak_live_at = i + 1;
+            out->reserved_at_peak_live = (uint64_t)reserved;
+        }
+        if ((uint64_t)reserved > out->peak_reserved) {
+            out->peak_reserved = (uint64_t)reserved;
+            out->peak_reserved_at = i + 1;
+        }
+        if (series) {
+            out->live_series[i + 1] = (uint64_t)live;
+            out->reserved_series[i + 1] = (uint64_t)reserved;
+        }
+    }
+    out->end_live = (uint64_t)live;
+    out->end_reserved = (uint64_t)reserved;
+    addr_map_free(&map);
+    return 0;
+}
+
+void
+analysis_free(struct device_analysis *a)
+{
+    free(a->live_series);
+    free(a->reserved_series);
+    a->live_series = NULL;
+    a->reserved_series = NULL;
+}
+
+int
+analysis_live_at(const struct snapshot *snap, size_t device, size_t at, struct addr_map_item **out,
+                 size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    struct addr_map map;
+    if (initial_map(snap, device, &map) != 0) {
+        addr_map_free(&map);
+        return -1;
+    }
+    const struct snap_device_trace *t = trace_of(snap, device);
+    if (at > t->count)
+        at = t->count;
+    for (size_t i = 0; i < at; i++) {
+        int64_t d;
+        if (apply(&map, &t->entries[i], &d) != 0) {
+            addr_map_free(&map);
+            return -1;
+        }
+    }
+    size_t count = addr_map_sorted(&map, out);
+    addr_map_free(&map);
+    if (count == (size_t)-1)
+        return -1;
+    *n = count;
+    return 0;
+}
+
+static int
+cmp_site(const void *a, const void *b)
+{
+    const struct site_total *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? 1 : -1;
+    return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+int
+analysis_sites(const struct addr_map_item *items, size_t n, struct site_total **out, size_t *nsites)
+{
+    *out = NULL;
+    *nsites = 0;
+    struct addr_map by_stack; /* key: stack + 1 (0 means empty), size: bytes, stack: count */
+    addr_map_init(&by_stack);
+    for (size_t i = 0; i < n; i++) {
+        struct addr_map_item *s = addr_map_get(&by_stack, (uint64_t)items[i].stack + 1);
+        if (s != NULL) {
+            s->size += items[i].size;
+            s->stack++;
+        } else if (addr_map_put(&by_stack, (uint64_t)items[i].stack + 1, items[i].size, 1) != 0) {
+            addr_map_free(&by_stack);
+            return -1;
+        }
+    }
+    struct site_total *sites = by_stack.count ? malloc(by_stack.count * sizeof(*sites)) : NULL;
+    if (by_stack.count && sites == NULL) {
+        addr_map_free(&by_stack);
+        return -1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < by_stack.cap; i++) {
+        if (by_stack.slots[i].addr == 0)
+            continue;
+        sites[k].stack = (uint32_t)(by_stack.slots[i].addr - 1);
+        sites[k].bytes = by_stack.slots[i].size;
+        sites[k].count = by_stack.slots[i].stack;
+        k++;
+    }
+    addr_map_free(&by_stack);
+    if (k > 1)
+        qsort(sites, k, sizeof(*sites), cmp_site);
+    *out = sites;
+    *nsites = k;
+    return 0;
+}
+
+bool
+analysis_time_at(const struct snapshot *snap, size_t device, size_t at, int64_t *time_us)
+{
+    const struct snap_device_trace *t = trace_of(snap, device);
+    if (at == 0 || at > t->count || !t->entries[at - 1].has_time)
+        return false;
+    *time_us = t->entries[at - 1].time_us;
+    return true;
+}

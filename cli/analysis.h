@@ -1,0 +1,67 @@
+/* analysis.h: one device's history walked once: live and reserved bytes after every trace entry,
+ *   their peaks and where they happened, the state at the first entry rebuilt backwards from the
+ *   segments (as MemoryViz does), live blocks at any entry, and totals by call site.
+ * Locking: none (single-threaded command).
+ * Hot path: no; O(entries) with one hash map. */
+#ifndef CUPROF_CLI_ANALYSIS_H
+#define CUPROF_CLI_ANALYSIS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/addr_map.h"
+#include "snapshot/snapshot_model.h"
+
+/* "live" bytes are the requested sizes of allocations not yet free_completed: exactly what the
+ * trace records, and what MemoryViz's Active Memory Timeline stacks. "reserved" bytes are segment
+ * bytes (segment_alloc/map minus segment_free/unmap). Index k means "after k entries": 0 is the
+ * state at the first entry, count is the state at the end (the snapshot's block table). */
+struct device_analysis {
+    size_t device;
+    size_t count; /* trace entries */
+    uint64_t dropped;
+    bool mid_run; /* the history does not start from an empty device */
+    uint64_t start_live, start_reserved;
+    uint64_t end_live, end_reserved;
+    uint64_t peak_live, peak_reserved;
+    size_t peak_live_at, peak_reserved_at;
+    uint64_t reserved_at_peak_live;
+    size_t oom_count;
+    bool has_time;
+    /* The block table (final state). */
+    size_t segments, blocks;
+    uint64_t table_reserved, table_allocated, table_active, table_requested;
+    uint64_t free_total, largest_free; /* inactive blocks */
+    /* Optional series (count + 1 values each), when asked for. */
+    uint64_t *live_series, *reserved_series;
+};
+
+/* Devices a snapshot speaks about: device_traces and every segment's device. */
+size_t analysis_device_count(const struct snapshot *snap);
+
+/* Walks device `device`. With `series` fills the two series (free with analysis_free).
+ * Returns 0, or -1 when host memory runs out. */
+__attribute__((warn_unused_result)) int analysis_run(const struct snapshot *snap, size_t device,
+                                                     bool series, struct device_analysis *out);
+void analysis_free(struct device_analysis *a);
+
+/* Live allocations (addr, requested size, stack) after `at` entries, sorted by address.
+ * *out is malloc'd (NULL when none). Returns 0, or -1 when host memory runs out. */
+__attribute__((warn_unused_result)) int analysis_live_at(const struct snapshot *snap, size_t device,
+                                                         size_t at, struct addr_map_item **out,
+                                                         size_t *n);
+
+/* Bytes and allocation count per call site (stack index), largest bytes first. */
+struct site_total {
+    uint32_t stack;
+    uint64_t bytes;
+    uint64_t count;
+};
+__attribute__((warn_unused_result)) int analysis_sites(const struct addr_map_item *items, size_t n,
+                                                       struct site_total **out, size_t *nsites);
+
+/* The time of the state after `at` entries (the entry's time_us); false when unknown. */
+bool analysis_time_at(const struct snapshot *snap, size_t device, size_t at, int64_t *time_us);
+
+#endif

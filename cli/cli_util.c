@@ -1,0 +1,259 @@
+/* cli_util.c: loading, formatting and progress shared by the subcommands. */
+#include "cli/cli_util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "snapshot/snapshot_read.h"
+
+int
+cli_load(const char *path, struct snapshot **out)
+{
+    struct stat st;
+    *out = NULL;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "cuprof: %s: %s\n", path, strerror(errno));
+        return CLI_BADUSE;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "cuprof: %s: is a directory, not a snapshot\n", path);
+        return CLI_BADUSE;
+    }
+    bool show = isatty(STDERR_FILENO) && st.st_size > (64 << 20);
+    if (show)
+        fprintf(stderr, "cuprof: reading %s (%" PRId64 " MiB)...", path,
+                (int64_t)(st.st_size >> 20));
+    char err[512] = "";
+    int rc = snapshot_read_file(path, out, err, sizeof(err));
+    if (show)
+        fprintf(stderr, "\r\033[K");
+    if (rc != 0 || *out == NULL) {
+        /* The reader names the file; add it when a message does not. */
+        if (err[0] == '\0')
+            fprintf(stderr, "cuprof: %s: not a readable snapshot\n", path);
+        else if (strstr(err, path) != NULL)
+            fprintf(stderr, "%s%s\n", strncmp(err, "cuprof: ", 8) == 0 ? "" : "cuprof: ", err);
+        else
+            fprintf(stderr, "cuprof: %s: %s\n", path,
+                    strncmp(err, "cuprof: ", 8) == 0 ? err + 8 : err);
+        return CLI_BADUSE;
+    }
+    return CLI_OK;
+}
+
+int
+cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "cuprof: %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see `cuprof %s --help`)\n", cmd);
+    return CLI_BADUSE;
+}
+
+const char *
+cli_size(uint64_t bytes, char *buf, size_t len)
+{
+    /* PyTorch's format_size (the OOM message's units). */
+    if (bytes < 1024)
+        snprintf(buf, len, "%" PRIu64 " bytes", bytes);
+    else if (bytes < 1048576)
+        snprintf(buf, len, "%.2f KiB", (double)bytes / 1024.0);
+    else if (bytes < 1073741824)
+        snprintf(buf, len, "%.2f MiB", (double)bytes / 1048576.0);
+    else
+        snprintf(buf, len, "%.2f GiB", (double)bytes / 1073741824.0);
+    return buf;
+}
+
+const char *
+cli_action_name(unsigned action)
+{
+    static const char *const names[] = {
+        "alloc",        "free_requested", "free_completed", "segment_alloc",
+        "segment_free", "segment_map",    "segment_unmap",  "oom",
+        "snapshot",     "annotate",
+    };
+    return action < sizeof(names) / sizeof(names[0]) ? names[action] : "unknown";
+}
+
+void
+cli_frame_text(const struct snapshot *snap, uint32_t frame, char *buf, size_t len)
+{
+    if (frame >= snap->frame_count) {
+        snprintf(buf, len, "??");
+        return;
+    }
+    const struct snap_frame *f = &snap->frames[frame];
+    const char *name = f->name ? f->name : "??";
+    const char *file = f->filename ? f->filename : "??";
+    if (strcmp(file, "??") == 0 || file[0] == '\0')
+        snprintf(buf, len, "%s", name);
+    else
+        snprintf(buf, len, "%s (%s:%" PRId64 ")", name, file, f->line);
+}
+
+void
+cli_print_stack(FILE *out, const struct snapshot *snap, uint32_t stack, int indent,
+                size_t max_frames)
+{
+    if (stack == 0 || stack >= snap->stack_count || snap->stacks[stack].count == 0) {
+        fprintf(out, "%*s[no stack recorded]\n", indent, "");
+        return;
+    }
+    const struct snap_stack *s = &snap->stacks[stack];
+    char text[1024];
+    for (uint32_t i = 0; i < s->count; i++) {
+        if (i == max_frames) {
+            fprintf(out, "%*s... %" PRIu32 " more\n", indent, "", s->count - i);
+            break;
+        }
+        uint32_t fi =
+            s->first + i < snap->stack_frame_count ? snap->stack_frames[s->first + i] : UINT32_MAX;
+        cli_frame_text(snap, fi, text, sizeof(text));
+        fprintf(out, "%*s%s\n", indent, "", text);
+    }
+}
+
+char *
+cli_stack_line(const struct snapshot *snap, uint32_t stack, const char *sep, bool outer_first)
+{
+    size_t cap = 256, len = 0;
+    char *line = malloc(cap);
+    if (line == NULL)
+        return NULL;
+    line[0] = '\0';
+    if (stack == 0 || stack >= snap->stack_count || snap->stacks[stack].count == 0) {
+        snprintf(line, cap, "[no stack]");
+        return line;
+    }
+    const struct snap_stack *s = &snap->stacks[stack];
+    char text[1024];
+    for (uint32_t k = 0; k < s->count; k++) {
+        uint32_t i = outer_first ? s->count - 1 - k : k;
+        uint32_t fi =
+            s->first + i < snap->stack_frame_count ? snap->stack_frames[s->first + i] : UINT32_MAX;
+        cli_frame_text(snap, fi, text, sizeof(text));
+        size_t need = len + strlen(sep) + strlen(text) + 1;
+        if (need > cap) {
+            while (cap < need)
+                cap *= 2;
+            char *bigger = realloc(line, cap);
+            if (bigger == NULL) {
+                free(line);
+                return NULL;
+            }
+            line = bigger;
+        }
+        if (k > 0) {
+            memcpy(line + len, sep, strlen(sep));
+            len += strlen(sep);
+        }
+        memcpy(line + len, text, strlen(text) + 1);
+        len += strlen(text);
+    }
+    return line;
+}
+
+void
+cli_progress_begin(struct cli_progress *p, const char *what)
+{
+    p->enabled = isatty(STDERR_FILENO) != 0;
+    p->what = what;
+    p->last_percent = -1;
+}
+
+void
+cli_progress_update(struct cli_progress *p, size_t done, size_t total)
+{
+    if (!p->enabled || total == 0)
+        return;
+    int percent = (int)((double)done * 100.0 / (double)total);
+    if (percent == p->last_percent)
+        return;
+    p->last_percent = percent;
+    fprintf(stderr, "\rcuprof: %s %3d%%", p->what, percent);
+    fflush(stderr);
+}
+
+void
+cli_progress_end(struct cli_progress *p)
+{
+    if (p->enabled && p->last_percent >= 0)
+        fprintf(stderr, "\r\033[K");
+    p->last_percent = -1;
+}
+
+bool
+cli_parse_u64(const char *text, uint64_t *value)
+{
+    if (text == NULL || *text < '0' || *text > '9')
+        return false;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *value = (uint64_t)v;
+    return true;
+}
+
+void
+cli_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        switch (*p) {
+        case '"':
+            fputs("\\\"", out);
+            break;
+        case '\\':
+            fputs("\\\\", out);
+            break;
+        case '\n':
+            fputs("\\n", out);
+            break;
+        case '\t':
+            fputs("\\t", out);
+            break;
+        case '\r':
+            fputs("\\r", out);
+            break;
+        default:
+            /* '<' escaped too, so the text can sit inside an HTML <script>. */
+            if (*p < 0x20 || *p == '<')
+                fprintf(out, "\\u%04x", *p);
+            else
+                fputc(*p, out);
+        }
+    }
+    fputc('"', out);
+}
+
+void
+cli_json_frames(FILE *out, const struct snapshot *snap, uint32_t stack)
+{
+    fputc('[', out);
+    if (stack != 0 && stack < snap->stack_count) {
+        const struct snap_stack *s = &snap->stacks[stack];
+        for (uint32_t i = 0; i < s->count && s->first + i < snap->stack_frame_count; i++) {
+            uint32_t fi = snap->stack_frames[s->first + i];
+            if (fi >= snap->frame_count)
+                continue;
+            const struct snap_frame *f = &snap->frames[fi];
+            fprintf(out, "%s{\"name\": ", i ? ", " : "");
+            cli_json_string(out, f->name);
+            fprintf(out, ", \"filename\": ");
+            cli_json_string(out, f->filename);
+            fprintf(out, ", \"line\": %" PRId64 "}", f->line);
+        }
+    }
+    fputc(']', out);
+}

@@ -1,0 +1,64 @@
+/* cli_util.h: what every cuprof subcommand shares: loading a snapshot with one clear error line,
+ *   size formatting, stack printing, progress on a terminal, usage errors.
+ * Locking: none (single-threaded command).
+ * Hot path: no. */
+#ifndef CUPROF_CLI_UTIL_H
+#define CUPROF_CLI_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "snapshot/snapshot_model.h"
+
+/* Exit statuses of every subcommand. */
+enum cli_exit {
+    CLI_OK = 0,     /* done, nothing found */
+    CLI_FOUND = 1,  /* done, found a problem (leaks, replay differences) */
+    CLI_BADUSE = 2, /* bad usage or unreadable input */
+};
+
+/* Reads a snapshot (pickle or JSON). On failure prints one line naming the file and returns
+ * CLI_BADUSE; returns CLI_OK and sets *out otherwise. */
+__attribute__((warn_unused_result)) int cli_load(const char *path, struct snapshot **out);
+
+/* Prints "cuprof: <cmd>: <message>" and a hint to --help on stderr; returns CLI_BADUSE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* PyTorch's format_size: "123 bytes", "1.50 KiB", "20.00 MiB", "3.00 GiB". */
+const char *cli_size(uint64_t bytes, char *buf, size_t len);
+
+/* PyTorch's action string for enum trace_action ("alloc", "free_completed", ...). */
+const char *cli_action_name(unsigned action);
+
+/* "name (file:line)" of a frame, or just name when the file is unknown. */
+void cli_frame_text(const struct snapshot *snap, uint32_t frame, char *buf, size_t len);
+/* Prints a stack, innermost first, one frame per line after `indent` spaces (at most max_frames,
+ * then "... N more"); "[no stack recorded]" for the empty stack. */
+void cli_print_stack(FILE *out, const struct snapshot *snap, uint32_t stack, int indent,
+                     size_t max_frames);
+/* A stack as one line of frame texts joined by `sep`, outermost first when outer_first is true.
+ * malloc'd; NULL when host memory runs out. Used to compare stacks across files. */
+char *cli_stack_line(const struct snapshot *snap, uint32_t stack, const char *sep,
+                     bool outer_first);
+
+/* Progress of long work, on stderr only when it is a terminal. */
+struct cli_progress {
+    bool enabled;
+    const char *what;
+    int last_percent;
+};
+void cli_progress_begin(struct cli_progress *p, const char *what);
+void cli_progress_update(struct cli_progress *p, size_t done, size_t total);
+void cli_progress_end(struct cli_progress *p);
+
+/* Writes s as a JSON string literal (quotes, escapes; NULL as ""). */
+void cli_json_string(FILE *out, const char *s);
+/* A stack as a JSON list of frame objects {"name", "filename", "line"}, innermost first. */
+void cli_json_frames(FILE *out, const struct snapshot *snap, uint32_t stack);
+
+/* Parses a non-negative integer option value; false on garbage. */
+bool cli_parse_u64(const char *text, uint64_t *value);
+
+#endif

@@ -1,0 +1,128 @@
+/* cmd_flamegraph.c: `cuprof flamegraph FILE`: folded stacks of live bytes for flamegraph.pl,
+ *   speedscope and inferno. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/analysis.h"
+#include "cli/cli_commands.h"
+#include "cli/cli_util.h"
+
+static const char usage_text[] =
+    "usage: cuprof flamegraph [--at peak|end|ENTRY] [--device N] FILE\n\n"
+    "Prints folded stacks, one line per call site: the frames from outermost to innermost\n"
+    "joined by ';', a space, and the live bytes allocated there (requested sizes), as\n"
+    "flamegraph.pl, inferno-flamegraph and speedscope read them:\n"
+    "  cuprof flamegraph run.pickle | flamegraph.pl --countname bytes > live.svg\n\n"
+    "  --at peak    the live peak of the history (default)\n"
+    "  --at end     the end of the history (what was still allocated when FILE was written)\n"
+    "  --at ENTRY   just after trace entry number ENTRY (0-based)\n"
+    "  --device N   the device (default: every device, prefixed with a \"device N\" frame when\n"
+    "               the snapshot has more than one)\n"
+    "  -h, --help   this text\n";
+
+/* Frame text without the folded format's separators. */
+static void
+clean(char *s)
+{
+    for (; *s; s++)
+        if (*s == ';' || *s == '\n')
+            *s = ',';
+}
+
+static int
+fold_device(const struct snapshot *snap, size_t device, const char *at_text, bool prefix)
+{
+    struct device_analysis a;
+    if (analysis_run(snap, device, false, &a) != 0)
+        return -1;
+    size_t at = a.peak_live_at;
+    uint64_t entry;
+    if (strcmp(at_text, "end") == 0)
+        at = a.count;
+    else if (cli_parse_u64(at_text, &entry))
+        at = entry + 1 > a.count ? a.count : (size_t)entry + 1;
+    struct addr_map_item *items;
+    size_t n, nsites;
+    struct site_total *sites;
+    if (analysis_live_at(snap, device, at, &items, &n) != 0)
+        return -1;
+    int rc = analysis_sites(items, n, &sites, &nsites);
+    free(items);
+    if (rc != 0)
+        return -1;
+    for (size_t i = 0; i < nsites; i++) {
+        char *line = cli_stack_line(snap, sites[i].stack, "\x1f", true);
+        if (line == NULL) {
+            free(sites);
+            return -1;
+        }
+        clean(line);
+        for (char *p = line; *p; p++)
+            if (*p == '\x1f')
+                *p = ';';
+        if (prefix)
+            printf("device %zu;", device);
+        printf("%s %" PRIu64 "\n", line, sites[i].bytes);
+        free(line);
+    }
+    free(sites);
+    return 0;
+}
+
+int
+cmd_flamegraph(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"at", required_argument, NULL, 'a'},
+        {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *at = "peak";
+    uint64_t device = UINT64_MAX, entry;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "a:d:h", options, NULL)) != -1) {
+        switch (c) {
+        case 'a':
+            at = optarg;
+            if (strcmp(at, "peak") != 0 && strcmp(at, "end") != 0 && !cli_parse_u64(at, &entry))
+                return cli_usage_error("flamegraph",
+                                       "--at wants peak, end or an entry number, "
+                                       "not \"%s\"",
+                                       at);
+            break;
+        case 'd':
+            if (!cli_parse_u64(optarg, &device))
+                return cli_usage_error("flamegraph", "--device wants a number, not \"%s\"", optarg);
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return CLI_OK;
+        default:
+            return cli_usage_error("flamegraph", "unknown option \"%s\"", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage_error("flamegraph", "expected one snapshot FILE");
+    struct snapshot *snap;
+    int rc = cli_load(argv[optind], &snap);
+    if (rc != CLI_OK)
+        return rc;
+    size_t ndev = analysis_device_count(snap);
+    int status = CLI_OK;
+    for (size_t d = 0; d < ndev; d++) {
+        if (device != UINT64_MAX && d != device)
+            continue;
+        if (fold_device(snap, d, at, device == UINT64_MAX && ndev > 1) != 0) {
+            fprintf(stderr, "cuprof: %s: out of memory\n", argv[optind]);
+            status = CLI_BADUSE;
+            break;
+        }
+    }
+    snapshot_free(snap);
+    return status;
+}

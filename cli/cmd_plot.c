@@ -1,0 +1,416 @@
+/* cmd_plot.c: `cuprof plot FILE -o report.html`: one self-contained HTML page (the viewer template
+ *   compiled into the binary, with the snapshot's numbers embedded as JSON). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator/trace_sink.h"
+#include "cli/analysis.h"
+#include "cli/cli_commands.h"
+#include "cli/cli_util.h"
+#include "cli/report_html.h"
+
+static const char usage_text[] =
+    "usage: cuprof plot [-o report.html] FILE\n\n"
+    "Writes one self-contained HTML file (no network, no CDN) showing, per device: the\n"
+    "allocated and reserved timeline (click it to pick an event), the segment map at the chosen\n"
+    "event with blocks coloured by call site (hover for sizes and stacks), and the top call\n"
+    "sites table. The peaks it shows are those `cuprof summary` prints.\n\n"
+    "  -o, --output FILE  where to write (default: report.html)\n"
+    "  -h, --help         this text\n";
+
+#define PLOT_MAX_POINTS 4000 /* timeline points: bucket maxima beyond this */
+#define PLOT_MAX_STATES 40   /* segment-map states offered */
+#define PLOT_MAX_BLOCKS 5000 /* blocks drawn per state (the largest) */
+#define PLOT_TOP_SITES  25
+
+struct plot_ctx {
+    FILE *out;
+    const struct snapshot *snap;
+    struct addr_map site_of; /* stack + 1 -> site id */
+    uint32_t *site_stack;    /* site id -> stack */
+    size_t site_count;
+};
+
+static long
+site_id(struct plot_ctx *p, uint32_t stack)
+{
+    struct addr_map_item *it = addr_map_get(&p->site_of, (uint64_t)stack + 1);
+    if (it != NULL)
+        return (long)it->size;
+    uint32_t *bigger = realloc(p->site_stack, (p->site_count + 1) * sizeof(uint32_t));
+    if (bigger == NULL)
+        return -1;
+    p->site_stack = bigger;
+    p->site_stack[p->site_count] = stack;
+    if (addr_map_put(&p->site_of, (uint64_t)stack + 1, p->site_count, 0) != 0)
+        return -1;
+    return (long)p->site_count++;
+}
+
+static void
+emit_series(FILE *out, const struct device_analysis *a)
+{
+    size_t n = a->count + 1;
+    size_t step = (n + PLOT_MAX_POINTS - 1) / PLOT_MAX_POINTS;
+    const char *names[] = {"index", "live", "reserved"};
+    fprintf(out, "\"series\": {");
+    for (int k = 0; k < 3; k++) {
+        fprintf(out, "%s\"%s\": [", k ? ", " : "", names[k]);
+        for (size_t i = 0; i < n; i += step) {
+            uint64_t v = 0;
+            for (size_t j = i; j < i + step && j < n; j++) {
+                uint64_t x = k == 0 ? i : k == 1 ? a->live_series[j] : a->reserved_series[j];
+                if (x > v)
+                    v = x;
+            }
+            fprintf(out, "%s%" PRIu64, i ? "," : "", v);
+        }
+        fprintf(out, "]");
+    }
+    fprintf(out, "}");
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int
+cmp_size_desc(const void *a, const void *b)
+{
+    uint64_t x = ((const struct addr_map_item *)a)->size;
+    uint64_t y = ((const struct addr_map_item *)b)->size;
+    return (x < y) - (x > y);
+}
+
+/* Segments live after `at` entries: the final ones with later segment events undone. */
+static int
+segments_at(const struct snapshot *snap, size_t device, size_t at, struct addr_map *segs)
+{
+    addr_map_init(segs);
+    for (size_t i = 0; i < snap->segment_count; i++) {
+        const struct snap_segment *s = &snap->segments[i];
+        if ((size_t)s->device == device &&
+            addr_map_put(segs, s->addr, s->total_size,
+                         (uint32_t)(s->is_small ? 1 : 0) | (uint32_t)(i << 1)) != 0)
+            return -1;
+    }
+    const struct snap_device_trace *t = &snap->device_traces[device];
+    for (size_t i = t->count; i-- > at;) {
+        const struct snap_entry *e = &t->entries[i];
+        if (e->action == TRACE_SEGMENT_ALLOC || e->action == TRACE_SEGMENT_MAP)
+            (void)addr_map_remove(segs, e->addr, NULL);
+        else if ((e->action == TRACE_SEGMENT_FREE || e->action == TRACE_SEGMENT_UNMAP) &&
+                 addr_map_put(segs, e->addr, e->size, UINT32_MAX & ~1u) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void
+where_text(char *buf, size_t len, const struct snapshot *snap, size_t device, size_t at)
+{
+    int64_t t, t0;
+    if (at == 0) {
+        snprintf(buf, len, "at the start of the history");
+        return;
+    }
+    int n = snprintf(buf, len, "at entry %zu (%s)", at - 1,
+                     cli_action_name(snap->device_traces[device].entries[at - 1].action));
+    if (n > 0 && (size_t)n < len && analysis_time_at(snap, device, at, &t) &&
+        analysis_time_at(snap, device, 1, &t0))
+        snprintf(buf + n, len - (size_t)n, ", t=+%.6f s", (double)(t - t0) / 1e6);
+}
+
+static int
+emit_state(struct plot_ctx *p, size_t device, size_t at, const char *label)
+{
+    FILE *out = p->out;
+    struct addr_map segs;
+    if (segments_at(p->snap, device, at, &segs) != 0) {
+        addr_map_free(&segs);
+        return -1;
+    }
+    struct addr_map_item *items, *blocks;
+    size_t nseg = addr_map_sorted(&segs, &items), nb;
+    addr_map_free(&segs);
+    if (nseg == (size_t)-1)
+        return -1;
+    if (analysis_live_at(p->snap, device, at, &blocks, &nb) != 0) {
+        free(items);
+        return -1;
+    }
+    uint64_t reserved = 0, live = 0;
+    for (size_t i = 0; i < nseg; i++)
+        reserved += items[i].size;
+    for (size_t i = 0; i < nb; i++)
+        live += blocks[i].size;
+    fprintf(out, "{\"label\": ");
+    cli_json_string(out, label);
+    fprintf(out, ", \"at\": %zu, \"reserved\": %" PRIu64 ", \"live\": %" PRIu64 ", \"segments\": [",
+            at, reserved, live);
+    for (size_t i = 0; i < nseg; i++) {
+        uint32_t tag = items[i].stack;
+        uint64_t stream = 0;
+        if (tag != (UINT32_MAX & ~1u) && (tag >> 1) < p->snap->segment_count)
+            stream = p->snap->segments[tag >> 1].stream;
+        fprintf(out, "%s[%" PRIu64 ",%" PRIu64 ",%d,%" PRIu64 "]", i ? "," : "", items[i].addr,
+                items[i].size, (int)(tag & 1), stream);
+    }
+    fprintf(out, "], \"blocks\": [");
+    if (nb > PLOT_MAX_BLOCKS) {
+        qsort(blocks, nb, sizeof(*blocks), cmp_size_desc);
+        nb = PLOT_MAX_BLOCKS;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < nb; i++) {
+        long site = site_id(p, blocks[i].stack);
+        if (site < 0) {
+            rc = -1;
+            break;
+        }
+        fprintf(out, "%s[%" PRIu64 ",%" PRIu64 ",%ld]", i ? "," : "", blocks[i].addr,
+                blocks[i].size, site);
+    }
+    fprintf(out, "]}");
+    free(items);
+    free(blocks);
+    return rc;
+}
+
+/* Totals by call site of the blocks live after `at`; every site gets an id. */
+static int
+site_totals(struct plot_ctx *p, size_t device, size_t at, struct site_total **sites, size_t *ns)
+{
+    struct addr_map_item *items;
+    size_t n;
+    if (analysis_live_at(p->snap, device, at, &items, &n) != 0)
+        return -1;
+    int rc = analysis_sites(items, n, sites, ns);
+    free(items);
+    for (size_t i = 0; rc == 0 && i < *ns; i++)
+        if (site_id(p, (*sites)[i].stack) < 0)
+            rc = -1;
+    return rc;
+}
+
+/* Spreads totals into arrays indexed by site id (sized for every site known now). */
+static int
+by_site(struct plot_ctx *p, const struct site_total *sites, size_t ns, uint64_t **bytes,
+        uint64_t **counts)
+{
+    *bytes = calloc(p->site_count + 1, sizeof(uint64_t));
+    *counts = calloc(p->site_count + 1, sizeof(uint64_t));
+    if (*bytes == NULL || *counts == NULL)
+        return -1;
+    for (size_t i = 0; i < ns; i++) {
+        long id = site_id(p, sites[i].stack);
+        (*bytes)[id] = sites[i].bytes;
+        (*counts)[id] = sites[i].count;
+    }
+    return 0;
+}
+
+static int
+emit_device(struct plot_ctx *p, size_t device)
+{
+    FILE *out = p->out;
+    struct device_analysis a;
+    if (analysis_run(p->snap, device, true, &a) != 0)
+        return -1;
+    addr_map_init(&p->site_of);
+    p->site_count = 0;
+    char where_r[160], where_l[160], s[6][32];
+    where_text(where_r, sizeof(where_r), p->snap, device, a.peak_reserved_at);
+    where_text(where_l, sizeof(where_l), p->snap, device, a.peak_live_at);
+    fprintf(out,
+            "{\"device\": %zu, \"count\": %zu, \"dropped\": %" PRIu64 ", \"oom_count\": %zu, "
+            "\"peak_reserved\": %" PRIu64 ", \"peak_reserved_at\": %zu, \"peak_live\": %" PRIu64
+            ", \"peak_live_at\": %zu, \"end_reserved\": %" PRIu64 ", \"end_live\": %" PRIu64
+            ", \"free_total\": %" PRIu64 ", \"largest_free\": %" PRIu64 ", ",
+            device, a.count, a.dropped, a.oom_count, a.peak_reserved, a.peak_reserved_at,
+            a.peak_live, a.peak_live_at, a.table_reserved, a.end_live, a.free_total,
+            a.largest_free);
+    fprintf(out, "\"peak_reserved_where\": ");
+    cli_json_string(out, where_r);
+    fprintf(out, ", \"peak_live_where\": ");
+    cli_json_string(out, where_l);
+    fprintf(out,
+            ", \"text\": {\"peak_reserved\": \"%s\", \"peak_live\": \"%s\", \"end_reserved\": "
+            "\"%s\", \"end_live\": \"%s\", \"free_total\": \"%s\", \"largest_free\": \"%s\"}, ",
+            cli_size(a.peak_reserved, s[0], 32), cli_size(a.peak_live, s[1], 32),
+            cli_size(a.table_reserved, s[2], 32), cli_size(a.end_live, s[3], 32),
+            cli_size(a.free_total, s[4], 32), cli_size(a.largest_free, s[5], 32));
+    emit_series(out, &a);
+
+    /* States offered in the segment map: start, peaks, end, and evenly spaced points. */
+    uint64_t at[PLOT_MAX_STATES + 4];
+    size_t nat = 0;
+    at[nat++] = 0;
+    at[nat++] = a.peak_live_at;
+    at[nat++] = a.peak_reserved_at;
+    at[nat++] = a.count;
+    for (size_t k = 1; k < PLOT_MAX_STATES - 4; k++)
+        at[nat++] = a.count * k / (PLOT_MAX_STATES - 4);
+    qsort(at, nat, sizeof(at[0]), cmp_u64);
+    fprintf(out, ", \"states\": [");
+    size_t emitted = 0, initial = 0;
+    int rc = 0;
+    for (size_t i = 0; i < nat && rc == 0; i++) {
+        if (i > 0 && at[i] == at[i - 1])
+            continue;
+        char label[256], where[160];
+        where_text(where, sizeof(where), p->snap, device, (size_t)at[i]);
+        snprintf(label, sizeof(label), "after %" PRIu64 " entries (%s)%s%s", at[i], where,
+                 at[i] == a.peak_live_at ? " - live peak" : "", at[i] == a.count ? " - end" : "");
+        if (at[i] == a.peak_live_at)
+            initial = emitted;
+        fprintf(out, "%s", emitted ? ", " : "");
+        rc = emit_state(p, device, (size_t)at[i], label);
+        emitted++;
+    }
+    fprintf(out, "], \"initial_state\": %zu", initial);
+    uint64_t *end_bytes = NULL, *end_counts = NULL, *peak_bytes = NULL, *peak_counts = NULL;
+    struct site_total *end_sites = NULL, *peak_sites = NULL;
+    size_t n_end = 0, n_peak = 0;
+    if (rc == 0)
+        rc = site_totals(p, device, a.count, &end_sites, &n_end);
+    if (rc == 0)
+        rc = site_totals(p, device, a.peak_live_at, &peak_sites, &n_peak);
+    if (rc == 0)
+        rc = by_site(p, end_sites, n_end, &end_bytes, &end_counts);
+    if (rc == 0)
+        rc = by_site(p, peak_sites, n_peak, &peak_bytes, &peak_counts);
+    free(end_sites);
+    free(peak_sites);
+    if (rc == 0) {
+        fprintf(out, ", \"sites\": [");
+        for (size_t i = 0; i < p->site_count; i++) {
+            fprintf(out,
+                    "%s{\"end_bytes\": %" PRIu64 ", \"end_count\": %" PRIu64
+                    ", \"peak_bytes\": %" PRIu64 ", \"frames\": [",
+                    i ? ", " : "", end_bytes[i], end_counts[i], peak_bytes[i]);
+            const struct snap_stack *st = &p->snap->stacks[p->site_stack[i]];
+            for (uint32_t k = 0; p->site_stack[i] != 0 && k < st->count && k < 24; k++) {
+                char text[1024];
+                cli_frame_text(p->snap, p->snap->stack_frames[st->first + k], text, sizeof(text));
+                fprintf(out, "%s", k ? ", " : "");
+                cli_json_string(out, text);
+            }
+            fprintf(out, "]}");
+        }
+        /* Top sites: by bytes live at the end, then at the peak. */
+        fprintf(out, "], \"top\": [");
+        size_t shown = 0;
+        bool *used = calloc(p->site_count + 1, sizeof(bool));
+        for (int pass = 0; used != NULL && pass < 2; pass++) {
+            uint64_t *by = pass == 0 ? end_bytes : peak_bytes;
+            while (shown < PLOT_TOP_SITES) {
+                size_t best = SIZE_MAX;
+                for (size_t i = 0; i < p->site_count; i++)
+                    if (!used[i] && by[i] > 0 && (best == SIZE_MAX || by[i] > by[best]))
+                        best = i;
+                if (best == SIZE_MAX)
+                    break;
+                used[best] = true;
+                fprintf(out, "%s%zu", shown ? "," : "", best);
+                shown++;
+            }
+        }
+        free(used);
+        fprintf(out, "]}");
+    }
+    free(end_bytes);
+    free(end_counts);
+    free(peak_bytes);
+    free(peak_counts);
+    addr_map_free(&p->site_of);
+    free(p->site_stack);
+    p->site_stack = NULL;
+    analysis_free(&a);
+    return rc;
+}
+
+int
+cmd_plot(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *output = "report.html";
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "o:h", options, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            output = optarg;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return CLI_OK;
+        default:
+            return cli_usage_error("plot", "unknown option or missing value \"%s\"",
+                                   argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage_error("plot", "expected one snapshot FILE");
+    const char *path = argv[optind];
+    struct snapshot *snap;
+    int rc = cli_load(path, &snap);
+    if (rc != CLI_OK)
+        return rc;
+    const char *marker = "/*CUPROF_DATA*/";
+    const char *split = strstr(report_html, marker);
+    FILE *out = fopen(output, "w");
+    if (out == NULL || split == NULL) {
+        fprintf(stderr, "cuprof: %s: %s\n", output,
+                out ? "bad built-in template" : strerror(errno));
+        if (out != NULL)
+            fclose(out);
+        snapshot_free(snap);
+        return CLI_BADUSE;
+    }
+    fwrite(report_html, 1, (size_t)(split - report_html), out);
+    struct plot_ctx p = {out, snap, {NULL, 0, 0}, NULL, 0};
+    fprintf(out, "{\"file\": ");
+    cli_json_string(out, path);
+    char meta[512] = "written by PyTorch (no cuprof section)";
+    if (snap->cuprof.present)
+        snprintf(meta, sizeof(meta),
+                 "cuprof %s, mode %s, pid %" PRId64 ", rank %" PRId64 ", host %s",
+                 snap->cuprof.version ? snap->cuprof.version : "?",
+                 snap->cuprof.mode ? snap->cuprof.mode : "?", snap->cuprof.pid, snap->cuprof.rank,
+                 snap->cuprof.host ? snap->cuprof.host : "?");
+    fprintf(out, ", \"meta\": ");
+    cli_json_string(out, meta);
+    fprintf(out, ", \"devices\": [");
+    int status = CLI_OK;
+    size_t ndev = analysis_device_count(snap);
+    for (size_t d = 0; d < ndev; d++) {
+        fprintf(out, "%s", d ? ",\n" : "\n");
+        if (emit_device(&p, d) != 0) {
+            fprintf(stderr, "cuprof: %s: out of memory\n", path);
+            status = CLI_BADUSE;
+            break;
+        }
+    }
+    fprintf(out, "]}");
+    fputs(split + strlen(marker), out);
+    if (fclose(out) != 0) {
+        fprintf(stderr, "cuprof: %s: %s\n", output, strerror(errno));
+        status = CLI_BADUSE;
+    }
+    snapshot_free(snap);
+    if (status != CLI_OK)
+        remove(output);
+    return status;
+}

@@ -1,0 +1,328 @@
+/* cmd_run.c: `cuprof run [options] -- PROG ARGS...`: runs PROG with libcuprof.so preloaded,
+ *   reports where the snapshots went with a one-screen summary, exits with PROG's status. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <getopt.h>
+#include <glob.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli_commands.h"
+#include "cli/cli_util.h"
+
+static const char usage_text[] =
+    "usage: cuprof run [OPTIONS] [--] PROG [ARGS...]\n\n"
+    "Runs PROG with libcuprof.so preloaded (by absolute path; an LD_PRELOAD you already set is\n"
+    "kept after it, except sanitizer runtimes, which stay first). When PROG exits cuprof prints "
+    "where the snapshot went and a one-screen\n"
+    "summary on stderr, and exits with PROG's exit status (128+N when a signal N killed it).\n"
+    "Options set the matching CUPROF_* variables for PROG:\n\n"
+    "  -o, --output FILE      CUPROF_SNAPSHOT: snapshot path template (%p pid, %r rank, %h host,\n"
+    "                         %n dump number, %t time; .json for JSON, else pickle)\n"
+    "      --mode MODE        CUPROF_MODE: cache (default), trace or off\n"
+    "      --alloc-conf CONF  CUPROF_ALLOC_CONF: PyTorch's PYTORCH_CUDA_ALLOC_CONF syntax,\n"
+    "                         e.g. max_split_size_mb:256,roundup_power2_divisions:4\n"
+    "      --history H        CUPROF_HISTORY: all (default), state or off\n"
+    "      --stacks S         CUPROF_STACKS: all, alloc (default) or none\n"
+    "      --depth N          CUPROF_STACK_DEPTH: frames kept per stack (default 32)\n"
+    "      --sim              run on the simulated CUDA device of the build tree (also chosen,\n"
+    "                         with a note, when no libcuda.so.1 can be loaded)\n"
+    "  -q, --quiet            no summary, only where the snapshots went\n"
+    "  -h, --help             this text\n\n"
+    "Example: cuprof run -o train-%p.pickle --alloc-conf max_split_size_mb:128 -- ./train 20\n";
+
+#ifndef CUPROF_BUILD_PRELOAD_DIR
+#define CUPROF_BUILD_PRELOAD_DIR ""
+#endif
+#ifndef CUPROF_INSTALL_LIBDIR
+#define CUPROF_INSTALL_LIBDIR "lib"
+#endif
+#ifndef CUPROF_SIM_DRIVER_DIR
+#define CUPROF_SIM_DRIVER_DIR ""
+#endif
+#ifndef CUPROF_SIM_RUNTIME_DIR
+#define CUPROF_SIM_RUNTIME_DIR ""
+#endif
+
+static bool
+is_file(const char *path)
+{
+    struct stat st;
+    return path[0] != '\0' && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool
+is_dir(const char *path)
+{
+    struct stat st;
+    return path[0] != '\0' && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* libcuprof.so next to the installed binary (PREFIX/bin/../LIBDIR) or in the build tree. */
+static bool
+find_library(char *out, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash != NULL)
+            *slash = '\0';
+        const char *rel[] = {"../" CUPROF_INSTALL_LIBDIR, "../lib", "../lib64", "../preload"};
+        for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+            char candidate[PATH_MAX + 64];
+            snprintf(candidate, sizeof(candidate), "%s/%s/libcuprof.so", exe, rel[i]);
+            char real[PATH_MAX];
+            if (is_file(candidate) && realpath(candidate, real) != NULL) {
+                snprintf(out, len, "%s", real);
+                return true;
+            }
+        }
+    }
+    snprintf(out, len, "%s/libcuprof.so", CUPROF_BUILD_PRELOAD_DIR);
+    return CUPROF_BUILD_PRELOAD_DIR[0] != '\0' && is_file(out);
+}
+
+static int
+prepend_env(const char *name, const char *first, char sep)
+{
+    const char *old = getenv(name);
+    if (old == NULL || old[0] == '\0')
+        return setenv(name, first, 1);
+    size_t len = strlen(first) + strlen(old) + 2;
+    char *value = malloc(len);
+    if (value == NULL)
+        return -1;
+    snprintf(value, len, "%s%c%s", first, sep, old);
+    int rc = setenv(name, value, 1);
+    free(value);
+    return rc;
+}
+
+/* A sanitizer runtime must stay first in LD_PRELOAD (it refuses to start otherwise). */
+static bool
+is_sanitizer_runtime(const char *path, size_t len)
+{
+    static const char *const names[] = {"libasan", "libtsan", "libubsan", "liblsan", "libhwasan"};
+    const char *base = path;
+    for (size_t i = 0; i < len; i++)
+        if (path[i] == '/')
+            base = path + i + 1;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strncmp(base, names[i], strlen(names[i])) == 0)
+            return true;
+    return false;
+}
+
+/* LD_PRELOAD = the user's sanitizer runtimes, libcuprof.so, then the rest the user had. */
+static int
+set_preload(const char *lib)
+{
+    const char *old = getenv("LD_PRELOAD");
+    if (old == NULL)
+        old = "";
+    size_t cap = strlen(old) + strlen(lib) + 4;
+    char *value = malloc(cap);
+    if (value == NULL)
+        return -1;
+    size_t len = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            len += (size_t)snprintf(value + len, cap - len, "%s%s", len ? ":" : "", lib);
+        for (const char *p = old; *p;) {
+            size_t n = strcspn(p, ": ");
+            if (n > 0 && is_sanitizer_runtime(p, n) == (pass == 0))
+                len +=
+                    (size_t)snprintf(value + len, cap - len, "%s%.*s", len ? ":" : "", (int)n, p);
+            p += n;
+            p += strspn(p, ": ");
+        }
+    }
+    int rc = setenv("LD_PRELOAD", value, 1);
+    free(value);
+    return rc;
+}
+
+static bool
+driver_available(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (h == NULL)
+        return false;
+    dlclose(h);
+    return true;
+}
+
+/* The snapshot template as a glob pattern: %p is the child's pid, the rest match anything. */
+static void
+template_pattern(const char *tmpl, pid_t pid, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = tmpl; *p && o + 24 < len; p++) {
+        if (*p != '%' || p[1] == '\0') {
+            out[o++] = *p;
+            continue;
+        }
+        p++;
+        if (*p == 'p')
+            o += (size_t)snprintf(out + o, len - o, "%ld", (long)pid);
+        else if (*p == '%')
+            out[o++] = '%';
+        else
+            out[o++] = '*';
+    }
+    out[o] = '\0';
+}
+
+static void
+report_snapshots(const char *tmpl, pid_t pid, time_t started, bool quiet)
+{
+    char pattern[PATH_MAX];
+    template_pattern(tmpl, pid, pattern, sizeof(pattern));
+    glob_t g;
+    const char *last = NULL;
+    int found = 0;
+    int grc = glob(pattern, 0, NULL, &g);
+    if (grc == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            struct stat st;
+            if (stat(g.gl_pathv[i], &st) != 0 || st.st_mtime + 1 < started)
+                continue;
+            fprintf(stderr, "cuprof: snapshot written to %s\n", g.gl_pathv[i]);
+            last = g.gl_pathv[i];
+            found++;
+        }
+    }
+    if (found == 0) {
+        fprintf(stderr, "cuprof: no snapshot was written (looked for %s)\n", pattern);
+    } else if (!quiet) {
+        struct snapshot *snap;
+        if (cli_load(last, &snap) == CLI_OK) {
+            if (summary_print(stderr, last, snap, true, 5) != 0)
+                fprintf(stderr, "cuprof: %s: out of memory\n", last);
+            snapshot_free(snap);
+        }
+        fprintf(stderr, "cuprof: more: cuprof summary %s; cuprof plot %s -o report.html\n", last,
+                last);
+    }
+    if (grc == 0)
+        globfree(&g);
+}
+
+static int
+set_option_env(const char *name, const char *value)
+{
+    if (setenv(name, value, 1) != 0) {
+        fprintf(stderr, "cuprof: run: cannot set %s: %s\n", name, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int
+cmd_run(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"mode", required_argument, NULL, 'm'},
+        {"alloc-conf", required_argument, NULL, 'a'},
+        {"history", required_argument, NULL, 'H'},
+        {"stacks", required_argument, NULL, 's'},
+        {"depth", required_argument, NULL, 'd'},
+        {"sim", no_argument, NULL, 'S'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static const struct {
+        int opt;
+        const char *env;
+    } env_of[] = {{'o', "CUPROF_SNAPSHOT"}, {'m', "CUPROF_MODE"},   {'a', "CUPROF_ALLOC_CONF"},
+                  {'H', "CUPROF_HISTORY"},  {'s', "CUPROF_STACKS"}, {'d', "CUPROF_STACK_DEPTH"}};
+    bool sim = false, quiet = false;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+o:qh", options, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(usage_text, stdout);
+            return CLI_OK;
+        } else if (c == 'S') {
+            sim = true;
+        } else if (c == 'q') {
+            quiet = true;
+        } else if (c == '?' || c == ':') {
+            return cli_usage_error("run", "unknown option or missing value \"%s\"",
+                                   argv[optind - 1]);
+        } else {
+            for (size_t i = 0; i < sizeof(env_of) / sizeof(env_of[0]); i++)
+                if (env_of[i].opt == c && set_option_env(env_of[i].env, optarg) != 0)
+                    return CLI_BADUSE;
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error("run", "expected a program to run after the options");
+    char lib[PATH_MAX];
+    if (!find_library(lib, sizeof(lib))) {
+        fprintf(stderr,
+                "cuprof: run: libcuprof.so not found next to this cuprof (../%s) or in "
+                "its build tree\n",
+                CUPROF_INSTALL_LIBDIR);
+        return CLI_BADUSE;
+    }
+    if (!sim && !driver_available()) {
+        sim = true;
+        fprintf(stderr, "cuprof: no CUDA driver (libcuda.so.1) could be loaded: running on the "
+                        "simulated device\n");
+    }
+    if (sim) {
+        if (!is_dir(CUPROF_SIM_DRIVER_DIR) || !is_dir(CUPROF_SIM_RUNTIME_DIR)) {
+            fprintf(stderr, "cuprof: run: the simulated device is not built (expected %s and %s)\n",
+                    CUPROF_SIM_DRIVER_DIR[0] ? CUPROF_SIM_DRIVER_DIR : "tests/sim/driver",
+                    CUPROF_SIM_RUNTIME_DIR[0] ? CUPROF_SIM_RUNTIME_DIR : "tests/sim/runtime");
+            return CLI_BADUSE;
+        }
+        if (prepend_env("LD_LIBRARY_PATH", CUPROF_SIM_DRIVER_DIR ":" CUPROF_SIM_RUNTIME_DIR, ':') !=
+            0)
+            return CLI_BADUSE;
+    }
+    if (set_preload(lib) != 0)
+        return CLI_BADUSE;
+    const char *tmpl = getenv("CUPROF_SNAPSHOT");
+    if (tmpl == NULL || tmpl[0] == '\0')
+        tmpl = "cuprof-%p-%n.pickle";
+    time_t started = time(NULL);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "cuprof: run: fork: %s\n", strerror(errno));
+        return CLI_BADUSE;
+    }
+    if (pid == 0) {
+        execvp(argv[optind], argv + optind);
+        fprintf(stderr, "cuprof: run: %s: %s\n", argv[optind], strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    /* Like a shell, let ^C reach the program and wait for it to write its snapshot. */
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "cuprof: %s was killed by signal %d\n", argv[optind], WTERMSIG(status));
+    report_snapshots(tmpl, pid, started, quiet);
+    return code;
+}

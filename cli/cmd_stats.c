@@ -1,0 +1,158 @@
+/* cmd_stats.c: `cuprof stats FILE`: torch.cuda.memory_stats() of a snapshot as JSON. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator/allocator.h"
+#include "cli/analysis.h"
+#include "cli/cli_commands.h"
+#include "cli/cli_util.h"
+#include "stats/memory_stats.h"
+#include "stats/stats_json.h"
+
+static const char usage_text[] =
+    "usage: cuprof stats [--device N | --all-devices] FILE\n\n"
+    "Prints the memory_stats dict of FILE as JSON, with PyTorch's flat key names, sorted, the\n"
+    "way json.dumps(torch.cuda.memory_stats(N)) prints it. Snapshots written by cuprof carry\n"
+    "the counters; for a snapshot PyTorch wrote they are rebuilt from the block table (current\n"
+    "values) and the trace (reserved and requested peaks); accumulated counts are then 0.\n\n"
+    "  --device N      the device to print (default 0): one JSON object\n"
+    "  --all-devices   a JSON list with one object per device\n"
+    "  -h, --help      this text\n";
+
+static void
+add_block(struct memory_stats *st, const struct snap_block *b, bool is_small, bool split)
+{
+    enum stat_pool pool = memory_stats_pool(is_small);
+    bool oversize = st->max_split_size >= 0 && b->size >= (uint64_t)st->max_split_size;
+    if (b->state == BLOCK_ACTIVE_ALLOCATED) {
+        memory_stats_increase_pool(st->allocated_bytes, pool, (int64_t)b->size);
+        memory_stats_increase_pool(st->requested_bytes, pool, (int64_t)b->requested_size);
+        memory_stats_increase_pool(st->allocation, pool, 1);
+        if (oversize)
+            memory_stats_increase(&st->oversize_allocations, 1);
+    }
+    if (b->state != BLOCK_INACTIVE) {
+        memory_stats_increase_pool(st->active_bytes, pool, (int64_t)b->size);
+        memory_stats_increase_pool(st->active, pool, 1);
+    } else if (split) {
+        memory_stats_increase_pool(st->inactive_split_bytes, pool, (int64_t)b->size);
+        memory_stats_increase_pool(st->inactive_split, pool, 1);
+    }
+}
+
+bool
+stats_for_device(const struct snapshot *snap, size_t device, struct memory_stats *out)
+{
+    const struct snap_cuprof *c = &snap->cuprof;
+    if (c->present && c->stats != NULL && c->stats_count != NULL && device < snap->device_count &&
+        c->stats_count[device] > 0) {
+        size_t n = c->stats_count[device];
+        struct memory_stat_kv *kv = malloc(n * sizeof(*kv));
+        if (kv != NULL) {
+            for (size_t i = 0; i < n; i++) {
+                kv[i].key = c->stats[device][i].key;
+                kv[i].value = c->stats[device][i].value;
+            }
+            size_t known = memory_stats_from_flat(kv, n, out);
+            free(kv);
+            if (known > 0)
+                return true;
+        }
+    }
+    int64_t max_split = snap->has_allocator_settings ? snap->allocator_settings.max_split_size : -1;
+    memory_stats_init(out, max_split);
+    for (size_t s = 0; s < snap->segment_count; s++) {
+        const struct snap_segment *seg = &snap->segments[s];
+        if ((size_t)seg->device != device)
+            continue;
+        enum stat_pool pool = memory_stats_pool(seg->is_small);
+        memory_stats_increase_pool(out->reserved_bytes, pool, (int64_t)seg->total_size);
+        memory_stats_increase_pool(out->segment, pool, 1);
+        if (max_split >= 0 && seg->total_size >= (uint64_t)max_split)
+            memory_stats_increase(&out->oversize_segments, 1);
+        for (uint32_t k = 0; k < seg->block_count; k++)
+            add_block(out, &snap->blocks[seg->first_block + k], seg->is_small,
+                      seg->block_count > 1);
+    }
+    struct device_analysis a;
+    if (analysis_run(snap, device, false, &a) == 0) {
+        if ((int64_t)a.peak_reserved > out->reserved_bytes[STAT_ALL].peak)
+            out->reserved_bytes[STAT_ALL].peak = (int64_t)a.peak_reserved;
+        if ((int64_t)a.peak_live > out->requested_bytes[STAT_ALL].peak)
+            out->requested_bytes[STAT_ALL].peak = (int64_t)a.peak_live;
+        out->num_ooms = (int64_t)a.oom_count;
+        analysis_free(&a);
+    }
+    return false;
+}
+
+int
+cmd_stats(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"device", required_argument, NULL, 'd'},
+        {"all-devices", no_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    uint64_t device = 0;
+    bool all = false;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "d:ah", options, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            if (!cli_parse_u64(optarg, &device))
+                return cli_usage_error("stats", "--device wants a device number, not \"%s\"",
+                                       optarg);
+            break;
+        case 'a':
+            all = true;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return CLI_OK;
+        default:
+            return cli_usage_error("stats", "unknown option \"%s\"", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage_error("stats", "expected one snapshot FILE");
+    struct snapshot *snap;
+    int rc = cli_load(argv[optind], &snap);
+    if (rc != CLI_OK)
+        return rc;
+    size_t ndev = analysis_device_count(snap);
+    if (ndev == 0)
+        ndev = 1;
+    if (!all && device >= ndev) {
+        fprintf(stderr, "cuprof: %s: no device %llu (the snapshot has %zu)\n", argv[optind],
+                (unsigned long long)device, ndev);
+        snapshot_free(snap);
+        return CLI_BADUSE;
+    }
+    size_t first = all ? 0 : (size_t)device, count = all ? ndev : 1;
+    struct memory_stats *st = calloc(count, sizeof(*st));
+    if (st == NULL) {
+        snapshot_free(snap);
+        fprintf(stderr, "cuprof: out of memory\n");
+        return CLI_BADUSE;
+    }
+    for (size_t i = 0; i < count; i++)
+        (void)stats_for_device(snap, first + i, &st[i]);
+    size_t len = all ? stats_json_devices(st, (int)count, NULL, 0) : stats_json(st, NULL, 0);
+    char *text = malloc(len + 1);
+    if (text != NULL) {
+        if (all)
+            (void)stats_json_devices(st, (int)count, text, len + 1);
+        else
+            (void)stats_json(st, text, len + 1);
+        printf("%s\n", text);
+    }
+    free(text);
+    free(st);
+    snapshot_free(snap);
+    return text != NULL ? CLI_OK : CLI_BADUSE;
+}

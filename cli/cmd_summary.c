@@ -1,0 +1,263 @@
+/* cmd_summary.c: `cuprof summary FILE...`: per file (rank) and device, the memory_summary table,
+ *   peaks and where they happened, fragmentation, top call sites and OOM events. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator/allocator.h"
+#include "allocator/trace_sink.h"
+#include "cli/analysis.h"
+#include "cli/cli_commands.h"
+#include "cli/cli_util.h"
+#include "stats/memory_stats.h"
+#include "stats/memory_summary.h"
+
+static const char usage_text[] =
+    "usage: cuprof summary [--top N] [--brief] FILE...\n\n"
+    "For every snapshot FILE (one per rank), and every device in it:\n"
+    "  - PyTorch's memory_summary table (cuprof's counters, or rebuilt from the block table);\n"
+    "  - peak reserved and peak live bytes and the trace entry where each happened (live bytes\n"
+    "    are requested sizes of allocations not yet freed, as the trace records them);\n"
+    "  - fragmentation: reserved minus allocated, largest free block against all free bytes;\n"
+    "  - the top call sites by live bytes at the end and at the live peak, with their stacks;\n"
+    "  - OOM events: the request, what the device still had free, what was cached.\n\n"
+    "  --top N     call sites to list (default 10)\n"
+    "  --brief     one screen: no table, 5 call sites\n"
+    "  -h, --help  this text\n";
+
+static void
+print_when(FILE *out, const struct snapshot *snap, size_t device, size_t at, int64_t t0)
+{
+    int64_t t;
+    if (at == 0)
+        fprintf(out, "at the start of the history");
+    else
+        fprintf(out, "at entry %zu (%s)", at - 1,
+                cli_action_name(snap->device_traces[device].entries[at - 1].action));
+    if (analysis_time_at(snap, device, at, &t))
+        fprintf(out, ", t=+%.6f s", (double)(t - t0) / 1e6);
+}
+
+static int
+print_sites(FILE *out, const struct snapshot *snap, size_t device, size_t at, size_t top,
+            size_t max_frames)
+{
+    struct addr_map_item *items;
+    size_t n, nsites;
+    struct site_total *sites;
+    if (analysis_live_at(snap, device, at, &items, &n) != 0)
+        return -1;
+    int rc = analysis_sites(items, n, &sites, &nsites);
+    free(items);
+    if (rc != 0)
+        return -1;
+    char a[32];
+    if (nsites == 0)
+        fprintf(out, "    (nothing live)\n");
+    for (size_t i = 0; i < nsites && i < top; i++) {
+        fprintf(out, "  %2zu. %s in %" PRIu64 " allocation%s\n", i + 1,
+                cli_size(sites[i].bytes, a, sizeof(a)), sites[i].count,
+                sites[i].count == 1 ? "" : "s");
+        cli_print_stack(out, snap, sites[i].stack, 7, max_frames);
+    }
+    if (nsites > top)
+        fprintf(out, "  ... %zu more call sites\n", nsites - top);
+    free(sites);
+    return 0;
+}
+
+static void
+print_ooms(FILE *out, const struct snapshot *snap, size_t device, const struct device_analysis *a,
+           int64_t t0)
+{
+    const struct snap_device_trace *t = &snap->device_traces[device];
+    char s1[32], s2[32], s3[32];
+    fprintf(out, "OOM events: %zu\n", a->oom_count);
+    for (size_t i = 0; i < t->count; i++) {
+        const struct snap_entry *e = &t->entries[i];
+        if (e->action != TRACE_OOM)
+            continue;
+        uint64_t cached = 0;
+        if (a->live_series != NULL && a->reserved_series[i] > a->live_series[i])
+            cached = a->reserved_series[i] - a->live_series[i];
+        fprintf(out, "  entry %zu", i);
+        if (e->has_time)
+            fprintf(out, " (t=+%.6f s)", (double)(e->time_us - t0) / 1e6);
+        fprintf(out, ": %s requested on stream %" PRIu64 "; the device had %s free",
+                cli_size(e->size, s1, sizeof(s1)), e->stream,
+                cli_size(e->device_free, s2, sizeof(s2)));
+        if (a->live_series != NULL)
+            fprintf(out, ", %s was reserved and %s of it not live (cached)",
+                    cli_size(a->reserved_series[i], s3, sizeof(s3)),
+                    cli_size(cached, s2, sizeof(s2)));
+        fprintf(out, "\n    why: %s\n",
+                e->device_free < e->size
+                    ? "no cached free block fit, and the device could not give a new segment "
+                      "that large"
+                    : "no cached free block fit, and the device refused the new segment "
+                      "(memory fraction or fragmentation of device memory)");
+        cli_print_stack(out, snap, e->stack, 6, 8);
+    }
+}
+
+static int
+summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief, size_t top)
+{
+    struct device_analysis a;
+    if (analysis_run(snap, device, true, &a) != 0)
+        return -1;
+    char s1[32], s2[32], s3[32];
+    fprintf(out, "-- device %zu\n", device);
+    struct memory_stats st;
+    bool recorded = stats_for_device(snap, device, &st);
+    if (!brief) {
+        size_t len = memory_summary(&st, (int)device, false, NULL, 0);
+        char *table = malloc(len + 1);
+        if (table != NULL) {
+            (void)memory_summary(&st, (int)device, false, table, len + 1);
+            fputs(table, out);
+            free(table);
+        }
+        if (!recorded)
+            fprintf(out, "(no recorded counters: rebuilt from the block table; accumulated "
+                         "columns are 0)\n");
+    }
+    int64_t t0 = 0;
+    if (device < snap->device_count && snap->device_traces[device].count > 0 &&
+        snap->device_traces[device].entries[0].has_time)
+        t0 = snap->device_traces[device].entries[0].time_us;
+    fprintf(out, "history: %zu trace entries", a.count);
+    if (a.dropped > 0)
+        fprintf(out, ", %" PRIu64 " older entries dropped by the ring", a.dropped);
+    if (a.mid_run)
+        fprintf(out, "; starts mid-run with %s live and %s reserved",
+                cli_size(a.start_live, s1, sizeof(s1)), cli_size(a.start_reserved, s2, sizeof(s2)));
+    fprintf(out, "\n");
+    fprintf(out, "peak reserved: %s ", cli_size(a.peak_reserved, s1, sizeof(s1)));
+    print_when(out, snap, device, a.peak_reserved_at, t0);
+    fprintf(out, "\npeak live:     %s ", cli_size(a.peak_live, s1, sizeof(s1)));
+    print_when(out, snap, device, a.peak_live_at, t0);
+    fprintf(out, "; reserved then %s\n", cli_size(a.reserved_at_peak_live, s2, sizeof(s2)));
+    fprintf(out, "peak counters: allocated_bytes.all.peak %s, reserved_bytes.all.peak %s%s\n",
+            cli_size((uint64_t)st.allocated_bytes[STAT_ALL].peak, s1, sizeof(s1)),
+            cli_size((uint64_t)st.reserved_bytes[STAT_ALL].peak, s2, sizeof(s2)),
+            recorded ? "" : " (rebuilt)");
+    fprintf(out, "at the end: %s reserved in %zu segments, %s allocated, %s live\n",
+            cli_size(a.table_reserved, s1, sizeof(s1)), a.segments,
+            cli_size(a.table_allocated, s2, sizeof(s2)), cli_size(a.end_live, s3, sizeof(s3)));
+    uint64_t frag_peak =
+        a.reserved_at_peak_live > a.peak_live ? a.reserved_at_peak_live - a.peak_live : 0;
+    fprintf(out, "fragmentation: reserved - live at the live peak %s; at the end %s cached free",
+            cli_size(frag_peak, s1, sizeof(s1)), cli_size(a.free_total, s2, sizeof(s2)));
+    if (a.free_total > 0)
+        fprintf(out, ", largest free block %s (%.1f%% of free)",
+                cli_size(a.largest_free, s3, sizeof(s3)),
+                100.0 * (double)a.largest_free / (double)a.free_total);
+    fprintf(out, "\n");
+    size_t frames = brief ? 4 : 12;
+    fprintf(out, "top call sites by live bytes at the end:\n");
+    if (print_sites(out, snap, device, a.count, top, frames) != 0)
+        goto oom;
+    if (a.peak_live_at != a.count) {
+        fprintf(out, "top call sites at the live peak (entry %zu):\n",
+                a.peak_live_at ? a.peak_live_at - 1 : 0);
+        if (print_sites(out, snap, device, a.peak_live_at, top, frames) != 0)
+            goto oom;
+    }
+    if (a.oom_count > 0 || !brief)
+        print_ooms(out, snap, device, &a, t0);
+    analysis_free(&a);
+    return 0;
+oom:
+    analysis_free(&a);
+    return -1;
+}
+
+int
+summary_print(FILE *out, const char *path, const struct snapshot *snap, bool brief, size_t top)
+{
+    fprintf(out, "== %s\n", path);
+    const struct snap_cuprof *c = &snap->cuprof;
+    if (c->present) {
+        fprintf(out, "cuprof %s, mode %s, pid %" PRId64 ", rank ", c->version ? c->version : "?",
+                c->mode ? c->mode : "?", c->pid);
+        if (c->rank >= 0)
+            fprintf(out, "%" PRId64, c->rank);
+        else
+            fprintf(out, "-");
+        fprintf(out, ", host %s", c->host ? c->host : "?");
+        if (c->argc > 0) {
+            fprintf(out, ", command:");
+            for (size_t i = 0; i < c->argc && i < 8; i++)
+                fprintf(out, " %s", c->argv[i]);
+            if (c->argc > 8)
+                fprintf(out, " ...");
+        }
+        fprintf(out, "\n");
+    } else {
+        fprintf(out, "(no cuprof section: a snapshot written by PyTorch)\n");
+    }
+    if (snap->has_allocator_settings && snap->allocator_settings.alloc_conf != NULL &&
+        snap->allocator_settings.alloc_conf[0] != '\0')
+        fprintf(out, "allocator settings: %s\n", snap->allocator_settings.alloc_conf);
+    size_t ndev = analysis_device_count(snap);
+    if (ndev == 0)
+        fprintf(out, "(no devices: nothing was allocated)\n");
+    for (size_t d = 0; d < ndev; d++)
+        if (summary_device(out, snap, d, brief, top) != 0)
+            return -1;
+    return 0;
+}
+
+int
+cmd_summary(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"top", required_argument, NULL, 't'},
+        {"brief", no_argument, NULL, 'b'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    uint64_t top = 10;
+    bool brief = false;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "t:bh", options, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            if (!cli_parse_u64(optarg, &top))
+                return cli_usage_error("summary", "--top wants a number, not \"%s\"", optarg);
+            break;
+        case 'b':
+            brief = true;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return CLI_OK;
+        default:
+            return cli_usage_error("summary", "unknown option \"%s\"", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error("summary", "expected at least one snapshot FILE");
+    if (brief && top == 10)
+        top = 5;
+    int status = CLI_OK;
+    for (int i = optind; i < argc; i++) {
+        struct snapshot *snap;
+        if (cli_load(argv[i], &snap) != CLI_OK) {
+            status = CLI_BADUSE;
+            continue;
+        }
+        if (i > optind)
+            printf("\n");
+        if (summary_print(stdout, argv[i], snap, brief, (size_t)top) != 0) {
+            fprintf(stderr, "cuprof: %s: out of memory\n", argv[i]);
+            status = CLI_BADUSE;
+        }
+        snapshot_free(snap);
+    }
+    return status;
+}

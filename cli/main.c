@@ -1,0 +1,61 @@
+/* main.c: `cuprof SUBCOMMAND ...`: dispatch, global usage, --version. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli_commands.h"
+#include "cli/cli_util.h"
+
+struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *what;
+};
+
+static const struct subcommand subcommands[] = {
+    {"run", cmd_run, "run a program under the profiler and summarize its snapshot"},
+    {"summary", cmd_summary, "memory_summary table, peaks, fragmentation, top call sites, OOMs"},
+    {"leaks", cmd_leaks, "blocks still allocated at the end, by stack (exit 1 if any)"},
+    {"diff", cmd_diff, "what grew between two snapshots, by call site and by segment"},
+    {"flamegraph", cmd_flamegraph, "folded stacks of live bytes (flamegraph.pl, speedscope)"},
+    {"timeline", cmd_timeline, "Chrome trace-event / Perfetto JSON of memory over time"},
+    {"plot", cmd_plot, "a self-contained HTML report (timeline, segment map, call sites)"},
+    {"stats", cmd_stats, "the memory_stats dict as JSON, PyTorch's key names"},
+};
+
+static void
+usage(FILE *out)
+{
+    fprintf(out, "usage: cuprof SUBCOMMAND [OPTIONS] [ARGS]\n\n"
+                 "A GPU memory profiler: records every device allocation of an unmodified CUDA\n"
+                 "program through libcuprof.so and reads back the snapshots it writes (and the\n"
+                 "ones PyTorch's torch.cuda.memory._dump_snapshot writes).\n\nsubcommands:\n");
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+        fprintf(out, "  %-11s %s\n", subcommands[i].name, subcommands[i].what);
+    fprintf(out, "\n`cuprof SUBCOMMAND --help` describes each one.\n"
+                 "Exit status: 0 ok, 1 a problem was found (leaks, replay differences), 2 bad\n"
+                 "usage or unreadable input; `run` exits with the program's status.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "cuprof: missing subcommand\n\n");
+        usage(stderr);
+        return CLI_BADUSE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("cuprof %s\n", CUPROF_VERSION);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+        if (strcmp(argv[1], subcommands[i].name) == 0)
+            return subcommands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "cuprof: unknown subcommand \"%s\" (see `cuprof --help`)\n", argv[1]);
+    return CLI_BADUSE;
+}

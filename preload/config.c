@@ -1,0 +1,370 @@
+/* config.c: parses the CUPROF_* variables of config.def, strictly: a typo stops the program. */
+#include "preload/config.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "allocator/cuprof_errors.h"
+
+enum config_kind {
+    CONFIG_KIND_ENUM,
+    CONFIG_KIND_UINT,
+    CONFIG_KIND_ALLOC_CONF,
+    CONFIG_KIND_PATH,
+    CONFIG_KIND_FLAGS,
+    CONFIG_KIND_SIGNAL,
+};
+
+struct config_entry {
+    const char *name;
+    enum config_kind kind;
+    const char *def;
+    uint64_t min, max;
+    const char *accepted;
+};
+
+static const struct config_entry config_table[CONFIG_VAR_COUNT] = {
+#define CUPROF_VAR(name, field, kind, def, min, max, accepted, help)                               \
+    {#name, CONFIG_KIND_##kind, def, min, max, accepted},
+#include "preload/config.def"
+#undef CUPROF_VAR
+};
+
+/* Values are quoted in messages up to this many bytes, then cut with "...". */
+#define CONFIG_QUOTE_MAX 64
+
+const char *
+config_var_name(size_t index)
+{
+    return index < CONFIG_VAR_COUNT ? config_table[index].name : NULL;
+}
+
+/* Appends `value` to out as a quoted, one-line, length-capped string: control bytes, quotes and
+ * backslashes escaped; UTF-8 kept whole (never cut inside a sequence). */
+static void
+config_quote(const char *value, char *out, size_t out_len)
+{
+    size_t used = 0;
+    size_t in = 0;
+    size_t len = strlen(value);
+    size_t cut = len;
+    if (cut > CONFIG_QUOTE_MAX) {
+        cut = CONFIG_QUOTE_MAX;
+        while (cut > 0 && ((unsigned char)value[cut] & 0xC0) == 0x80)
+            cut--;
+    }
+    if (out_len == 0)
+        return;
+    out[0] = '\0';
+    used = (size_t)snprintf(out, out_len, "\"");
+    for (in = 0; in < cut && used + 8 < out_len; in++) {
+        unsigned char c = (unsigned char)value[in];
+        int n;
+        if (c == '"' || c == '\\')
+            n = snprintf(out + used, out_len - used, "\\%c", c);
+        else if (c < 0x20 || c == 0x7F)
+            n = snprintf(out + used, out_len - used, "\\x%02x", c);
+        else
+            n = snprintf(out + used, out_len - used, "%c", c);
+        used += (size_t)n;
+    }
+    snprintf(out + used, out_len - used, "%s\"", cut < len ? "..." : "");
+}
+
+static void
+config_bad_value(const struct config_entry *entry, const char *value, const char *expected,
+                 char *err, size_t err_len)
+{
+    char quoted[CONFIG_QUOTE_MAX * 4 + 16];
+    config_quote(value, quoted, sizeof quoted);
+    snprintf(err, err_len, "cuprof: %s: bad value %s: expected %s", entry->name, quoted, expected);
+}
+
+/* Index of `item` (length n) in a comma list, or -1. */
+static int
+config_list_index(const char *list, const char *item, size_t n)
+{
+    int index = 0;
+    const char *p = list;
+    while (*p != '\0') {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, item, n) == 0)
+            return index;
+        p += len;
+        if (*p == ',')
+            p++;
+        index++;
+    }
+    return -1;
+}
+
+/* "a,b,c" -> "a, b, c" (the accepted list as prose). */
+static void
+config_list_prose(const char *list, char *out, size_t out_len)
+{
+    size_t used = 0;
+    for (const char *p = list; *p != '\0' && used + 3 < out_len; p++) {
+        out[used++] = *p;
+        if (*p == ',')
+            out[used++] = ' ';
+    }
+    out[used] = '\0';
+}
+
+/* Strict unsigned decimal: digits only (no sign, space, fraction or suffix), no overflow. */
+static bool
+config_parse_u64(const char *text, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (*text == '\0')
+        return false;
+    for (const char *p = text; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        unsigned digit = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - digit) / 10)
+            return false;
+        v = v * 10 + digit;
+    }
+    *out = v;
+    return true;
+}
+
+/* Signals a dump may be tied to: catchable, and not a fault the program must see. */
+static bool
+config_signal_allowed(int sig)
+{
+    static const int refused[] = {SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE,
+                                  SIGILL,  SIGABRT, SIGTRAP, SIGSYS};
+    if (sig >= SIGRTMIN && sig <= SIGRTMAX)
+        return true;
+    if (sig <= 0 || sig >= 32)
+        return false; /* 32 and 33 belong to glibc's threads */
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        if (sig == refused[i])
+            return false;
+    return true;
+}
+
+static bool
+config_parse_signal(const char *text, int *out)
+{
+    uint64_t number = 0;
+    if (config_parse_u64(text, &number)) {
+        if (number > (uint64_t)SIGRTMAX || !config_signal_allowed((int)number))
+            return false;
+        *out = (int)number;
+        return true;
+    }
+    const char *name = strncmp(text, "SIG", 3) == 0 ? text + 3 : text;
+    for (int sig = 1; sig < 32; sig++) {
+        const char *abbrev = sigabbrev_np(sig);
+        if (abbrev != NULL && strcmp(abbrev, name) == 0 && config_signal_allowed(sig)) {
+            *out = sig;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Comma list of accepted values (each at most once is not required), or "none". */
+static bool
+config_parse_flags(const char *text, const char *accepted, unsigned *out)
+{
+    unsigned flags = 0;
+    if (strcmp(text, "none") == 0) {
+        *out = 0;
+        return true;
+    }
+    const char *p = text;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        int index = config_list_index(accepted, p, len);
+        if (len == 0 || index < 0)
+            return false;
+        flags |= 1u << index;
+        p += len;
+        if (*p == '\0')
+            break;
+        p++; /* a trailing comma leaves an empty item: refused above */
+    }
+    *out = flags;
+    return true;
+}
+
+static bool
+config_ends_with(const char *text, const char *suffix)
+{
+    size_t n = strlen(text), m = strlen(suffix);
+    return n >= m && strcmp(text + n - m, suffix) == 0;
+}
+
+static bool
+config_parse_path(const char *text)
+{
+    if (*text == '\0' || strlen(text) >= CONFIG_VALUE_MAX)
+        return false;
+    for (const char *p = text; *p != '\0'; p++) {
+        if (*p != '%')
+            continue;
+        p++;
+        if (*p == '\0' || strchr("prhnt%", *p) == NULL)
+            return false;
+    }
+    return config_ends_with(text, ".pickle") || config_ends_with(text, ".pkl") ||
+           config_ends_with(text, ".json");
+}
+
+/* Stores one variable's value into its field; returns false after writing the message. */
+static bool
+config_store(struct cuprof_config *config, size_t index, const char *value, char *err,
+             size_t err_len)
+{
+    const struct config_entry *e = &config_table[index];
+    char expected[256];
+    int as_int = 0;
+    unsigned flags = 0;
+    uint64_t number = 0;
+
+    switch (e->kind) {
+    case CONFIG_KIND_ENUM:
+        as_int = config_list_index(e->accepted, value, strlen(value));
+        if (as_int < 0) { /* also "" and "a,b": list items are non-empty, comma-free */
+            char prose[128];
+            config_list_prose(e->accepted, prose, sizeof prose);
+            snprintf(expected, sizeof expected, "one of %s", prose);
+            config_bad_value(e, value, expected, err, err_len);
+            return false;
+        }
+        break;
+    case CONFIG_KIND_UINT:
+        if (!config_parse_u64(value, &number) || number < e->min || number > e->max) {
+            snprintf(expected, sizeof expected, "an integer from %llu to %llu",
+                     (unsigned long long)e->min, (unsigned long long)e->max);
+            config_bad_value(e, value, expected, err, err_len);
+            return false;
+        }
+        break;
+    case CONFIG_KIND_FLAGS:
+        if (!config_parse_flags(value, e->accepted, &flags)) {
+            char prose[128];
+            config_list_prose(e->accepted, prose, sizeof prose);
+            snprintf(expected, sizeof expected, "a comma list of %s, or none", prose);
+            config_bad_value(e, value, expected, err, err_len);
+            return false;
+        }
+        break;
+    case CONFIG_KIND_SIGNAL:
+        if (!config_parse_signal(value, &as_int)) {
+            config_bad_value(e, value, e->accepted, err, err_len);
+            return false;
+        }
+        break;
+    case CONFIG_KIND_PATH:
+        if (!config_parse_path(value)) {
+            if (strlen(value) >= CONFIG_VALUE_MAX)
+                snprintf(expected, sizeof expected, "at most %d bytes", CONFIG_VALUE_MAX - 1);
+            else
+                snprintf(expected, sizeof expected, "%s", e->accepted);
+            config_bad_value(e, value, expected, err, err_len);
+            return false;
+        }
+        break;
+    case CONFIG_KIND_ALLOC_CONF:
+        break; /* parsed into the field directly below */
+    }
+
+    switch (index) {
+#define CUPROF_VAR(name, field, kind, def, min, max, accepted, help)                               \
+    case CONFIG_VAR_##name:                                                                        \
+        CONFIG_STORE_##kind(config->field);                                                        \
+        break;
+#define CONFIG_STORE_ENUM(f)   (f) = as_int
+#define CONFIG_STORE_UINT(f)   (f) = number
+#define CONFIG_STORE_FLAGS(f)  (f) = flags
+#define CONFIG_STORE_SIGNAL(f) (f) = as_int
+#define CONFIG_STORE_PATH(f)   snprintf((f), sizeof(f), "%s", value)
+#define CONFIG_STORE_ALLOC_CONF(f)                                                                 \
+    do {                                                                                           \
+        char why[300];                                                                             \
+        if (strlen(value) >= sizeof((f).raw)) {                                                    \
+            snprintf(expected, sizeof expected, "at most %zu bytes", sizeof((f).raw) - 1);         \
+            config_bad_value(e, value, expected, err, err_len);                                    \
+            return false;                                                                          \
+        }                                                                                          \
+        if (alloc_config_parse(value, &(f), why, sizeof why) != 0) {                               \
+            snprintf(err, err_len, "cuprof: %s: %s", e->name, why);                                \
+            return false;                                                                          \
+        }                                                                                          \
+    } while (0)
+#include "preload/config.def"
+#undef CUPROF_VAR
+    default:
+        break;
+    }
+    snprintf(config->text[index], sizeof config->text[index], "%s", value);
+    return true;
+}
+
+/* The value of `name` in envp, or NULL. */
+static const char *
+config_lookup(char *const *envp, const char *name)
+{
+    size_t n = strlen(name);
+    for (char *const *p = envp; p != NULL && *p != NULL; p++)
+        if (strncmp(*p, name, n) == 0 && (*p)[n] == '=')
+            return *p + n + 1;
+    return NULL;
+}
+
+static bool
+config_check_names(char *const *envp, char *err, size_t err_len)
+{
+    for (char *const *p = envp; p != NULL && *p != NULL; p++) {
+        const char *entry = *p;
+        if (strncmp(entry, "CUPROF_", 7) != 0 || strncmp(entry, "CUPROF_TEST_", 12) == 0)
+            continue;
+        size_t n = strcspn(entry, "=");
+        bool known = false;
+        for (size_t i = 0; i < CONFIG_VAR_COUNT && !known; i++)
+            known =
+                strlen(config_table[i].name) == n && strncmp(config_table[i].name, entry, n) == 0;
+        if (known)
+            continue;
+        char name[CONFIG_QUOTE_MAX + 8];
+        char names[512];
+        size_t used = 0;
+        snprintf(name, sizeof name, "%.*s%s", (int)(n > CONFIG_QUOTE_MAX ? CONFIG_QUOTE_MAX : n),
+                 entry, n > CONFIG_QUOTE_MAX ? "..." : "");
+        for (char *c = name; *c != '\0'; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7F)
+                *c = '?';
+        names[0] = '\0';
+        for (size_t i = 0; i < CONFIG_VAR_COUNT; i++)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+                                     config_table[i].name);
+        snprintf(err, err_len, "cuprof: %s: unknown variable: expected one of %s", name, names);
+        return false;
+    }
+    return true;
+}
+
+int
+config_parse(char *const *envp, struct cuprof_config *config, char *err, size_t err_len)
+{
+    memset(config, 0, sizeof *config);
+    alloc_config_defaults(&config->alloc_conf);
+    if (!config_check_names(envp, err, err_len))
+        return -CUPROF_EINVAL;
+    for (size_t i = 0; i < CONFIG_VAR_COUNT; i++) {
+        const char *value = config_lookup(envp, config_table[i].name);
+        if (value == NULL)
+            value = config_table[i].def;
+        if (!config_store(config, i, value, err, err_len))
+            return -CUPROF_EINVAL;
+    }
+    return 0;
+}

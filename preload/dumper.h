@@ -1,0 +1,31 @@
+/* dumper.h: writes snapshots: the CUPROF_SIGNAL trigger (handler -> self-pipe -> dumper thread),
+ *   and synchronous dumps for OOM, exit and cuprof_dump_snapshot().
+ * Locking: one dump lock serializes dumps (and the sequence number); taken before any allocator
+ *   lock. The signal handler takes no lock at all.
+ * Hot path: no. */
+#ifndef CUPROF_DUMPER_H
+#define CUPROF_DUMPER_H
+
+struct cuprof_runtime;
+
+/* With `signal` in CUPROF_DUMP_ON: creates the self-pipe, starts the dumper thread (every signal
+ * blocked in it) and installs the CUPROF_SIGNAL handler, which chains to the program's previous
+ * handler. Failures are logged; the program runs on without the trigger. */
+void dumper_start(struct cuprof_runtime *rt);
+
+/* Writes one snapshot now. path NULL: the CUPROF_SNAPSHOT template, expanded, under a name that
+ * no earlier file has; otherwise exactly `path` (replaced atomically, like PyTorch's
+ * _dump_snapshot). Logs where it went (unless CUPROF_LOG=quiet) or one line on failure. Returns
+ * 0 or a negative -CUPROF_E* code. Makes no device call; call it outside every cuprof lock. */
+__attribute__((warn_unused_result)) int dumper_dump(struct cuprof_runtime *rt, const char *path);
+
+/* Fork handlers (lifecycle.c): prepare takes the dump lock, parent releases it; child releases
+ * it, replaces the self-pipe, forgets the dumper thread and restarts the sequence at 0. */
+void dumper_fork_prepare(void);
+void dumper_fork_parent(void);
+void dumper_fork_child(void);
+
+/* In a forked child's first intercepted call: starts the dumper thread again. */
+void dumper_resume(struct cuprof_runtime *rt);
+
+#endif

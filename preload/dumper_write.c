@@ -1,0 +1,80 @@
+/* dumper_write.c: the cuprof section of a snapshot, and the hand-over to snapshot_dump_live. */
+#include "preload/dumper_write.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "allocator/cuprof_errors.h"
+#include "preload/config.h"
+#include "preload/path_template.h"
+#include "preload/runtime.h"
+#include "snapshot/snapshot_dump.h"
+#include "snapshot/symbolize.h"
+
+#define DUMPER_CMDLINE_MAX 65536
+#define DUMPER_ARGV_MAX    256
+
+/* Kept across dumps for its cache; protected by the dump lock (dumper.c) like every dump. */
+static struct symbolizer *dumper_symbolizer;
+
+/* The command line, from /proc/self/cmdline (the dump may run before our constructor saw argv).
+ * Fills argv with pointers into buf; returns the count. */
+static size_t
+dumper_write_argv(char *buf, size_t len, const char **argv, size_t cap)
+{
+    size_t total = 0, count = 0;
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    while (total + 1 < len) {
+        ssize_t n = read(fd, buf + total, len - 1 - total);
+        if (n <= 0)
+            break;
+        total += (size_t)n;
+    }
+    close(fd);
+    buf[total] = '\0';
+    for (size_t at = 0; at < total && count < cap; at += strlen(buf + at) + 1)
+        argv[count++] = buf + at;
+    return count;
+}
+
+int
+dumper_write_snapshot(struct cuprof_runtime *rt, const char *path)
+{
+    static const char *const mode_names[] = {"cache", "trace", "off"};
+    struct dump_setting settings[CONFIG_VAR_COUNT];
+    const char *argv[DUMPER_ARGV_MAX];
+    char host[256];
+    char *cmdline = malloc(DUMPER_CMDLINE_MAX);
+    if (cmdline == NULL)
+        return -CUPROF_EHOSTMEM;
+    if (dumper_symbolizer == NULL)
+        dumper_symbolizer = symbolizer_create(); /* NULL: snapshot_dump makes one per dump */
+
+    for (size_t i = 0; i < CONFIG_VAR_COUNT; i++) {
+        settings[i].key = config_var_name(i);
+        settings[i].value = rt->config->text[i];
+    }
+    if (gethostname(host, sizeof host) != 0)
+        strcpy(host, "unknown");
+    host[sizeof host - 1] = '\0';
+
+    struct dump_info info = {
+        .mode = mode_names[rt->mode],
+        .config = settings,
+        .config_count = CONFIG_VAR_COUNT,
+        .pid = (int64_t)getpid(),
+        .rank = path_template_rank_value(),
+        .host = host,
+        .argv = argv,
+        .argc = dumper_write_argv(cmdline, DUMPER_CMDLINE_MAX, argv, DUMPER_ARGV_MAX),
+        .alloc_config = &rt->config->alloc_conf,
+        .symbolizer = dumper_symbolizer,
+    };
+    int rc = snapshot_dump_live(rt->alloc, rt->ring, &info, path);
+    free(cmdline);
+    return rc;
+}

@@ -1,0 +1,16 @@
+/* dumper_write.h: one snapshot of the live state into one file: gathers the cuprof section
+ *   (mode, every setting, pid, rank, host, argv) and hands over to snapshot_dump_live.
+ * Locking: takes each allocator device lock briefly (inside snapshot_dump_live); call it with the
+ *   dump lock held and no allocator lock.
+ * Hot path: no. */
+#ifndef CUPROF_DUMPER_WRITE_H
+#define CUPROF_DUMPER_WRITE_H
+
+struct cuprof_runtime;
+
+/* Writes the snapshot to `path` (format from its extension), atomically (temporary file and
+ * rename). Returns 0 or a negative -CUPROF_E* code (errno tells the I/O reason). No device call. */
+__attribute__((warn_unused_result)) int dumper_write_snapshot(struct cuprof_runtime *rt,
+                                                              const char *path);
+
+#endif

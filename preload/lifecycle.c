@@ -1,0 +1,101 @@
+/* lifecycle.c: constructor, fork handlers and the exit dump of libcuprof. */
+#include "preload/lifecycle.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "allocator/allocator.h"
+#include "preload/config.h"
+#include "preload/cuda_backend.h"
+#include "preload/dumper.h"
+#include "preload/runtime.h"
+#include "snapshot/stacks.h"
+#include "snapshot/trace_ring.h"
+
+atomic_bool lifecycle_forked;
+static struct cuprof_runtime *lifecycle_rt; /* written once by lifecycle_register */
+static atomic_bool lifecycle_oom_claimed;
+static atomic_bool lifecycle_exit_done;
+/* A forked child that has not made an intercepted call writes no exit dump: a DataLoader-style
+ * worker would otherwise write a copy of its parent's state at every exit. */
+static atomic_bool lifecycle_idle_child;
+
+/* Priority 101: the first constructor of libcuprof, so a bad CUPROF_* value stops the program
+ * before anything is intercepted (a CUDA call from an earlier library's constructor parses the
+ * configuration lazily through runtime_get instead). */
+__attribute__((constructor(101))) static void
+lifecycle_constructor(void)
+{
+    (void)runtime_config();
+}
+
+/* Fork: hold the dump lock and every device lock across fork() so the child's copies are
+ * consistent and unlocked; no CUDA call is made in any of these handlers. */
+static void
+lifecycle_fork_prepare(void)
+{
+    dumper_fork_prepare();
+    for (int d = 0; d < lifecycle_rt->device_count; d++)
+        allocator_lock_device(lifecycle_rt->alloc, d);
+}
+
+static void
+lifecycle_fork_parent(void)
+{
+    for (int d = lifecycle_rt->device_count - 1; d >= 0; d--)
+        allocator_unlock_device(lifecycle_rt->alloc, d);
+    dumper_fork_parent();
+}
+
+/* The child keeps its parent's history and blocks (inherited, as the memory is): its snapshots
+ * show them under its own pid, with the sequence number starting again at 0. */
+static void
+lifecycle_fork_child(void)
+{
+    for (int d = lifecycle_rt->device_count - 1; d >= 0; d--)
+        allocator_unlock_device(lifecycle_rt->alloc, d);
+    trace_ring_reset_after_fork(lifecycle_rt->ring);
+    cuda_backend_reset_after_fork();
+    stacks_reset_after_fork();
+    dumper_fork_child();
+    atomic_store(&lifecycle_oom_claimed, false);
+    atomic_store(&lifecycle_exit_done, false);
+    atomic_store(&lifecycle_idle_child, true);
+    atomic_store(&lifecycle_forked, true);
+}
+
+/* Registered after the CUDA runtime's own start-up, so (atexit being LIFO) it runs before the
+ * runtime's teardown releases contexts; it makes no device call either way. */
+static void
+lifecycle_at_exit(void)
+{
+    if (atomic_load(&lifecycle_idle_child) || atomic_exchange(&lifecycle_exit_done, true))
+        return;
+    int rc = dumper_dump(lifecycle_rt, NULL); /* a failure was logged */
+    (void)rc;
+}
+
+void
+lifecycle_register(struct cuprof_runtime *rt)
+{
+    lifecycle_rt = rt;
+    if (pthread_atfork(lifecycle_fork_prepare, lifecycle_fork_parent, lifecycle_fork_child) != 0)
+        runtime_log("cuprof: pthread_atfork failed: a forked child may deadlock in cuprof");
+    if ((rt->config->dump_on & CONFIG_DUMP_ON_EXIT) != 0 && atexit(lifecycle_at_exit) != 0)
+        runtime_log("cuprof: atexit failed: no snapshot will be written at exit");
+}
+
+void
+lifecycle_resume_after_fork_slow(struct cuprof_runtime *rt)
+{
+    if (!atomic_exchange(&lifecycle_forked, false))
+        return;
+    atomic_store(&lifecycle_idle_child, false);
+    dumper_resume(rt);
+}
+
+bool
+lifecycle_claim_oom_dump(void)
+{
+    return !atomic_exchange(&lifecycle_oom_claimed, true);
+}

@@ -1,0 +1,34 @@
+/* lifecycle.h: the process events around the runtime: the constructor (config before any
+ *   interception), fork (locks, dumper thread, per-child names) and exit (the exit dump).
+ * Locking: the fork handlers take the dump lock and every allocator device lock, in that order.
+ * Hot path: lifecycle_resume_after_fork() is (one relaxed load while no fork happened). */
+#ifndef CUPROF_LIFECYCLE_H
+#define CUPROF_LIFECYCLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+struct cuprof_runtime;
+
+/* Set by the child's fork handler, cleared by the first runtime_get() in the child. */
+extern atomic_bool lifecycle_forked;
+
+/* Called once by the runtime init: registers the fork handlers and the exit dump. */
+void lifecycle_register(struct cuprof_runtime *rt);
+
+/* In a forked child, the first intercepted call restarts the dumper thread (a thread cannot be
+ * created inside the fork handler) and marks the child as a CUDA user, whose exit dump is then
+ * written under its own pid. */
+void lifecycle_resume_after_fork_slow(struct cuprof_runtime *rt);
+
+static inline void
+lifecycle_resume_after_fork(struct cuprof_runtime *rt)
+{
+    if (atomic_load_explicit(&lifecycle_forked, memory_order_relaxed))
+        lifecycle_resume_after_fork_slow(rt);
+}
+
+/* True exactly once per process (and once again in each forked child): the first OOM dumps. */
+bool lifecycle_claim_oom_dump(void);
+
+#endif

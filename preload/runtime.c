@@ -1,0 +1,150 @@
+/* runtime.c: builds libcuprof's state once (config, stacks, ring, allocator, triggers). */
+#include "preload/runtime.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "allocator/allocator.h"
+#include "preload/config.h"
+#include "preload/cuda_backend.h"
+#include "preload/dumper.h"
+#include "preload/lifecycle.h"
+#include "snapshot/stacks.h"
+#include "snapshot/trace_ring.h"
+
+extern char **environ;
+
+static pthread_once_t runtime_config_once = PTHREAD_ONCE_INIT;
+static struct cuprof_config runtime_config_value;
+
+static pthread_once_t runtime_once = PTHREAD_ONCE_INIT;
+static struct cuprof_runtime runtime_value;
+static atomic_bool runtime_ready;
+/* The thread running runtime_init: a CUDA call it makes that comes back to runtime_get passes
+ * through instead of waiting for itself in pthread_once. */
+static _Thread_local bool runtime_initializing __attribute__((tls_model("initial-exec")));
+
+static void
+runtime_config_init(void)
+{
+    char err[1024];
+    if (config_parse(environ, &runtime_config_value, err, sizeof err) != 0) {
+        /* Before main (or inside another library's constructor): no atexit handler, no stdio. */
+        size_t len = strnlen(err, sizeof err - 1);
+        err[len] = '\n';
+        ssize_t written = write(STDERR_FILENO, err, len + 1);
+        (void)written;
+        _exit(2);
+    }
+}
+
+const struct cuprof_config *
+runtime_config(void)
+{
+    pthread_once(&runtime_config_once, runtime_config_init);
+    return &runtime_config_value;
+}
+
+bool
+runtime_log_info(void)
+{
+    return runtime_config()->log >= CONFIG_LOG_INFO;
+}
+
+bool
+runtime_log_debug(void)
+{
+    return runtime_config()->log >= CONFIG_LOG_DEBUG;
+}
+
+void
+runtime_log(const char *fmt, ...)
+{
+    char line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof line - 2 ? (size_t)n : sizeof line - 2;
+    line[len] = '\n';
+    /* One write(2) per line: lines of concurrent threads and processes never interleave. */
+    ssize_t written = write(STDERR_FILENO, line, len + 1);
+    (void)written;
+}
+
+static void
+runtime_init(void)
+{
+    const struct cuprof_config *config = runtime_config();
+    struct cuprof_runtime *rt = &runtime_value;
+    runtime_initializing = true;
+
+    rt->mode = (enum cuprof_mode)config->mode;
+    rt->config = config;
+    if (rt->mode == CUPROF_MODE_OFF)
+        goto out;
+
+    rt->device_count = cuda_backend_device_count();
+    if (rt->device_count <= 0) {
+        if (runtime_log_debug())
+            runtime_log("cuprof: no CUDA device found: passing every call through");
+        goto out;
+    }
+    stacks_configure((enum stack_mode)config->stacks, (unsigned)config->stack_depth);
+    stacks_warm_up();
+    rt->ring = trace_ring_create(rt->device_count, (size_t)config->max_entries,
+                                 (enum history_mode)config->history);
+    if (rt->ring == NULL) {
+        runtime_log("cuprof: out of host memory for the trace history: passing every call "
+                    "through");
+        goto out;
+    }
+    struct alloc_config alloc_conf = config->alloc_conf;
+    if (rt->mode == CUPROF_MODE_TRACE)
+        alloc_conf.caching = false; /* trace: one device allocation per request */
+    struct trace_sink sink = trace_ring_sink(rt->ring);
+    rt->alloc = allocator_create(&alloc_conf, cuda_backend_ops(), &sink, rt->device_count);
+    if (rt->alloc == NULL) {
+        runtime_log("cuprof: out of host memory for the allocator: passing every call through");
+        trace_ring_destroy(rt->ring);
+        rt->ring = NULL;
+        goto out;
+    }
+    lifecycle_register(rt);
+    dumper_start(rt);
+    atomic_store_explicit(&runtime_ready, true, memory_order_release);
+out:
+    runtime_initializing = false;
+}
+
+struct cuprof_runtime *
+runtime_get(void)
+{
+    if (runtime_initializing)
+        return NULL;
+    pthread_once(&runtime_once, runtime_init);
+    if (!atomic_load_explicit(&runtime_ready, memory_order_acquire))
+        return NULL;
+    lifecycle_resume_after_fork(&runtime_value);
+    return &runtime_value;
+}
+
+void
+runtime_notify_oom(int device)
+{
+    struct cuprof_runtime *rt = runtime_get();
+    if (rt == NULL || (rt->config->dump_on & CONFIG_DUMP_ON_OOM) == 0)
+        return;
+    if (!lifecycle_claim_oom_dump())
+        return;
+    if (runtime_log_debug())
+        runtime_log("cuprof: out of memory on device %d: writing a snapshot", device);
+    int rc = dumper_dump(rt, NULL); /* a failure was logged */
+    (void)rc;
+}
