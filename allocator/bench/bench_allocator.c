@@ -2,18 +2,25 @@
  * threads, same and different devices) and RMM's random_allocations workload, each against a
  * glibc malloc+free baseline measured in the same run. Prints `name: value unit (ratio× base)`.
  * Pair figures are medians of REPS repetitions, each timing the glibc baseline right before the
- * candidate, so that a loaded machine slows both sides of a ratio alike. */
+ * candidate, so that a loaded machine slows both sides of a ratio alike.
+ * `bench_allocator callgrind` runs CG_PAIRS untimed pairs of each kind for instruction counts
+ * that load cannot disturb: valgrind --tool=callgrind bench_allocator callgrind, then
+ * callgrind_annotate --inclusive=yes: cg_glibc's Ir / CG_PAIRS, cg_small's and cg_large's
+ * Ir / (CG_PAIRS + WARMUP). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "allocator/allocator.h"
 
-#define MIB  ((size_t)1 << 20)
-#define REPS 7
+#define MIB      ((size_t)1 << 20)
+#define REPS     7
+#define CG_PAIRS 100000
+#define WARMUP   1000
 
 struct bump {
     _Atomic uint64_t next[2];
@@ -108,7 +115,7 @@ pair_loop(void *arg)
     /* A live neighbour keeps the segment split, so every pair splits and merges. */
     if (allocator_malloc(j->alloc, j->device, j->size, 0, 0, &keep) != 0)
         abort();
-    for (int i = 0; i < 1000; i++) { /* warm-up: segment made, caches and branches trained */
+    for (int i = 0; i < WARMUP; i++) { /* warm-up: segment made, caches and branches trained */
         if (allocator_malloc(j->alloc, j->device, j->size, 0, 0, &p) != 0 ||
             allocator_free(j->alloc, p, 0) != 0)
             abort();
@@ -233,9 +240,43 @@ pair_figure(const char *name, int threads, bool two_devices, size_t size, long n
     printf("%s: %.1f ns (%.2fx glibc_malloc_free)\n", name, median(ns, REPS), median(ratio, REPS));
 }
 
-int
-main(void)
+__attribute__((noinline)) static void
+cg_glibc(void)
 {
+    glibc_pairs(512, CG_PAIRS);
+}
+
+__attribute__((noinline)) static void
+cg_pairs(struct allocator *a, size_t size)
+{
+    struct pair_job job = {a, 0, size, CG_PAIRS, 0};
+    pair_loop(&job);
+}
+
+__attribute__((noinline)) static void
+cg_small(struct allocator *a)
+{
+    cg_pairs(a, 512);
+}
+
+__attribute__((noinline)) static void
+cg_large(struct allocator *a)
+{
+    cg_pairs(a, 5 * MIB);
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "callgrind") == 0) {
+        struct bump b;
+        struct allocator *a = make(&b, 1);
+        cg_glibc();
+        cg_small(a);
+        cg_large(a);
+        allocator_destroy(a);
+        return 0;
+    }
     const long n = 200000;
     double base[REPS];
     for (int r = 0; r < REPS; r++)
