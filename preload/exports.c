@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include "preload/hooks.h"
+#include "preload/real_dl.h"
 #include "preload/shim_ctx.h"
 #include "preload/shim_mem.h"
 #include "preload/shim_query.h"
@@ -21,7 +22,7 @@
 #undef cuDevicePrimaryCtxRelease
 
 /* ---- dlsym: the program's return address identifies the caller for RTLD_NEXT. */
-EXPORT void *
+EXPORT REAL_DL_UNINSTRUMENTED void *
 dlsym(void *handle, const char *name)
 {
     return hooks_dlsym(handle, name, __builtin_return_address(0));

@@ -125,7 +125,7 @@ hooks_wrapper_for(const char *symbol, int version, cuuint64_t flags)
     return NULL;
 }
 
-static void *
+REAL_DL_UNINSTRUMENTED static void *
 wrapper_for_name(const char *name)
 {
     for (size_t i = 0; i < sizeof name_rows / sizeof name_rows[0]; i++)
@@ -134,7 +134,7 @@ wrapper_for_name(const char *name)
     return NULL;
 }
 
-void *
+REAL_DL_UNINSTRUMENTED void *
 hooks_dlsym(void *handle, const char *name, const void *caller)
 {
     /* glibc resolves RTLD_NEXT relative to its caller, which would be us: redo it for the real

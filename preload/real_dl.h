@@ -8,6 +8,10 @@
 
 #include <stdbool.h>
 
+/* For the dlsym path: sanitizer runtimes call dlsym(RTLD_NEXT, ...) while they initialise, before
+ * their shadow memory exists, so this code must not be instrumented. */
+#define REAL_DL_UNINSTRUMENTED __attribute__((no_sanitize("address", "undefined")))
+
 /* glibc's dlsym (dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"), then newer versions). */
 void *real_dl_dlsym(void *handle, const char *name);
 

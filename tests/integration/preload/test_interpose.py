@@ -17,12 +17,28 @@ DEBUG_RE = re.compile(r"cuprof: debug: driver lookups: cuGetProcAddress=(\d+) ho
                       r"dlsym_hooked=(\d+)")
 
 
+def sanitizer_preload():
+    """Under the ASan test setup the sanitizer runtimes must come first in LD_PRELOAD."""
+    if not os.environ.get("CUPROF_TEST_SANITIZED"):
+        return []
+    libs = []
+    for name in ("libasan.so", "libubsan.so"):
+        out = subprocess.run(["cc", "-print-file-name=" + name], capture_output=True, text=True)
+        if os.path.isabs(out.stdout.strip()):
+            libs.append(os.path.realpath(out.stdout.strip()))
+    return libs
+
+
 def run(cmd, ld_path, preload=None, extra_env=None):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("CUPROF_") and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
     env["LD_LIBRARY_PATH"] = ld_path
-    if preload:
-        env["LD_PRELOAD"] = preload
+    if os.environ.get("CUPROF_TEST_SANITIZED"):
+        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"
+    # Sanitizer runtimes first, in every run (the simulated driver is instrumented too).
+    libs = sanitizer_preload() + ([preload] if preload else [])
+    if libs:
+        env["LD_PRELOAD"] = ":".join(libs)
     env.update(extra_env or {})
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     return p.returncode, p.stdout, p.stderr
@@ -152,6 +168,51 @@ def case_rtld_next(a, f, mode_env):
                     f"{order}: the other library saw {m.group(1)} cuMemAlloc_v2 calls, want {want}")
 
 
+def case_memprobe(a, f, mode_env):
+    """Errors, ranges and pitches the program sees are the driver's; managed, pool and VMM memory
+    is recorded with its pool tag; a double free is one log line with the stacks."""
+    import collections
+    import glob
+    import importlib.util
+    import tempfile
+    spec = importlib.util.spec_from_file_location("check_snapshot", a.checker)
+    checker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checker)
+    prog = a.programs[0]
+    base = run([prog], a.ld_path)
+    f.check(base[0] == 0 and "mem_probe: range_ok=1 attr_ok=1 attrs_ok=1" in base[1],
+            f"mem_probe without cuprof: {base}")
+    for mode in ("cache", "trace"):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {"CUPROF_MODE": mode, "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle")}
+            shim = run([prog], a.ld_path, preload=a.lib, extra_env=env)
+            same_ending(f, f"mem_probe/{mode}", base, shim)
+            lines = [l for l in shim[2].splitlines() if "double free" in l]
+            f.check(len(lines) == 1, f"{mode}: want one double-free line, got {lines}")
+            f.check(all(k in lines[0] for k in ("allocated at ", "; freed at ", "; freed again at "))
+                    if lines else False, f"{mode}: double-free line lacks stacks: {lines}")
+            files = sorted(glob.glob(os.path.join(tmp, "*")))
+            f.check(len(files) == 1, f"{mode}: snapshots {files}")
+            if not files:
+                continue
+            snap = checker.load(files[0])
+            problems = checker.check(snap, complete_history=True)
+            f.check(not problems, f"{mode}: check_snapshot: {problems[:5]}")
+            seg = collections.Counter((e["action"], e.get("cuprof_pool"))
+                                      for e in snap["device_traces"][0])
+            for pool, n in (("managed", 1), ("vmm", 1), ("async", 2 if mode == "trace" else 1)):
+                f.check(seg[("segment_alloc", pool)] == n and seg[("segment_free", pool)] == n,
+                        f"{mode}: {pool} segments {seg[('segment_alloc', pool)]}/"
+                        f"{seg[('segment_free', pool)]}, want {n}/{n}")
+            vmm = [e for e in snap["device_traces"][0]
+                   if e["action"] == "segment_alloc" and e.get("cuprof_pool") == "vmm"]
+            f.check(vmm and vmm[0]["size"] >= 2 * 1024 * 1024, f"{mode}: vmm mapping size {vmm}")
+            live = [b for s in snap["segments"] for b in s["blocks"]
+                    if b["state"] == "active_allocated"]
+            f.check([b["requested_size"] for b in live] == [12345],
+                    f"{mode}: live blocks at exit {live}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
@@ -160,6 +221,7 @@ def main():
     ap.add_argument("--rtld-next")
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("--mode", default="")
+    ap.add_argument("--checker")
     ap.add_argument("programs", nargs="*")
     a = ap.parse_intermixed_args()
     if any(p == "" or not os.path.exists(p) for p in a.programs):
@@ -168,7 +230,7 @@ def main():
     mode_env = {"CUPROF_MODE": a.mode} if a.mode else {}
     f = Failures()
     {"lookups": case_lookups, "same": case_same, "probe": case_probe,
-     "rtld_next": case_rtld_next}[a.case](a, f, mode_env)
+     "rtld_next": case_rtld_next, "memprobe": case_memprobe}[a.case](a, f, mode_env)
     f.exit()
 
 
