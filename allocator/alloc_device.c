@@ -18,16 +18,17 @@ alloc_device_init(struct alloc_device *dev, int index, const struct alloc_config
                   const struct device_ops *ops, const struct trace_sink *sink)
 {
     memset(dev, 0, sizeof(*dev));
-    if (pthread_mutex_init(&dev->lock, NULL) != 0)
+    if (block_map_init(&dev->map) != 0)
         return -CUPROF_EHOSTMEM;
+    alloc_lock_init(&dev->lock);
     dev->index = index;
     dev->config = config;
     dev->ops = ops;
     dev->sink = sink;
     dev->small.is_small = true;
     dev->large.is_small = false;
-    atomic_init(&dev->free_gen, 0);
-    atomic_init(&dev->synced_gen, 0);
+    atomic_init(&dev->addr_lo, UINT64_MAX);
+    atomic_init(&dev->addr_hi, 0);
     /* PyTorch keeps max_split_size as int64: SIZE_MAX (unset) reads as -1. */
     memory_stats_init(&dev->stats,
                       config->max_split_size == SIZE_MAX ? -1 : (int64_t)config->max_split_size);
@@ -44,14 +45,7 @@ alloc_device_destroy(struct alloc_device *dev)
         c = next;
     }
     dev->chunks = NULL;
-    pthread_mutex_destroy(&dev->lock);
-}
-
-bool
-alloc_device_spares_ready_locked(const struct alloc_device *dev, size_t aux)
-{
-    return dev->spare_block_count >= 2 && dev->spare_segment_count >= 1 &&
-           dev->spare_aux_count >= aux;
+    block_map_destroy(&dev->map);
 }
 
 /* One malloc'd chunk: header, then `count` items of `item_size`. */
@@ -79,14 +73,14 @@ alloc_device_refill_unlocking(struct alloc_device *dev, size_t aux)
     struct alloc_aux *auxs = NULL;
     int rc = 0;
     /* Host memory is only ever malloc'd here, with the device lock dropped. */
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     if (nb)
         blocks = chunk_new(nb, sizeof(*blocks), &hb);
     if (ns)
         segs = chunk_new(ns, sizeof(*segs), &hs);
     if (na)
         auxs = chunk_new(na, sizeof(*auxs), &ha);
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     if ((nb && blocks == NULL) || (ns && segs == NULL) || (na && auxs == NULL))
         rc = -CUPROF_EHOSTMEM;
     if (blocks != NULL) {
@@ -175,12 +169,6 @@ alloc_device_put_aux_locked(struct alloc_device *dev, struct alloc_aux *a)
     dev->spare_aux_count++;
 }
 
-struct alloc_pool *
-alloc_device_pool_of(struct alloc_device *dev, bool is_small)
-{
-    return is_small ? &dev->small : &dev->large;
-}
-
 static inline struct alloc_block *
 block_of(struct avl_node *n)
 {
@@ -237,12 +225,10 @@ alloc_device_pool_lower_bound_locked(struct alloc_pool *pool, uint64_t stream, s
 }
 
 void
-alloc_device_trace_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
-                          uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
-                          uint64_t device_free)
+alloc_device_record_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
+                           uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
+                           uint64_t device_free)
 {
-    if (dev->sink == NULL || dev->sink->record == NULL)
-        return;
     struct trace_event ev = {
         .action = (uint8_t)action,
         .pool = pool,
@@ -272,13 +258,12 @@ alloc_device_note_stream_locked(struct alloc_device *dev, uint64_t stream)
 void
 alloc_device_sync_frees_locked(struct alloc_device *dev)
 {
-    uint_fast64_t gen = atomic_load(&dev->free_gen);
-    if (gen == atomic_load(&dev->synced_gen))
+    if (dev->free_gen == dev->synced_gen)
         return;
     /* One synchronize covers every free made before it: a sync error is sticky and will reach
      * the program through its own next CUDA call, so it is not reported here. */
     (void)dev->ops->synchronize(dev->ops->ctx, dev->index);
-    atomic_store(&dev->synced_gen, gen);
+    dev->synced_gen = dev->free_gen;
 }
 
 /* PyTorch's get_free_block: lower_bound on (stream, size), same stream, two oversize guards. */
@@ -297,10 +282,16 @@ get_free_block_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_
     return b;
 }
 
-/* Adds a segment to dev->segments (ordered by address). */
+/* Adds a segment to dev->segments (ordered by address) and widens the device's range. */
 static void
 segment_link_locked(struct alloc_device *dev, struct alloc_segment *seg)
 {
+    /* Only this device's lock holder writes the range; readers tolerate a stale (narrower)
+     * value only for pointers they cannot have been handed yet. */
+    if (seg->addr < atomic_load_explicit(&dev->addr_lo, memory_order_relaxed))
+        atomic_store_explicit(&dev->addr_lo, seg->addr, memory_order_relaxed);
+    if (seg->addr + seg->size > atomic_load_explicit(&dev->addr_hi, memory_order_relaxed))
+        atomic_store_explicit(&dev->addr_hi, seg->addr + seg->size, memory_order_relaxed);
     struct avl_node *parent = NULL, *n = dev->segments.root;
     int left = 0;
     while (n != NULL) {

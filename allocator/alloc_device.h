@@ -5,14 +5,15 @@
 #ifndef CUPROF_ALLOC_DEVICE_H
 #define CUPROF_ALLOC_DEVICE_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "allocator/alloc_config.h"
+#include "allocator/alloc_lock.h"
 #include "allocator/avl.h"
+#include "allocator/block_map.h"
 #include "allocator/device_ops.h"
 #include "allocator/trace_sink.h"
 #include "stats/memory_stats.h"
@@ -48,7 +49,7 @@ struct alloc_block {
     struct avl_node node;     /* pool->blocks while free, ordered by (stream, size, addr) */
     struct alloc_block *prev; /* address neighbours inside the segment */
     struct alloc_block *next;
-    struct alloc_block *hash_next; /* block_map chain (protected by the shard lock) */
+    struct alloc_block *hash_next; /* dev->map chain (protected by the device lock) */
     struct alloc_segment *seg;
     uint64_t addr;
     size_t size;
@@ -76,7 +77,8 @@ struct alloc_chunk { /* host memory behind spares, kept for allocator_destroy */
 };
 
 struct alloc_device {
-    pthread_mutex_t lock;
+    /* Each device starts a cache line: threads on different devices share no line. */
+    _Alignas(64) struct alloc_lock lock;
     int index;
     const struct alloc_config *config; /* read-only */
     const struct device_ops *ops;      /* read-only */
@@ -95,8 +97,13 @@ struct alloc_device {
     uint64_t streams[ALLOC_DEVICE_MAX_STREAMS]; /* protected by lock */
     size_t stream_count;                        /* protected by lock */
     bool streams_overflow;                      /* protected by lock */
-    atomic_uint_fast64_t free_gen;   /* frees since creation needing a device sync (DEVICE mode) */
-    atomic_uint_fast64_t synced_gen; /* free_gen value covered by the last synchronize */
+    uint64_t free_gen;    /* protected by lock: frees needing a device sync (DEVICE mode) */
+    uint64_t synced_gen;  /* protected by lock: free_gen value covered by the last synchronize */
+    struct block_map map; /* protected by lock: blocks handed out, by address */
+    /* Lowest and highest+1 address of every segment the device ever held (they never shrink),
+     * read without the lock to find which device a freed pointer can belong to. */
+    _Atomic uint64_t addr_lo;
+    _Atomic uint64_t addr_hi;
 
     struct alloc_block *spare_blocks; /* protected by lock */
     size_t spare_block_count;
@@ -114,12 +121,25 @@ __attribute__((warn_unused_result)) int alloc_device_init(struct alloc_device *d
                                                           const struct alloc_config *config,
                                                           const struct device_ops *ops,
                                                           const struct trace_sink *sink);
-/* Frees host bookkeeping (spares, chunks); device memory is left alone. */
+/* True when addr lies in the device's address range (no lock: see addr_lo). */
+static inline bool
+alloc_device_may_own(const struct alloc_device *dev, uint64_t addr)
+{
+    return addr >= atomic_load_explicit(&dev->addr_lo, memory_order_relaxed) &&
+           addr < atomic_load_explicit(&dev->addr_hi, memory_order_relaxed);
+}
+
+/* Frees host bookkeeping (spares, chunks, map); device memory is left alone. */
 void alloc_device_destroy(struct alloc_device *dev);
 
 /* With the lock held: true when the spares can serve one malloc (2 blocks, 1 segment) and
  * `aux` more stream-use/event records. */
-bool alloc_device_spares_ready_locked(const struct alloc_device *dev, size_t aux);
+static inline bool
+alloc_device_spares_ready_locked(const struct alloc_device *dev, size_t aux)
+{
+    return dev->spare_block_count >= 2 && dev->spare_segment_count >= 1 &&
+           dev->spare_aux_count >= aux;
+}
 /* Drops the lock, mallocs spares (blocks, segments, `aux` records), retakes the lock.
  * Returns 0 or -CUPROF_EHOSTMEM (lock held again either way). */
 __attribute__((warn_unused_result)) int alloc_device_refill_unlocking(struct alloc_device *dev,
@@ -133,7 +153,11 @@ struct alloc_aux *alloc_device_take_aux_locked(struct alloc_device *dev);
 void alloc_device_put_aux_locked(struct alloc_device *dev, struct alloc_aux *a);
 
 /* Pool of a block: small or large. */
-struct alloc_pool *alloc_device_pool_of(struct alloc_device *dev, bool is_small);
+static inline struct alloc_pool *
+alloc_device_pool_of(struct alloc_device *dev, bool is_small)
+{
+    return is_small ? &dev->small : &dev->large;
+}
 /* PyTorch's insert_into_blocks (stamps gc_count_base) and its erase. */
 void alloc_device_pool_insert_locked(struct alloc_pool *pool, struct alloc_block *b);
 void alloc_device_pool_erase_locked(struct alloc_pool *pool, struct alloc_block *b);
@@ -141,10 +165,20 @@ void alloc_device_pool_erase_locked(struct alloc_pool *pool, struct alloc_block 
 struct alloc_block *alloc_device_pool_lower_bound_locked(struct alloc_pool *pool, uint64_t stream,
                                                          size_t size);
 
-/* Emits one trace event if a sink is set. */
-void alloc_device_trace_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
-                               uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
-                               uint64_t device_free);
+/* Hands one trace event to the sink (alloc_device_trace_locked checks that there is one). */
+void alloc_device_record_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
+                                uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
+                                uint64_t device_free);
+
+/* Emits one trace event if a sink is set (inline: with no sink it is one test). */
+static inline void
+alloc_device_trace_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
+                          uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
+                          uint64_t device_free)
+{
+    if (dev->sink != NULL && dev->sink->record != NULL)
+        alloc_device_record_locked(dev, action, pool, addr, size, stream, stack_id, device_free);
+}
 
 /* Remembers a stream the device used (free_sync:events records on each). */
 void alloc_device_note_stream_locked(struct alloc_device *dev, uint64_t stream);

@@ -29,17 +29,6 @@ has_use(const struct alloc_block *b, uint64_t stream)
     return false;
 }
 
-size_t
-alloc_free_aux_needed_locked(const struct alloc_device *dev, const struct alloc_block *b,
-                             bool has_stream, uint64_t stream)
-{
-    if (has_stream)
-        return stream != b->stream ? 1 : 0;
-    if (b->stream_uses == NULL && dev->config->free_sync == FREE_SYNC_EVENTS)
-        return dev->stream_count;
-    return 0;
-}
-
 static void
 add_use_locked(struct alloc_device *dev, struct alloc_block *b, uint64_t stream)
 {
@@ -134,7 +123,7 @@ alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint3
         case FREE_SYNC_DEVICE:
             /* The device sync is deferred to the next reuse of cached memory, which covers
              * every free before it (alloc_device_sync_frees_locked). */
-            atomic_fetch_add(&dev->free_gen, 1);
+            dev->free_gen++;
             break;
         case FREE_SYNC_EVENTS:
             if (dev->streams_overflow) {

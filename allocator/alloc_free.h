@@ -11,8 +11,16 @@
 #include "allocator/alloc_device.h"
 
 /* How many spare aux records freeing `b` needs (events for stream uses, free_sync:events). */
-size_t alloc_free_aux_needed_locked(const struct alloc_device *dev, const struct alloc_block *b,
-                                    bool has_stream, uint64_t stream);
+static inline size_t
+alloc_free_aux_needed_locked(const struct alloc_device *dev, const struct alloc_block *b,
+                             bool has_stream, uint64_t stream)
+{
+    if (has_stream)
+        return stream != b->stream ? 1 : 0;
+    if (b->stream_uses == NULL && dev->config->free_sync == FREE_SYNC_EVENTS)
+        return dev->stream_count;
+    return 0;
+}
 /* PyTorch's free(): free_requested, allocation stats, then events or free_block. With
  * has_stream (cudaFreeAsync), `stream` is where the program stops using the block. */
 void alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,

@@ -18,22 +18,90 @@
 #define ALLOC_ROUND_LARGE     ((size_t)2 << 20)   /* kRoundLarge */
 #define ALLOC_MAX_REQUEST     ((uint64_t)1 << 60) /* PyTorch refuses 1 EiB and more */
 
-/* Divisions configured for the power-of-two interval that holds `size` (0 or 1 = none). */
-size_t alloc_policy_divisions(const struct alloc_config *config, size_t size);
 /* PyTorch's roundup_power2_next_division: `size` rounded up to the next 1/d of its interval. */
 size_t alloc_policy_next_division(size_t size, size_t divisions);
+
+/* The rules below are static inline: every malloc runs them, and a call each costs more than
+ * their bodies. */
+
+static inline unsigned
+alloc_policy_log2_floor(size_t v)
+{
+    return v ? 63u - (unsigned)__builtin_clzll((unsigned long long)v) : 0;
+}
+
+/* Divisions configured for the power-of-two interval that holds `size` (0 or 1 = none). */
+static inline size_t
+alloc_policy_divisions(const struct alloc_config *config, size_t size)
+{
+    /* Interval 0 holds everything below 2 MiB, interval i holds [2^(20+i), 2^(21+i)). */
+    unsigned lg = alloc_policy_log2_floor(size);
+    unsigned idx = lg > 20 ? lg - 20 : 0;
+    if (idx >= ALLOC_CONFIG_ROUNDUP_INTERVALS)
+        idx = ALLOC_CONFIG_ROUNDUP_INTERVALS - 1;
+    return config->roundup_power2_divisions[idx];
+}
+
 /* PyTorch's round_size: the block size actually handed out for a request. */
-size_t alloc_policy_round_size(const struct alloc_config *config, size_t size);
+static inline size_t
+alloc_policy_round_size(const struct alloc_config *config, size_t size)
+{
+    if (size < ALLOC_MIN_BLOCK_SIZE)
+        return ALLOC_MIN_BLOCK_SIZE;
+    size_t d = alloc_policy_divisions(config, size);
+    /* PyTorch: power-of-two divisions apply only when d > 1 and size > 512 * d. */
+    if (d > 1 && size > ALLOC_MIN_BLOCK_SIZE * d)
+        return alloc_policy_next_division(size, d);
+    return (size + ALLOC_MIN_BLOCK_SIZE - 1) & ~(ALLOC_MIN_BLOCK_SIZE - 1);
+}
+
 /* Small pool iff the rounded size is at most 1 MiB. */
-bool alloc_policy_is_small(size_t rounded);
+static inline bool
+alloc_policy_is_small(size_t rounded)
+{
+    return rounded <= ALLOC_SMALL_SIZE;
+}
+
 /* PyTorch's get_allocation_size: bytes asked of the device for a new segment. */
-size_t alloc_policy_segment_size(size_t rounded);
+static inline size_t
+alloc_policy_segment_size(size_t rounded)
+{
+    if (rounded <= ALLOC_SMALL_SIZE)
+        return ALLOC_SMALL_BUFFER;
+    if (rounded < ALLOC_MIN_LARGE_ALLOC)
+        return ALLOC_LARGE_BUFFER;
+    return (rounded + ALLOC_ROUND_LARGE - 1) & ~(ALLOC_ROUND_LARGE - 1);
+}
+
 /* PyTorch's should_split for a free block of block_size serving `size` (rounded). */
-bool alloc_policy_should_split(const struct alloc_config *config, bool small, size_t block_size,
-                               size_t size);
+static inline bool
+alloc_policy_should_split(const struct alloc_config *config, bool small, size_t block_size,
+                          size_t size)
+{
+    size_t remaining = block_size - size;
+    /* cuprof serves expandable_segments with ordinary segments, so their 512-byte split rule
+     * is not applied: the large-pool rule below holds whatever that key says. */
+    if (small)
+        return remaining >= ALLOC_MIN_BLOCK_SIZE;
+    /* PyTorch: large-pool leftovers of 1 MiB or less stay attached to the allocation. */
+    return size < config->max_split_size && remaining > ALLOC_SMALL_SIZE;
+}
+
 /* PyTorch's two oversize guards in get_free_block: may a cached block of `candidate` bytes
  * serve a rounded request of `size`? */
-bool alloc_policy_may_use(const struct alloc_config *config, size_t size, size_t candidate);
+static inline bool
+alloc_policy_may_use(const struct alloc_config *config, size_t size, size_t candidate)
+{
+    size_t ms = config->max_split_size;
+    /* PyTorch: requests below max_split_size never take an oversize block ... */
+    if (size < ms && candidate >= ms)
+        return false;
+    /* ... and an oversize request takes one only if it wastes less than the rounding limit. */
+    if (size >= ms && candidate >= size + config->max_non_split_rounding_size)
+        return false;
+    return true;
+}
+
 /* PyTorch's format_size: "1024 bytes", "1.50 KiB", "2.00 MiB", "3.00 GiB". */
 void alloc_policy_format_size(uint64_t bytes, char *buf, size_t len);
 

@@ -41,9 +41,10 @@ allocator_create(const struct alloc_config *config, const struct device_ops *ops
     struct allocator *alloc = calloc(1, sizeof(*alloc));
     if (alloc == NULL)
         return NULL;
-    alloc->devices = calloc((size_t)device_count, sizeof(*alloc->devices));
-    if (alloc->devices == NULL || block_map_init(&alloc->map) != 0) {
-        free(alloc->devices);
+    /* aligned_alloc: struct alloc_device is cache-line aligned (alloc_device_init zeroes it). */
+    alloc->devices = aligned_alloc(_Alignof(struct alloc_device),
+                                   (size_t)device_count * sizeof(*alloc->devices));
+    if (alloc->devices == NULL) {
         free(alloc);
         return NULL;
     }
@@ -59,7 +60,6 @@ allocator_create(const struct alloc_config *config, const struct device_ops *ops
                               alloc->has_sink ? &alloc->sink : NULL) != 0) {
             for (int e = 0; e < d; e++)
                 alloc_device_destroy(&alloc->devices[e]);
-            block_map_destroy(&alloc->map);
             free(alloc->devices);
             free(alloc);
             return NULL;
@@ -78,7 +78,6 @@ allocator_destroy(struct allocator *alloc)
         return;
     for (int d = 0; d < alloc->device_count; d++)
         alloc_device_destroy(&alloc->devices[d]);
-    block_map_destroy(&alloc->map);
     free(alloc->devices);
     free(alloc);
 }
@@ -87,15 +86,63 @@ allocator_destroy(struct allocator *alloc)
 static int
 lock_with_spares(struct alloc_device *dev, size_t aux)
 {
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     while (!alloc_device_spares_ready_locked(dev, aux)) {
         int rc = alloc_device_refill_unlocking(dev, aux);
         if (rc != 0) {
-            pthread_mutex_unlock(&dev->lock);
+            alloc_lock_release(&dev->lock);
             return rc;
         }
     }
     return 0;
+}
+
+/* Doubles dev->map's buckets to `count` (from block_map_grow_count); mallocs unlocked. */
+static void
+grow_map(struct alloc_device *dev, size_t count)
+{
+    struct alloc_block **fresh = calloc(count, sizeof(*fresh));
+    struct alloc_block **old = NULL;
+    if (fresh == NULL)
+        return; /* longer chains, still correct */
+    alloc_lock_acquire(&dev->lock);
+    if (block_map_grow_count(&dev->map) == count) {
+        old = block_map_rehash(&dev->map, fresh, count);
+        fresh = NULL;
+    }
+    alloc_lock_release(&dev->lock);
+    free(old);
+    free(fresh);
+}
+
+/* What lock_owner does with the block it finds. */
+enum owner_mode {
+    OWNER_GET,           /* leave it in the map */
+    OWNER_TAKE_CACHED,   /* remove it if it is a cached (non-external) block */
+    OWNER_TAKE_EXTERNAL, /* remove it if it is an external block */
+};
+
+/* Finds the device holding the block at exactly addr and returns it locked with the block in
+ * *out, or NULL. Only devices whose address range holds addr are asked, so a pointer's lookup
+ * locks just its own device. */
+static struct alloc_device *
+lock_owner(struct allocator *alloc, uint64_t addr, enum owner_mode mode, struct alloc_block **out)
+{
+    for (int d = 0; d < alloc->device_count; d++) {
+        struct alloc_device *dev = &alloc->devices[d];
+        if (!alloc_device_may_own(dev, addr))
+            continue;
+        alloc_lock_acquire(&dev->lock);
+        struct alloc_block *b = mode == OWNER_GET
+                                    ? block_map_get(&dev->map, addr)
+                                    : block_map_take(&dev->map, addr, mode == OWNER_TAKE_EXTERNAL);
+        if (b != NULL) {
+            *out = b;
+            return dev;
+        }
+        alloc_lock_release(&dev->lock);
+    }
+    return NULL;
 }
 
 int
@@ -110,10 +157,10 @@ allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stre
     if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
         return 0;
     if ((uint64_t)size >= ALLOC_MAX_REQUEST) {
-        pthread_mutex_lock(&dev->lock);
+        alloc_lock_acquire(&dev->lock);
         snprintf(dev->oom_message, sizeof(dev->oom_message),
                  "CUDA out of memory. Tried to allocate more than 1EB memory.");
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
         return -CUPROF_ENOMEM;
     }
     int rc = lock_with_spares(dev, 0);
@@ -124,14 +171,15 @@ allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stre
     else
         rc =
             alloc_device_whole_segment_locked(dev, size, 0, stream, TRACE_POOL_TRACE, stack_id, &b);
-    bool crowded = false;
+    size_t grow = 0;
     if (rc == 0) {
-        crowded = block_map_insert(&alloc->map, b);
+        if (block_map_insert(&dev->map, b))
+            grow = block_map_grow_count(&dev->map);
         *addr = b->addr;
     }
-    pthread_mutex_unlock(&dev->lock);
-    if (crowded)
-        block_map_grow(&alloc->map, *addr);
+    alloc_lock_release(&dev->lock);
+    if (grow)
+        grow_map(dev, grow);
     return rc;
 }
 
@@ -141,14 +189,13 @@ free_common(struct allocator *alloc, uint64_t addr, bool has_stream, uint64_t st
 {
     if (alloc == NULL)
         return -CUPROF_EINVAL;
-    struct alloc_block *b = block_map_take(&alloc->map, addr, false);
-    if (b == NULL)
+    struct alloc_block *b = NULL;
+    struct alloc_device *dev = lock_owner(alloc, addr, OWNER_TAKE_CACHED, &b);
+    if (dev == NULL)
         return -CUPROF_ENOTOWNED;
-    struct alloc_device *dev = &alloc->devices[b->device];
-    pthread_mutex_lock(&dev->lock);
     if (b->seg->pool == TRACE_POOL_TRACE) {
         int rc = alloc_free_whole_segment_locked(dev, b, stack_id);
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
         return rc > 0 ? rc : 0;
     }
     /* The block left the map, so it is ours while the lock is dropped for spares. */
@@ -167,7 +214,7 @@ free_common(struct allocator *alloc, uint64_t addr, bool has_stream, uint64_t st
     if (has_stream)
         alloc_device_note_stream_locked(dev, stream);
     alloc_free_request_locked(dev, b, stack_id, has_stream, stream);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     return 0;
 }
 
@@ -186,18 +233,21 @@ allocator_free_on_stream(struct allocator *alloc, uint64_t addr, uint64_t stream
 int
 allocator_record_stream(struct allocator *alloc, uint64_t addr, uint64_t stream)
 {
-    int device = 0;
-    size_t size = 0;
-    bool external = false;
-    if (alloc == NULL || !block_map_find(&alloc->map, addr, &device, &size, &external) || external)
+    struct alloc_block *b = NULL;
+    struct alloc_device *dev = alloc ? lock_owner(alloc, addr, OWNER_GET, &b) : NULL;
+    if (dev == NULL)
         return -CUPROF_ENOTOWNED;
-    struct alloc_device *dev = &alloc->devices[device];
-    int rc = lock_with_spares(dev, 1);
-    if (rc != 0)
-        return rc;
-    /* Looked up again under the device lock: now the block cannot be freed under us. */
-    struct alloc_block *b = block_map_get(&alloc->map, addr);
-    if (b == NULL || b->device != device || !b->allocated) {
+    while (!alloc_device_spares_ready_locked(dev, 1)) {
+        int rc = alloc_device_refill_unlocking(dev, 1);
+        if (rc != 0) {
+            alloc_lock_release(&dev->lock);
+            return rc;
+        }
+    }
+    int rc = 0;
+    /* Looked up again: the lock was dropped for spares, so the block may have been freed. */
+    b = block_map_get(&dev->map, addr);
+    if (b == NULL || b->seg->external || !b->allocated) {
         rc = -CUPROF_ENOTOWNED;
     } else if (stream != b->stream && b->seg->pool == TRACE_POOL_DEFAULT) {
         bool present = false;
@@ -211,7 +261,7 @@ allocator_record_stream(struct allocator *alloc, uint64_t addr, uint64_t stream)
         }
         alloc_device_note_stream_locked(dev, stream);
     }
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     return rc;
 }
 
@@ -227,10 +277,10 @@ allocator_track_external(struct allocator *alloc, int device, uint64_t addr, siz
     if (rc != 0)
         return rc;
     rc = alloc_device_whole_segment_locked(dev, size, addr, stream, pool, stack_id, &b);
-    bool crowded = rc == 0 && block_map_insert(&alloc->map, b);
-    pthread_mutex_unlock(&dev->lock);
-    if (crowded)
-        block_map_grow(&alloc->map, addr);
+    size_t grow = rc == 0 && block_map_insert(&dev->map, b) ? block_map_grow_count(&dev->map) : 0;
+    alloc_lock_release(&dev->lock);
+    if (grow)
+        grow_map(dev, grow);
     return rc;
 }
 
@@ -239,13 +289,12 @@ allocator_untrack_external(struct allocator *alloc, uint64_t addr, uint32_t stac
 {
     if (alloc == NULL)
         return -CUPROF_EINVAL;
-    struct alloc_block *b = block_map_take(&alloc->map, addr, true);
-    if (b == NULL)
+    struct alloc_block *b = NULL;
+    struct alloc_device *dev = lock_owner(alloc, addr, OWNER_TAKE_EXTERNAL, &b);
+    if (dev == NULL)
         return -CUPROF_ENOTOWNED;
-    struct alloc_device *dev = &alloc->devices[b->device];
-    pthread_mutex_lock(&dev->lock);
     (void)alloc_free_whole_segment_locked(dev, b, stack_id);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     return 0;
 }
 
@@ -278,27 +327,22 @@ bool
 allocator_lookup(struct allocator *alloc, uint64_t addr, int *device, uint64_t *block_addr,
                  size_t *block_size)
 {
-    int d = 0;
-    size_t size = 0;
-    bool external = false;
     if (alloc == NULL)
         return false;
-    if (block_map_find(&alloc->map, addr, &d, &size, &external)) {
-        *device = d;
-        *block_addr = addr;
-        *block_size = size;
-        return true;
-    }
-    for (d = 0; d < alloc->device_count; d++) {
+    for (int d = 0; d < alloc->device_count; d++) {
         struct alloc_device *dev = &alloc->devices[d];
-        pthread_mutex_lock(&dev->lock);
-        struct alloc_block *b = find_inside_locked(dev, addr);
+        if (!alloc_device_may_own(dev, addr))
+            continue;
+        alloc_lock_acquire(&dev->lock);
+        struct alloc_block *b = block_map_get(&dev->map, addr);
+        if (b == NULL)
+            b = find_inside_locked(dev, addr);
         if (b != NULL) {
             *device = d;
             *block_addr = b->addr;
             *block_size = b->size;
         }
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
         if (b != NULL)
             return true;
     }
@@ -314,9 +358,9 @@ allocator_empty_cache(struct allocator *alloc, int device)
         if (device != -1 && d != device)
             continue;
         struct alloc_device *dev = &alloc->devices[d];
-        pthread_mutex_lock(&dev->lock);
+        alloc_lock_acquire(&dev->lock);
         alloc_free_release_cached_locked(dev);
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
     }
     return 0;
 }
@@ -328,7 +372,7 @@ forget_block_locked(struct allocator *alloc, struct alloc_device *dev, struct al
     struct memory_stats *st = &dev->stats;
     enum stat_pool sp = memory_stats_pool(b->is_small);
     if (b->allocated) {
-        block_map_remove(&alloc->map, b);
+        block_map_remove(&dev->map, b);
         memory_stats_decrease_pool(st->allocation, sp, 1);
         memory_stats_decrease_pool(st->allocated_bytes, sp, (int64_t)b->size);
         if (b->size >= alloc->config.max_split_size)
@@ -356,7 +400,7 @@ allocator_forget_device(struct allocator *alloc, int device)
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL)
         return;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     /* The driver already destroyed the events along with the context. */
     while (dev->events != NULL) {
         struct alloc_aux *a = dev->events;
@@ -391,7 +435,7 @@ allocator_forget_device(struct allocator *alloc, int device)
     }
     dev->stream_count = 0;
     dev->streams_overflow = false;
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
 }
 
 void
@@ -401,9 +445,9 @@ allocator_process_events(struct allocator *alloc, int device)
         if (device != -1 && d != device)
             continue;
         struct alloc_device *dev = &alloc->devices[d];
-        pthread_mutex_lock(&dev->lock);
+        alloc_lock_acquire(&dev->lock);
         alloc_free_process_events_locked(dev);
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
     }
 }
 
@@ -413,9 +457,9 @@ allocator_set_memory_fraction(struct allocator *alloc, int device, double fracti
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL || !(fraction >= 0.0 && fraction <= 1.0))
         return -CUPROF_EINVAL;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     int rc = set_fraction_locked(alloc, dev, fraction);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     return rc;
 }
 
@@ -427,9 +471,9 @@ allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *ou
         memory_stats_init(out, -1);
         return;
     }
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     *out = dev->stats;
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
 }
 
 void
@@ -449,9 +493,9 @@ allocator_reset_peak_stats(struct allocator *alloc, int device)
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL)
         return;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     memory_stats_reset_peak(&dev->stats);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
 }
 
 void
@@ -460,9 +504,9 @@ allocator_reset_accumulated_stats(struct allocator *alloc, int device)
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL)
         return;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     memory_stats_reset_accumulated(&dev->stats);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
 }
 
 size_t
@@ -471,10 +515,10 @@ allocator_reserved_bytes(struct allocator *alloc, int device)
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL)
         return 0;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     int64_t cached =
         dev->stats.reserved_bytes[STAT_ALL].current - dev->stats.allocated_bytes[STAT_ALL].current;
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
     return cached > 0 ? (size_t)cached : 0;
 }
 
@@ -487,9 +531,9 @@ allocator_last_oom_message(struct allocator *alloc, int device, char *buf, size_
     buf[0] = '\0';
     if (dev == NULL)
         return;
-    pthread_mutex_lock(&dev->lock);
+    alloc_lock_acquire(&dev->lock);
     snprintf(buf, len, "%s", dev->oom_message);
-    pthread_mutex_unlock(&dev->lock);
+    alloc_lock_release(&dev->lock);
 }
 
 int
@@ -503,7 +547,7 @@ allocator_lock_device(struct allocator *alloc, int device)
 {
     struct alloc_device *dev = device_at(alloc, device);
     if (dev != NULL)
-        pthread_mutex_lock(&dev->lock);
+        alloc_lock_acquire(&dev->lock);
 }
 
 void
@@ -511,5 +555,5 @@ allocator_unlock_device(struct allocator *alloc, int device)
 {
     struct alloc_device *dev = device_at(alloc, device);
     if (dev != NULL)
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
 }

@@ -256,9 +256,9 @@ allocator_check_invariants(struct allocator *alloc, char *msg, size_t msg_len)
         return fail(msg, msg_len, "no allocator");
     for (int d = 0; d < alloc->device_count; d++) {
         struct alloc_device *dev = &alloc->devices[d];
-        pthread_mutex_lock(&dev->lock);
+        alloc_lock_acquire(&dev->lock);
         int rc = check_device_locked(dev, msg, msg_len);
-        pthread_mutex_unlock(&dev->lock);
+        alloc_lock_release(&dev->lock);
         if (rc != 0)
             return rc;
     }

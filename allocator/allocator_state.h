@@ -1,14 +1,13 @@
 /* allocator_state.h: the allocator object shared by allocator.c (API) and allocator_inspect.c
  *   (copies for snapshots, the invariant walker).
- * Locking: config/ops/sink/device_count are read-only after create; each device has its lock;
- *   the block map has its shard locks.
+ * Locking: config/ops/sink/device_count are read-only after create; each device has its lock,
+ *   which also protects its pointer map.
  * Hot path: the struct is; nothing here is a function. */
 #ifndef CUPROF_ALLOCATOR_STATE_H
 #define CUPROF_ALLOCATOR_STATE_H
 
 #include "allocator/alloc_device.h"
 #include "allocator/allocator.h"
-#include "allocator/block_map.h"
 
 struct allocator {
     struct alloc_config config; /* read-only */
@@ -16,7 +15,6 @@ struct allocator {
     struct trace_sink sink;     /* read-only */
     bool has_sink;
     int device_count;
-    struct block_map map;
     struct alloc_device *devices; /* [device_count] */
 };
 

@@ -302,3 +302,27 @@ analysis_time_at(const struct snapshot *snap, size_t device, size_t at, int64_t 
     *time_us = t->entries[at - 1].time_us;
     return true;
 }
+
+/* Segments live after `at` entries: the final ones with later segment events undone. */
+int
+analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, struct addr_map *segs)
+{
+    addr_map_init(segs);
+    for (size_t i = 0; i < snap->segment_count; i++) {
+        const struct snap_segment *s = &snap->segments[i];
+        if ((size_t)s->device == device &&
+            addr_map_put(segs, s->addr, s->total_size,
+                         (uint32_t)(s->is_small ? 1 : 0) | (uint32_t)(i << 1)) != 0)
+            return -1;
+    }
+    const struct snap_device_trace *t = trace_of(snap, device);
+    for (size_t i = t->count; i-- > at;) {
+        const struct snap_entry *e = &t->entries[i];
+        if (e->action == TRACE_SEGMENT_ALLOC || e->action == TRACE_SEGMENT_MAP)
+            (void)addr_map_remove(segs, e->addr, NULL);
+        else if ((e->action == TRACE_SEGMENT_FREE || e->action == TRACE_SEGMENT_UNMAP) &&
+                 addr_map_put(segs, e->addr, e->size, ANALYSIS_SEGMENT_UNKNOWN) != 0)
+            return -1;
+    }
+    return 0;
+}

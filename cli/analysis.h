@@ -61,6 +61,13 @@ struct site_total {
 __attribute__((warn_unused_result)) int analysis_sites(const struct addr_map_item *items, size_t n,
                                                        struct site_total **out, size_t *nsites);
 
+/* Segments after `at` entries: the final ones with later segment events undone, as addr ->
+ * (size, tag). tag is (index into snap->segments << 1 | is_small), or ANALYSIS_SEGMENT_UNKNOWN for
+ * a segment the trace freed later (its pool and stream are not in the snapshot). */
+#define ANALYSIS_SEGMENT_UNKNOWN (UINT32_MAX & ~1u)
+__attribute__((warn_unused_result)) int
+analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, struct addr_map *segs);
+
 /* The time of the state after `at` entries (the entry's time_us); false when unknown. */
 bool analysis_time_at(const struct snapshot *snap, size_t device, size_t at, int64_t *time_us);
 

@@ -88,30 +88,6 @@ cmp_size_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-/* Segments live after `at` entries: the final ones with later segment events undone. */
-static int
-segments_at(const struct snapshot *snap, size_t device, size_t at, struct addr_map *segs)
-{
-    addr_map_init(segs);
-    for (size_t i = 0; i < snap->segment_count; i++) {
-        const struct snap_segment *s = &snap->segments[i];
-        if ((size_t)s->device == device &&
-            addr_map_put(segs, s->addr, s->total_size,
-                         (uint32_t)(s->is_small ? 1 : 0) | (uint32_t)(i << 1)) != 0)
-            return -1;
-    }
-    const struct snap_device_trace *t = &snap->device_traces[device];
-    for (size_t i = t->count; i-- > at;) {
-        const struct snap_entry *e = &t->entries[i];
-        if (e->action == TRACE_SEGMENT_ALLOC || e->action == TRACE_SEGMENT_MAP)
-            (void)addr_map_remove(segs, e->addr, NULL);
-        else if ((e->action == TRACE_SEGMENT_FREE || e->action == TRACE_SEGMENT_UNMAP) &&
-                 addr_map_put(segs, e->addr, e->size, UINT32_MAX & ~1u) != 0)
-            return -1;
-    }
-    return 0;
-}
-
 static void
 where_text(char *buf, size_t len, const struct snapshot *snap, size_t device, size_t at)
 {
@@ -132,7 +108,7 @@ emit_state(struct plot_ctx *p, size_t device, size_t at, const char *label)
 {
     FILE *out = p->out;
     struct addr_map segs;
-    if (segments_at(p->snap, device, at, &segs) != 0) {
+    if (analysis_segments_at(p->snap, device, at, &segs) != 0) {
         addr_map_free(&segs);
         return -1;
     }
@@ -157,7 +133,7 @@ emit_state(struct plot_ctx *p, size_t device, size_t at, const char *label)
     for (size_t i = 0; i < nseg; i++) {
         uint32_t tag = items[i].stack;
         uint64_t stream = 0;
-        if (tag != (UINT32_MAX & ~1u) && (tag >> 1) < p->snap->segment_count)
+        if (tag != (ANALYSIS_SEGMENT_UNKNOWN) && (tag >> 1) < p->snap->segment_count)
             stream = p->snap->segments[tag >> 1].stream;
         fprintf(out, "%s[%" PRIu64 ",%" PRIu64 ",%d,%" PRIu64 "]", i ? "," : "", items[i].addr,
                 items[i].size, (int)(tag & 1), stream);

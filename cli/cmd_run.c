@@ -19,7 +19,8 @@
 static const char usage_text[] =
     "usage: cuprof run [OPTIONS] [--] PROG [ARGS...]\n\n"
     "Runs PROG with libcuprof.so preloaded (by absolute path; an LD_PRELOAD you already set is\n"
-    "kept after it). When PROG exits cuprof prints where the snapshot went and a one-screen\n"
+    "kept after it, except sanitizer runtimes, which stay first). When PROG exits cuprof prints "
+    "where the snapshot went and a one-screen\n"
     "summary on stderr, and exits with PROG's exit status (128+N when a signal N killed it).\n"
     "Options set the matching CUPROF_* variables for PROG:\n\n"
     "  -o, --output FILE      CUPROF_SNAPSHOT: snapshot path template (%p pid, %r rank, %h host,\n"
@@ -101,6 +102,50 @@ prepend_env(const char *name, const char *first, char sep)
         return -1;
     snprintf(value, len, "%s%c%s", first, sep, old);
     int rc = setenv(name, value, 1);
+    free(value);
+    return rc;
+}
+
+/* A sanitizer runtime must stay first in LD_PRELOAD (it refuses to start otherwise). */
+static bool
+is_sanitizer_runtime(const char *path, size_t len)
+{
+    static const char *const names[] = {"libasan", "libtsan", "libubsan", "liblsan", "libhwasan"};
+    const char *base = path;
+    for (size_t i = 0; i < len; i++)
+        if (path[i] == '/')
+            base = path + i + 1;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strncmp(base, names[i], strlen(names[i])) == 0)
+            return true;
+    return false;
+}
+
+/* LD_PRELOAD = the user's sanitizer runtimes, libcuprof.so, then the rest the user had. */
+static int
+set_preload(const char *lib)
+{
+    const char *old = getenv("LD_PRELOAD");
+    if (old == NULL)
+        old = "";
+    size_t cap = strlen(old) + strlen(lib) + 4;
+    char *value = malloc(cap);
+    if (value == NULL)
+        return -1;
+    size_t len = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            len += (size_t)snprintf(value + len, cap - len, "%s%s", len ? ":" : "", lib);
+        for (const char *p = old; *p;) {
+            size_t n = strcspn(p, ": ");
+            if (n > 0 && is_sanitizer_runtime(p, n) == (pass == 0))
+                len +=
+                    (size_t)snprintf(value + len, cap - len, "%s%.*s", len ? ":" : "", (int)n, p);
+            p += n;
+            p += strspn(p, ": ");
+        }
+    }
+    int rc = setenv("LD_PRELOAD", value, 1);
     free(value);
     return rc;
 }
@@ -248,7 +293,7 @@ cmd_run(int argc, char **argv)
             0)
             return CLI_BADUSE;
     }
-    if (prepend_env("LD_PRELOAD", lib, ':') != 0)
+    if (set_preload(lib) != 0)
         return CLI_BADUSE;
     const char *tmpl = getenv("CUPROF_SNAPSHOT");
     if (tmpl == NULL || tmpl[0] == '\0')

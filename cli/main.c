@@ -16,6 +16,8 @@ static const struct subcommand subcommands[] = {
     {"summary", cmd_summary, "memory_summary table, peaks, fragmentation, top call sites, OOMs"},
     {"leaks", cmd_leaks, "blocks still allocated at the end, by stack (exit 1 if any)"},
     {"diff", cmd_diff, "what grew between two snapshots, by call site and by segment"},
+    {"replay", cmd_replay,
+     "replay the recorded requests through the allocator with other settings"},
     {"flamegraph", cmd_flamegraph, "folded stacks of live bytes (flamegraph.pl, speedscope)"},
     {"timeline", cmd_timeline, "Chrome trace-event / Perfetto JSON of memory over time"},
     {"plot", cmd_plot, "a self-contained HTML report (timeline, segment map, call sites)"},

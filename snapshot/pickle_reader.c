@@ -239,7 +239,7 @@ step(struct vm *vm, unsigned char op, bool *stop)
                           op == 'd'   ? SVAL_DICT
                           : op == 'l' ? SVAL_LIST
                                       : SVAL_TUPLE,
-                          vm->stack + first, vm->sp - first, &v)) != 0)
+                          vm->sp > first ? vm->stack + first : NULL, vm->sp - first, &v)) != 0)
             return rc;
         vm->sp = first;
         return push(vm, v);

@@ -195,7 +195,8 @@ static uint64_t
 stack_hash_at(struct snapshot *snap, uint32_t i)
 {
     const struct snap_stack *st = &snap->stacks[i];
-    return stack_hash(snap->stack_frames + st->first, st->count);
+    return stack_hash(st->count ? snap->stack_frames + st->first : NULL,
+                      st->count); /* NULL+0 is UB */
 }
 
 int

@@ -1,16 +1,26 @@
 /* bench_allocator.c: ns per cached malloc+free pair (small, large with split and merge; 1 and 2
  * threads, same and different devices) and RMM's random_allocations workload, each against a
- * glibc malloc+free baseline measured in the same run. Prints `name: value unit (ratio× base)`. */
+ * glibc malloc+free baseline measured in the same run. Prints `name: value unit (ratio× base)`.
+ * Pair figures are medians of REPS repetitions, each timing the glibc baseline right before the
+ * candidate, so that a loaded machine slows both sides of a ratio alike.
+ * `bench_allocator callgrind` runs CG_PAIRS untimed pairs of each kind for instruction counts
+ * that load cannot disturb: valgrind --tool=callgrind bench_allocator callgrind, then
+ * callgrind_annotate --inclusive=yes: cg_glibc's Ir / CG_PAIRS, cg_small's and cg_large's
+ * Ir / (CG_PAIRS + WARMUP). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "allocator/allocator.h"
 
-#define MIB ((size_t)1 << 20)
+#define MIB      ((size_t)1 << 20)
+#define REPS     7
+#define CG_PAIRS 100000
+#define WARMUP   1000
 
 struct bump {
     _Atomic uint64_t next[2];
@@ -105,6 +115,11 @@ pair_loop(void *arg)
     /* A live neighbour keeps the segment split, so every pair splits and merges. */
     if (allocator_malloc(j->alloc, j->device, j->size, 0, 0, &keep) != 0)
         abort();
+    for (int i = 0; i < WARMUP; i++) { /* warm-up: segment made, caches and branches trained */
+        if (allocator_malloc(j->alloc, j->device, j->size, 0, 0, &p) != 0 ||
+            allocator_free(j->alloc, p, 0) != 0)
+            abort();
+    }
     double t0 = now_ns();
     for (long i = 0; i < j->n; i++) {
         if (allocator_malloc(j->alloc, j->device, j->size, 0, 0, &p) != 0 ||
@@ -198,20 +213,80 @@ line(const char *name, double ns, double base, const char *base_name)
     printf("%s: %.1f ns (%.2fx %s)\n", name, ns, ns / base, base_name);
 }
 
-int
-main(void)
+static double
+median(double *v, int n)
 {
-    const long n = 1000000;
-    double glibc = glibc_pairs(512, n);
-    printf("glibc_malloc_free: %.1f ns (1.00x glibc_malloc_free)\n", glibc);
-    line("alloc_pair_small_1t", run_pairs(1, false, 512, n), glibc, "glibc_malloc_free");
-    line("alloc_pair_large_1t", run_pairs(1, false, 5 * MIB, n), glibc, "glibc_malloc_free");
-    line("alloc_pair_small_2t_same_device", run_pairs(2, false, 512, n / 2), glibc,
-         "glibc_malloc_free");
-    line("alloc_pair_small_2t_two_devices", run_pairs(2, true, 512, n / 2), glibc,
-         "glibc_malloc_free");
-    line("alloc_pair_large_2t_two_devices", run_pairs(2, true, 5 * MIB, n / 2), glibc,
-         "glibc_malloc_free");
+    for (int i = 1; i < n; i++) { /* insertion sort: n is REPS */
+        double x = v[i];
+        int j = i;
+        for (; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+    return v[n / 2];
+}
+
+/* Median over REPS of (glibc pair, candidate pair) measured back to back; prints the candidate's
+ * median ns and the median of the per-repetition ratios. */
+static void
+pair_figure(const char *name, int threads, bool two_devices, size_t size, long n)
+{
+    double ns[REPS], ratio[REPS];
+    for (int r = 0; r < REPS; r++) {
+        double base = glibc_pairs(512, n);
+        ns[r] = run_pairs(threads, two_devices, size, n);
+        ratio[r] = ns[r] / base;
+    }
+    printf("%s: %.1f ns (%.2fx glibc_malloc_free)\n", name, median(ns, REPS), median(ratio, REPS));
+}
+
+__attribute__((noinline)) static void
+cg_glibc(void)
+{
+    glibc_pairs(512, CG_PAIRS);
+}
+
+__attribute__((noinline)) static void
+cg_pairs(struct allocator *a, size_t size)
+{
+    struct pair_job job = {a, 0, size, CG_PAIRS, 0};
+    pair_loop(&job);
+}
+
+__attribute__((noinline)) static void
+cg_small(struct allocator *a)
+{
+    cg_pairs(a, 512);
+}
+
+__attribute__((noinline)) static void
+cg_large(struct allocator *a)
+{
+    cg_pairs(a, 5 * MIB);
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "callgrind") == 0) {
+        struct bump b;
+        struct allocator *a = make(&b, 1);
+        cg_glibc();
+        cg_small(a);
+        cg_large(a);
+        allocator_destroy(a);
+        return 0;
+    }
+    const long n = 200000;
+    double base[REPS];
+    for (int r = 0; r < REPS; r++)
+        base[r] = glibc_pairs(512, n);
+    printf("glibc_malloc_free: %.1f ns (1.00x glibc_malloc_free)\n", median(base, REPS));
+    pair_figure("alloc_pair_small_1t", 1, false, 512, n);
+    pair_figure("alloc_pair_large_1t", 1, false, 5 * MIB, n);
+    pair_figure("alloc_pair_small_2t_same_device", 2, false, 512, n / 2);
+    pair_figure("alloc_pair_small_2t_two_devices", 2, true, 512, n / 2);
+    pair_figure("alloc_pair_large_2t_two_devices", 2, true, 5 * MIB, n / 2);
     double per_op_1k = 0;
     const long sizes[] = {1000, 10000, 100000};
     for (int i = 0; i < 3; i++) {

@@ -273,7 +273,8 @@ class BadInput(Base):
             "empty.pickle": b"",
             "garbage.bin": bytes(range(256)) * 4,
         }
-        cmds = [["summary"], ["leaks"], ["stats"], ["flamegraph"],
+        cmds = [["summary"], ["leaks"], ["stats"], ["flamegraph"], ["replay"],
+                ["replay", "--check"],
                 ["timeline", "-o", os.path.join(WORK, "bad-trace.json")],
                 ["plot", "-o", os.path.join(WORK, "bad.html")]]
         for name, content in cases.items():

@@ -301,6 +301,57 @@ test_backend_error(void **state)
     fixture_free(fx);
 }
 
+/* Devices whose address ranges interleave (no UVA split): every pointer is still found on its
+ * own device, and a device's pointer map grows past its first buckets. */
+static void
+test_interleaved_devices(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 34, 2);
+    struct allocator *a = fx->alloc;
+    fx->fake.next_addr[1] = B + 20 * MIB;        /* device 1's first segment follows device 0's */
+    uint64_t p0 = must_malloc(a, 0, 5 * MIB, 0); /* device 0: [B, B + 20 MiB) */
+    uint64_t p1 = must_malloc(a, 1, 5 * MIB, 0); /* device 1: [B + 20 MiB, B + 40 MiB) */
+    fx->fake.next_addr[0] = B + 40 * MIB;
+    uint64_t q0 = must_malloc(a, 0, 16 * MIB, 0); /* device 0 again, above device 1 */
+    assert_true(p0 == B && p1 == B + 20 * MIB && q0 == B + 40 * MIB);
+    int dev = -1;
+    uint64_t base = 0;
+    size_t size = 0;
+    assert_true(allocator_lookup(a, p1 + 100, &dev, &base, &size));
+    assert_true(dev == 1 && base == p1 && size == 5 * MIB);
+    assert_int_equal(allocator_record_stream(a, p1, 0), 0);
+    assert_int_equal(allocator_free(a, p1 + 512, 0), -CUPROF_ENOTOWNED);
+    must_free(a, p1);
+    assert_int_equal(allocator_free(a, p1, 0), -CUPROF_ENOTOWNED);
+    struct memory_stats st0, st1;
+    allocator_get_stats(a, 0, &st0);
+    allocator_get_stats(a, 1, &st1);
+    assert_int_equal(st0.allocated_bytes[STAT_ALL].current, 21 * MIB);
+    assert_int_equal(st1.allocated_bytes[STAT_ALL].current, 0);
+    assert_int_equal(st1.allocation[STAT_ALL].freed, 1);
+    /* 300 live small blocks on device 1 (its map starts with 64 buckets), then all freed. */
+    uint64_t live[300];
+    fx->fake.next_addr[1] = B + 60 * MIB; /* device 0's second segment ends at B + 56 MiB */
+    for (int i = 0; i < 300; i++) {
+        live[i] = must_malloc(a, 1, 512, 0);
+        assert_true(live[i] == B + 60 * MIB + 512 * (uint64_t)i);
+    }
+    for (int i = 0; i < 300; i++) {
+        assert_true(allocator_lookup(a, live[i], &dev, &base, &size));
+        assert_true(dev == 1 && base == live[i] && size == 512);
+    }
+    for (int i = 299; i >= 0; i--)
+        must_free(a, live[i]);
+    allocator_get_stats(a, 1, &st1);
+    assert_int_equal(st1.allocation[STAT_ALL].current, 0);
+    assert_int_equal(st1.allocation[STAT_ALL].freed, 301);
+    must_free(a, p0);
+    must_free(a, q0);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
 int
 main(void)
 {
@@ -310,6 +361,7 @@ main(void)
         cmocka_unit_test(test_trace_mode),
         cmocka_unit_test(test_external_and_ownership),
         cmocka_unit_test(test_backend_error),
+        cmocka_unit_test(test_interleaved_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

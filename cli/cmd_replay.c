@@ -1,0 +1,592 @@
+/* cmd_replay.c: `cuprof replay FILE [--alloc-conf C]... [--check]`: feeds the recorded requests
+ *   through the real allocator on an in-process fake device, once per setting, and compares. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator/alloc_policy.h"
+#include "allocator/allocator.h"
+#include "allocator/cuprof_errors.h"
+#include "cli/analysis.h"
+#include "cli/cli_commands.h"
+#include "cli/cli_util.h"
+#include "stats/memory_stats.h"
+
+static const char usage_text[] =
+    "usage: cuprof replay [--alloc-conf CONF]... [--check] [--memory BYTES] [--device N] FILE\n\n"
+    "Feeds FILE's recorded alloc/free sequence through cuprof's allocator (PyTorch's rules) on a\n"
+    "simulated device, first with the snapshot's own settings, then with every --alloc-conf, and\n"
+    "prints peak reserved, segments, retries and OOMs side by side: \"would\n"
+    "max_split_size_mb:256 have avoided this OOM?\" answered without running the program.\n"
+    "A history that starts mid-run starts from the state at its first entry, rebuilt backwards\n"
+    "from the segments (as MemoryViz does), not from an empty device.\n\n"
+    "  --alloc-conf CONF  another setting to compare (PYTORCH_CUDA_ALLOC_CONF syntax); repeatable\n"
+    "  --check            with the snapshot's own settings, count the recorded decisions the\n"
+    "                     replay reproduces (each alloc's address and the size of the segment it\n"
+    "                     made) as `reproduced N/M allocations`, and list the first differences;\n"
+    "                     exit 1 when N < M\n"
+    "  --memory BYTES     device capacity (default: from the first OOM's free bytes, else none)\n"
+    "  --device N         the device to replay (default 0)\n"
+    "  -h, --help         this text\n";
+
+#define REPLAY_MAX_CONFS  16
+#define REPLAY_SHOW_DIFFS 10
+
+/* ---- The fake device: recorded segment addresses where the sizes agree, else fresh ones. */
+struct fake_device {
+    const struct snap_device_trace *trace;
+    size_t cursor; /* next recorded segment_alloc to offer */
+    uint64_t forced_addr;
+    uint64_t bump, used, capacity;
+    struct addr_map live; /* segment addr -> size */
+    /* Segments made by the current request (for --check). */
+    uint64_t made[8];
+    size_t made_count;
+};
+
+static int
+fake_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    if (f->used + size > f->capacity)
+        return -CUPROF_ENOMEM;
+    *addr = 0;
+    if (f->forced_addr != 0) {
+        *addr = f->forced_addr;
+        f->forced_addr = 0;
+    }
+    for (size_t i = f->cursor; *addr == 0 && f->trace && i < f->trace->count; i++) {
+        const struct snap_entry *e = &f->trace->entries[i];
+        if (e->action != TRACE_SEGMENT_ALLOC)
+            continue;
+        if (e->size == size && addr_map_get(&f->live, e->addr) == NULL) {
+            *addr = e->addr;
+            f->cursor = i + 1;
+        }
+        break;
+    }
+    if (*addr == 0) {
+        *addr = f->bump;
+        f->bump += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+    }
+    if (addr_map_put(&f->live, *addr, size, 0) != 0)
+        return -CUPROF_EHOSTMEM;
+    f->used += size;
+    if (f->made_count < sizeof(f->made) / sizeof(f->made[0]))
+        f->made[f->made_count++] = size;
+    return 0;
+}
+
+static int
+fake_segment_free(void *ctx, int device, uint64_t addr, size_t size)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    (void)addr_map_remove(&f->live, addr, NULL);
+    f->used -= size;
+    return 0;
+}
+
+static int
+fake_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    *free_bytes = f->capacity - f->used;
+    *total = f->capacity;
+    return 0;
+}
+
+/* Events complete at once: the recorded free_completed already says when blocks came back. */
+static int
+fake_event_create(void *ctx, int device, void **event)
+{
+    (void)ctx;
+    (void)device;
+    *event = malloc(1);
+    return *event ? 0 : -CUPROF_EHOSTMEM;
+}
+
+static int
+fake_event_record(void *ctx, void *event, uint64_t stream)
+{
+    (void)ctx;
+    (void)event;
+    (void)stream;
+    return 0;
+}
+
+static int
+fake_event_query(void *ctx, void *event)
+{
+    (void)ctx;
+    (void)event;
+    return 0;
+}
+
+static int
+fake_event_destroy(void *ctx, void *event)
+{
+    (void)ctx;
+    free(event);
+    return 0;
+}
+
+static int
+fake_synchronize(void *ctx, int device)
+{
+    (void)ctx;
+    (void)device;
+    return 0;
+}
+
+/* ---- One replay. */
+struct replay_result {
+    const char *label;
+    bool ok;
+    struct memory_stats stats;
+    size_t ooms, recorded_ooms, prelude_misses;
+    size_t checked, reproduced;
+};
+
+struct replay_run {
+    const struct snapshot *snap;
+    size_t device;
+    struct allocator *alloc;
+    struct fake_device dev;
+    struct addr_map addr_of; /* recorded address -> replayed address */
+    bool check;
+    size_t diffs_shown;
+};
+
+/* Recreates the state at the first entry: each segment at its address, carved so that the blocks
+ * live then sit at their recorded addresses (fillers for the gaps, freed afterwards). */
+static int
+prelude(struct replay_run *r, const struct alloc_config *config, size_t *misses)
+{
+    struct addr_map segs;
+    if (analysis_segments_at(r->snap, r->device, 0, &segs) != 0) {
+        addr_map_free(&segs);
+        return -1;
+    }
+    struct addr_map_item *seg, *live;
+    size_t nseg = addr_map_sorted(&segs, &seg), nlive;
+    addr_map_free(&segs);
+    if (nseg == (size_t)-1 || analysis_live_at(r->snap, r->device, 0, &live, &nlive) != 0) {
+        free(seg);
+        return -1;
+    }
+    /* Fillers: at most one per gap, or one per MiB of a small segment. */
+    size_t cap = 2 * nlive + 1;
+    for (size_t s = 0; s < nseg; s++)
+        cap += 1 + (size_t)(seg[s].size >> 20);
+    uint64_t *fillers = malloc(cap * sizeof(uint64_t));
+    size_t nfill = 0, b = 0;
+    if (fillers == NULL) {
+        free(seg);
+        free(live);
+        return -1;
+    }
+    for (size_t s = 0; s < nseg; s++) {
+        uint64_t start = seg[s].addr, end = seg[s].addr + seg[s].size, cursor = start;
+        /* A segment the trace frees later is not in the snapshot: PyTorch's small-pool segments
+         * are exactly 2 MiB (large ones never are), and its segment_free has the stream. */
+        bool small = seg[s].size == (2u << 20);
+        uint64_t stream = 0;
+        if (seg[s].stack != ANALYSIS_SEGMENT_UNKNOWN) {
+            small = (seg[s].stack & 1) != 0;
+            stream = r->snap->segments[seg[s].stack >> 1].stream;
+        } else {
+            const struct snap_device_trace *t = &r->snap->device_traces[r->device];
+            for (size_t i = 0; i < t->count; i++)
+                if (t->entries[i].action == TRACE_SEGMENT_FREE && t->entries[i].addr == start) {
+                    stream = t->entries[i].stream;
+                    break;
+                }
+        }
+        /* Make the segment: one request that needs exactly this segment, then cache it. */
+        uint64_t addr;
+        r->dev.forced_addr = start;
+        if (allocator_malloc(r->alloc, (int)r->device, small ? 512 : seg[s].size, stream, 0,
+                             &addr) != 0 ||
+            allocator_free(r->alloc, addr, 0) != 0) {
+            (*misses)++;
+            continue;
+        }
+        r->dev.forced_addr = 0;
+        if (addr != start)
+            (*misses)++;
+        for (; b < nlive && live[b].addr < start; b++)
+            (*misses)++;
+        for (; cursor < end; b++) {
+            bool have = b < nlive && live[b].addr < end;
+            uint64_t next = have ? live[b].addr : end;
+            /* A free gap (or the segment's free tail): hold it with fillers from the segment's
+             * own pool (small-pool requests are at most 1 MiB). */
+            while (next > cursor) {
+                uint64_t piece = next - cursor;
+                if (small && piece > (1u << 20))
+                    piece = 1u << 20;
+                if (allocator_malloc(r->alloc, (int)r->device, piece, stream, 0, &addr) != 0 ||
+                    addr != cursor) {
+                    (*misses)++;
+                    cursor = next;
+                    break;
+                }
+                fillers[nfill++] = addr;
+                cursor += piece;
+            }
+            if (!have)
+                break;
+            /* PyTorch: a remainder of 1 MiB or less behind a large block stays in it. */
+            uint64_t size = alloc_policy_round_size(config, live[b].size);
+            uint64_t limit = b + 1 < nlive && live[b + 1].addr < end ? live[b + 1].addr : end;
+            if (!small && limit - cursor - size <= (1u << 20) && limit >= cursor + size)
+                size = limit - cursor;
+            if (allocator_malloc(r->alloc, (int)r->device, size, stream, live[b].stack, &addr) !=
+                    0 ||
+                addr != cursor) {
+                (*misses)++;
+                cursor = limit;
+                continue;
+            }
+            if (addr_map_put(&r->addr_of, live[b].addr, addr, 0) != 0)
+                break;
+            cursor += size;
+        }
+    }
+    for (; b < nlive; b++)
+        (*misses)++;
+    for (size_t i = 0; i < nfill; i++)
+        if (allocator_free(r->alloc, fillers[i], 0) != 0)
+            (*misses)++;
+    free(fillers);
+    free(seg);
+    free(live);
+    return 0;
+}
+
+/* An allocation outside the cache (its pool says so): tracked at a fresh address. */
+static int
+replay_external(struct replay_run *r, const struct snap_entry *e)
+{
+    struct addr_map_item old;
+    if (e->action == TRACE_ALLOC) {
+        uint64_t addr = r->dev.bump;
+        r->dev.bump += (e->size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+        if (allocator_track_external(r->alloc, (int)r->device, addr, e->size, e->stream, e->pool,
+                                     e->stack) != 0)
+            return 0; /* not ours to judge: the recording had it */
+        return addr_map_put(&r->addr_of, e->addr, addr, 1);
+    }
+    if (e->action == TRACE_FREE_REQUESTED && addr_map_remove(&r->addr_of, e->addr, &old))
+        (void)allocator_untrack_external(r->alloc, old.size, 0);
+    return 0;
+}
+
+static void
+show_diff(struct replay_run *r, size_t i, const struct snap_entry *e, uint64_t got, size_t first,
+          size_t nsegs)
+{
+    if (r->diffs_shown++ >= REPLAY_SHOW_DIFFS)
+        return;
+    char s1[32];
+    printf("  entry %zu: alloc of %s on stream %" PRIu64 ": recorded 0x%" PRIx64, i,
+           cli_size(e->size, s1, sizeof(s1)), e->stream, e->addr);
+    if (nsegs > 0)
+        printf(" (new segment of %" PRIu64 " bytes)",
+               r->snap->device_traces[r->device].entries[first].size);
+    printf(", replay 0x%" PRIx64, got);
+    if (r->dev.made_count > 0)
+        printf(" (new segment of %" PRIu64 " bytes)", r->dev.made[0]);
+    printf("\n");
+}
+
+static bool
+recorded_trace_mode(const struct snapshot *snap)
+{
+    return snap->cuprof.present && snap->cuprof.mode != NULL &&
+           strcmp(snap->cuprof.mode, "trace") == 0;
+}
+
+static int
+replay_once(const struct snapshot *snap, size_t device, const char *conf, bool recorded, bool check,
+            uint64_t capacity, struct replay_result *res)
+{
+    char err[256];
+    struct alloc_config config;
+    if (alloc_config_parse(conf, &config, err, sizeof(err)) != 0) {
+        fprintf(stderr, "cuprof: replay: %s\n", err);
+        return CLI_BADUSE;
+    }
+    config.free_sync = FREE_SYNC_NONE;
+    /* The recording's own settings include its mode: trace mode never caches. */
+    if (recorded && recorded_trace_mode(snap))
+        config.caching = false;
+    struct replay_run r = {.snap = snap, .device = device, .check = check};
+    const struct snap_device_trace *t =
+        device < snap->device_count ? &snap->device_traces[device] : NULL;
+    r.dev.trace = check ? t : NULL;
+    r.dev.capacity = capacity;
+    uint64_t top = 0;
+    for (size_t i = 0; i < snap->segment_count; i++)
+        if (snap->segments[i].addr + snap->segments[i].total_size > top)
+            top = snap->segments[i].addr + snap->segments[i].total_size;
+    for (size_t i = 0; t && i < t->count; i++)
+        if (t->entries[i].addr + t->entries[i].size > top)
+            top = t->entries[i].addr + t->entries[i].size;
+    r.dev.bump = ((top >> 30) + 1) << 30; /* fresh addresses above every recorded one */
+    addr_map_init(&r.dev.live);
+    addr_map_init(&r.addr_of);
+    struct device_ops ops = {
+        .ctx = &r.dev,
+        .segment_alloc = fake_segment_alloc,
+        .segment_free = fake_segment_free,
+        .mem_info = fake_mem_info,
+        .event_create = fake_event_create,
+        .event_record = fake_event_record,
+        .event_query = fake_event_query,
+        .event_synchronize = fake_event_query,
+        .event_destroy = fake_event_destroy,
+        .synchronize = fake_synchronize,
+    };
+    r.alloc = allocator_create(&config, &ops, NULL, (int)device + 1);
+    if (r.alloc == NULL) {
+        fprintf(stderr, "cuprof: replay: out of memory\n");
+        return CLI_BADUSE;
+    }
+    /* No recorded segment address is offered while the starting state is rebuilt. */
+    r.dev.cursor = t ? t->count : 0;
+    if (prelude(&r, &config, &res->prelude_misses) != 0)
+        goto oom;
+    r.dev.cursor = 0;
+    struct cli_progress progress;
+    cli_progress_begin(&progress, "replaying");
+    size_t seg_first = 0, seg_count = 0;
+    uint64_t seg_sizes[8];
+    for (size_t i = 0; t && i < t->count; i++) {
+        const struct snap_entry *e = &t->entries[i];
+        cli_progress_update(&progress, i, t->count);
+        uint64_t addr = 0;
+        if (e->pool != TRACE_POOL_DEFAULT && e->pool != TRACE_POOL_TRACE) {
+            /* Managed, VMM or driver-pool memory: tracked, never a caching decision. */
+            if (replay_external(&r, e) != 0)
+                goto oom;
+            continue;
+        }
+        if (e->action == TRACE_SEGMENT_ALLOC) {
+            if (seg_count == 0)
+                seg_first = i;
+            if (seg_count < 8)
+                seg_sizes[seg_count] = e->size;
+            seg_count++;
+            continue;
+        }
+        if (e->action == TRACE_SEGMENT_FREE &&
+            (i == 0 || t->entries[i - 1].action != TRACE_SEGMENT_FREE)) {
+            /* Segment frees that no request's retry explains: the program emptied the cache. */
+            size_t j = i;
+            while (j < t->count && t->entries[j].action == TRACE_SEGMENT_FREE)
+                j++;
+            if (j == t->count ||
+                (t->entries[j].action != TRACE_SEGMENT_ALLOC && t->entries[j].action != TRACE_OOM))
+                (void)allocator_empty_cache(r.alloc, (int)device);
+            continue;
+        }
+        if (e->action == TRACE_ALLOC || e->action == TRACE_OOM) {
+            r.dev.made_count = 0;
+            /* Offer the recorded segment address only to the request that made it. */
+            r.dev.cursor = seg_count ? seg_first : (t ? t->count : 0);
+            int rc = allocator_malloc(r.alloc, (int)device, e->size, e->stream, e->stack, &addr);
+            if (rc == -CUPROF_ENOMEM) {
+                res->ooms++;
+                addr = 0;
+            } else if (rc != 0) {
+                goto oom;
+            }
+            if (e->action == TRACE_OOM) {
+                res->recorded_ooms++;
+                /* The program never got this block: give it back at once. */
+                if (addr != 0 && allocator_free(r.alloc, addr, 0) != 0)
+                    goto oom;
+            } else {
+                if (check) {
+                    bool same = addr == e->addr && r.dev.made_count == seg_count;
+                    for (size_t k = 0; same && k < seg_count && k < 8; k++)
+                        same = r.dev.made[k] == seg_sizes[k];
+                    res->checked++;
+                    if (same)
+                        res->reproduced++;
+                    else
+                        show_diff(&r, i, e, addr, seg_first, seg_count);
+                }
+                if (addr != 0 && addr_map_put(&r.addr_of, e->addr, addr, 0) != 0)
+                    goto oom;
+            }
+            seg_count = 0;
+        } else if (e->action == TRACE_FREE_REQUESTED) {
+            struct addr_map_item old;
+            if (addr_map_remove(&r.addr_of, e->addr, &old) && old.stack == 0 &&
+                allocator_free(r.alloc, old.size, 0) != 0)
+                goto oom;
+        }
+    }
+    cli_progress_end(&progress);
+    allocator_get_stats(r.alloc, (int)device, &res->stats);
+    res->ok = true;
+    allocator_destroy(r.alloc);
+    addr_map_free(&r.dev.live);
+    addr_map_free(&r.addr_of);
+    return CLI_OK;
+oom:
+    fprintf(stderr, "cuprof: replay: the allocator failed on a recorded request\n");
+    allocator_destroy(r.alloc);
+    addr_map_free(&r.dev.live);
+    addr_map_free(&r.addr_of);
+    return CLI_BADUSE;
+}
+
+static uint64_t
+capacity_from_ooms(const struct snapshot *snap, size_t device)
+{
+    struct device_analysis a;
+    uint64_t capacity = UINT64_MAX / 4;
+    if (analysis_run(snap, device, true, &a) != 0)
+        return capacity;
+    const struct snap_device_trace *t = &snap->device_traces[device];
+    for (size_t i = 0; i < t->count; i++)
+        if (t->entries[i].action == TRACE_OOM) {
+            capacity = a.reserved_series[i] + t->entries[i].device_free;
+            break;
+        }
+    analysis_free(&a);
+    return capacity;
+}
+
+static void
+print_table(const struct replay_result *res, size_t n)
+{
+    char s[32];
+    printf("%-26s", "setting");
+    for (size_t i = 0; i < n; i++)
+        printf(" %22.22s", res[i].label[0] ? res[i].label : "(defaults)");
+    printf("\n%-26s", "peak reserved");
+    for (size_t i = 0; i < n; i++)
+        printf(" %22s", cli_size((uint64_t)res[i].stats.reserved_bytes[STAT_ALL].peak, s, 32));
+    printf("\n%-26s", "peak allocated");
+    for (size_t i = 0; i < n; i++)
+        printf(" %22s", cli_size((uint64_t)res[i].stats.allocated_bytes[STAT_ALL].peak, s, 32));
+    printf("\n%-26s", "segments at peak");
+    for (size_t i = 0; i < n; i++)
+        printf(" %22" PRId64, res[i].stats.segment[STAT_ALL].peak);
+    printf("\n%-26s", "segments allocated");
+    for (size_t i = 0; i < n; i++)
+        printf(" %22" PRId64, res[i].stats.num_device_alloc);
+    printf("\n%-26s", "alloc retries");
+    for (size_t i = 0; i < n; i++)
+        printf(" %22" PRId64, res[i].stats.num_alloc_retries);
+    printf("\n%-26s", "OOMs (recorded)");
+    for (size_t i = 0; i < n; i++) {
+        char cell[64];
+        snprintf(cell, sizeof(cell), "%zu (%zu)", res[i].ooms, res[i].recorded_ooms);
+        printf(" %22s", cell);
+    }
+    printf("\n");
+}
+
+int
+cmd_replay(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"alloc-conf", required_argument, NULL, 'a'},
+        {"check", no_argument, NULL, 'c'},
+        {"memory", required_argument, NULL, 'm'},
+        {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *confs[REPLAY_MAX_CONFS + 1];
+    size_t nconf = 1;
+    bool check = false;
+    uint64_t memory = 0, device = 0;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "a:cm:d:h", options, NULL)) != -1) {
+        switch (c) {
+        case 'a':
+            if (nconf > REPLAY_MAX_CONFS)
+                return cli_usage_error("replay", "at most %d --alloc-conf", REPLAY_MAX_CONFS);
+            confs[nconf++] = optarg;
+            break;
+        case 'c':
+            check = true;
+            break;
+        case 'm':
+            if (!cli_parse_u64(optarg, &memory) || memory == 0)
+                return cli_usage_error("replay", "--memory wants bytes, not \"%s\"", optarg);
+            break;
+        case 'd':
+            if (!cli_parse_u64(optarg, &device))
+                return cli_usage_error("replay", "--device wants a number, not \"%s\"", optarg);
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return CLI_OK;
+        default:
+            return cli_usage_error("replay", "unknown option or missing value \"%s\"",
+                                   argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage_error("replay", "expected one snapshot FILE");
+    char err[256];
+    struct alloc_config probe;
+    for (size_t i = 1; i < nconf; i++)
+        if (alloc_config_parse(confs[i], &probe, err, sizeof(err)) != 0)
+            return cli_usage_error("replay", "--alloc-conf: %s", err);
+    struct snapshot *snap;
+    int rc = cli_load(argv[optind], &snap);
+    if (rc != CLI_OK)
+        return rc;
+    if (device >= snap->device_count) {
+        fprintf(stderr, "cuprof: %s: no trace for device %" PRIu64 "\n", argv[optind], device);
+        snapshot_free(snap);
+        return CLI_BADUSE;
+    }
+    confs[0] = snap->has_allocator_settings && snap->allocator_settings.alloc_conf
+                   ? snap->allocator_settings.alloc_conf
+                   : "";
+    if (alloc_config_parse(confs[0], &probe, err, sizeof(err)) != 0) {
+        fprintf(stderr, "cuprof: %s: the recorded settings do not parse (%s): using defaults\n",
+                argv[optind], err);
+        confs[0] = "";
+    }
+    uint64_t capacity = memory ? memory : capacity_from_ooms(snap, (size_t)device);
+    struct replay_result res[REPLAY_MAX_CONFS + 1];
+    memset(res, 0, sizeof(res));
+    int status = CLI_OK;
+    for (size_t i = 0; i < nconf && status == CLI_OK; i++) {
+        res[i].label = confs[i];
+        if (i == 0 && check)
+            printf("differences from the recording (first %d):\n", REPLAY_SHOW_DIFFS);
+        status =
+            replay_once(snap, (size_t)device, confs[i], i == 0, check && i == 0, capacity, &res[i]);
+    }
+    if (status == CLI_OK) {
+        if (check) {
+            printf("reproduced %zu/%zu allocations", res[0].reproduced, res[0].checked);
+            if (res[0].prelude_misses > 0)
+                printf(" (%zu blocks of the starting state could not be placed)",
+                       res[0].prelude_misses);
+            printf("\n\n");
+        }
+        print_table(res, nconf);
+        if (check && res[0].reproduced < res[0].checked)
+            status = CLI_FOUND;
+    }
+    snapshot_free(snap);
+    return status;
+}
