@@ -1,12 +1,46 @@
 /* shim_ctx.c: context lifetime wrappers (see shim_ctx.h). */
 #include "preload/shim_ctx.h"
 
+#include "allocator/allocator.h"
+#include "preload/cuda_backend.h"
+#include "preload/guard.h"
 #include "preload/real_cuda.h"
+#include "preload/shim_call.h"
+
+/* The program is tearing a context down: hand the device's free cached segments back while the
+ * context still exists (recorded as segment_free), so only blocks it still holds are dropped. */
+static void
+release_cache(int device)
+{
+    struct cuprof_runtime *rt = shim_call_runtime_if_ready();
+    if (guard_active() || rt == NULL || rt->alloc == NULL || device < 0 ||
+        device >= allocator_device_count(rt->alloc))
+        return;
+    guard_enter();
+    (void)allocator_empty_cache(rt->alloc, device);
+    guard_leave();
+}
+
+static void
+forget_only(int device)
+{
+    struct cuprof_runtime *rt = shim_call_runtime_if_ready();
+    if (guard_active() || rt == NULL || rt->alloc == NULL || device < 0 ||
+        device >= allocator_device_count(rt->alloc))
+        return;
+    guard_enter();
+    /* The driver is about to free every allocation of the device: never cuMemFree them later,
+     * never hand them out again. */
+    allocator_forget_device(rt->alloc, device);
+    cuda_backend_forget_device(device);
+    guard_leave();
+}
 
 void
 shim_ctx_forget_device(int device)
 {
-    (void)device;
+    release_cache(device);
+    forget_only(device);
 }
 
 CUresult
@@ -25,23 +59,52 @@ shim_ctx_primary_reset_v2(CUdevice dev)
     return real->cuDevicePrimaryCtxReset_v2(dev);
 }
 
+/* Only the last release destroys the context; the driver's state tells whether it did. */
+static void
+forget_if_inactive(const struct real_cuda *real, CUdevice dev)
+{
+    unsigned int flags = 0;
+    int active = 1;
+    if (real->cuDevicePrimaryCtxGetState != NULL &&
+        real->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
+        forget_only(dev);
+}
+
 CUresult
 shim_ctx_primary_release(CUdevice dev)
 {
     REAL_CUDA_OR_FAIL(real, cuDevicePrimaryCtxRelease_v1)
-    return real->cuDevicePrimaryCtxRelease_v1(dev);
+    release_cache(dev); /* may be the last reference: nothing tells before the call */
+    CUresult result = real->cuDevicePrimaryCtxRelease_v1(dev);
+    if (result == CUDA_SUCCESS)
+        forget_if_inactive(real, dev);
+    return result;
 }
 
 CUresult
 shim_ctx_primary_release_v2(CUdevice dev)
 {
     REAL_CUDA_OR_FAIL(real, cuDevicePrimaryCtxRelease_v2)
-    return real->cuDevicePrimaryCtxRelease_v2(dev);
+    release_cache(dev); /* may be the last reference: nothing tells before the call */
+    CUresult result = real->cuDevicePrimaryCtxRelease_v2(dev);
+    if (result == CUDA_SUCCESS)
+        forget_if_inactive(real, dev);
+    return result;
 }
 
 CUresult
 shim_ctx_destroy(CUcontext ctx)
 {
     REAL_CUDA_OR_FAIL(real, cuCtxDestroy_v2)
+    /* cuprof's cache is per device: forgetting it may leak (never corrupt) memory that lives in
+     * another context of the same device. */
+    CUcontext popped;
+    CUdevice dev;
+    if (ctx != NULL && real->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
+        CUresult r = real->cuCtxGetDevice(&dev);
+        (void)real->cuCtxPopCurrent_v2(&popped);
+        if (r == CUDA_SUCCESS)
+            shim_ctx_forget_device(dev);
+    }
     return real->cuCtxDestroy_v2(ctx);
 }

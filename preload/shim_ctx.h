@@ -13,7 +13,8 @@ CUresult shim_ctx_primary_release(CUdevice dev);
 CUresult shim_ctx_primary_release_v2(CUdevice dev);
 CUresult shim_ctx_destroy(CUcontext ctx);
 
-/* Drops cuprof's state for `device` (cache, segment ownership) before the driver frees it. */
+/* Before the driver frees everything of `device`: returns its free cached segments while the
+ * context still exists, then drops what is left (blocks the program still holds, ownership). */
 void shim_ctx_forget_device(int device);
 
 #endif

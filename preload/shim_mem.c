@@ -1,20 +1,123 @@
-/* shim_mem.c: driver allocation wrappers (see shim_mem.h). */
+/* shim_mem.c: driver allocation wrappers (see shim_mem.h).
+ * cache: cuMemAlloc_v2 / pitched / stream-ordered requests are served by the allocator;
+ * trace: the allocator runs with caching=false, so each request is its own device allocation;
+ * both: managed memory and cuMemAllocFromPoolAsync go to the driver and are recorded
+ * (allocator_track_external) with their own pool tag; off: the real function, untouched. */
 #include "preload/shim_mem.h"
 
+#include <stdatomic.h>
+
+#include "allocator/allocator.h"
+#include "allocator/cuprof_errors.h"
+#include "preload/cuda_backend.h"
+#include "preload/double_free.h"
 #include "preload/real_cuda.h"
+#include "preload/shim_call.h"
+#include "preload/stream_id.h"
+#include "snapshot/stacks.h"
 
 CUresult
 shim_mem_alloc(CUdeviceptr *dptr, size_t size)
 {
     REAL_CUDA_OR_FAIL(real, cuMemAlloc_v2)
-    return real->cuMemAlloc_v2(dptr, size);
+    struct shim_call call;
+    /* NULL pointer or size 0: the driver's own CUDA_ERROR_INVALID_VALUE. */
+    if (dptr == NULL || size == 0 || !shim_call_begin(&call, SHIM_CALL_ALLOC))
+        return real->cuMemAlloc_v2(dptr, size);
+    uint64_t addr = 0;
+    int rc = allocator_malloc(call.rt->alloc, call.device, size, 0, call.stack_id, &addr);
+    if (rc == 0)
+        *dptr = (CUdeviceptr)addr;
+    CUresult result = shim_call_result(&call, rc);
+    shim_call_end(&call);
+    return result;
+}
+
+/* A pointer neither the cache nor the external records know. Inside a segment cuprof holds it is
+ * a stale (double-freed) or interior pointer: the driver would free cuprof's whole segment, so
+ * answer as the driver answers for a freed pointer. Otherwise it is the driver's business. */
+static CUresult
+free_unknown(const struct real_cuda *real, struct shim_call *call, CUdeviceptr dptr, bool async,
+             CUstream stream, bool ptsz)
+{
+    uint32_t stack = 0;
+    if (cuda_backend_owns(dptr)) {
+        stack = stacks_capture(0);
+        (void)double_free_report(call->rt, dptr, stack);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult r;
+    if (!async)
+        r = real->cuMemFree_v2(dptr);
+    else if (ptsz)
+        r = real->cuMemFreeAsync_ptsz(dptr, stream);
+    else
+        r = real->cuMemFreeAsync(dptr, stream);
+    if (r != CUDA_SUCCESS) {
+        /* trace mode: the segment went back to the driver, which now rejects the pointer. */
+        stack = stacks_capture(0);
+        (void)double_free_report(call->rt, dptr, stack);
+    }
+    return r;
+}
+
+/* One free path for cuMemFree_v2 and cuMemFreeAsync(_ptsz): cache block, external record, or
+ * unknown pointer. */
+static CUresult
+free_common(const struct real_cuda *real, struct shim_call *call, CUdeviceptr dptr, bool async,
+            CUstream stream, bool ptsz)
+{
+    struct cuprof_runtime *rt = call->rt;
+    int rc;
+    if (async)
+        rc = allocator_free_on_stream(rt->alloc, dptr, stream_id_from_cu(stream, ptsz),
+                                      call->stack_id);
+    else
+        rc = allocator_free(rt->alloc, dptr, call->stack_id);
+    if (rc != -CUPROF_ENOTOWNED)
+        return shim_call_result(call, rc);
+    if (allocator_untrack_external(rt->alloc, dptr, call->stack_id) == 0) {
+        if (!async)
+            return real->cuMemFree_v2(dptr);
+        return ptsz ? real->cuMemFreeAsync_ptsz(dptr, stream) : real->cuMemFreeAsync(dptr, stream);
+    }
+    return free_unknown(real, call, dptr, async, stream, ptsz);
 }
 
 CUresult
 shim_mem_free(CUdeviceptr dptr)
 {
     REAL_CUDA_OR_FAIL(real, cuMemFree_v2)
-    return real->cuMemFree_v2(dptr);
+    struct shim_call call;
+    if (dptr == 0 || !shim_call_begin(&call, SHIM_CALL_FREE))
+        return real->cuMemFree_v2(dptr);
+    CUresult result = free_common(real, &call, dptr, false, NULL, false);
+    shim_call_end(&call);
+    return result;
+}
+
+/* The pitch the driver would choose: the smallest multiple of its pitch alignment >= width.
+ * The alignment is asked of the driver once per device (a 1-byte-wide pitched allocation returns
+ * it as its pitch) rather than assumed: it differs between GPUs (and the simulator). */
+static _Atomic size_t pitch_alignment[64];
+
+static CUresult
+pitch_for(const struct real_cuda *real, int device, size_t width, size_t *pitch)
+{
+    size_t align = device < 64 ? atomic_load(&pitch_alignment[device]) : 0;
+    if (align == 0) {
+        CUdeviceptr probe = 0;
+        CUresult r = real->cuMemAllocPitch_v2(&probe, &align, 1, 1, 4);
+        if (r != CUDA_SUCCESS)
+            return r;
+        (void)real->cuMemFree_v2(probe);
+        if (align == 0)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (device < 64)
+            atomic_store(&pitch_alignment[device], align);
+    }
+    *pitch = (width + align - 1) / align * align;
+    return CUDA_SUCCESS;
 }
 
 CUresult
@@ -22,49 +125,152 @@ shim_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t heig
                      unsigned int element_size)
 {
     REAL_CUDA_OR_FAIL(real, cuMemAllocPitch_v2)
-    return real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
+    struct shim_call call;
+    /* Arguments the driver rejects get its own error. */
+    bool valid = dptr != NULL && pitch != NULL && width != 0 && height != 0 &&
+                 (element_size == 4 || element_size == 8 || element_size == 16);
+    if (!valid || !shim_call_begin(&call, SHIM_CALL_ALLOC))
+        return real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
+    CUresult result;
+    if (call.rt->mode == CUPROF_MODE_CACHE) {
+        size_t row = 0;
+        result = pitch_for(real, call.device, width, &row);
+        if (result == CUDA_SUCCESS && height > SIZE_MAX / row)
+            result = CUDA_ERROR_OUT_OF_MEMORY;
+        if (result == CUDA_SUCCESS) {
+            uint64_t addr = 0;
+            int rc = allocator_malloc(call.rt->alloc, call.device, row * height, 0, call.stack_id,
+                                      &addr);
+            if (rc == 0) {
+                *dptr = (CUdeviceptr)addr;
+                *pitch = row;
+            }
+            result = shim_call_result(&call, rc);
+        }
+    } else {
+        result = real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
+        if (result == CUDA_SUCCESS)
+            (void)allocator_track_external(call.rt->alloc, call.device, *dptr, *pitch * height, 0,
+                                           TRACE_POOL_TRACE, call.stack_id);
+    }
+    shim_call_end(&call);
+    return result;
 }
 
 CUresult
 shim_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned int flags)
 {
     REAL_CUDA_OR_FAIL(real, cuMemAllocManaged)
-    return real->cuMemAllocManaged(dptr, size, flags);
+    struct shim_call call;
+    if (!shim_call_begin(&call, SHIM_CALL_ALLOC))
+        return real->cuMemAllocManaged(dptr, size, flags);
+    CUresult result = real->cuMemAllocManaged(dptr, size, flags);
+    if (result == CUDA_SUCCESS)
+        (void)allocator_track_external(call.rt->alloc, call.device, *dptr, size, 0,
+                                       TRACE_POOL_MANAGED, call.stack_id);
+    shim_call_end(&call);
+    return result;
+}
+
+/* Stream capture turns stream-ordered allocations into graph nodes: never serve those from the
+ * cache. */
+static bool
+capturing(const struct real_cuda *real, CUstream stream)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return real->cuStreamIsCapturing != NULL &&
+           real->cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
+           status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static CUresult
+alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdeviceptr *dptr,
+            size_t size, CUstream stream, bool ptsz)
+{
+    struct shim_call call;
+    if (dptr == NULL || size == 0 || !shim_call_begin(&call, SHIM_CALL_ALLOC))
+        return fn(dptr, size, stream);
+    CUresult result;
+    uint64_t sid = stream_id_from_cu(stream, ptsz);
+    if (call.rt->mode == CUPROF_MODE_CACHE && !capturing(real, stream)) {
+        uint64_t addr = 0;
+        int rc = allocator_malloc(call.rt->alloc, call.device, size, sid, call.stack_id, &addr);
+        if (rc == 0)
+            *dptr = (CUdeviceptr)addr;
+        result = shim_call_result(&call, rc);
+    } else {
+        result = fn(dptr, size, stream);
+        if (result == CUDA_SUCCESS && call.rt->mode != CUPROF_MODE_CACHE)
+            (void)allocator_track_external(call.rt->alloc, call.device, *dptr, size, sid,
+                                           TRACE_POOL_ASYNC, call.stack_id);
+    }
+    shim_call_end(&call);
+    return result;
 }
 
 CUresult
 shim_mem_alloc_async(CUdeviceptr *dptr, size_t size, CUstream stream)
 {
     REAL_CUDA_OR_FAIL(real, cuMemAllocAsync)
-    return real->cuMemAllocAsync(dptr, size, stream);
+    return alloc_async(real, real->cuMemAllocAsync, dptr, size, stream, false);
 }
 
 CUresult
 shim_mem_alloc_async_ptsz(CUdeviceptr *dptr, size_t size, CUstream stream)
 {
     REAL_CUDA_OR_FAIL(real, cuMemAllocAsync_ptsz)
-    return real->cuMemAllocAsync_ptsz(dptr, size, stream);
+    return alloc_async(real, real->cuMemAllocAsync_ptsz, dptr, size, stream, true);
+}
+
+static CUresult
+free_async(const struct real_cuda *real, PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr,
+           CUstream stream, bool ptsz)
+{
+    struct shim_call call;
+    if (dptr == 0 || !shim_call_begin(&call, SHIM_CALL_FREE))
+        return fn(dptr, stream);
+    CUresult result = free_common(real, &call, dptr, true, stream, ptsz);
+    shim_call_end(&call);
+    return result;
 }
 
 CUresult
 shim_mem_free_async(CUdeviceptr dptr, CUstream stream)
 {
     REAL_CUDA_OR_FAIL(real, cuMemFreeAsync)
-    return real->cuMemFreeAsync(dptr, stream);
+    return free_async(real, real->cuMemFreeAsync, dptr, stream, false);
 }
 
 CUresult
 shim_mem_free_async_ptsz(CUdeviceptr dptr, CUstream stream)
 {
     REAL_CUDA_OR_FAIL(real, cuMemFreeAsync_ptsz)
-    return real->cuMemFreeAsync_ptsz(dptr, stream);
+    return free_async(real, real->cuMemFreeAsync_ptsz, dptr, stream, true);
+}
+
+/* Allocations from an explicit pool keep the pool's attributes (IPC, access, thresholds): they
+ * are never served by the cache, only recorded. */
+static CUresult
+alloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 fn, CUdeviceptr *dptr, size_t size,
+                CUmemoryPool pool, CUstream stream, bool ptsz)
+{
+    struct shim_call call;
+    if (!shim_call_begin(&call, SHIM_CALL_ALLOC))
+        return fn(dptr, size, pool, stream);
+    CUresult result = fn(dptr, size, pool, stream);
+    if (result == CUDA_SUCCESS)
+        (void)allocator_track_external(call.rt->alloc, call.device, *dptr, size,
+                                       stream_id_from_cu(stream, ptsz), TRACE_POOL_ASYNC,
+                                       call.stack_id);
+    shim_call_end(&call);
+    return result;
 }
 
 CUresult
 shim_mem_alloc_from_pool_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream stream)
 {
     REAL_CUDA_OR_FAIL(real, cuMemAllocFromPoolAsync)
-    return real->cuMemAllocFromPoolAsync(dptr, size, pool, stream);
+    return alloc_from_pool(real->cuMemAllocFromPoolAsync, dptr, size, pool, stream, false);
 }
 
 CUresult
@@ -72,5 +278,5 @@ shim_mem_alloc_from_pool_async_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool
                                     CUstream stream)
 {
     REAL_CUDA_OR_FAIL(real, cuMemAllocFromPoolAsync_ptsz)
-    return real->cuMemAllocFromPoolAsync_ptsz(dptr, size, pool, stream);
+    return alloc_from_pool(real->cuMemAllocFromPoolAsync_ptsz, dptr, size, pool, stream, true);
 }

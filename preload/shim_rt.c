@@ -8,7 +8,10 @@
 
 #include "preload/call_tag.h"
 #include "preload/guard.h"
+#include "preload/real_cuda.h"
 #include "preload/real_dl.h"
+#include "preload/shim_call.h"
+#include "preload/shim_ctx.h"
 
 _Thread_local struct call_tag call_tag_current __attribute__((tls_model("initial-exec")));
 
@@ -72,11 +75,29 @@ rt_lookup(enum rt_fn fn)
         memcpy(&real, &p_, sizeof p_);                                                             \
     }
 
-/* Tags the thread for the driver wrappers below; the stack is captured there. */
+/* What kind of driver call a runtime call leads to (which CUPROF_STACKS setting applies). */
+static bool
+rt_is_free(enum rt_fn fn)
+{
+    return fn == RT_FREE || fn == RT_FREE_ASYNC || fn == RT_FREE_ASYNC_PTSZ;
+}
+
+static bool
+rt_allocates(enum rt_fn fn)
+{
+    return fn != RT_MEM_GET_INFO && fn != RT_DEVICE_RESET && !rt_is_free(fn);
+}
+
+/* Tags the thread for the driver wrappers below. Once cuprof is initialised the stack is taken
+ * here, at the outermost layer (no cudart frames); the first call's driver wrapper, which runs
+ * the initialisation, takes it itself. */
 static struct call_tag
 rt_enter(enum rt_fn fn)
 {
-    return call_tag_push(rt_names[fn], 0, false);
+    if (shim_call_runtime_if_ready() == NULL || !(rt_allocates(fn) || rt_is_free(fn)))
+        return call_tag_push(rt_names[fn], call_tag_current.stack_id, call_tag_current.has_stack);
+    uint32_t stack = shim_call_stack(rt_is_free(fn) ? SHIM_CALL_FREE : SHIM_CALL_ALLOC);
+    return call_tag_push(rt_names[fn], stack, true);
 }
 
 typedef cudaError_t (*rt_malloc_fn)(void **, size_t);
@@ -150,6 +171,13 @@ cudaError_t shim_rt_device_reset(void)
     RT_REAL(real, RT_DEVICE_RESET, rt_device_reset_fn)
     if (guard_active())
         return real();
+    /* Drop the current device's cache before the runtime resets its context (the driver-level
+     * reset it makes drops it again: forgetting is idempotent). */
+    const struct real_cuda *driver = real_cuda_get();
+    CUdevice dev;
+    if (shim_call_runtime_if_ready() != NULL && driver != NULL &&
+        driver->cuCtxGetDevice(&dev) == CUDA_SUCCESS)
+        shim_ctx_forget_device(dev);
     struct call_tag saved = rt_enter(RT_DEVICE_RESET);
     cudaError_t result = real();
     call_tag_pop(saved);

@@ -1,21 +1,38 @@
-/* shim_vmm.c: VMM wrappers (see shim_vmm.h). */
+/* shim_vmm.c: VMM wrappers (see shim_vmm.h). Physical handles are remembered with their device
+ * at cuMemCreate; each successful cuMemMap is recorded as a segment of pool VMM and each
+ * cuMemUnmap of that exact range forgets it. Nothing here is ever cached. */
 #include "preload/shim_vmm.h"
 
+#include "allocator/allocator.h"
+#include "preload/addr_map.h"
 #include "preload/real_cuda.h"
+#include "preload/shim_call.h"
+
+/* handle -> (device, size) */
+static struct addr_map handles = ADDR_MAP_INIT;
 
 CUresult
 shim_vmm_create(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                 unsigned long long flags)
 {
     REAL_CUDA_OR_FAIL(real, cuMemCreate)
-    return real->cuMemCreate(handle, size, prop, flags);
+    CUresult result = real->cuMemCreate(handle, size, prop, flags);
+    /* Out of host memory for the table: the handle's mappings just go unrecorded. */
+    if (result == CUDA_SUCCESS && prop != NULL &&
+        prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+        !addr_map_put(&handles, *handle, (uint64_t)prop->location.id, size))
+        return result;
+    return result;
 }
 
 CUresult
 shim_vmm_release(CUmemGenericAllocationHandle handle)
 {
     REAL_CUDA_OR_FAIL(real, cuMemRelease)
-    return real->cuMemRelease(handle);
+    CUresult result = real->cuMemRelease(handle);
+    if (result == CUDA_SUCCESS)
+        (void)addr_map_remove(&handles, handle, NULL, NULL);
+    return result;
 }
 
 CUresult
@@ -23,20 +40,39 @@ shim_vmm_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocation
              unsigned long long flags)
 {
     REAL_CUDA_OR_FAIL(real, cuMemMap)
-    return real->cuMemMap(ptr, size, offset, handle, flags);
+    struct shim_call call;
+    if (!shim_call_begin(&call, SHIM_CALL_ALLOC))
+        return real->cuMemMap(ptr, size, offset, handle, flags);
+    CUresult result = real->cuMemMap(ptr, size, offset, handle, flags);
+    uint64_t device = 0;
+    /* The memory lives on the handle's device, whichever context is current. */
+    if (result == CUDA_SUCCESS && addr_map_get(&handles, handle, &device, NULL) &&
+        device < (uint64_t)allocator_device_count(call.rt->alloc))
+        (void)allocator_track_external(call.rt->alloc, (int)device, ptr, size, 0, TRACE_POOL_VMM,
+                                       call.stack_id);
+    shim_call_end(&call);
+    return result;
 }
 
 CUresult
 shim_vmm_unmap(CUdeviceptr ptr, size_t size)
 {
     REAL_CUDA_OR_FAIL(real, cuMemUnmap)
-    return real->cuMemUnmap(ptr, size);
+    struct shim_call call;
+    if (!shim_call_begin(&call, SHIM_CALL_FREE))
+        return real->cuMemUnmap(ptr, size);
+    CUresult result = real->cuMemUnmap(ptr, size);
+    if (result == CUDA_SUCCESS)
+        (void)allocator_untrack_external(call.rt->alloc, ptr, call.stack_id);
+    shim_call_end(&call);
+    return result;
 }
 
 CUresult
 shim_vmm_address_reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                          unsigned long long flags)
 {
+    /* Reserving address space uses no device memory: nothing to record. */
     REAL_CUDA_OR_FAIL(real, cuMemAddressReserve)
     return real->cuMemAddressReserve(ptr, size, alignment, addr, flags);
 }

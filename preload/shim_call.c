@@ -1,0 +1,79 @@
+/* shim_call.c: the common head and tail of accounting wrappers (see shim_call.h). */
+#include "preload/shim_call.h"
+
+#include <stdatomic.h>
+
+#include "allocator/allocator.h"
+#include "allocator/cuprof_errors.h"
+#include "preload/call_tag.h"
+#include "preload/guard.h"
+#include "preload/real_cuda.h"
+#include "snapshot/stacks.h"
+
+static _Atomic(struct cuprof_runtime *) ready_runtime;
+
+struct cuprof_runtime *
+shim_call_runtime_if_ready(void)
+{
+    return atomic_load_explicit(&ready_runtime, memory_order_acquire);
+}
+
+uint32_t
+shim_call_stack(enum shim_call_kind kind)
+{
+    if (call_tag_current.has_stack)
+        return call_tag_current.stack_id;
+    enum stack_mode mode = stacks_mode();
+    if (mode == STACKS_NONE || (kind == SHIM_CALL_FREE && mode != STACKS_ALL))
+        return 0;
+    /* stacks_capture drops the frames inside libcuprof itself. */
+    return stacks_capture(0);
+}
+
+bool
+shim_call_begin(struct shim_call *call, enum shim_call_kind kind)
+{
+    if (guard_active())
+        return false;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL || real->cuCtxGetDevice == NULL)
+        return false;
+    /* The device comes from the calling thread's current context. Without one (or before
+     * cuInit) the real call must produce its own error, and cuprof must not initialise. */
+    CUdevice dev;
+    if (real->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return false;
+    guard_enter();
+    struct cuprof_runtime *rt = runtime_get();
+    if (rt == NULL || rt->alloc == NULL || dev < 0 || dev >= allocator_device_count(rt->alloc)) {
+        guard_leave();
+        return false;
+    }
+    atomic_store_explicit(&ready_runtime, rt, memory_order_release);
+    call->rt = rt;
+    call->device = dev;
+    call->stack_id = shim_call_stack(kind);
+    return true;
+}
+
+void
+shim_call_end(struct shim_call *call)
+{
+    (void)call;
+    guard_leave();
+}
+
+CUresult
+shim_call_result(const struct shim_call *call, int result)
+{
+    if (result == 0)
+        return CUDA_SUCCESS;
+    if (result > 0)
+        return (CUresult)result;
+    if (result == -CUPROF_ENOMEM) {
+        runtime_notify_oom(call->device);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* cuprof's own host-memory failure: the closest error a real allocation can return. */
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}

@@ -1,0 +1,41 @@
+/* shim_call.h: what every accounting wrapper does first and last: decide whether cuprof handles
+ *   the call (guard, mode, current device), capture the stack outside any allocator lock, raise
+ *   the guard while cuprof works, and map cuprof's results to the CUresult the real call gives.
+ * Locking: none of its own; must be entered holding no cuprof lock (runtime_get may initialise).
+ * Hot path: yes. */
+#ifndef CUPROF_SHIM_CALL_H
+#define CUPROF_SHIM_CALL_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "preload/runtime.h"
+
+struct shim_call {
+    struct cuprof_runtime *rt;
+    int device;        /* the calling thread's current device (from its current context) */
+    uint32_t stack_id; /* 0 = none (CUPROF_STACKS) */
+};
+
+enum shim_call_kind { SHIM_CALL_ALLOC, SHIM_CALL_FREE };
+
+/* True: cuprof handles the call and the guard is raised (end with shim_call_end). False: forward
+ * to the real function untouched: the guard was already raised (cuprof's own call), off mode, or
+ * no current context (the real call then reports its own error). */
+bool shim_call_begin(struct shim_call *call, enum shim_call_kind kind);
+void shim_call_end(struct shim_call *call);
+
+/* The runtime once some wrapper initialised it (NULL before, and in off mode): for queries that
+ * must not trigger initialisation themselves. */
+struct cuprof_runtime *shim_call_runtime_if_ready(void);
+
+/* The stack for this call: the one a runtime-level wrapper captured further out, else a fresh
+ * capture when CUPROF_STACKS asks for it for this kind of call. */
+uint32_t shim_call_stack(enum shim_call_kind kind);
+
+/* cuprof's int result (0, -CUPROF_E*, positive CUresult) as the CUresult the program sees. On
+ * -CUPROF_ENOMEM it first lets the runtime write its OOM dump. */
+CUresult shim_call_result(const struct shim_call *call, int result);
+
+#endif
