@@ -15,20 +15,20 @@ main(void)
     int ra = cudaMalloc(&a, (size_t)1 << 20);
     int rbig = cudaMalloc(&big, (size_t)3 << 30);
     int rc = cudaMalloc(&c, (size_t)4 << 20);
-    int rfc = rc == 0 ? cudaFree(c) : -1;
-    int rfc2 = rfc > 0 ? cudaFree(c) : -1;
+    int rfc = rc == 0 ? (int)cudaFree(c) : -1;
+    int rfc2 = rfc > 0 ? (int)cudaFree(c) : -1;
     (void)cudaGetLastError();
     int rd = -1, rfd = -1;
     if (cudaStreamCreate(&s) == 0) {
         rd = cudaMallocAsync(&d, (size_t)8 << 20, s);
-        rfd = rd == 0 ? cudaFreeAsync(d, s) : -1;
+        rfd = rd == 0 ? (int)cudaFreeAsync(d, s) : -1;
         (void)cudaStreamSynchronize(s);
         (void)cudaStreamDestroy(s);
     }
     (void)cudaGetLastError();
     int rsync = cudaDeviceSynchronize();
-    int rfa = ra == 0 ? cudaFree(a) : -1;
-    int rfb = rbig == 0 ? cudaFree(big) : -1;
+    int rfa = ra == 0 ? (int)cudaFree(a) : -1;
+    int rfb = rbig == 0 ? (int)cudaFree(big) : -1;
     int loop_fail = 0;
     for (int i = 0; i < 200; i++) {
         void *p = NULL;
