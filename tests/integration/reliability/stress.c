@@ -5,9 +5,9 @@
  * while the others allocate (the child allocates host memory and exits through exit()).
  * Every block gets a pattern (its id at the head, a byte elsewhere) that is verified before the
  * block is freed, so two live blocks that overlap are caught.
- * Usage: stress THREADS OPS SEED [BUDGET_MIB_PER_DEVICE=512]
+ * Usage: stress THREADS OPS SEED [BUDGET_MIB_PER_DEVICE=512] [noreset]
  * Output (one line): stress: threads=T ops=N allocs=A frees=F async_frees=X cross_frees=C
- *   reset_dropped=R resets=1 signals=S forks=K child_status=0 verified=V live=0
+ *   reset_dropped=R resets=1|0 signals=S forks=K child_status=0 verified=V live=0
  * Lock: one mutex over the shared slot table; counters are per thread. Hot path: n/a (test). */
 #include "tests/apps/app_common.h"
 
@@ -62,6 +62,7 @@ static size_t live_bytes[MAX_DEV]; /* protected by table_lock */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_barrier_t reset_barrier;
 static int ndev, nthreads;
+static int do_reset = 1;
 static long ops_per_thread;
 static size_t budget;
 static atomic_ullong next_id = 1;
@@ -316,7 +317,7 @@ worker_main(void *arg)
     for (int d = 0; d < ndev; d++)
         streams_create(w, d);
     for (long i = 0; i < ops_per_thread; i++) {
-        if (i == ops_per_thread / 2)
+        if (do_reset && i == ops_per_thread / 2)
             device_reset(w);
         if (w->id == nthreads - 1 && i == ops_per_thread / 3)
             fork_child();
@@ -364,6 +365,7 @@ main(int argc, char **argv)
     ops_per_thread = atol(argv[2]);
     uint64_t seed = strtoull(argv[3], NULL, 0);
     budget = (size_t)(argc > 4 ? atol(argv[4]) : 512) << 20;
+    do_reset = !(argc > 5 && strcmp(argv[5], "noreset") == 0);
     APP_CHECK(APP, nthreads >= 1 && nthreads <= MAX_THREAD, "thread count", nthreads);
     CK(cudaGetDeviceCount(&ndev));
     ndev = ndev > MAX_DEV ? MAX_DEV : ndev;
@@ -415,11 +417,11 @@ main(int argc, char **argv)
     cross += mw.cross_frees;
     verified += mw.verified;
     printf("%s: threads=%d ops=%ld allocs=%llu frees=%llu async_frees=%llu cross_frees=%llu "
-           "reset_dropped=%llu resets=1 signals=%llu forks=%llu child_status=%d verified=%llu "
+           "reset_dropped=%llu resets=%d signals=%llu forks=%llu child_status=%d verified=%llu "
            "devices=%d live=%llu\n",
            APP, nthreads, ops_per_thread * nthreads, allocs, frees, async_frees, cross,
-           reset_dropped, (unsigned long long)atomic_load(&signals_sent), forks, child_status,
-           verified, ndev, live);
+           reset_dropped, do_reset, (unsigned long long)atomic_load(&signals_sent), forks,
+           child_status, verified, ndev, live);
     free(ws);
     pthread_barrier_destroy(&reset_barrier);
     return 0;

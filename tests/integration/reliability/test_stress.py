@@ -27,6 +27,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--mem", default="4G")
     ap.add_argument("--budget", default="512")
+    ap.add_argument("--no-reset", action="store_true")
     a = ap.parse_args()
     ops = a.ops // 4 if relutil.sanitized() else a.ops
 
@@ -36,7 +37,8 @@ def main():
             extra = {"CUPROF_MODE": a.mode, "CUPROF_SNAPSHOT": os.path.join(d, "s-%p-%n.pickle"),
                      "CUPROF_LOG": "quiet"}
         env = relutil.sim_env(None, devices=2, mem=a.mem, preload=a.preload, **extra)
-        rc, out, err = relutil.run_watched([a.exe, str(a.threads), str(ops), a.seed, a.budget],
+        rc, out, err = relutil.run_watched([a.exe, str(a.threads), str(ops), a.seed, a.budget]
+                                           + (["noreset"] if a.no_reset else []),
                                            env, a.timeout)
         print(out.strip())
         if rc != 0:
@@ -50,6 +52,8 @@ def main():
                          f"{n['reset_dropped']}")
         if n["verified"] != n["allocs"]:
             relutil.fail(f"verified {n['verified']} != allocs {n['allocs']}")
+        if n["resets"] != (0 if a.no_reset else 1) or (a.no_reset and n["reset_dropped"]):
+            relutil.fail(f"resets: {n}")
         if n["live"] != 0 or n["child_status"] != 0 or n["forks"] != 1 or n["devices"] != 2:
             relutil.fail(f"live/child_status/forks/devices: {n}")
         if n["cross_frees"] == 0 or n["async_frees"] == 0:
