@@ -32,7 +32,7 @@ struct stack_table {
 #define STACKS_MAX_COUNT    (DIR_TOP * DIR_PAGE - 1) /* ids are 1..16M-1 */
 #define TABLE_INITIAL_SLOTS ((size_t)4096)
 #define ARENA_CHUNK         ((size_t)1 << 20)
-#define SPARE_FRAMES        4u
+#define SPARE_FRAMES        8u
 #define SKIP_MAX            64u
 #define OWN_FRAMES          1 /* unw_backtrace's first frame is its caller, stacks_capture */
 
@@ -286,9 +286,12 @@ stacks_capture(unsigned skip)
     int n = g_backtrace(buf, (int)(first + stacks_depth() + spare));
     if (n <= (int)first)
         return 0;
+    /* Everything at or inside the outermost cuprof frame is cuprof's doing: a runtime wrapper of
+     * ours that called the real cudaMalloc, which came back through our driver wrapper. */
     size_t i = first;
-    while (i < (size_t)n && (uintptr_t)buf[i] >= g_own_lo && (uintptr_t)buf[i] < g_own_hi)
-        i++;
+    for (size_t k = first; k < (size_t)n; k++)
+        if ((uintptr_t)buf[k] >= g_own_lo && (uintptr_t)buf[k] < g_own_hi)
+            i = k + 1;
     size_t count = (size_t)n - i;
     if (count > stacks_depth())
         count = stacks_depth();

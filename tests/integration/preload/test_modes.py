@@ -124,6 +124,15 @@ def main():
                 check(0 < c["segment_alloc"] < allocs,
                       f"{name}/cache: {c['segment_alloc']} segment_alloc for {allocs} allocs")
             check(snap["cuprof"]["mode"] == a.mode, f"{name}: snapshot mode {snap['cuprof']['mode']}")
+            # Stacks start at the program: no frame of cuprof's shim (nor of the runtime call it
+            # wrapped) is left in any recorded stack, the first call's included.
+            own = [f["name"] for e in trace for f in e.get("frames", [])
+                   if f["name"].startswith(("shim_", "stacks_", "cuprof_", "exports_"))
+                   or "libcuprof" in f["filename"] or "/preload/" in f["filename"]]
+            check(not own, f"{name}/{a.mode}: cuprof's own frames in stacks: {sorted(set(own))[:5]}")
+            alloc_frames = [e["frames"] for e in trace if e["action"] == "alloc"]
+            check(alloc_frames and all(fr for fr in alloc_frames),
+                  f"{name}/{a.mode}: an alloc entry without a stack")
     if failures:
         sys.exit(1)
     print("ok")
