@@ -52,8 +52,9 @@ lifecycle_fork_parent(void)
 static void
 lifecycle_fork_child(void)
 {
-    for (int d = lifecycle_rt->device_count - 1; d >= 0; d--)
-        allocator_unlock_device(lifecycle_rt->alloc, d);
+    /* The futex locks are plain words: the child resets them (a release could try to wake a
+     * parent thread that was waiting, which the child does not have). */
+    allocator_reset_after_fork(lifecycle_rt->alloc);
     trace_ring_reset_after_fork(lifecycle_rt->ring);
     cuda_backend_reset_after_fork();
     stacks_reset_after_fork();
