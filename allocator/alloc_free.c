@@ -287,16 +287,16 @@ alloc_free_forget_events_locked(struct alloc_device *dev)
 void
 alloc_free_forget_segment_locked(struct alloc_device *dev, struct alloc_segment *seg)
 {
-    if (seg->pool != TRACE_POOL_DEFAULT) {
+    if (seg->external || seg->pool == TRACE_POOL_TRACE) {
         /* One-block segment (trace mode, external memory): always live until untracked. */
         struct alloc_block *b = seg->head;
         block_map_remove(&dev->map, b);
         (void)whole_segment_gone_locked(dev, b, 0, false);
         return;
     }
-    struct alloc_block *b = seg->head;
-    while (b != NULL) {
-        struct alloc_block *next = b->next;
+    /* A freed block absorbs its free neighbours (their structs go back to the spares), so the
+     * walk goes on from the block itself, which survives its free. */
+    for (struct alloc_block *b = seg->head; b != NULL; b = b->next) {
         if (b->allocated) {
             /* Stream uses would need events on a context that is gone. */
             while (b->stream_uses != NULL) {
@@ -308,10 +308,9 @@ alloc_free_forget_segment_locked(struct alloc_device *dev, struct alloc_segment 
             /* No free stack exists: free_requested/free_completed fall back to the alloc stack. */
             alloc_free_request_locked(dev, b, 0, true, b->stream);
         }
-        b = next;
     }
     /* Every block is free and merged now: one cached block spans the segment. */
-    b = seg->head;
+    struct alloc_block *b = seg->head;
     alloc_device_pool_erase_locked(alloc_device_pool_of(dev, b->is_small), b);
     (void)segment_gone_locked(dev, seg, 0, false);
     alloc_device_put_block_locked(dev, b);

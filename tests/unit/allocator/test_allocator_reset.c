@@ -109,6 +109,45 @@ test_forget_records_frees(void **state)
     fixture_free(fx);
 }
 
+/* Live blocks with free gaps between them: each free absorbs the gap after it, and the walk
+ * still reaches every later live block. */
+static void
+test_forget_live_blocks_between_gaps(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p[5];
+    for (int i = 0; i < 5; i++)
+        p[i] = must_malloc(a, 0, 512, 0);
+    must_free(a, p[1]);
+    must_free(a, p[3]);
+    size_t t0 = fx->fake.trace_count;
+    allocator_forget_device(a, 0);
+    assert_int_equal(fx->fake.trace_count - t0, 7);
+    const uint64_t live[3] = {p[0], p[2], p[4]};
+    for (int i = 0; i < 3; i++) {
+        assert_true(live[i] == B + (uint64_t)(2 * i) * 512);
+        expect_event(&fx->fake, t0 + 2 * (size_t)i, TRACE_FREE_REQUESTED, TRACE_POOL_DEFAULT,
+                     live[i], 512, 7);
+        expect_event(&fx->fake, t0 + 2 * (size_t)i + 1, TRACE_FREE_COMPLETED, TRACE_POOL_DEFAULT,
+                     live[i], 512, 7);
+    }
+    expect_event(&fx->fake, t0 + 6, TRACE_SEGMENT_FREE, TRACE_POOL_DEFAULT, B, 2 * MIB, 7);
+    struct memory_stats st;
+    allocator_get_stats(a, 0, &st);
+    assert_int_equal(st.allocation[STAT_ALL].current, 0);
+    assert_int_equal(st.inactive_split[STAT_ALL].current, 0);
+    assert_int_equal(st.inactive_split_bytes[STAT_ALL].current, 0);
+    assert_int_equal(st.segment[STAT_ALL].current, 0);
+    expect_invariants(a);
+    /* The block structs went back to the spares intact: the device serves again. */
+    for (int i = 0; i < 5; i++)
+        assert_true(must_malloc(a, 0, 512, 0) == B + 2 * MIB + (uint64_t)i * 512);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
 /* Trace mode (caching off): one-block segments; a forget leaves the other device alone. */
 static void
 test_forget_trace_mode_one_device(void **state)
@@ -202,6 +241,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forget_records_frees),
+        cmocka_unit_test(test_forget_live_blocks_between_gaps),
         cmocka_unit_test(test_forget_trace_mode_one_device),
         cmocka_unit_test(test_reset_after_fork),
     };
