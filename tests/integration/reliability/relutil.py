@@ -69,8 +69,9 @@ def checker():
     return check_snapshot
 
 
-def verify_dumps(directory, complete_history=False, pattern="*"):
-    """Loads every dump in directory with the independent checker; returns the loaded snapshots.
+def verify_dumps(directory, complete_history=False, pattern="*", keep=True):
+    """Loads every dump in directory with the independent checker; returns (name, snapshot)
+    pairs (snapshot None unless keep: hundreds of big dumps do not fit in memory at once).
     Fails on a leftover temporary file or any problem."""
     cs = checker()
     names = sorted(glob.glob(os.path.join(directory, pattern)))
@@ -86,7 +87,8 @@ def verify_dumps(directory, complete_history=False, pattern="*"):
         problems = cs.check(snap, complete_history=complete_history)
         if problems:
             fail(f"{n}: " + "; ".join(problems[:10]))
-        snaps.append((n, snap))
+        snaps.append((n, snap if keep else None))
+        del snap
     return snaps
 
 
