@@ -200,9 +200,11 @@ alloc_free_block_locked(struct alloc_device *dev, struct alloc_block *b)
     memory_stats_decrease_pool(st->requested_bytes, sp, (int64_t)requested);
 }
 
-/* Segment bookkeeping shared by release_block and the one-block segments. */
+/* Segment bookkeeping shared by release_block and the one-block segments. `call_device` is
+ * false when the driver already freed the memory (context reset). */
 static int
-segment_gone_locked(struct alloc_device *dev, struct alloc_segment *seg, uint32_t stack_id)
+segment_gone_locked(struct alloc_device *dev, struct alloc_segment *seg, uint32_t stack_id,
+                    bool call_device)
 {
     enum stat_pool sp = memory_stats_pool(seg->is_small);
     int rc = 0;
@@ -210,7 +212,7 @@ segment_gone_locked(struct alloc_device *dev, struct alloc_segment *seg, uint32_
         dev->stats.num_device_free++;
     alloc_device_trace_locked(dev, TRACE_SEGMENT_FREE, seg->pool, seg->addr, seg->size, seg->stream,
                               stack_id ? stack_id : seg->stack_id, 0);
-    if (!seg->external)
+    if (!seg->external && call_device)
         rc = dev->ops->segment_free(dev->ops->ctx, dev->index, seg->addr, seg->size);
     dev->total_allocated -= seg->size;
     memory_stats_decrease_pool(dev->stats.segment, sp, 1);
@@ -226,12 +228,13 @@ alloc_free_release_block_locked(struct alloc_device *dev, struct alloc_block *b)
 {
     alloc_device_pool_erase_locked(alloc_device_pool_of(dev, b->is_small), b);
     /* A failed device free leaves nothing to undo: PyTorch raises, cuprof forgets the memory. */
-    (void)segment_gone_locked(dev, b->seg, 0);
+    (void)segment_gone_locked(dev, b->seg, 0, true);
     alloc_device_put_block_locked(dev, b);
 }
 
-int
-alloc_free_whole_segment_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id)
+static int
+whole_segment_gone_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,
+                          bool call_device)
 {
     struct alloc_segment *seg = b->seg;
     enum stat_pool sp = memory_stats_pool(b->is_small);
@@ -248,9 +251,69 @@ alloc_free_whole_segment_locked(struct alloc_device *dev, struct alloc_block *b,
     memory_stats_decrease_pool(st->requested_bytes, sp, (int64_t)b->requested_size);
     if (b->size >= dev->config->max_split_size)
         memory_stats_decrease(&st->oversize_allocations, 1);
-    int rc = segment_gone_locked(dev, seg, stack_id);
+    int rc = segment_gone_locked(dev, seg, stack_id, call_device);
     alloc_device_put_block_locked(dev, b);
     return rc;
+}
+
+int
+alloc_free_whole_segment_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id)
+{
+    return whole_segment_gone_locked(dev, b, stack_id, true);
+}
+
+void
+alloc_free_forget_events_locked(struct alloc_device *dev)
+{
+    struct alloc_aux *a = dev->events;
+    dev->events = dev->events_tail = NULL;
+    while (a != NULL) {
+        struct alloc_aux *next = a->next;
+        struct alloc_block *b = a->block;
+        alloc_device_put_aux_locked(dev, a); /* the event died with the context: not recycled */
+        if (--b->event_count == 0)
+            alloc_free_block_locked(dev, b);
+        a = next;
+    }
+    while (dev->event_pool != NULL) {
+        a = dev->event_pool;
+        dev->event_pool = a->next;
+        alloc_device_put_aux_locked(dev, a);
+    }
+    /* Nothing queued before the reset can still use a block. */
+    dev->synced_gen = dev->free_gen;
+}
+
+void
+alloc_free_forget_segment_locked(struct alloc_device *dev, struct alloc_segment *seg)
+{
+    if (seg->external || seg->pool == TRACE_POOL_TRACE) {
+        /* One-block segment (trace mode, external memory): always live until untracked. */
+        struct alloc_block *b = seg->head;
+        block_map_remove(&dev->map, b);
+        (void)whole_segment_gone_locked(dev, b, 0, false);
+        return;
+    }
+    /* A freed block absorbs its free neighbours (their structs go back to the spares), so the
+     * walk goes on from the block itself, which survives its free. */
+    for (struct alloc_block *b = seg->head; b != NULL; b = b->next) {
+        if (b->allocated) {
+            /* Stream uses would need events on a context that is gone. */
+            while (b->stream_uses != NULL) {
+                struct alloc_aux *a = b->stream_uses;
+                b->stream_uses = a->next;
+                alloc_device_put_aux_locked(dev, a);
+            }
+            block_map_remove(&dev->map, b);
+            /* No free stack exists: free_requested/free_completed fall back to the alloc stack. */
+            alloc_free_request_locked(dev, b, 0, true, b->stream);
+        }
+    }
+    /* Every block is free and merged now: one cached block spans the segment. */
+    struct alloc_block *b = seg->head;
+    alloc_device_pool_erase_locked(alloc_device_pool_of(dev, b->is_small), b);
+    (void)segment_gone_locked(dev, seg, 0, false);
+    alloc_device_put_block_locked(dev, b);
 }
 
 /* Completes one outstanding event record: the block's free finishes when its count hits 0. */

@@ -31,6 +31,13 @@ void alloc_free_block_locked(struct alloc_device *dev, struct alloc_block *b);
  * device free unless external). Returns the device's error, if any. */
 int alloc_free_whole_segment_locked(struct alloc_device *dev, struct alloc_block *b,
                                     uint32_t stack_id);
+/* Context reset: the driver destroyed the events and freed the memory. Completes every pending
+ * free now (free_completed) and drops the idle events, without device calls. */
+void alloc_free_forget_events_locked(struct alloc_device *dev);
+/* Context reset, after alloc_free_forget_events_locked: frees every live block of `seg` as a free
+ * plus free_block would (free_requested + free_completed, alloc stack as the free stack), then the
+ * segment as release_block would (segment_free, stats), without calling the device. */
+void alloc_free_forget_segment_locked(struct alloc_device *dev, struct alloc_segment *seg);
 /* PyTorch's process_events(): completes frees whose events finished. */
 void alloc_free_process_events_locked(struct alloc_device *dev);
 /* PyTorch's synchronize_and_free_events(). */

@@ -365,35 +365,6 @@ allocator_empty_cache(struct allocator *alloc, int device)
     return 0;
 }
 
-/* Takes one block's share out of the stats, as if it were freed and its segment released. */
-static void
-forget_block_locked(struct allocator *alloc, struct alloc_device *dev, struct alloc_block *b)
-{
-    struct memory_stats *st = &dev->stats;
-    enum stat_pool sp = memory_stats_pool(b->is_small);
-    if (b->allocated) {
-        block_map_remove(&dev->map, b);
-        memory_stats_decrease_pool(st->allocation, sp, 1);
-        memory_stats_decrease_pool(st->allocated_bytes, sp, (int64_t)b->size);
-        if (b->size >= alloc->config.max_split_size)
-            memory_stats_decrease(&st->oversize_allocations, 1);
-    }
-    if (b->allocated || b->event_count > 0) {
-        memory_stats_decrease_pool(st->active, sp, 1);
-        memory_stats_decrease_pool(st->active_bytes, sp, (int64_t)b->size);
-        memory_stats_decrease_pool(st->requested_bytes, sp, (int64_t)b->requested_size);
-    } else if (b->prev != NULL || b->next != NULL) {
-        memory_stats_decrease_pool(st->inactive_split, sp, 1);
-        memory_stats_decrease_pool(st->inactive_split_bytes, sp, (int64_t)b->size);
-    }
-    while (b->stream_uses != NULL) {
-        struct alloc_aux *a = b->stream_uses;
-        b->stream_uses = a->next;
-        alloc_device_put_aux_locked(dev, a);
-    }
-    alloc_device_put_block_locked(dev, b);
-}
-
 void
 allocator_forget_device(struct allocator *alloc, int device)
 {
@@ -401,41 +372,26 @@ allocator_forget_device(struct allocator *alloc, int device)
     if (dev == NULL)
         return;
     alloc_lock_acquire(&dev->lock);
-    /* The driver already destroyed the events along with the context. */
-    while (dev->events != NULL) {
-        struct alloc_aux *a = dev->events;
-        dev->events = a->next;
-        alloc_device_put_aux_locked(dev, a);
-    }
-    dev->events_tail = NULL;
-    while (dev->event_pool != NULL) {
-        struct alloc_aux *a = dev->event_pool;
-        dev->event_pool = a->next;
-        alloc_device_put_aux_locked(dev, a);
-    }
-    dev->small.blocks.root = dev->large.blocks.root = NULL;
-    dev->small.blocks.count = dev->large.blocks.count = 0;
+    /* The history must still replay (MemoryViz undoes it from the segments), so everything the
+     * driver dropped is recorded as freed: pending frees complete, then each live block is freed
+     * and each segment released, with the stats moving exactly as on those paths. */
+    alloc_free_forget_events_locked(dev);
     struct avl_node *n;
-    while ((n = avl_first(&dev->segments)) != NULL) {
-        struct alloc_segment *seg =
-            (struct alloc_segment *)(void *)((char *)n - offsetof(struct alloc_segment, node));
-        enum stat_pool sp = memory_stats_pool(seg->is_small);
-        struct alloc_block *b = seg->head;
-        while (b != NULL) {
-            struct alloc_block *next = b->next;
-            forget_block_locked(alloc, dev, b);
-            b = next;
-        }
-        memory_stats_decrease_pool(dev->stats.segment, sp, 1);
-        memory_stats_decrease_pool(dev->stats.reserved_bytes, sp, (int64_t)seg->size);
-        if (seg->size >= alloc->config.max_split_size)
-            memory_stats_decrease(&dev->stats.oversize_segments, 1);
-        dev->total_allocated -= seg->size;
-        alloc_device_drop_segment_locked(dev, seg);
-    }
+    while ((n = avl_first(&dev->segments)) != NULL)
+        alloc_free_forget_segment_locked(
+            dev,
+            (struct alloc_segment *)(void *)((char *)n - offsetof(struct alloc_segment, node)));
     dev->stream_count = 0;
     dev->streams_overflow = false;
     alloc_lock_release(&dev->lock);
+}
+
+void
+allocator_reset_after_fork(struct allocator *alloc)
+{
+    /* The parent's waiters do not exist here: a plain reset, no futex wake. */
+    for (int d = 0; alloc != NULL && d < alloc->device_count; d++)
+        alloc_lock_init(&alloc->devices[d].lock);
 }
 
 void

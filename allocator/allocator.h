@@ -62,8 +62,14 @@ bool allocator_lookup(struct allocator *alloc, uint64_t addr, int *device, uint6
 /* Releases every fully free cached segment of one device (-1: all devices). */
 int allocator_empty_cache(struct allocator *alloc, int device);
 /* Drops every block of `device` without calling the device (after a context reset the driver
- * already freed them). */
+ * already freed them). The trace records it as the program would see it: pending frees get
+ * free_completed, live blocks free_requested + free_completed (their alloc stack standing in for
+ * the free stack), every segment segment_free; the stats move as on the free and release paths
+ * (num_device_free counts the segments too: the device no longer holds them). */
 void allocator_forget_device(struct allocator *alloc, int device);
+/* In a fork child whose parent's prepare handler held every device lock (allocator_lock_device):
+ * marks them free. No other thread exists in the child, so nobody is woken. */
+void allocator_reset_after_fork(struct allocator *alloc);
 /* Polls pending events now (also done at the start of every malloc). */
 void allocator_process_events(struct allocator *alloc, int device);
 /* PyTorch's set_per_process_memory_fraction. */

@@ -125,6 +125,18 @@ addr_map_remove_matching_a(struct addr_map *map, uint64_t value)
 }
 
 void
+addr_map_fork_prepare(struct addr_map *map)
+{
+    pthread_mutex_lock(&map->lock);
+}
+
+void
+addr_map_fork_parent(struct addr_map *map)
+{
+    pthread_mutex_unlock(&map->lock);
+}
+
+void
 addr_map_reset_after_fork(struct addr_map *map)
 {
     pthread_mutex_init(&map->lock, NULL);

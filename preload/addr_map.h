@@ -37,6 +37,10 @@ bool addr_map_get(struct addr_map *map, uint64_t key, uint64_t *a, uint64_t *b);
 bool addr_map_remove(struct addr_map *map, uint64_t key, uint64_t *a, uint64_t *b);
 /* Removes every entry whose `a` equals `value` (e.g. every segment of one device). */
 void addr_map_remove_matching_a(struct addr_map *map, uint64_t value);
+/* Fork: prepare takes the lock (so no thread is mid-update when fork copies the map), parent
+ * releases it; the child re-creates it with addr_map_reset_after_fork. */
+void addr_map_fork_prepare(struct addr_map *map);
+void addr_map_fork_parent(struct addr_map *map);
 /* After fork in the child: the lock may have been held by a thread that no longer exists. */
 void addr_map_reset_after_fork(struct addr_map *map);
 

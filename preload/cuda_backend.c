@@ -246,6 +246,18 @@ cuda_backend_forget_device(int device)
 }
 
 void
+cuda_backend_fork_prepare(void)
+{
+    addr_map_fork_prepare(&segments);
+}
+
+void
+cuda_backend_fork_parent(void)
+{
+    addr_map_fork_parent(&segments);
+}
+
+void
 cuda_backend_reset_after_fork(void)
 {
     addr_map_reset_after_fork(&segments);

@@ -25,7 +25,10 @@ bool cuda_backend_owns(uint64_t addr);
 /* The driver freed everything of `device` (context reset/destroy): forget its segments. */
 void cuda_backend_forget_device(int device);
 
-/* In the child after fork. */
+/* Fork: the owned-segment table is locked across fork (after the device locks: a segment
+ * alloc updates it under one) and re-created in the child. */
+void cuda_backend_fork_prepare(void);
+void cuda_backend_fork_parent(void);
 void cuda_backend_reset_after_fork(void);
 
 #endif

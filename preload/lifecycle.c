@@ -9,6 +9,8 @@
 #include "preload/cuda_backend.h"
 #include "preload/dumper.h"
 #include "preload/runtime.h"
+#include "preload/shim_vmm.h"
+#include "preload/stream_id.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
 
@@ -37,11 +39,16 @@ lifecycle_fork_prepare(void)
     dumper_fork_prepare();
     for (int d = 0; d < lifecycle_rt->device_count; d++)
         allocator_lock_device(lifecycle_rt->alloc, d);
+    /* Leaf locks (never held across another lock), taken last. */
+    cuda_backend_fork_prepare();
+    shim_vmm_fork_prepare();
 }
 
 static void
 lifecycle_fork_parent(void)
 {
+    shim_vmm_fork_parent();
+    cuda_backend_fork_parent();
     for (int d = lifecycle_rt->device_count - 1; d >= 0; d--)
         allocator_unlock_device(lifecycle_rt->alloc, d);
     dumper_fork_parent();
@@ -52,10 +59,13 @@ lifecycle_fork_parent(void)
 static void
 lifecycle_fork_child(void)
 {
-    for (int d = lifecycle_rt->device_count - 1; d >= 0; d--)
-        allocator_unlock_device(lifecycle_rt->alloc, d);
+    /* The futex locks are plain words: the child resets them (a release could try to wake a
+     * parent thread that was waiting, which the child does not have). */
+    allocator_reset_after_fork(lifecycle_rt->alloc);
     trace_ring_reset_after_fork(lifecycle_rt->ring);
     cuda_backend_reset_after_fork();
+    shim_vmm_reset_after_fork();
+    stream_id_reset_after_fork();
     stacks_reset_after_fork();
     dumper_fork_child();
     atomic_store(&lifecycle_oom_claimed, false);

@@ -1,6 +1,7 @@
 /* lifecycle.h: the process events around the runtime: the constructor (config before any
  *   interception), fork (locks, dumper thread, per-child names) and exit (the exit dump).
- * Locking: the fork handlers take the dump lock and every allocator device lock, in that order.
+ * Locking: the fork handlers take the dump lock, every allocator device lock, then the side
+ *   tables' locks (owned segments, VMM handles), in that order.
  * Hot path: lifecycle_resume_after_fork() is (one relaxed load while no fork happened). */
 #ifndef CUPROF_LIFECYCLE_H
 #define CUPROF_LIFECYCLE_H

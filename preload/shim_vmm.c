@@ -77,6 +77,25 @@ shim_vmm_address_reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdevi
     return real->cuMemAddressReserve(ptr, size, alignment, addr, flags);
 }
 
+void
+shim_vmm_fork_prepare(void)
+{
+    addr_map_fork_prepare(&handles);
+}
+
+void
+shim_vmm_fork_parent(void)
+{
+    addr_map_fork_parent(&handles);
+}
+
+void
+shim_vmm_reset_after_fork(void)
+{
+    /* The child keeps the handles (its copy of the allocator keeps their mappings too). */
+    addr_map_reset_after_fork(&handles);
+}
+
 CUresult
 shim_vmm_address_free(CUdeviceptr ptr, size_t size)
 {

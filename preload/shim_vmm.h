@@ -17,4 +17,9 @@ CUresult shim_vmm_address_reserve(CUdeviceptr *ptr, size_t size, size_t alignmen
                                   unsigned long long flags);
 CUresult shim_vmm_address_free(CUdeviceptr ptr, size_t size);
 
+/* Fork handlers for the handle table (lifecycle.c): lock across fork, fresh lock in the child. */
+void shim_vmm_fork_prepare(void);
+void shim_vmm_fork_parent(void);
+void shim_vmm_reset_after_fork(void);
+
 #endif

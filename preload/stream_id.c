@@ -6,6 +6,12 @@
 
 static _Thread_local uint64_t thread_key __attribute__((tls_model("initial-exec")));
 
+void
+stream_id_reset_after_fork(void)
+{
+    thread_key = 0;
+}
+
 uint64_t
 stream_id_per_thread(void)
 {

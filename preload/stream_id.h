@@ -13,6 +13,9 @@
 /* Real handles are pointers (8-byte aligned); per-thread keys end in binary 010 so they never
  * collide with one: (tid << 3) | 2. */
 uint64_t stream_id_per_thread(void);
+/* In a fork child (run by its only thread): that thread has a new id and a new per-thread
+ * stream, so the key inherited from the parent's thread is dropped. */
+void stream_id_reset_after_fork(void);
 
 static inline uint64_t
 stream_id_from_cu(CUstream stream, bool per_thread_entry)

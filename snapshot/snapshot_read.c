@@ -12,6 +12,16 @@
 #include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_import.h"
 
+/* Messages quote bytes from the file: keep them one printable line (a hostile file's newline or
+ * escape sequence must not reach the terminal). */
+static void
+one_line(char *s)
+{
+    for (; *s != '\0'; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
 int
 snapshot_read_mem(const void *data, size_t len, const char *name, struct snapshot **out, char *err,
                   size_t err_len)
@@ -41,6 +51,7 @@ snapshot_read_mem(const void *data, size_t len, const char *name, struct snapsho
     snapshot_arena_destroy(tree);
     if (rc != 0) {
         snapshot_free(snap);
+        one_line(msg);
         snprintf(err, err_len, "%s: %s", name, msg);
         return rc;
     }

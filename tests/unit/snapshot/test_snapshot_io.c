@@ -318,6 +318,10 @@ test_hostile_pickles(void **state)
                          "\"state\": \"weird\"}]}]}"),
                   "unknown block state \"weird\"");
     expect_reject("hello", 5, "neither a pickle nor JSON");
+    /* Bytes quoted from a hostile file stay on one printable line. */
+    const char nl[] = "{\"segments\": [{\"address\": 1, \"blocks\": [{\"size\": 512, "
+                      "\"state\": \"a\\nb\\u001b[2J\"}]}]}";
+    expect_reject(nl, sizeof(nl) - 1, "unknown block state \"a?b?[2J\"");
 }
 
 static void

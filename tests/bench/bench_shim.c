@@ -1,0 +1,539 @@
+/* bench_shim.c: end-to-end cost of libcuprof.so on the simulated device. cudaMalloc+cudaFree pair
+ * ns for 4 KiB and 32 MiB under the shim (cache mode with CUPROF_STACKS=alloc at depth 32 and with
+ * none, trace mode, off) against the raw simulated pair, and the dump stall: the longest gap
+ * between consecutive allocations of one thread while another writes a snapshot of a full
+ * 100k-entry history, against the longest gap in an equal window without a dump.
+ * The program re-executes itself: a child without LD_PRELOAD measures the baseline and a child
+ * under it the candidate, back to back in every repetition, so load slows both sides alike.
+ * Prints `name: value unit (ratio× baseline)`; figures are medians of REPS repetitions.
+ * Usage: bench_shim [--lib PATH/libcuprof.so] [--sim-path DIR:DIR]  (defaults: the build tree) */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload/cuprof.h"
+
+#define KIB           ((size_t)1 << 10)
+#define MIB           ((size_t)1 << 20)
+#define REPS          7
+#define WARMUP        2000
+#define CALL_DEPTH    40 /* frames of recursion below every timed cudaMalloc: > CUPROF_STACK_DEPTH */
+#define STALL_ENTRIES 100000
+#define STALL_LIVE    1000
+#define STALL_STAMPS  ((size_t)1 << 22)
+
+extern char **environ;
+
+static double
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void
+die(const char *what, int rc)
+{
+    fprintf(stderr, "bench_shim: %s failed (%d)\n", what, rc);
+    exit(1);
+}
+
+static void
+pair(size_t size)
+{
+    void *p = NULL;
+    cudaError_t rc = cudaMalloc(&p, size);
+    if (rc != cudaSuccess)
+        die("cudaMalloc", (int)rc);
+    rc = cudaFree(p);
+    if (rc != cudaSuccess)
+        die("cudaFree", (int)rc);
+}
+
+/* What runs at the bottom of the recursion. */
+struct leaf {
+    size_t size;
+    long n;
+    double ns; /* out: per pair */
+};
+
+static void
+leaf_pairs(struct leaf *leaf)
+{
+    for (int i = 0; i < WARMUP; i++)
+        pair(leaf->size);
+    double t0 = now_ns();
+    for (long i = 0; i < leaf->n; i++)
+        pair(leaf->size);
+    leaf->ns = (now_ns() - t0) / (double)leaf->n;
+}
+
+/* Recurses `depth` frames, then allocates. Below level 10 each level is one of two functions
+ * chosen by a bit of `pattern`, so that patterns give distinct stacks within the kept depth. The
+ * volatile read after the call keeps the compiler from turning the recursion into a loop. */
+static int deep_b(int depth, unsigned pattern, void (*fn)(void *), void *arg);
+
+__attribute__((noinline)) static int
+deep_a(int depth, unsigned pattern, void (*fn)(void *), void *arg)
+{
+    volatile int keep = depth;
+    if (depth == 0) {
+        fn(arg);
+        return keep;
+    }
+    int r = (depth < 10 && (pattern >> depth & 1u)) ? deep_b(depth - 1, pattern, fn, arg)
+                                                    : deep_a(depth - 1, pattern, fn, arg);
+    return r + keep;
+}
+
+__attribute__((noinline)) static int
+deep_b(int depth, unsigned pattern, void (*fn)(void *), void *arg)
+{
+    volatile int keep = depth;
+    if (depth == 0) {
+        fn(arg);
+        return keep;
+    }
+    int r = (depth < 10 && (pattern >> depth & 1u)) ? deep_b(depth - 1, pattern, fn, arg)
+                                                    : deep_a(depth - 1, pattern, fn, arg);
+    return r - keep;
+}
+
+static void
+leaf_pairs_cb(void *arg)
+{
+    leaf_pairs(arg);
+}
+
+static int
+child_pairs(size_t size, long n)
+{
+    struct leaf leaf = {size, n, 0};
+    (void)deep_a(CALL_DEPTH, 0, leaf_pairs_cb, &leaf);
+    printf("%.3f\n", leaf.ns);
+    return 0;
+}
+
+/* ---- dump stall ---- */
+
+/* The allocating thread's clock after every pair, and whether it slept (a voluntary context
+ * switch: in cache mode only a contended cuprof lock puts it to sleep) since the previous one. */
+struct stamps {
+    double *t;
+    unsigned char *slept;
+    atomic_size_t count;
+    atomic_bool stop;
+};
+
+/* Pins the calling thread to the `which`-th CPU it may use, when there are two, so that the
+ * allocating thread and the dumping thread do not take turns on one CPU. (SCHED_FIFO is not used:
+ * sandboxed kernels throttle it to a crawl.) */
+static void
+pin_cpu(int which)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 2)
+        return;
+    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (CPU_ISSET(cpu, &set) && seen++ == which) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            (void)pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+            return;
+        }
+    }
+}
+
+static long
+voluntary_switches(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : 0;
+}
+
+static void *
+stall_worker(void *arg)
+{
+    struct stamps *s = arg;
+    size_t i = 0;
+    pin_cpu(0);
+    long switches = voluntary_switches();
+    while (!atomic_load_explicit(&s->stop, memory_order_relaxed) && i < STALL_STAMPS) {
+        pair(4 * KIB);
+        s->t[i] = now_ns();
+        long now = voluntary_switches();
+        s->slept[i++] = now != switches;
+        switches = now;
+    }
+    atomic_store(&s->count, i);
+    return NULL;
+}
+
+/* Longest gap between consecutive stamps among the gaps overlapping [t0, t1]; with `slept`, only
+ * gaps in which the thread slept. */
+static double
+max_gap(const struct stamps *s, double t0, double t1, bool slept)
+{
+    double worst = 0;
+    size_t n = atomic_load(&s->count);
+    for (size_t i = 1; i < n; i++) {
+        if (s->t[i] > t0 && s->t[i - 1] < t1 && s->t[i] - s->t[i - 1] > worst &&
+            (!slept || s->slept[i]))
+            worst = s->t[i] - s->t[i - 1];
+    }
+    return worst;
+}
+
+static void
+sleep_ns(double ns)
+{
+    struct timespec ts = {(time_t)(ns / 1e9), (long)((long long)ns % 1000000000LL)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+struct window {
+    double gap;     /* longest gap between two pairs */
+    double blocked; /* longest gap in which the allocating thread slept */
+    double took;    /* length of the window */
+};
+
+/* One window with an allocating thread: dumps to `path` (or, for NULL, sleeps `length` ns). */
+static struct window
+stall_window(struct stamps *s, const char *path, double length)
+{
+    pthread_t tid;
+    atomic_store(&s->count, 0);
+    atomic_store(&s->stop, false);
+    if (pthread_create(&tid, NULL, stall_worker, s) != 0)
+        die("pthread_create", 0);
+    sleep_ns(5e6);
+    double t0 = now_ns();
+    if (path != NULL) {
+        int rc = cuprof_dump_snapshot(path);
+        if (rc != CUPROF_SUCCESS)
+            die("cuprof_dump_snapshot", rc);
+    } else {
+        sleep_ns(length);
+    }
+    double t1 = now_ns();
+    sleep_ns(2e6);
+    atomic_store(&s->stop, true);
+    pthread_join(tid, NULL);
+    if (path != NULL)
+        unlink(path);
+    return (struct window){max_gap(s, t0, t1, false), max_gap(s, t0, t1, true), t1 - t0};
+}
+
+struct fill {
+    long n;
+    void **live;
+};
+
+static void
+fill_one(void *arg)
+{
+    struct fill *f = arg;
+    /* Some blocks stay live, so the dump has a block table to copy as well as the ring. */
+    if (f->n < STALL_LIVE) {
+        cudaError_t rc = cudaMalloc(&f->live[f->n], 4 * KIB + (size_t)f->n * 512);
+        if (rc != cudaSuccess)
+            die("cudaMalloc", (int)rc);
+    } else {
+        pair(4 * KIB + (size_t)(f->n % 64) * 512);
+    }
+}
+
+/* Under the shim with CUPROF_MAX_ENTRIES=STALL_ENTRIES: fills the ring from 1024 call sites
+ * (overflowing it, so it is full), then alternates windows with and without a dump. Prints
+ * "gap_without gap_with blocked_with dump_ns" (ns) per repetition. */
+static int
+child_stall(const char *dir)
+{
+    static void *live[STALL_LIVE];
+    struct fill f = {0, live};
+    for (f.n = 0; f.n < STALL_ENTRIES; f.n++)
+        (void)deep_a(CALL_DEPTH, (unsigned)f.n & 1023u, fill_one, &f);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/stall.pickle", dir);
+    struct stamps s = {calloc(STALL_STAMPS, sizeof(double)), calloc(STALL_STAMPS, 1), 0, false};
+    if (s.t == NULL || s.slept == NULL)
+        die("calloc", 0);
+    pin_cpu(1);
+    (void)stall_window(&s, path, 0); /* warm-up: first symbolization of every module */
+    for (int r = 0; r < REPS; r++) {
+        struct window with = stall_window(&s, path, 0);
+        struct window without = stall_window(&s, NULL, with.took);
+        printf("%.0f %.0f %.0f %.0f\n", without.gap, with.gap, with.blocked, with.took);
+    }
+    free(s.t);
+    free(s.slept);
+    for (int i = 0; i < STALL_LIVE; i++)
+        if (cudaFree(live[i]) != cudaSuccess)
+            die("cudaFree", i);
+    return 0;
+}
+
+/* ---- parent: runs the children ---- */
+
+struct setup {
+    const char *lib;
+    const char *sim_path;
+    const char *tmpdir;
+};
+
+/* Runs this program with `args` under environ minus LD_PRELOAD, CUPROF_* and SIMCUDA_*, plus
+ * `extra` (NULL-terminated; with the library preloaded when `preload`). Returns its stdout. */
+static char *
+run_child(const struct setup *st, bool preload, const char *const *extra, const char *const *args)
+{
+    size_t n_env = 0, n_extra = 0, n_args = 0;
+    while (environ[n_env] != NULL)
+        n_env++;
+    while (extra[n_extra] != NULL)
+        n_extra++;
+    while (args[n_args] != NULL)
+        n_args++;
+    char **env = calloc(n_env + n_extra + 4, sizeof(*env));
+    char *argv[16];
+    static char preload_var[4200], ld_var[8400];
+    if (env == NULL || n_args + 2 > sizeof(argv) / sizeof(argv[0]))
+        die("child setup", 0);
+    size_t k = 0;
+    const char *old_ld = getenv("LD_LIBRARY_PATH");
+    snprintf(ld_var, sizeof(ld_var), "LD_LIBRARY_PATH=%s%s%s", st->sim_path,
+             old_ld != NULL ? ":" : "", old_ld != NULL ? old_ld : "");
+    env[k++] = ld_var;
+    for (size_t i = 0; i < n_env; i++) {
+        const char *e = environ[i];
+        if (strncmp(e, "LD_PRELOAD=", 11) != 0 && strncmp(e, "CUPROF_", 7) != 0 &&
+            strncmp(e, "SIMCUDA_", 8) != 0 && strncmp(e, "LD_LIBRARY_PATH=", 16) != 0)
+            env[k++] = environ[i];
+    }
+    if (preload) {
+        snprintf(preload_var, sizeof(preload_var), "LD_PRELOAD=%s", st->lib);
+        env[k++] = preload_var;
+    }
+    for (size_t i = 0; i < n_extra; i++)
+        env[k++] = (char *)extra[i];
+    env[k] = NULL;
+    argv[0] = "bench_shim";
+    for (size_t i = 0; i < n_args; i++)
+        argv[i + 1] = (char *)args[i];
+    argv[n_args + 1] = NULL;
+
+    int fds[2];
+    if (pipe(fds) != 0)
+        die("pipe", errno);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    posix_spawn_file_actions_addclose(&fa, fds[1]);
+    pid_t pid;
+    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, env);
+    posix_spawn_file_actions_destroy(&fa);
+    free(env);
+    if (rc != 0)
+        die("posix_spawn", rc);
+    close(fds[1]);
+    size_t cap = 4096, len = 0;
+    char *out = malloc(cap);
+    ssize_t got;
+    while (out != NULL && (got = read(fds[0], out + len, cap - len - 1)) != 0) {
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            die("read", errno);
+        }
+        len += (size_t)got;
+        if (cap - len < 2)
+            out = realloc(out, cap *= 2);
+    }
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (out == NULL || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "bench_shim: child %s %s exited with status %d\n", args[0], args[1],
+                status);
+        exit(1);
+    }
+    out[len] = '\0';
+    return out;
+}
+
+static double
+median(double *v, int n)
+{
+    for (int i = 1; i < n; i++) { /* insertion sort: n is REPS */
+        double x = v[i];
+        int j = i;
+        for (; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+    return v[n / 2];
+}
+
+static double
+child_number(const struct setup *st, bool preload, const char *const *extra, const char *size,
+             const char *n)
+{
+    const char *args[] = {"--child-pairs", size, n, NULL};
+    char *out = run_child(st, preload, extra, args);
+    double v = strtod(out, NULL);
+    free(out);
+    return v;
+}
+
+/* Median over REPS of the raw pair and the pair under the shim with `extra`, measured back to
+ * back; prints the candidate's median ns with the median of the per-repetition ratios, and the
+ * added cost (median candidate minus median raw). */
+static void
+pair_figure(const struct setup *st, const char *name, const char *const *extra, size_t size, long n)
+{
+    double raw[REPS], ns[REPS], ratio[REPS];
+    char size_s[32], n_s[32];
+    snprintf(size_s, sizeof(size_s), "%zu", size);
+    snprintf(n_s, sizeof(n_s), "%ld", n);
+    const char *const raw_env[] = {"SIMCUDA_MALLOC_US=0", "SIMCUDA_FREE_US=0", NULL};
+    for (int r = 0; r < REPS; r++) {
+        raw[r] = child_number(st, false, raw_env, size_s, n_s);
+        ns[r] = child_number(st, true, extra, size_s, n_s);
+        ratio[r] = ns[r] / raw[r];
+    }
+    const char *base = size < MIB ? "raw_pair_4k" : "raw_pair_32m";
+    double m = median(ns, REPS), mr = median(ratio, REPS), mraw = median(raw, REPS);
+    printf("shim_%s: %.1f ns (%.2fx %s)\n", name, m, mr, base);
+    printf("shim_%s_added: %.1f ns\n", name, m - mraw);
+    fflush(stdout);
+}
+
+static void
+raw_figure(const struct setup *st, const char *name, size_t size, long n)
+{
+    double raw[REPS];
+    char size_s[32], n_s[32];
+    snprintf(size_s, sizeof(size_s), "%zu", size);
+    snprintf(n_s, sizeof(n_s), "%ld", n);
+    const char *const raw_env[] = {"SIMCUDA_MALLOC_US=0", "SIMCUDA_FREE_US=0", NULL};
+    for (int r = 0; r < REPS; r++)
+        raw[r] = child_number(st, false, raw_env, size_s, n_s);
+    printf("shim_%s: %.1f ns (1.00x %s)\n", name, median(raw, REPS), name);
+    fflush(stdout);
+}
+
+static void
+stall_figure(const struct setup *st)
+{
+    char entries[64];
+    snprintf(entries, sizeof(entries), "CUPROF_MAX_ENTRIES=%d", STALL_ENTRIES);
+    const char *const env[] = {"SIMCUDA_MALLOC_US=0",
+                               "CUPROF_MODE=cache",
+                               "CUPROF_STACKS=alloc",
+                               "CUPROF_STACK_DEPTH=32",
+                               "CUPROF_LOG=quiet",
+                               "CUPROF_DUMP_ON=none",
+                               entries,
+                               NULL};
+    const char *args[] = {"--child-stall", st->tmpdir, NULL};
+    char *out = run_child(st, true, env, args);
+    double without[REPS], with[REPS], blocked[REPS], took[REPS], ratio[REPS], share[REPS];
+    char *p = out;
+    for (int r = 0; r < REPS; r++) {
+        double *fields[] = {&without[r], &with[r], &blocked[r], &took[r]};
+        for (int k = 0; k < 4; k++) {
+            char *end;
+            *fields[k] = strtod(p, &end);
+            if (end == p) {
+                fprintf(stderr, "bench_shim: bad stall output: %s\n", out);
+                exit(1);
+            }
+            p = end;
+        }
+        ratio[r] = with[r] / without[r];
+        share[r] = blocked[r] / took[r];
+    }
+    free(out);
+    double mtook = median(took, REPS);
+    printf("shim_dump_time_100k: %.1f ms\n", mtook / 1e6);
+    printf("shim_dump_stall_100k: %.3f ms (%.2fx max_gap_without_dump)\n", median(with, REPS) / 1e6,
+           median(ratio, REPS));
+    printf("shim_max_gap_without_dump: %.3f ms (1.00x max_gap_without_dump)\n",
+           median(without, REPS) / 1e6);
+    /* Issue 5's gate for the stall is a share of the whole dump (at most 0.05). */
+    printf("shim_dump_blocked_100k: %.3f ms (%.3fx dump_time_100k)\n", median(blocked, REPS) / 1e6,
+           median(share, REPS));
+    fflush(stdout);
+}
+
+#define D32 "CUPROF_STACK_DEPTH=32"
+#define ENV_COMMON                                                                                 \
+    "SIMCUDA_MALLOC_US=0", "SIMCUDA_FREE_US=0", "CUPROF_LOG=quiet", "CUPROF_DUMP_ON=none"
+
+int
+main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--child-pairs") == 0)
+        return child_pairs(strtoull(argv[2], NULL, 10), strtol(argv[3], NULL, 10));
+    if (argc == 3 && strcmp(argv[1], "--child-stall") == 0)
+        return child_stall(argv[2]);
+    struct setup st = {BENCH_LIBCUPROF, BENCH_SIM_PATH, NULL};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) {
+            st.lib = argv[++i];
+        } else if (strcmp(argv[i], "--sim-path") == 0 && i + 1 < argc) {
+            st.sim_path = argv[++i];
+        } else {
+            fprintf(stderr, "usage: bench_shim [--lib PATH/libcuprof.so] [--sim-path DIRS]\n");
+            return 64;
+        }
+    }
+    char tmpdir[] = "/tmp/bench_shim.XXXXXX";
+    if (mkdtemp(tmpdir) == NULL)
+        die("mkdtemp", errno);
+    st.tmpdir = tmpdir;
+
+    const char *const alloc_env[] = {ENV_COMMON, "CUPROF_MODE=cache", "CUPROF_STACKS=alloc", D32,
+                                     NULL};
+    const char *const none_env[] = {ENV_COMMON, "CUPROF_MODE=cache", "CUPROF_STACKS=none", NULL};
+    const char *const trace_env[] = {ENV_COMMON, "CUPROF_MODE=trace", "CUPROF_STACKS=alloc", D32,
+                                     NULL};
+    const char *const off_env[] = {ENV_COMMON, "CUPROF_MODE=off", NULL};
+    const struct {
+        const char *name;
+        size_t size;
+        long n;
+    } sizes[] = {{"4k", 4 * KIB, 100000}, {"32m", 32 * MIB, 100000}};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "raw_pair_%s", sizes[i].name);
+        raw_figure(&st, name, sizes[i].size, sizes[i].n);
+        snprintf(name, sizeof(name), "pair_%s_cache_stacks_alloc_d32", sizes[i].name);
+        pair_figure(&st, name, alloc_env, sizes[i].size, sizes[i].n);
+        snprintf(name, sizeof(name), "pair_%s_cache_stacks_none", sizes[i].name);
+        pair_figure(&st, name, none_env, sizes[i].size, sizes[i].n);
+        snprintf(name, sizeof(name), "pair_%s_trace_stacks_alloc_d32", sizes[i].name);
+        pair_figure(&st, name, trace_env, sizes[i].size, sizes[i].n);
+        snprintf(name, sizeof(name), "pair_%s_off", sizes[i].name);
+        pair_figure(&st, name, off_env, sizes[i].size, sizes[i].n);
+    }
+    stall_figure(&st);
+    rmdir(tmpdir);
+    return 0;
+}
