@@ -6,6 +6,7 @@
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
 #include "preload/call_tag.h"
+#include "preload/config.h"
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
 #include "snapshot/stacks.h"
@@ -33,7 +34,8 @@ shim_call_stack(enum shim_call_kind kind)
 bool
 shim_call_begin(struct shim_call *call, enum shim_call_kind kind)
 {
-    if (guard_active())
+    /* Off mode is pure pass-through: not even the context query below. */
+    if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)
         return false;
     const struct real_cuda *real = real_cuda_get();
     if (real == NULL || real->cuCtxGetDevice == NULL)
