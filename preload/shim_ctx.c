@@ -3,6 +3,7 @@
 
 #include "allocator/allocator.h"
 #include "preload/cuda_backend.h"
+#include "preload/double_free.h"
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
 #include "preload/shim_call.h"
@@ -33,7 +34,9 @@ forget_only(int device)
     guard_enter();
     /* The driver is about to free every allocation of the device: never cuMemFree them later,
      * never hand them out again. */
+    unsigned reset = double_free_reset_begin(device);
     allocator_forget_device(rt->alloc, device);
+    double_free_reset_end(reset);
     cuda_backend_forget_device(device);
     guard_leave();
 }

@@ -2,9 +2,10 @@
 """History across cudaDeviceReset, and a fork child after VMM use (allocfix).
 
 reset MODE APP: reset_app without and with libcuprof.so: identical output (the stale frees after
-  the reset get the device's own error, cudaErrorInvalidValue); the exit snapshot replays from an
-  empty device (check_snapshot.py --complete-history), with exactly the program's allocations and
-  one free per block (the reset's included) and exactly the live block it kept.
+  the reset get the device's own error, cudaErrorInvalidValue), each logged once as a pointer the
+  reset freed; the exit snapshot replays from an empty device (check_snapshot.py
+  --complete-history), with exactly the program's allocations and one free per block (the
+  reset's included) and exactly the live block it kept.
 fork MODE APP: fork_app under libcuprof.so: the child's snapshot shows its allocation on its own
   per-thread stream (key (tid << 3) | 2 of the child's thread, not the parent's) and the mapping
   it made of the parent's VMM handle; the parent's snapshot replays completely.
@@ -66,6 +67,19 @@ def test_reset(a, checker, check):
     live = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
     check([b["requested_size"] for b in live] == [f["live_bytes"]],
           f"{a.mode}: live blocks {[(b['address'], b['requested_size']) for b in live]}")
+    # Each stale free is logged once as freed by the reset (not as a double free), naming the
+    # pointer the program allocated: a (1000 bytes), b (5 MiB), then the managed m (4096 bytes).
+    stale = re.findall(r"^cuprof: stale free of device pointer 0x([0-9a-f]+) \(device 0\): it was "
+                       r"freed by cudaDeviceReset/context reset of device 0; allocated at [^;]+; "
+                       r"freed again at .+$", shim.stderr, re.M)
+    first_alloc = {}
+    for e in trace:
+        if e["action"] == "alloc":
+            first_alloc.setdefault(e["size"], e["addr"])
+    want = [first_alloc.get(size) for size in (1000, 5 << 20, 4096)]
+    check([int(x, 16) for x in stale] == want,
+          f"{a.mode}: stale-free lines for {[hex(x) for x in want if x]}: {shim.stderr!r}")
+    check("double free" not in shim.stderr, f"{a.mode}: a reset's free told as a double free")
     check(c["segment_alloc"] - c["segment_free"] == len(snap["segments"]),
           f"{a.mode}: {c['segment_alloc']} segment_alloc - {c['segment_free']} segment_free "
           f"!= {len(snap['segments'])} segments")
