@@ -387,6 +387,22 @@ allocator_forget_device(struct allocator *alloc, int device)
 }
 
 void
+allocator_destroy_idle_events(struct allocator *alloc, int device)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL)
+        return;
+    alloc_lock_acquire(&dev->lock);
+    while (dev->event_pool != NULL) {
+        struct alloc_aux *a = dev->event_pool;
+        dev->event_pool = a->next;
+        (void)dev->ops->event_destroy(dev->ops->ctx, a->event);
+        alloc_device_put_aux_locked(dev, a);
+    }
+    alloc_lock_release(&dev->lock);
+}
+
+void
 allocator_reset_after_fork(struct allocator *alloc)
 {
     /* The parent's waiters do not exist here: a plain reset, no futex wake. */

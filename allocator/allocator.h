@@ -67,6 +67,10 @@ int allocator_empty_cache(struct allocator *alloc, int device);
  * the free stack), every segment segment_free; the stats move as on the free and release paths
  * (num_device_free counts the segments too: the device no longer holds them). */
 void allocator_forget_device(struct allocator *alloc, int device);
+/* Destroys the device's idle cached events. Call it while the device's context still exists
+ * (before a reset or context destruction, after allocator_empty_cache completed the outstanding
+ * ones): once the context is gone the handles are dead and forget_device just drops them. */
+void allocator_destroy_idle_events(struct allocator *alloc, int device);
 /* In a fork child whose parent's prepare handler held every device lock (allocator_lock_device):
  * marks them free. No other thread exists in the child, so nobody is woken. */
 void allocator_reset_after_fork(struct allocator *alloc);

@@ -161,10 +161,86 @@ struct replay_run {
     size_t diffs_shown;
 };
 
+/* The trace's allocs and frees by address, to see where free blocks of the starting state began
+ * (pytorch-allocator.md §6.5): a block is always handed out from the start of a free block. */
+struct addr_index {
+    uint64_t addr;
+    size_t index;
+};
+
+struct trace_index {
+    struct addr_index *allocs, *frees;
+    size_t nallocs, nfrees;
+};
+
+static int
+addr_index_cmp(const void *a, const void *b)
+{
+    const struct addr_index *x = a, *y = b;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static int
+trace_index_build(const struct snap_device_trace *t, struct trace_index *ix)
+{
+    size_t n = t ? t->count : 0;
+    ix->allocs = malloc((n + 1) * sizeof(struct addr_index));
+    ix->frees = malloc((n + 1) * sizeof(struct addr_index));
+    ix->nallocs = ix->nfrees = 0;
+    if (ix->allocs == NULL || ix->frees == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const struct snap_entry *e = &t->entries[i];
+        if (e->action == TRACE_ALLOC)
+            ix->allocs[ix->nallocs++] = (struct addr_index){e->addr, i};
+        else if (e->action == TRACE_FREE_REQUESTED || e->action == TRACE_FREE_COMPLETED)
+            ix->frees[ix->nfrees++] = (struct addr_index){e->addr, i};
+    }
+    qsort(ix->allocs, ix->nallocs, sizeof(struct addr_index), addr_index_cmp);
+    qsort(ix->frees, ix->nfrees, sizeof(struct addr_index), addr_index_cmp);
+    return 0;
+}
+
+/* The first item at an address >= addr. */
+static size_t
+addr_index_lower(const struct addr_index *v, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Where the free block in [lo, hi) behind the live block at `owner` began: the first address the
+ * trace allocates in the gap while that block is still live; 0 when the trace never does. */
+static uint64_t
+gap_start(const struct trace_index *ix, uint64_t owner, uint64_t lo, uint64_t hi)
+{
+    size_t f = addr_index_lower(ix->frees, ix->nfrees, owner);
+    size_t freed_at = f < ix->nfrees && ix->frees[f].addr == owner ? ix->frees[f].index : SIZE_MAX;
+    uint64_t start = 0;
+    size_t first = freed_at;
+    for (size_t i = addr_index_lower(ix->allocs, ix->nallocs, lo);
+         i < ix->nallocs && ix->allocs[i].addr < hi; i++)
+        if (ix->allocs[i].index < first) {
+            first = ix->allocs[i].index;
+            start = ix->allocs[i].addr;
+        }
+    return start;
+}
+
 /* Recreates the state at the first entry: each segment at its address, carved so that the blocks
  * live then sit at their recorded addresses (fillers for the gaps, freed afterwards). */
 static int
-prelude(struct replay_run *r, const struct alloc_config *config, size_t *misses)
+prelude(struct replay_run *r, const struct alloc_config *config, const struct trace_index *ix,
+        size_t *misses)
 {
     struct addr_map segs;
     if (analysis_segments_at(r->snap, r->device, 0, &segs) != 0) {
@@ -240,10 +316,16 @@ prelude(struct replay_run *r, const struct alloc_config *config, size_t *misses)
             }
             if (!have)
                 break;
-            /* PyTorch: a remainder of 1 MiB or less behind a large block stays in it. */
+            /* PyTorch: a remainder of 1 MiB or less behind a large block stays in it; later it
+             * may border a larger free block, whose start the trace's first alloc there shows. */
             uint64_t size = alloc_policy_round_size(config, live[b].size);
             uint64_t limit = b + 1 < nlive && live[b + 1].addr < end ? live[b + 1].addr : end;
-            if (!small && limit - cursor - size <= (1u << 20) && limit >= cursor + size)
+            uint64_t begins = small || limit <= cursor + size
+                                  ? 0
+                                  : gap_start(ix, live[b].addr, cursor + size, limit);
+            if (begins != 0)
+                size = begins - cursor;
+            else if (!small && limit - cursor - size <= (1u << 20) && limit >= cursor + size)
                 size = limit - cursor;
             if (allocator_malloc(r->alloc, (int)r->device, size, stream, live[b].stack, &addr) !=
                     0 ||
@@ -359,7 +441,13 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, bool r
     }
     /* No recorded segment address is offered while the starting state is rebuilt. */
     r.dev.cursor = t ? t->count : 0;
-    if (prelude(&r, &config, &res->prelude_misses) != 0)
+    struct trace_index ix;
+    int prc = trace_index_build(t, &ix);
+    if (prc == 0)
+        prc = prelude(&r, &config, &ix, &res->prelude_misses);
+    free(ix.allocs);
+    free(ix.frees);
+    if (prc != 0)
         goto oom;
     r.dev.cursor = 0;
     struct cli_progress progress;
@@ -426,7 +514,9 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, bool r
                     goto oom;
             }
             seg_count = 0;
-        } else if (e->action == TRACE_FREE_REQUESTED) {
+        } else if (e->action == TRACE_FREE_REQUESTED || e->action == TRACE_FREE_COMPLETED) {
+            /* Freed at the request; a completion whose request came before the first entry frees
+             * a block of the starting state. */
             struct addr_map_item old;
             if (addr_map_remove(&r.addr_of, e->addr, &old) && old.stack == 0 &&
                 allocator_free(r.alloc, old.size, 0) != 0)

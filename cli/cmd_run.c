@@ -19,9 +19,10 @@
 static const char usage_text[] =
     "usage: cuprof run [OPTIONS] [--] PROG [ARGS...]\n\n"
     "Runs PROG with libcuprof.so preloaded (by absolute path; an LD_PRELOAD you already set is\n"
-    "kept after it, except sanitizer runtimes, which stay first). When PROG exits cuprof prints "
-    "where the snapshot went and a one-screen\n"
-    "summary on stderr, and exits with PROG's exit status (128+N when a signal N killed it).\n"
+    "kept after it, except sanitizer runtimes, which stay first). The shim names each snapshot\n"
+    "as it writes it; when PROG exits cuprof prints a one-screen summary of the last one on\n"
+    "stderr (and names the snapshots itself under CUPROF_LOG=quiet), and exits with PROG's exit\n"
+    "status (128+N when a signal N killed it).\n"
     "Options set the matching CUPROF_* variables for PROG:\n\n"
     "  -o, --output FILE      CUPROF_SNAPSHOT: snapshot path template (%p pid, %r rank, %h host,\n"
     "                         %n dump number, %t time; .json for JSON, else pickle)\n"
@@ -181,22 +182,66 @@ template_pattern(const char *tmpl, pid_t pid, char *out, size_t len)
     out[o] = '\0';
 }
 
-static void
-report_snapshots(const char *tmpl, pid_t pid, time_t started, bool quiet)
+/* The shim announces each snapshot as it writes it ("cuprof: snapshot written to ...") unless
+ * CUPROF_LOG=quiet; cuprof then does not repeat the line. */
+static bool
+shim_announces(void)
 {
-    char pattern[PATH_MAX];
+    const char *log = getenv("CUPROF_LOG");
+    return log == NULL || strcmp(log, "quiet") != 0;
+}
+
+/* The shim never replaces a file: when the path exists it writes NAME.1.EXT, NAME.2.EXT, ... */
+static void
+variant_pattern(const char *pattern, char *out, size_t len)
+{
+    const char *base = strrchr(pattern, '/');
+    base = base == NULL ? pattern : base + 1;
+    const char *dot = strrchr(base, '.');
+    if (dot == NULL)
+        dot = pattern + strlen(pattern);
+    snprintf(out, len, "%.*s.[0-9]*%s", (int)(dot - pattern), pattern, dot);
+}
+
+static bool
+seen_before(const glob_t *g, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(g->gl_pathv[j], g->gl_pathv[i]) == 0)
+            return true;
+    return false;
+}
+
+static void
+report_snapshots(const char *tmpl, pid_t pid, struct timespec started, bool quiet)
+{
+    char pattern[PATH_MAX], variants[PATH_MAX + 16];
     template_pattern(tmpl, pid, pattern, sizeof(pattern));
+    variant_pattern(pattern, variants, sizeof(variants));
     glob_t g;
     const char *last = NULL;
+    struct timespec last_time = {0, 0};
     int found = 0;
-    int grc = glob(pattern, 0, NULL, &g);
-    if (grc == 0) {
+    bool announced = shim_announces();
+    bool have = glob(pattern, 0, NULL, &g) == 0;
+    int grc = glob(variants, have ? GLOB_APPEND : 0, NULL, &g);
+    have = have || grc == 0;
+    if (have) {
         for (size_t i = 0; i < g.gl_pathc; i++) {
             struct stat st;
-            if (stat(g.gl_pathv[i], &st) != 0 || st.st_mtime + 1 < started)
+            if (stat(g.gl_pathv[i], &st) != 0 || seen_before(&g, i) ||
+                st.st_mtim.tv_sec < started.tv_sec ||
+                (st.st_mtim.tv_sec == started.tv_sec && st.st_mtim.tv_nsec < started.tv_nsec))
                 continue;
-            fprintf(stderr, "cuprof: snapshot written to %s\n", g.gl_pathv[i]);
-            last = g.gl_pathv[i];
+            if (!announced)
+                fprintf(stderr, "cuprof: snapshot written to %s\n", g.gl_pathv[i]);
+            /* The newest one is summarized. */
+            if (last == NULL || st.st_mtim.tv_sec > last_time.tv_sec ||
+                (st.st_mtim.tv_sec == last_time.tv_sec &&
+                 st.st_mtim.tv_nsec >= last_time.tv_nsec)) {
+                last = g.gl_pathv[i];
+                last_time = st.st_mtim;
+            }
             found++;
         }
     }
@@ -205,6 +250,9 @@ report_snapshots(const char *tmpl, pid_t pid, time_t started, bool quiet)
     } else if (!quiet) {
         struct snapshot *snap;
         if (cli_load(last, &snap) == CLI_OK) {
+            /* A file the shim did not write (no cuprof section) was announced by nobody. */
+            if (announced && !snap->cuprof.present)
+                fprintf(stderr, "cuprof: snapshot written to %s\n", last);
             if (summary_print(stderr, last, snap, true, 5) != 0)
                 fprintf(stderr, "cuprof: %s: out of memory\n", last);
             snapshot_free(snap);
@@ -212,7 +260,7 @@ report_snapshots(const char *tmpl, pid_t pid, time_t started, bool quiet)
         fprintf(stderr, "cuprof: more: cuprof summary %s; cuprof plot %s -o report.html\n", last,
                 last);
     }
-    if (grc == 0)
+    if (have)
         globfree(&g);
 }
 
@@ -298,7 +346,9 @@ cmd_run(int argc, char **argv)
     const char *tmpl = getenv("CUPROF_SNAPSHOT");
     if (tmpl == NULL || tmpl[0] == '\0')
         tmpl = "cuprof-%p-%n.pickle";
-    time_t started = time(NULL);
+    /* File times come from the kernel's coarse clock: a file PROG writes is never older. */
+    struct timespec started;
+    clock_gettime(CLOCK_REALTIME_COARSE, &started);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {

@@ -18,6 +18,8 @@ release_cache(int device)
         return;
     guard_enter();
     (void)allocator_empty_cache(rt->alloc, device);
+    /* The events go with the context; destroyed while their handles are still valid. */
+    allocator_destroy_idle_events(rt->alloc, device);
     guard_leave();
 }
 

@@ -101,8 +101,9 @@ f_event_synchronize(void *ctx, void *event)
 static int
 f_event_destroy(void *ctx, void *event)
 {
-    (void)ctx;
+    struct fake_device *fake = ctx;
     (void)event;
+    fake->event_destroys++;
     return 0;
 }
 

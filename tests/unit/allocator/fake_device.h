@@ -31,7 +31,7 @@ struct fake_device {
     int fail_next_alloc; /* positive backend error returned once by segment_alloc */
     bool auto_complete;  /* events complete as soon as they are recorded */
     long segment_allocs, segment_frees, syncs, event_creates, event_records, event_queries;
-    long event_syncs;
+    long event_syncs, event_destroys;
     struct fake_event events[FAKE_MAX_EVENTS];
     size_t event_count;
     /* trace sink */

@@ -148,6 +148,36 @@ test_forget_live_blocks_between_gaps(void **state)
     fixture_free(fx);
 }
 
+/* Before a reset the shim empties the cache (which completes outstanding events) and destroys
+ * the idle events while the context still exists; the forget then has none left to drop. */
+static void
+test_destroy_idle_events(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p = must_malloc(a, 0, 4096, 1);
+    uint64_t q = must_malloc(a, 0, 4096, 1);
+    assert_int_equal(allocator_free_on_stream(a, p, 2, 0), 0);
+    assert_int_equal(allocator_free_on_stream(a, q, 3, 0), 0);
+    assert_int_equal(fx->fake.event_creates, 2);
+    allocator_destroy_idle_events(a, 0); /* both still outstanding: not idle */
+    assert_int_equal(fx->fake.event_destroys, 0);
+    assert_int_equal(allocator_empty_cache(a, 0), 0);
+    allocator_destroy_idle_events(a, 0);
+    assert_int_equal(fx->fake.event_destroys, 2);
+    allocator_destroy_idle_events(a, 0);
+    assert_int_equal(fx->fake.event_destroys, 2);
+    allocator_forget_device(a, 0);
+    assert_int_equal(fx->fake.event_destroys, 2);
+    expect_invariants(a);
+    /* A later stream-ordered free creates a fresh event. */
+    uint64_t r = must_malloc(a, 0, 4096, 1);
+    assert_int_equal(allocator_free_on_stream(a, r, 2, 0), 0);
+    assert_int_equal(fx->fake.event_creates, 3);
+    fixture_free(fx);
+}
+
 /* Trace mode (caching off): one-block segments; a forget leaves the other device alone. */
 static void
 test_forget_trace_mode_one_device(void **state)
@@ -242,6 +272,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forget_records_frees),
         cmocka_unit_test(test_forget_live_blocks_between_gaps),
+        cmocka_unit_test(test_destroy_idle_events),
         cmocka_unit_test(test_forget_trace_mode_one_device),
         cmocka_unit_test(test_reset_after_fork),
     };
