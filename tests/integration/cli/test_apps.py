@@ -21,8 +21,24 @@ CUPROF = WORK = APPS = DUMP_TWICE = SRC = None
 APP_NAMES = ("train_loop", "threads", "oom", "driver_api", "static_style")
 
 
-def env(**extra):
-    e = dict(os.environ, **extra)
+def sanitizer_preload():
+    """Under the ASan setup the sanitized apps need the sanitizer runtimes first in LD_PRELOAD
+    (`cuprof run` keeps them there, before libcuprof.so)."""
+    if not os.environ.get("CUPROF_TEST_SANITIZED"):
+        return {}
+    libs = []
+    for name in ("libasan.so", "libubsan.so"):
+        out = subprocess.run(["cc", "-print-file-name=" + name], capture_output=True, text=True)
+        if os.path.isabs(out.stdout.strip()):
+            libs.append(os.path.realpath(out.stdout.strip()))
+    # The apps end with device memory and threads of the simulated device still around.
+    return {"LD_PRELOAD": ":".join(libs),
+            "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"}
+
+
+def env(run=False, **extra):
+    e = dict(os.environ, **(sanitizer_preload() if run else {}))
+    e.update(extra)
     for k in ("CUPROF_SNAPSHOT", "CUPROF_LOG", "CUPROF_MAX_ENTRIES", "CUPROF_ALLOC_CONF"):
         if k not in extra:
             e.pop(k, None)
@@ -31,7 +47,7 @@ def env(**extra):
 
 def cuprof(*args, rc=None, **extra):
     p = subprocess.run([CUPROF, *args], capture_output=True, text=True, timeout=300,
-                       env=env(**extra))
+                       env=env(args[0] == "run", **extra))
     if "Sanitizer" in p.stderr or "runtime error" in p.stderr:
         raise AssertionError("sanitizer report:\n" + p.stderr)
     if rc is not None and p.returncode != rc:
