@@ -1,7 +1,7 @@
 /* addr_map.c: open addressing with linear probing and tombstones (see addr_map.h). */
 #include "preload/addr_map.h"
 
-#include <stdlib.h>
+#include <sys/mman.h>
 
 enum { EMPTY = 0, DELETED = 1 };
 
@@ -35,9 +35,13 @@ grow_locked(struct addr_map *map)
     size_t cap = map->cap ? map->cap : 64;
     while (live * 4 >= cap)
         cap *= 2;
-    struct addr_map_slot *slots = calloc(cap, sizeof *slots);
-    if (slots == NULL)
+    /* mmap, not malloc: the backend inserts here with the allocator's device lock held (a new
+     * segment), where cuprof never calls malloc. Fresh anonymous pages are zero: all EMPTY. */
+    void *mem = mmap(NULL, cap * sizeof(struct addr_map_slot), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
         return false;
+    struct addr_map_slot *slots = mem;
     for (size_t i = 0; i < map->cap; i++) {
         if (map->slots[i].key <= DELETED)
             continue;
@@ -46,7 +50,8 @@ grow_locked(struct addr_map *map)
             j = (j + 1) & (cap - 1);
         slots[j] = map->slots[i];
     }
-    free(map->slots);
+    if (map->slots != NULL)
+        munmap(map->slots, map->cap * sizeof(struct addr_map_slot));
     map->slots = slots;
     map->cap = cap;
     map->used = live;
