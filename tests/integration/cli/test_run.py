@@ -2,8 +2,10 @@
 """`cuprof run`: the environment PROG gets (LD_PRELOAD by absolute path keeping the user's, the
 simulated device first on LD_LIBRARY_PATH, options mapped to CUPROF_*), PROG's exit status passed
 through (128+N for a signal), and where the snapshot went with a summary when PROG writes one.
+With `nodriver`: without --sim, when no libcuda.so.1 can be loaded, `cuprof run` picks the
+simulated device by itself and says so (exit 77, skipped, where a real driver is loadable).
 
-Usage: test_run.py CUPROF LIBCUPROF SIM_DRIVER_DIR SIM_RUNTIME_DIR WORKDIR
+Usage: test_run.py CUPROF LIBCUPROF SIM_DRIVER_DIR SIM_RUNTIME_DIR WORKDIR [nodriver]
 """
 import os
 import subprocess
@@ -22,8 +24,44 @@ def sanitizer_preload():
     return libs
 
 
+def driver_loadable(env):
+    """True when libcuda.so.1 loads in a process with this environment."""
+    probe = "import ctypes; ctypes.CDLL('libcuda.so.1')"
+    return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True).returncode == 0
+
+
+def test_nodriver(cuprof, lib, drv, rt, work):
+    """No --sim and no loadable driver: the simulated device, with a note on stderr."""
+    san = sanitizer_preload()
+    env = dict(os.environ, LD_PRELOAD=":".join(san), LD_LIBRARY_PATH="/opt/user/lib",
+               ASAN_OPTIONS="detect_leaks=0")
+    env.pop("CUPROF_SNAPSHOT", None)
+    if driver_loadable(dict(env, LD_PRELOAD="")):
+        print("a real libcuda.so.1 is loadable here: skipped")
+        sys.exit(77)
+    p = subprocess.run([cuprof, "run", "-q", "--", "/usr/bin/env"], capture_output=True,
+                       text=True, env=env, cwd=work, timeout=60)
+    assert p.returncode == 0, p.stderr
+    note = ("cuprof: no CUDA driver (libcuda.so.1) could be loaded: running on the simulated "
+            "device")
+    assert p.stderr.splitlines().count(note) == 1, p.stderr
+    got = dict(l.split("=", 1) for l in p.stdout.splitlines() if "=" in l)
+    assert got["LD_LIBRARY_PATH"] == drv + ":" + rt + ":/opt/user/lib", got["LD_LIBRARY_PATH"]
+    assert got["LD_PRELOAD"] == ":".join(san + [os.path.realpath(lib)]), got["LD_PRELOAD"]
+    # PROG really finds the simulated driver there, and with --sim there is no note.
+    assert driver_loadable(dict(env, LD_PRELOAD="", LD_LIBRARY_PATH=got["LD_LIBRARY_PATH"]))
+    p = subprocess.run([cuprof, "run", "--sim", "-q", "--", "/bin/true"], capture_output=True,
+                       text=True, env=env, cwd=work, timeout=60)
+    assert p.returncode == 0 and note not in p.stderr, p.stderr
+    print("ok")
+
+
 def main():
     cuprof, lib, drv, rt, work = (os.path.abspath(a) for a in sys.argv[1:6])
+    os.makedirs(work, exist_ok=True)
+    if sys.argv[6:] == ["nodriver"]:
+        test_nodriver(cuprof, lib, drv, rt, work)
+        return
     os.makedirs(work, exist_ok=True)
     san = sanitizer_preload()
     env = dict(os.environ, LD_PRELOAD=":".join(san), LD_LIBRARY_PATH="/opt/user/lib",
