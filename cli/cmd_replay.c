@@ -601,10 +601,15 @@ cmd_replay(int argc, char **argv)
     size_t nconf = 1;
     bool check = false;
     uint64_t memory = 0, device = 0;
+    struct cli_options o = {.cmd = "replay",
+                            .usage = usage_text,
+                            .shortopts = "a:cm:d:h",
+                            .longopts = options,
+                            .unknown = "unknown option or missing value",
+                            .operands = 1,
+                            .operands_error = "expected one snapshot FILE"};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "a:cm:d:h", options, NULL)) != -1) {
+    while ((c = cli_next_option(&o, argc, argv)) != -1) {
         switch (c) {
         case 'a':
             if (nconf > REPLAY_MAX_CONFS)
@@ -622,16 +627,10 @@ cmd_replay(int argc, char **argv)
             if (!cli_parse_u64(optarg, &device))
                 return cli_usage_error("replay", "--device wants a number, not \"%s\"", optarg);
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        default:
-            return cli_usage_error("replay", "unknown option or missing value \"%s\"",
-                                   argv[optind - 1]);
         }
     }
-    if (argc - optind != 1)
-        return cli_usage_error("replay", "expected one snapshot FILE");
+    if (o.finished)
+        return o.status;
     char err[256];
     struct alloc_config probe;
     for (size_t i = 1; i < nconf; i++)
