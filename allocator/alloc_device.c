@@ -255,17 +255,6 @@ alloc_device_note_stream_locked(struct alloc_device *dev, uint64_t stream)
         dev->streams_overflow = true;
 }
 
-void
-alloc_device_sync_frees_locked(struct alloc_device *dev)
-{
-    if (dev->free_gen == dev->synced_gen)
-        return;
-    /* One synchronize covers every free made before it: a sync error is sticky and will reach
-     * the program through its own next CUDA call, so it is not reported here. */
-    (void)dev->ops->synchronize(dev->ops->ctx, dev->index);
-    dev->synced_gen = dev->free_gen;
-}
-
 /* PyTorch's get_free_block: lower_bound on (stream, size), same stream, two oversize guards. */
 static struct alloc_block *
 get_free_block_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream,
@@ -457,10 +446,7 @@ alloc_device_malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t 
     struct alloc_pool *pool = alloc_device_pool_of(dev, is_small);
     size_t alloc_size = alloc_policy_segment_size(size);
     struct alloc_block *b = get_free_block_locked(dev, pool, stream, size);
-    if (b != NULL) {
-        if (cfg->free_sync == FREE_SYNC_DEVICE)
-            alloc_device_sync_frees_locked(dev);
-    } else {
+    if (b == NULL) {
         if (dev->set_fraction && cfg->garbage_collection_threshold > 0.0)
             alloc_free_garbage_collect_locked(dev);
         int rc = alloc_block_locked(dev, is_small, alloc_size, stream, stack_id, false, &b);

@@ -97,8 +97,6 @@ struct alloc_device {
     uint64_t streams[ALLOC_DEVICE_MAX_STREAMS]; /* protected by lock */
     size_t stream_count;                        /* protected by lock */
     bool streams_overflow;                      /* protected by lock */
-    uint64_t free_gen;    /* protected by lock: frees needing a device sync (DEVICE mode) */
-    uint64_t synced_gen;  /* protected by lock: free_gen value covered by the last synchronize */
     struct block_map map; /* protected by lock: blocks handed out, by address */
     /* Lowest and highest+1 address of every segment the device ever held (they never shrink),
      * read without the lock to find which device a freed pointer can belong to. */
@@ -197,8 +195,5 @@ __attribute__((warn_unused_result)) int
 alloc_device_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_t addr,
                                   uint64_t stream, uint8_t pool, uint32_t stack_id,
                                   struct alloc_block **out);
-
-/* Waits for the device if frees since the last sync may still be in use (free_sync:device). */
-void alloc_device_sync_frees_locked(struct alloc_device *dev);
 
 #endif

@@ -121,9 +121,7 @@ alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint3
     } else if (b->stream_uses == NULL) {
         switch (dev->config->free_sync) {
         case FREE_SYNC_DEVICE:
-            /* The device sync is deferred to the next reuse of cached memory, which covers
-             * every free before it (alloc_device_sync_frees_locked). */
-            dev->free_gen++;
+            /* allocator_free synchronized the device before taking the lock. */
             break;
         case FREE_SYNC_EVENTS:
             if (dev->streams_overflow) {
@@ -280,8 +278,6 @@ alloc_free_forget_events_locked(struct alloc_device *dev)
         dev->event_pool = a->next;
         alloc_device_put_aux_locked(dev, a);
     }
-    /* Nothing queued before the reset can still use a block. */
-    dev->synced_gen = dev->free_gen;
 }
 
 void

@@ -189,6 +189,13 @@ free_common(struct allocator *alloc, uint64_t addr, bool has_stream, uint64_t st
 {
     if (alloc == NULL)
         return -CUPROF_EINVAL;
+    /* The real cudaFree/cuMemFree synchronizes the device before returning, and programs rely
+     * on that barrier: keep it, outside every lock, before the block becomes reusable. (Trace
+     * mode frees through the real call, which synchronizes by itself.) */
+    if (!has_stream && alloc->config.caching && alloc->config.free_sync == FREE_SYNC_DEVICE)
+        for (int d = 0; d < alloc->device_count; d++)
+            if (alloc_device_may_own(&alloc->devices[d], addr))
+                (void)alloc->ops.synchronize(alloc->ops.ctx, d);
     struct alloc_block *b = NULL;
     struct alloc_device *dev = lock_owner(alloc, addr, OWNER_TAKE_CACHED, &b);
     if (dev == NULL)

@@ -90,7 +90,8 @@ test_record_stream_pending_free(void **state)
     fixture_free(fx);
 }
 
-/* free_sync:device synchronizes once per reuse wave; none never; events records per stream. */
+/* free_sync:device keeps cudaFree's barrier: one device sync per free, before it returns, and
+ * none on reuse; none never syncs; events records one event per stream in use. */
 static void
 test_free_sync_modes(void **state)
 {
@@ -98,18 +99,26 @@ test_free_sync_modes(void **state)
     struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
     struct allocator *a = fx->alloc;
     uint64_t p = must_malloc(a, 0, 512, 0);
-    must_free(a, p);
     assert_int_equal(fx->fake.syncs, 0);
-    uint64_t q = must_malloc(a, 0, 512, 0); /* reuses freed memory: one sync first */
+    must_free(a, p);
+    assert_int_equal(fx->fake.syncs, 1);    /* the real cudaFree's implicit synchronization */
+    uint64_t q = must_malloc(a, 0, 512, 0); /* reuses the freed block: already safe */
     assert_true(q == p);
-    assert_int_equal(fx->fake.syncs, 1);
-    uint64_t r = must_malloc(a, 0, 512, 0); /* no free since: no sync */
+    uint64_t r = must_malloc(a, 0, 512, 0);
     assert_int_equal(fx->fake.syncs, 1);
     must_free(a, q);
     must_free(a, r);
+    assert_int_equal(fx->fake.syncs, 3);
     (void)must_malloc(a, 0, 512, 0);
     (void)must_malloc(a, 0, 512, 0);
-    assert_int_equal(fx->fake.syncs, 2); /* two frees, one wave, one sync */
+    assert_int_equal(fx->fake.syncs, 3);
+    /* A stream-ordered free is not a barrier. */
+    uint64_t s = must_malloc(a, 0, 512, 7);
+    assert_int_equal(allocator_free_on_stream(a, s, 7, 0), 0);
+    assert_int_equal(fx->fake.syncs, 3);
+    /* Nor is a pointer the allocator does not own on a device it never used... */
+    assert_int_equal(allocator_free(a, 0x1000, 0), -CUPROF_ENOTOWNED);
+    assert_int_equal(fx->fake.syncs, 3);
     fixture_free(fx);
 
     fx = fixture_new("free_sync:none", 1ULL << 30, 1);
