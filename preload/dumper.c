@@ -29,6 +29,9 @@ static atomic_int dumper_pipe_rd = -1;
 static atomic_int dumper_pipe_wr = -1;
 static struct sigaction dumper_old_action; /* written before our handler is installed */
 static struct cuprof_runtime *dumper_rt;   /* written once by dumper_start */
+/* Set at exit under dumper_lock: a signal dump started later could be cut off by _exit and leave
+ * its temporary file behind. */
+static bool dumper_exiting;
 
 /* Async-signal-safe only: one write(2), then the program's own handler. */
 static void
@@ -53,6 +56,8 @@ dumper_on_signal(int sig, siginfo_t *info, void *uctx)
      * program whose snapshot was asked for. */
 }
 
+static int dumper_dump_async(struct cuprof_runtime *rt);
+
 static void *
 dumper_thread(void *arg)
 {
@@ -61,7 +66,7 @@ dumper_thread(void *arg)
         char bytes[64];
         ssize_t n = read(fd, bytes, sizeof bytes); /* several pending signals: one dump */
         if (n > 0) {
-            int rc = dumper_dump(dumper_rt, NULL); /* a failure was logged */
+            int rc = dumper_dump_async(dumper_rt); /* a failure was logged */
             (void)rc;
         } else if (n < 0 && errno == EINTR) {
             continue;
@@ -161,6 +166,7 @@ dumper_fork_child(void)
         }
     }
     dumper_seq = 0;
+    dumper_exiting = false;
     pthread_mutex_unlock(&dumper_lock);
 }
 
@@ -247,14 +253,51 @@ dumper_dump_template(struct cuprof_runtime *rt)
     return 0;
 }
 
-int
-dumper_dump(struct cuprof_runtime *rt, const char *path)
+/* A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the program on whose
+ * thread the dump runs (exit, OOM, cuprof_dump_snapshot). Blocked around the dump, the signal
+ * stays pending and write(2) fails with EFBIG, which the dump reports as one line. */
+static bool
+dumper_block_xfsz(sigset_t *old)
 {
-    int rc;
+    sigset_t xfsz, pending;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz, old);
+    return sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+}
+
+/* Takes back a SIGXFSZ that our own write raised (one that was pending before is the program's
+ * and stays), then restores the thread's mask. */
+static void
+dumper_restore_xfsz(const sigset_t *old, bool was_pending)
+{
+    int saved_errno = errno;
+    sigset_t xfsz, pending;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1) {
+        const struct timespec now = {0, 0};
+        while (sigtimedwait(&xfsz, NULL, &now) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+    errno = saved_errno;
+}
+
+/* One dump under the dump lock, with SIGXFSZ blocked; `async`: the dumper thread's, which is
+ * skipped once the program is exiting. */
+static int
+dumper_dump_locked(struct cuprof_runtime *rt, const char *path, bool async)
+{
+    int rc = 0;
     if (rt == NULL)
         return -CUPROF_EINVAL;
+    sigset_t old_mask;
+    bool xfsz_was_pending = dumper_block_xfsz(&old_mask);
     pthread_mutex_lock(&dumper_lock);
-    if (path == NULL) {
+    if (async && dumper_exiting) {
+        /* the program is exiting: the exit dump (if any) has the newest state */
+    } else if (path == NULL) {
         rc = dumper_dump_template(rt);
     } else {
         errno = 0;
@@ -265,5 +308,26 @@ dumper_dump(struct cuprof_runtime *rt, const char *path)
             runtime_log("cuprof: snapshot written to %s", path);
     }
     pthread_mutex_unlock(&dumper_lock);
+    dumper_restore_xfsz(&old_mask, xfsz_was_pending);
     return rc;
+}
+
+int
+dumper_dump(struct cuprof_runtime *rt, const char *path)
+{
+    return dumper_dump_locked(rt, path, false);
+}
+
+static int
+dumper_dump_async(struct cuprof_runtime *rt)
+{
+    return dumper_dump_locked(rt, NULL, true);
+}
+
+void
+dumper_stop_async(void)
+{
+    pthread_mutex_lock(&dumper_lock); /* waits for a signal dump in flight */
+    dumper_exiting = true;
+    pthread_mutex_unlock(&dumper_lock);
 }

@@ -19,6 +19,10 @@ void dumper_start(struct cuprof_runtime *rt);
  * 0 or a negative -CUPROF_E* code. Makes no device call; call it outside every cuprof lock. */
 __attribute__((warn_unused_result)) int dumper_dump(struct cuprof_runtime *rt, const char *path);
 
+/* At exit: waits for a signal dump in flight and lets no later one start (_exit would cut it off
+ * and leave its temporary file behind). Dumps asked for by the program still run. */
+void dumper_stop_async(void);
+
 /* Fork handlers (lifecycle.c): prepare takes the dump lock, parent releases it; child releases
  * it, replaces the self-pipe, forgets the dumper thread and restarts the sequence at 0. */
 void dumper_fork_prepare(void);

@@ -79,7 +79,9 @@ lifecycle_fork_child(void)
 static void
 lifecycle_at_exit(void)
 {
-    if (atomic_load(&lifecycle_idle_child) || atomic_exchange(&lifecycle_exit_done, true))
+    dumper_stop_async();
+    if ((lifecycle_rt->config->dump_on & CONFIG_DUMP_ON_EXIT) == 0 ||
+        atomic_load(&lifecycle_idle_child) || atomic_exchange(&lifecycle_exit_done, true))
         return;
     int rc = dumper_dump(lifecycle_rt, NULL); /* a failure was logged */
     (void)rc;
@@ -91,7 +93,9 @@ lifecycle_register(struct cuprof_runtime *rt)
     lifecycle_rt = rt;
     if (pthread_atfork(lifecycle_fork_prepare, lifecycle_fork_parent, lifecycle_fork_child) != 0)
         runtime_log("cuprof: pthread_atfork failed: a forked child may deadlock in cuprof");
-    if ((rt->config->dump_on & CONFIG_DUMP_ON_EXIT) != 0 && atexit(lifecycle_at_exit) != 0)
+    /* With `signal` alone it still stops the signal dumps before _exit. */
+    if ((rt->config->dump_on & (CONFIG_DUMP_ON_EXIT | CONFIG_DUMP_ON_SIGNAL)) != 0 &&
+        atexit(lifecycle_at_exit) != 0)
         runtime_log("cuprof: atexit failed: no snapshot will be written at exit");
 }
 
