@@ -3,6 +3,7 @@
 
 #include "allocator/allocator.h"
 #include "preload/cuda_backend.h"
+#include "preload/double_free.h"
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
 #include "preload/shim_call.h"
@@ -33,7 +34,9 @@ forget_only(int device)
     guard_enter();
     /* The driver is about to free every allocation of the device: never cuMemFree them later,
      * never hand them out again. */
+    unsigned reset = double_free_reset_begin(device);
     allocator_forget_device(rt->alloc, device);
+    double_free_reset_end(reset);
     cuda_backend_forget_device(device);
     guard_leave();
 }
@@ -72,26 +75,30 @@ forget_if_inactive(const struct real_cuda *real, CUdevice dev)
         forget_only(dev);
 }
 
-CUresult
-shim_ctx_primary_release(CUdevice dev)
+/* Both ABIs of cuDevicePrimaryCtxRelease (same C signature): `release` is the real one. */
+static CUresult
+primary_release(const struct real_cuda *real, PFN_cuDevicePrimaryCtxRelease_v11000 release,
+                CUdevice dev)
 {
-    REAL_CUDA_OR_FAIL(real, cuDevicePrimaryCtxRelease_v1)
     release_cache(dev); /* may be the last reference: nothing tells before the call */
-    CUresult result = real->cuDevicePrimaryCtxRelease_v1(dev);
+    CUresult result = release(dev);
     if (result == CUDA_SUCCESS)
         forget_if_inactive(real, dev);
     return result;
 }
 
 CUresult
+shim_ctx_primary_release(CUdevice dev)
+{
+    REAL_CUDA_OR_FAIL(real, cuDevicePrimaryCtxRelease_v1)
+    return primary_release(real, real->cuDevicePrimaryCtxRelease_v1, dev);
+}
+
+CUresult
 shim_ctx_primary_release_v2(CUdevice dev)
 {
     REAL_CUDA_OR_FAIL(real, cuDevicePrimaryCtxRelease_v2)
-    release_cache(dev); /* may be the last reference: nothing tells before the call */
-    CUresult result = real->cuDevicePrimaryCtxRelease_v2(dev);
-    if (result == CUDA_SUCCESS)
-        forget_if_inactive(real, dev);
-    return result;
+    return primary_release(real, real->cuDevicePrimaryCtxRelease_v2, dev);
 }
 
 CUresult

@@ -8,11 +8,8 @@ Usage: test_control.py --lib LIBCUPROF --ld-path SIM_LD_PATH --bin-dir DIR --che
                        [unittest args, e.g. ConfigTests]
 """
 import argparse
-import glob
-import importlib.util
 import json
 import os
-import pickle
 import queue
 import re
 import signal
@@ -23,6 +20,11 @@ import tempfile
 import threading
 import time
 import unittest
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+import shimrun  # noqa: E402 (tests/integration/shimrun.py)
+from shimrun import run  # noqa: E402
 
 ARGS = None
 CHECKER = None
@@ -43,41 +45,12 @@ LONG = "a" * 5000
 LONG_Q = "a" * 64 + "..."
 
 
-def sanitizer_preload():
-    """Under the ASan setup the sanitizer runtime must come first in LD_PRELOAD."""
-    if not os.environ.get("CUPROF_TEST_SANITIZED"):
-        return []
-    libs = []
-    for name in ("libasan.so", "libubsan.so"):
-        out = subprocess.run(["cc", "-print-file-name=" + name], capture_output=True, text=True)
-        path = out.stdout.strip()
-        if os.path.isabs(path):
-            libs.append(os.path.realpath(path))
-    return libs
-
-
 def env_for(preload=True, **variables):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUPROF_")
-           or k.startswith("CUPROF_TEST_")}
-    for k in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
-        env.pop(k, None)
-    env["LD_LIBRARY_PATH"] = ARGS.ld_path
-    env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"
-    if preload:
-        env["LD_PRELOAD"] = ":".join(sanitizer_preload() + [ARGS.lib])
-    else:
-        env.pop("LD_PRELOAD", None)
-    env.update(variables)
-    return env
+    return shimrun.env(ARGS.ld_path, ARGS.lib if preload else None, **variables)
 
 
 def prog(name):
     return os.path.join(ARGS.bin_dir, name)
-
-
-def run(cmd, env, cwd=None, timeout=120, stdin=None):
-    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, stdin=stdin)
 
 
 def written_paths(stderr):
@@ -416,9 +389,7 @@ def main():
     for opt in ("--lib", "--ld-path", "--bin-dir", "--checker"):
         parser.add_argument(opt, required=True)
     ARGS, rest = parser.parse_known_args()
-    spec = importlib.util.spec_from_file_location("check_snapshot", ARGS.checker)
-    CHECKER = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(CHECKER)
+    CHECKER = shimrun.load_checker(ARGS.checker)
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
 
 

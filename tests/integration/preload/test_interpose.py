@@ -8,62 +8,24 @@ independently by a spy library preloaded instead of cuprof.
 Usage: test_interpose.py CASE --lib LIBCUPROF --spy SPY --ld-path PATH [--rtld-next LIB] PROGRAM...
 """
 import argparse
+import collections
 import os
 import re
-import subprocess
 import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402 (tests/integration/)
 
 DEBUG_RE = re.compile(r"cuprof: debug: driver lookups: cuGetProcAddress=(\d+) hooked=(\d+) "
                       r"dlsym_hooked=(\d+)")
-
-
-def sanitizer_preload():
-    """Under the ASan test setup the sanitizer runtimes must come first in LD_PRELOAD."""
-    if not os.environ.get("CUPROF_TEST_SANITIZED"):
-        return []
-    libs = []
-    for name in ("libasan.so", "libubsan.so"):
-        out = subprocess.run(["cc", "-print-file-name=" + name], capture_output=True, text=True)
-        if os.path.isabs(out.stdout.strip()):
-            libs.append(os.path.realpath(out.stdout.strip()))
-    return libs
-
-
-def run(cmd, ld_path, preload=None, extra_env=None):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("CUPROF_") and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
-    env["LD_LIBRARY_PATH"] = ld_path
-    if os.environ.get("CUPROF_TEST_SANITIZED"):
-        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"
-    # Sanitizer runtimes first, in every run (the simulated driver is instrumented too).
-    libs = sanitizer_preload() + ([preload] if preload else [])
-    if libs:
-        env["LD_PRELOAD"] = ":".join(libs)
-    env.update(extra_env or {})
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    return p.returncode, p.stdout, p.stderr
 
 
 def strip_cuprof(stderr):
     """The program's own stderr: cuprof's and the sanitizers' lines removed."""
     return "\n".join(l for l in stderr.splitlines()
                      if not l.startswith(("cuprof:", "spy:", "rtld_next_lib:")))
-
-
-class Failures:
-    def __init__(self):
-        self.items = []
-
-    def check(self, cond, msg):
-        if not cond:
-            self.items.append(msg)
-            print("FAIL:", msg)
-
-    def exit(self):
-        if self.items:
-            sys.exit(1)
-        print("ok")
-        sys.exit(0)
 
 
 def same_ending(f, name, base, shim):
@@ -90,9 +52,10 @@ def case_lookups(a, f, mode_env):
     """Every driver lookup the program makes reaches cuprof's cuGetProcAddress."""
     for prog in a.programs:
         name = os.path.basename(prog)
-        base = run([prog], a.ld_path)
-        spy = run([prog], a.ld_path, preload=a.spy)
-        shim = run([prog], a.ld_path, preload=a.lib, extra_env={"CUPROF_LOG": "debug", **mode_env})
+        base = run_shim([prog], a.ld_path)
+        spy = run_shim([prog], a.ld_path, preload=a.spy)
+        shim = run_shim([prog], a.ld_path, preload=a.lib,
+                        extra_env={"CUPROF_LOG": "debug", **mode_env})
         same_ending(f, name, base, shim)
         same_ending(f, name + " (spy)", base, spy)
         n_spy = spy_count(f, name, spy[2])
@@ -107,8 +70,8 @@ def case_same(a, f, mode_env):
     """The program prints and ends exactly as without the shim."""
     for prog in a.programs:
         name = os.path.basename(prog)
-        same_ending(f, name, run([prog], a.ld_path),
-                    run([prog], a.ld_path, preload=a.lib, extra_env=mode_env))
+        same_ending(f, name, run_shim([prog], a.ld_path),
+                    run_shim([prog], a.ld_path, preload=a.lib, extra_env=mode_env))
 
 
 def probe_fields(out):
@@ -118,8 +81,8 @@ def probe_fields(out):
 
 def case_probe(a, f, mode_env):
     prog = a.programs[0]
-    base = run([prog], a.ld_path)
-    shim = run([prog], a.ld_path, preload=a.lib, extra_env=mode_env)
+    base = run_shim([prog], a.ld_path)
+    shim = run_shim([prog], a.ld_path, preload=a.lib, extra_env=mode_env)
     f.check(base[0] == 0 and shim[0] == 0, f"gpa_probe failed: {base} / {shim}")
     b, s = probe_fields(base[1]), probe_fields(shim[1])
     f.check(b and s, f"no gpa_probe line: {base[1]!r} / {shim[1]!r}")
@@ -151,11 +114,11 @@ def case_rtld_next(a, f, mode_env):
     for order in ("cuprof_first", "other_first"):
         libs = [a.lib, a.rtld_next] if order == "cuprof_first" else [a.rtld_next, a.lib]
         preload = ":".join(libs)
-        r = run([getpid_app], a.ld_path, preload=preload, extra_env=mode_env)
+        r = run_shim([getpid_app], a.ld_path, preload=preload, extra_env=mode_env)
         f.check(r[0] == 0 and "match=1" in r[1], f"{order}: getpid_app ended {r}")
         f.check("rtld_next_lib: getpid=1 " in r[2], f"{order}: getpid wrapper count {r[2]!r}")
-        base = run([driver_app], a.ld_path)
-        shim = run([driver_app], a.ld_path, preload=preload, extra_env=mode_env)
+        base = run_shim([driver_app], a.ld_path)
+        shim = run_shim([driver_app], a.ld_path, preload=preload, extra_env=mode_env)
         same_ending(f, f"driver_api ({order})", base, shim)
         allocs = re.search(r"allocs=(\d+)", base[1])
         m = re.search(r"rtld_next_lib: getpid=\d+ cuMemAlloc_v2=(\d+)", shim[2])
@@ -171,27 +134,21 @@ def case_rtld_next(a, f, mode_env):
 def case_memprobe(a, f, mode_env):
     """Errors, ranges and pitches the program sees are the driver's; managed, pool and VMM memory
     is recorded with its pool tag; a double free is one log line with the stacks."""
-    import collections
-    import glob
-    import importlib.util
-    import tempfile
-    spec = importlib.util.spec_from_file_location("check_snapshot", a.checker)
-    checker = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(checker)
+    checker = load_checker(a.checker)
     prog = a.programs[0]
-    base = run([prog], a.ld_path)
+    base = run_shim([prog], a.ld_path)
     f.check(base[0] == 0 and "mem_probe: range_ok=1 attr_ok=1 attrs_ok=1" in base[1],
             f"mem_probe without cuprof: {base}")
     for mode in ("cache", "trace"):
         with tempfile.TemporaryDirectory() as tmp:
             env = {"CUPROF_MODE": mode, "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle")}
-            shim = run([prog], a.ld_path, preload=a.lib, extra_env=env)
+            shim = run_shim([prog], a.ld_path, preload=a.lib, extra_env=env)
             same_ending(f, f"mem_probe/{mode}", base, shim)
             lines = [l for l in shim[2].splitlines() if "double free" in l]
             f.check(len(lines) == 1, f"{mode}: want one double-free line, got {lines}")
             f.check(all(k in lines[0] for k in ("allocated at ", "; freed at ", "; freed again at "))
                     if lines else False, f"{mode}: double-free line lacks stacks: {lines}")
-            files = sorted(glob.glob(os.path.join(tmp, "*")))
+            files = dumps(tmp)
             f.check(len(files) == 1, f"{mode}: snapshots {files}")
             if not files:
                 continue
@@ -228,10 +185,10 @@ def main():
         print("skip: program not built (no nvcc?)")
         sys.exit(77)
     mode_env = {"CUPROF_MODE": a.mode} if a.mode else {}
-    f = Failures()
+    f = Checks()
     {"lookups": case_lookups, "same": case_same, "probe": case_probe,
      "rtld_next": case_rtld_next, "memprobe": case_memprobe}[a.case](a, f, mode_env)
-    f.exit()
+    f.finish()
 
 
 if __name__ == "__main__":

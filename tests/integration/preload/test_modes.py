@@ -7,40 +7,14 @@ Usage: test_modes.py --lib LIBCUPROF --ld-path PATH --checker CHECK_SNAPSHOT_PY 
 """
 import argparse
 import collections
-import glob
-import importlib.util
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
-
-def sanitizer_preload():
-    """Under the ASan test setup the sanitizer runtimes must come first in LD_PRELOAD."""
-    if not os.environ.get("CUPROF_TEST_SANITIZED"):
-        return []
-    libs = []
-    for name in ("libasan.so", "libubsan.so"):
-        out = subprocess.run(["cc", "-print-file-name=" + name], capture_output=True, text=True)
-        if os.path.isabs(out.stdout.strip()):
-            libs.append(os.path.realpath(out.stdout.strip()))
-    return libs
-
-
-def run(cmd, ld_path, preload=None, extra_env=None):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("CUPROF_") and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
-    env["LD_LIBRARY_PATH"] = ld_path
-    if os.environ.get("CUPROF_TEST_SANITIZED"):
-        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"
-    # Sanitizer runtimes first, in every run (the simulated driver is instrumented too).
-    libs = sanitizer_preload() + ([preload] if preload else [])
-    if libs:
-        env["LD_PRELOAD"] = ":".join(libs)
-    env.update(extra_env or {})
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402 (tests/integration/)
 
 
 def fields(line):
@@ -65,29 +39,21 @@ def main():
     ap.add_argument("mode")
     ap.add_argument("programs", nargs="+")
     a = ap.parse_intermixed_args()
-    spec = importlib.util.spec_from_file_location("check_snapshot", a.checker)
-    checker = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(checker)
-
-    failures = []
-
-    def check(cond, msg):
-        if not cond:
-            failures.append(msg)
-            print("FAIL:", msg)
+    checker = load_checker(a.checker)
+    check = Checks()
 
     for i, prog in enumerate(a.programs):
         name = os.path.basename(prog)
-        base = run([prog], a.ld_path)
+        base = run_shim([prog], a.ld_path, timeout=300)
         check(base[0] == 0, f"{name}: fails without cuprof: {base}")
         with tempfile.TemporaryDirectory() as tmp:
             ext = "pickle" if i % 2 == 0 else "json"  # both writers, read back independently
             env = {"CUPROF_MODE": a.mode, "CUPROF_SNAPSHOT": os.path.join(tmp, f"s-%n.{ext}")}
-            shim = run([prog], a.ld_path, preload=a.lib, extra_env=env)
+            shim = run_shim([prog], a.ld_path, preload=a.lib, extra_env=env, timeout=300)
             check(shim[0] == base[0], f"{name}/{a.mode}: exit {shim[0]}, without cuprof {base[0]}")
             check(shim[1] == base[1],
                   f"{name}/{a.mode}: output differs:\n  without: {base[1]!r}\n  with: {shim[1]!r}")
-            files = sorted(glob.glob(os.path.join(tmp, "*")), key=os.path.getmtime)
+            files = dumps(tmp)
             if a.mode == "off":
                 check(not files, f"{name}/off: off mode wrote {files}")
                 continue
@@ -133,9 +99,7 @@ def main():
             alloc_frames = [e["frames"] for e in trace if e["action"] == "alloc"]
             check(alloc_frames and all(fr for fr in alloc_frames),
                   f"{name}/{a.mode}: an alloc entry without a stack")
-    if failures:
-        sys.exit(1)
-    print("ok")
+    check.finish()
 
 
 if __name__ == "__main__":

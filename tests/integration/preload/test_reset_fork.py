@@ -2,9 +2,10 @@
 """History across cudaDeviceReset, and a fork child after VMM use (allocfix).
 
 reset MODE APP: reset_app without and with libcuprof.so: identical output (the stale frees after
-  the reset get the device's own error, cudaErrorInvalidValue); the exit snapshot replays from an
-  empty device (check_snapshot.py --complete-history), with exactly the program's allocations and
-  one free per block (the reset's included) and exactly the live block it kept.
+  the reset get the device's own error, cudaErrorInvalidValue), each logged once as a pointer the
+  reset freed; the exit snapshot replays from an empty device (check_snapshot.py
+  --complete-history), with exactly the program's allocations and one free per block (the
+  reset's included) and exactly the live block it kept.
 fork MODE APP: fork_app under libcuprof.so: the child's snapshot shows its allocation on its own
   per-thread stream (key (tid << 3) | 2 of the child's thread, not the parent's) and the mapping
   it made of the parent's VMM handle; the parent's snapshot replays completely.
@@ -13,54 +14,20 @@ Usage: test_reset_fork.py --lib LIB --ld-path PATH --checker CHECK_SNAPSHOT_PY r
 """
 import argparse
 import collections
-import glob
-import importlib.util
 import os
 import re
-import subprocess
 import sys
 import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402 (tests/integration/)
 
 GRAN = 2 << 20
 
 
-def sanitizer_preload():
-    """Under the ASan test setup the sanitizer runtimes must come first in LD_PRELOAD."""
-    if not os.environ.get("CUPROF_TEST_SANITIZED"):
-        return []
-    libs = []
-    for name in ("libasan.so", "libubsan.so"):
-        out = subprocess.run(["cc", "-print-file-name=" + name], capture_output=True, text=True)
-        if os.path.isabs(out.stdout.strip()):
-            libs.append(os.path.realpath(out.stdout.strip()))
-    return libs
-
-
-def run(cmd, ld_path, preload=None, extra_env=None):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("CUPROF_") and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
-    env["LD_LIBRARY_PATH"] = ld_path
-    if os.environ.get("CUPROF_TEST_SANITIZED"):
-        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"
-    libs = sanitizer_preload() + ([preload] if preload else [])
-    if libs:
-        env["LD_PRELOAD"] = ":".join(libs)
-    env.update(extra_env or {})
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-
-
 def fields(text):
     return {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)", text)}
-
-
-class Checks:
-    def __init__(self):
-        self.failures = 0
-
-    def __call__(self, cond, msg):
-        if not cond:
-            self.failures += 1
-            print("FAIL:", msg)
 
 
 def segment_of(snap, addr):
@@ -71,18 +38,18 @@ def segment_of(snap, addr):
 
 
 def test_reset(a, checker, check):
-    base = run([a.app], a.ld_path)
+    base = run_shim([a.app], a.ld_path)
     check(base.returncode == 0, f"fails without cuprof: {base.stdout!r} {base.stderr!r}")
     f = fields(base.stdout)
     for name in ("stale_a", "stale_b", "stale_m"):
         check(f.get(name) == 1, f"without cuprof: {name}={f.get(name)}, want 1 (invalid value)")
     with tempfile.TemporaryDirectory() as tmp:
         env = {"CUPROF_MODE": a.mode, "CUPROF_SNAPSHOT": os.path.join(tmp, "r-%n.pickle")}
-        shim = run([a.app], a.ld_path, preload=a.lib, extra_env=env)
+        shim = run_shim([a.app], a.ld_path, preload=a.lib, extra_env=env)
         check(shim.returncode == 0, f"{a.mode}: exit {shim.returncode}: {shim.stderr!r}")
         check(shim.stdout == base.stdout,
               f"{a.mode}: output differs:\n  without: {base.stdout!r}\n  with: {shim.stdout!r}")
-        files = sorted(glob.glob(os.path.join(tmp, "*")))
+        files = dumps(tmp)
         check(len(files) == 1, f"{a.mode}: snapshots {files}; stderr {shim.stderr!r}")
         if not files:
             return
@@ -100,6 +67,19 @@ def test_reset(a, checker, check):
     live = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
     check([b["requested_size"] for b in live] == [f["live_bytes"]],
           f"{a.mode}: live blocks {[(b['address'], b['requested_size']) for b in live]}")
+    # Each stale free is logged once as freed by the reset (not as a double free), naming the
+    # pointer the program allocated: a (1000 bytes), b (5 MiB), then the managed m (4096 bytes).
+    stale = re.findall(r"^cuprof: stale free of device pointer 0x([0-9a-f]+) \(device 0\): it was "
+                       r"freed by cudaDeviceReset/context reset of device 0; allocated at [^;]+; "
+                       r"freed again at .+$", shim.stderr, re.M)
+    first_alloc = {}
+    for e in trace:
+        if e["action"] == "alloc":
+            first_alloc.setdefault(e["size"], e["addr"])
+    want = [first_alloc.get(size) for size in (1000, 5 << 20, 4096)]
+    check([int(x, 16) for x in stale] == want,
+          f"{a.mode}: stale-free lines for {[hex(x) for x in want if x]}: {shim.stderr!r}")
+    check("double free" not in shim.stderr, f"{a.mode}: a reset's free told as a double free")
     check(c["segment_alloc"] - c["segment_free"] == len(snap["segments"]),
           f"{a.mode}: {c['segment_alloc']} segment_alloc - {c['segment_free']} segment_free "
           f"!= {len(snap['segments'])} segments")
@@ -117,7 +97,7 @@ def test_reset(a, checker, check):
 def test_fork(a, checker, check):
     with tempfile.TemporaryDirectory() as tmp:
         env = {"CUPROF_MODE": a.mode, "CUPROF_SNAPSHOT": os.path.join(tmp, "f-%p-%n.pickle")}
-        r = run([a.app], a.ld_path, preload=a.lib, extra_env=env)
+        r = run_shim([a.app], a.ld_path, preload=a.lib, extra_env=env)
         f = fields(r.stdout)
         check(r.returncode == 0 and f.get("child_status") == 0,
               f"exit {r.returncode}: {r.stdout!r} {r.stderr!r}")
@@ -157,14 +137,9 @@ def main():
     ap.add_argument("mode")
     ap.add_argument("app")
     a = ap.parse_args()
-    spec = importlib.util.spec_from_file_location("check_snapshot", a.checker)
-    checker = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(checker)
     check = Checks()
-    (test_reset if a.what == "reset" else test_fork)(a, checker, check)
-    if check.failures:
-        sys.exit(1)
-    print("ok")
+    (test_reset if a.what == "reset" else test_fork)(a, load_checker(a.checker), check)
+    check.finish()
 
 
 if __name__ == "__main__":

@@ -7,8 +7,11 @@ import signal
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CHECKER_DIR = os.path.join(HERE, "..", "..", "golden")
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+import shimrun  # noqa: E402 (tests/integration/shimrun.py)
+
+sanitized = shimrun.sanitized
 
 
 def fail(msg):
@@ -63,17 +66,11 @@ def run_watched(cmd, env, timeout, stdin=None):
     return p.returncode, out, err
 
 
-def checker():
-    sys.path.insert(0, CHECKER_DIR)
-    import check_snapshot  # noqa: E402 (the independent checker of tests/golden)
-    return check_snapshot
-
-
 def verify_dumps(directory, complete_history=False, pattern="*", keep=True):
     """Loads every dump in directory with the independent checker; returns (name, snapshot)
     pairs (snapshot None unless keep: hundreds of big dumps do not fit in memory at once).
     Fails on a leftover temporary file or any problem."""
-    cs = checker()
+    cs = shimrun.load_checker()
     names = sorted(glob.glob(os.path.join(directory, pattern)))
     tmp = [n for n in names if ".tmp" in os.path.basename(n)]
     if tmp:
@@ -92,33 +89,9 @@ def verify_dumps(directory, complete_history=False, pattern="*", keep=True):
     return snaps
 
 
-def sanitized():
-    return os.environ.get("CUPROF_TEST_SANITIZED") == "1"
-
-
-def sanitizer_preload():
-    """Under the ASan test setup the sanitizer runtimes must come first in LD_PRELOAD."""
-    if not sanitized():
-        return []
-    libs = []
-    for name in ("libasan.so", "libubsan.so"):
-        out = subprocess.run(["cc", "-print-file-name=" + name], capture_output=True, text=True)
-        if os.path.isabs(out.stdout.strip()):
-            libs.append(os.path.realpath(out.stdout.strip()))
-    return libs
-
-
-def sim_env(build_root, devices=1, mem=None, preload=None, **extra):
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith(("CUPROF_", "SIMCUDA_")) and not k.startswith("CUPROF_TEST_"):
-            del env[k]
-    env["SIMCUDA_DEVICES"] = str(devices)
+def sim_env(devices=1, mem=None, preload=None, **extra):
+    """The environment of a run on the simulated device (LD_LIBRARY_PATH from meson), sanitizer
+    leak checks left as the test setup has them."""
     if mem:
-        env["SIMCUDA_MEM"] = mem
-    env.pop("LD_PRELOAD", None)
-    libs = sanitizer_preload() + ([preload] if preload else [])
-    if libs:
-        env["LD_PRELOAD"] = ":".join(libs)
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+        extra["SIMCUDA_MEM"] = mem
+    return shimrun.env(None, preload, leaks=True, SIMCUDA_DEVICES=devices, **extra)

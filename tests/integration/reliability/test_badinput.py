@@ -47,7 +47,7 @@ ALLOC_OK_ANYWAY = {("release_threshold_mb", "hex")}  # documented below if it ev
 
 
 def run_true(lib, env_extra):
-    env = relutil.sim_env(None, preload=lib)
+    env = relutil.sim_env(preload=lib)
     env = {k.encode() if isinstance(k, str) else k: v.encode() if isinstance(v, str) else v
            for k, v in env.items()}
     env.update(env_extra)
@@ -225,7 +225,7 @@ MAY_LOAD = {"trailing-garbage", "two-stops", "bom", "duplicate-keys", "huge-stri
 
 def run_stats(exe, path):
     cmd = [exe, "stats", path]
-    env = relutil.sim_env(None)
+    env = relutil.sim_env()
     rc, out, err = relutil.run_watched(cmd, env, 60)
     return rc, out, err
 

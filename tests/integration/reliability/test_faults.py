@@ -36,7 +36,7 @@ def run(exe, lib, rule, mode, d):
     extra = {"SIMCUDA_FAIL": rule}
     if lib:
         extra.update(CUPROF_MODE=mode, CUPROF_SNAPSHOT=os.path.join(d, "f-%p-%n.pickle"))
-    env = relutil.sim_env(None, preload=lib, **extra)
+    env = relutil.sim_env(preload=lib, **extra)
     rc, out, err = relutil.run_watched([exe], env, 60)
     if rc != 0:
         relutil.fail(f"{rule} {mode if lib else 'baseline'}: exit {rc}\n{out}\n{err[-3000:]}")

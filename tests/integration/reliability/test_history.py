@@ -24,7 +24,7 @@ def size_of(i):
 
 
 def run(exe, lib, n, d):
-    env = relutil.sim_env(None, preload=lib, CUPROF_MAX_ENTRIES=MAX_ENTRIES, CUPROF_STACKS="none",
+    env = relutil.sim_env(preload=lib, CUPROF_MAX_ENTRIES=MAX_ENTRIES, CUPROF_STACKS="none",
                           CUPROF_SNAPSHOT=os.path.join(d, f"h{n}-%n.pickle"), CUPROF_LOG="quiet")
     # os.wait4 gives this child's own peak RSS; a timer is the deadlock watchdog.
     with open(os.path.join(d, "out"), "w+") as out:

@@ -54,14 +54,14 @@ def run_app(args, env, between=None, timeout=120):
 
 def baseline(**kw):
     """The program alone (no cuprof writes anything): its stdout, the reference."""
-    rc, out, err = run_app(app_args(**kw), relutil.sim_env(None))
+    rc, out, err = run_app(app_args(**kw), relutil.sim_env())
     if rc != 0:
         relutil.fail(f"baseline exit {rc}: {err[-3000:]}")
     return out
 
 
 def cuprof_env(template, **extra):
-    return relutil.sim_env(None, preload=LIB, CUPROF_SNAPSHOT=template, **extra)
+    return relutil.sim_env(preload=LIB, CUPROF_SNAPSHOT=template, **extra)
 
 
 def cuprof_lines(err):
@@ -182,7 +182,7 @@ class OutputFaults(unittest.TestCase):
         good_dump(save, "earlier.pickle")
         kw = dict(dir=mnt, pre=1, api=3, storm=50, path=os.path.join(mnt, "explicit.pickle"))
         base = baseline(**kw)
-        env = relutil.sim_env(None, OUTF_PRELOAD=cuprof_env("x.pickle").get("LD_PRELOAD", ""),
+        env = relutil.sim_env(OUTF_PRELOAD=cuprof_env("x.pickle").get("LD_PRELOAD", ""),
                               OUTF_TEMPLATE=os.path.join(mnt, "t-%n.pickle"),
                               OUTF_SAVE=save, OUTF_MNT=mnt)
         env.pop("LD_PRELOAD", None)  # sh, mount and cp run without sanitizer runtimes

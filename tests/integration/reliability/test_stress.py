@@ -36,7 +36,7 @@ def main():
         if a.preload:
             extra = {"CUPROF_MODE": a.mode, "CUPROF_SNAPSHOT": os.path.join(d, "s-%p-%n.pickle"),
                      "CUPROF_LOG": "quiet"}
-        env = relutil.sim_env(None, devices=2, mem=a.mem, preload=a.preload, **extra)
+        env = relutil.sim_env(devices=2, mem=a.mem, preload=a.preload, **extra)
         rc, out, err = relutil.run_watched([a.exe, str(a.threads), str(ops), a.seed, a.budget]
                                            + (["noreset"] if a.no_reset else []),
                                            env, a.timeout)

@@ -23,14 +23,14 @@ def main():
         print("valgrind not installed: skipped")
         sys.exit(77)
     with tempfile.TemporaryDirectory(prefix="cuprof-vg-") as d:
-        env = relutil.sim_env(None, preload=lib, CUPROF_SNAPSHOT=os.path.join(d, "t.pickle"),
+        env = relutil.sim_env(preload=lib, CUPROF_SNAPSHOT=os.path.join(d, "t.pickle"),
                               CUPROF_STACKS="all", CUPROF_LOG="quiet")
         rc, out, err = relutil.run_watched([app, "5"], env, 120)
         snap = glob.glob(os.path.join(d, "t*.pickle"))
         if rc != 0 or len(snap) != 1:
             relutil.fail(f"train_loop under the shim: exit {rc}, dumps {snap}\n{err[-2000:]}")
         relutil.verify_dumps(d)
-        env = relutil.sim_env(None)
+        env = relutil.sim_env()
         env.pop("LD_PRELOAD", None)
         for cmd in (["summary"], ["leaks"], ["stats"]):
             args = [vg, "--tool=memcheck", "--error-exitcode=99", "--leak-check=full",

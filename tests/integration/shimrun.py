@@ -1,0 +1,114 @@
+"""Shared helpers of the integration tests: run a program on the simulated device with or without
+libcuprof.so in LD_PRELOAD (under the asan test setup the sanitizer runtimes go first), collect
+soft checks, find the snapshots a run wrote and load the independent snapshot checker
+(tests/golden/check_snapshot.py).
+
+A test in a subfolder imports it with:
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+    import shimrun
+"""
+import collections
+import functools
+import glob
+import importlib.util
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECKER = os.path.join(HERE, os.pardir, "golden", "check_snapshot.py")
+RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+# A program's own leaks are not what the shim tests look at; a sanitizer error still aborts.
+QUIET_LEAKS = "detect_leaks=0:abort_on_error=1"
+
+# What a run ended with; indexable as (rc, stdout, stderr) too.
+Result = collections.namedtuple("Result", "returncode stdout stderr")
+
+
+def sanitized():
+    """True under the asan test setup (meson test --setup=asan)."""
+    return os.environ.get("CUPROF_TEST_SANITIZED") == "1"
+
+
+@functools.lru_cache(maxsize=None)
+def sanitizer_preload():
+    """The ASan and UBSan runtimes (real paths), which must come first in LD_PRELOAD under the
+    asan setup; empty otherwise."""
+    if not sanitized():
+        return ()
+    libs = []
+    for name in ("libasan.so", "libubsan.so"):
+        out = subprocess.run(["cc", "-print-file-name=" + name], capture_output=True, text=True)
+        path = out.stdout.strip()
+        if os.path.isabs(path):
+            libs.append(os.path.realpath(path))
+    return tuple(libs)
+
+
+def env(ld_path=None, preload=None, leaks=False, **variables):
+    """The environment of one run: this one without any CUPROF_* setting (CUPROF_TEST_* stays),
+    SIMCUDA_*, rank variable or LD_PRELOAD; LD_LIBRARY_PATH=ld_path (None: the test's own);
+    LD_PRELOAD = the sanitizer runtimes, then preload (a path or a ':' list) if given. leaks=False
+    turns LeakSanitizer off (sanitized runs). variables are set last (values made strings)."""
+    e = {k: v for k, v in os.environ.items()
+         if not (k.startswith(("CUPROF_", "SIMCUDA_")) and not k.startswith("CUPROF_TEST_"))
+         and k not in RANK_VARS and k != "LD_PRELOAD"}
+    if ld_path is not None:
+        e["LD_LIBRARY_PATH"] = ld_path
+    if sanitized() and not leaks:
+        e["ASAN_OPTIONS"] = QUIET_LEAKS
+    libs = list(sanitizer_preload()) + ([preload] if preload else [])
+    if libs:
+        e["LD_PRELOAD"] = ":".join(libs)
+    e.update({k: str(v) for k, v in variables.items()})
+    return e
+
+
+def run(cmd, environment, timeout=120, cwd=None, stdin=None):
+    """Runs cmd to its end; returns a Result with its text output."""
+    p = subprocess.run(cmd, env=environment, cwd=cwd, stdin=stdin, capture_output=True, text=True,
+                       timeout=timeout)
+    return Result(p.returncode, p.stdout, p.stderr)
+
+
+def run_shim(cmd, ld_path, preload=None, extra_env=None, timeout=120):
+    """run() in env(ld_path, preload, **extra_env)."""
+    return run(cmd, env(ld_path, preload, **(extra_env or {})), timeout=timeout)
+
+
+def dumps(directory, pattern="*"):
+    """The files a run wrote in directory, oldest first (name order within one mtime)."""
+    return sorted(glob.glob(os.path.join(directory, pattern)),
+                  key=lambda p: (os.path.getmtime(p), p))
+
+
+@functools.lru_cache(maxsize=None)
+def load_checker(path=CHECKER):
+    """The independent snapshot checker as a module (load(path), check(snap, ...))."""
+    spec = importlib.util.spec_from_file_location("check_snapshot", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Checks:
+    """Soft checks: check(cond, msg) prints "FAIL: msg" and counts it; finish() exits 1 after any
+    failure, else prints "ok" and exits 0. The object itself is callable as check."""
+
+    def __init__(self):
+        self.failures = []
+
+    def check(self, cond, msg):
+        if not cond:
+            self.failures.append(msg)
+            print("FAIL:", msg, flush=True)
+        return bool(cond)
+
+    __call__ = check
+
+    def finish(self):
+        if self.failures:
+            sys.exit(1)
+        print("ok")
+        sys.exit(0)
