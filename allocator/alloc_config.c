@@ -203,7 +203,10 @@ static int
 parse_release_threshold(struct config_parse *p, const char *key, size_t *i, const char *what,
                         struct alloc_config *c)
 {
-    return parse_mib(p, key, i, 0, what, &c->release_threshold);
+    int rc = parse_mib(p, key, i, 0, what, &c->release_threshold);
+    if (rc == 0)
+        c->release_threshold_set = true;
+    return rc;
 }
 
 static int

@@ -26,7 +26,8 @@ struct alloc_config {
     double per_process_memory_fraction;  /* 0 = no limit set */
     bool expandable_segments;
     bool release_lock_on_cudamalloc;
-    size_t release_threshold; /* bytes, for stream-ordered pools (release_threshold_mb) */
+    size_t release_threshold;   /* bytes, for stream-ordered pools (release_threshold_mb) */
+    bool release_threshold_set; /* release_threshold_mb was given: set the default pools' */
     enum free_sync free_sync;
     char raw[512]; /* the settings string as given (allocator_settings) */
 };

@@ -61,7 +61,10 @@
     X(cuEventQuery, "cuEventQuery", 2000, 0, PFN_cuEventQuery_v2000)                               \
     X(cuEventSynchronize, "cuEventSynchronize", 2000, 0, PFN_cuEventSynchronize_v2000)             \
     X(cuEventDestroy_v2, "cuEventDestroy", 4000, 0, PFN_cuEventDestroy_v4000)                      \
-    X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000, 0, PFN_cuStreamIsCapturing_v10000)
+    X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000, 0, PFN_cuStreamIsCapturing_v10000)        \
+    X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0,                            \
+      PFN_cuDeviceGetDefaultMemPool_v11020)                                                        \
+    X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020, 0, PFN_cuMemPoolSetAttribute_v11020)
 
 struct real_cuda {
     PFN_cuGetProcAddress_v12000 cuGetProcAddress_v2; /* NULL with a driver that lacks it */

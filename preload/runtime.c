@@ -13,6 +13,7 @@
 #include "preload/cuda_backend.h"
 #include "preload/dumper.h"
 #include "preload/lifecycle.h"
+#include "preload/real_cuda.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
 
@@ -78,6 +79,37 @@ runtime_log(const char *fmt, ...)
     (void)written;
 }
 
+/* release_threshold_mb: the memory each device's default stream-ordered pool keeps cached (the
+ * driver's pool serves the cudaMallocAsync/cuMemAllocFromPoolAsync calls cuprof passes through).
+ * A device whose pool cannot be set is named in one line; profiling goes on. */
+static void
+runtime_set_release_threshold(const struct alloc_config *conf, int device_count)
+{
+    if (!conf->release_threshold_set)
+        return;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL || real->cuDeviceGet == NULL || real->cuDeviceGetDefaultMemPool == NULL ||
+        real->cuMemPoolSetAttribute == NULL) {
+        runtime_log("cuprof: release_threshold_mb: the driver has no stream-ordered memory pools: "
+                    "ignored");
+        return;
+    }
+    cuuint64_t bytes = (cuuint64_t)conf->release_threshold;
+    for (int i = 0; i < device_count; i++) {
+        CUdevice dev = 0;
+        CUmemoryPool pool = NULL;
+        CUresult r = real->cuDeviceGet(&dev, i);
+        if (r == CUDA_SUCCESS)
+            r = real->cuDeviceGetDefaultMemPool(&pool, dev);
+        if (r == CUDA_SUCCESS)
+            r = real->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &bytes);
+        if (r != CUDA_SUCCESS)
+            runtime_log("cuprof: release_threshold_mb: cannot set the default memory pool's "
+                        "release threshold of device %d (CUresult %d)",
+                        i, (int)r);
+    }
+}
+
 static void
 runtime_init(void)
 {
@@ -105,6 +137,7 @@ runtime_init(void)
                     "through");
         goto out;
     }
+    runtime_set_release_threshold(&config->alloc_conf, rt->device_count);
     struct alloc_config alloc_conf = config->alloc_conf;
     if (rt->mode == CUPROF_MODE_TRACE)
         alloc_conf.caching = false; /* trace: one device allocation per request */
