@@ -172,7 +172,7 @@ run_model(const char *conf, long ops, uint64_t seed)
 static long
 scaled(long ops)
 {
-    const char *s = getenv("CUPROF_TEST_SANITIZED");
+    const char *s = getenv("SANITIZER_BUILD");
     return s != NULL && strcmp(s, "1") == 0 ? ops / 10 : ops;
 }
 
