@@ -6,6 +6,7 @@
 
 #include "allocator/allocator.h"
 #include "allocator/trace_sink.h"
+#include "cli/cli_util.h"
 
 size_t
 analysis_device_count(const struct snapshot *snap)
@@ -254,8 +255,9 @@ cmp_site(const void *a, const void *b)
     return (x->stack > y->stack) - (x->stack < y->stack);
 }
 
-int
-analysis_sites(const struct addr_map_item *items, size_t n, struct site_total **out, size_t *nsites)
+/* Groups live allocations by stack. */
+static int
+group_sites(const struct addr_map_item *items, size_t n, struct site_total **out, size_t *nsites)
 {
     *out = NULL;
     *nsites = 0;
@@ -293,6 +295,21 @@ analysis_sites(const struct addr_map_item *items, size_t n, struct site_total **
     return 0;
 }
 
+int
+analysis_sites_at(const struct snapshot *snap, size_t device, size_t at, struct site_total **out,
+                  size_t *nsites)
+{
+    struct addr_map_item *items;
+    size_t n;
+    *out = NULL;
+    *nsites = 0;
+    if (analysis_live_at(snap, device, at, &items, &n) != 0)
+        return -1;
+    int rc = group_sites(items, n, out, nsites);
+    free(items);
+    return rc;
+}
+
 bool
 analysis_time_at(const struct snapshot *snap, size_t device, size_t at, int64_t *time_us)
 {
@@ -301,6 +318,21 @@ analysis_time_at(const struct snapshot *snap, size_t device, size_t at, int64_t 
         return false;
     *time_us = t->entries[at - 1].time_us;
     return true;
+}
+
+void
+analysis_where(char *buf, size_t len, const struct snapshot *snap, size_t device, size_t at,
+               const int64_t *t0)
+{
+    int64_t t;
+    int n;
+    if (at == 0)
+        n = snprintf(buf, len, "at the start of the history");
+    else
+        n = snprintf(buf, len, "at entry %zu (%s)", at - 1,
+                     cli_action_name(trace_of(snap, device)->entries[at - 1].action));
+    if (t0 != NULL && n > 0 && (size_t)n < len && analysis_time_at(snap, device, at, &t))
+        snprintf(buf + n, len - (size_t)n, ", t=+%.6f s", (double)(t - *t0) / 1e6);
 }
 
 /* Segments live after `at` entries: the final ones with later segment events undone. */

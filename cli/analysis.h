@@ -52,14 +52,17 @@ __attribute__((warn_unused_result)) int analysis_live_at(const struct snapshot *
                                                          size_t at, struct addr_map_item **out,
                                                          size_t *n);
 
-/* Bytes and allocation count per call site (stack index), largest bytes first. */
+/* Bytes and allocation count per call site (stack index) of the allocations live after `at`
+ * entries, largest bytes first (ties: lower stack first). *out is malloc'd (NULL when none).
+ * Returns 0, or -1 when host memory runs out. */
 struct site_total {
     uint32_t stack;
     uint64_t bytes;
     uint64_t count;
 };
-__attribute__((warn_unused_result)) int analysis_sites(const struct addr_map_item *items, size_t n,
-                                                       struct site_total **out, size_t *nsites);
+__attribute__((warn_unused_result)) int analysis_sites_at(const struct snapshot *snap,
+                                                          size_t device, size_t at,
+                                                          struct site_total **out, size_t *nsites);
 
 /* Segments after `at` entries: the final ones with later segment events undone, as addr ->
  * (size, tag). tag is (index into snap->segments << 1 | is_small), or ANALYSIS_SEGMENT_UNKNOWN for
@@ -70,5 +73,11 @@ analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, stru
 
 /* The time of the state after `at` entries (the entry's time_us); false when unknown. */
 bool analysis_time_at(const struct snapshot *snap, size_t device, size_t at, int64_t *time_us);
+
+/* Where the state after `at` entries is, as text: "at the start of the history", or "at entry N
+ * (action)" followed by ", t=+S s" (seconds since *t0) when the entry has a time and t0 is not
+ * NULL. Truncated to len. */
+void analysis_where(char *buf, size_t len, const struct snapshot *snap, size_t device, size_t at,
+                    const int64_t *t0);
 
 #endif

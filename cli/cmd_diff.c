@@ -39,14 +39,9 @@ collect_sites(const struct snapshot *snap, struct diff_site **out)
     struct diff_site *all = NULL;
     size_t n = 0;
     for (size_t d = 0; d < analysis_device_count(snap); d++) {
-        struct addr_map_item *items;
-        size_t ni, ns;
+        size_t ns;
         struct site_total *sites;
-        if (analysis_live_at(snap, d, SIZE_MAX, &items, &ni) != 0)
-            goto fail;
-        int rc = analysis_sites(items, ni, &sites, &ns);
-        free(items);
-        if (rc != 0)
+        if (analysis_sites_at(snap, d, SIZE_MAX, &sites, &ns) != 0)
             goto fail;
         struct diff_site *bigger = realloc(all, (n + ns + 1) * sizeof(*all));
         if (bigger == NULL) {
@@ -171,10 +166,15 @@ cmd_diff(int argc, char **argv)
     };
     bool json = false;
     uint64_t top = 20;
+    struct cli_options o = {.cmd = "diff",
+                            .usage = usage_text,
+                            .shortopts = "jt:h",
+                            .longopts = options,
+                            .unknown = "unknown option",
+                            .operands = 2,
+                            .operands_error = "expected two snapshot files A and B"};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "jt:h", options, NULL)) != -1) {
+    while ((c = cli_next_option(&o, argc, argv)) != -1) {
         switch (c) {
         case 'j':
             json = true;
@@ -183,15 +183,10 @@ cmd_diff(int argc, char **argv)
             if (!cli_parse_u64(optarg, &top))
                 return cli_usage_error("diff", "--top wants a number, not \"%s\"", optarg);
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        default:
-            return cli_usage_error("diff", "unknown option \"%s\"", argv[optind - 1]);
         }
     }
-    if (argc - optind != 2)
-        return cli_usage_error("diff", "expected two snapshot files A and B");
+    if (o.finished)
+        return o.status;
     struct snapshot *a, *b;
     if (cli_load(argv[optind], &a) != CLI_OK)
         return CLI_BADUSE;

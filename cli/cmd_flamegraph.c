@@ -43,14 +43,9 @@ fold_device(const struct snapshot *snap, size_t device, const char *at_text, boo
         at = a.count;
     else if (cli_parse_u64(at_text, &entry))
         at = entry + 1 > a.count ? a.count : (size_t)entry + 1;
-    struct addr_map_item *items;
-    size_t n, nsites;
+    size_t nsites;
     struct site_total *sites;
-    if (analysis_live_at(snap, device, at, &items, &n) != 0)
-        return -1;
-    int rc = analysis_sites(items, n, &sites, &nsites);
-    free(items);
-    if (rc != 0)
+    if (analysis_sites_at(snap, device, at, &sites, &nsites) != 0)
         return -1;
     for (size_t i = 0; i < nsites; i++) {
         char *line = cli_stack_line(snap, sites[i].stack, "\x1f", true);
@@ -82,10 +77,15 @@ cmd_flamegraph(int argc, char **argv)
     };
     const char *at = "peak";
     uint64_t device = UINT64_MAX, entry;
+    struct cli_options o = {.cmd = "flamegraph",
+                            .usage = usage_text,
+                            .shortopts = "a:d:h",
+                            .longopts = options,
+                            .unknown = "unknown option",
+                            .operands = 1,
+                            .operands_error = "expected one snapshot FILE"};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "a:d:h", options, NULL)) != -1) {
+    while ((c = cli_next_option(&o, argc, argv)) != -1) {
         switch (c) {
         case 'a':
             at = optarg;
@@ -99,15 +99,10 @@ cmd_flamegraph(int argc, char **argv)
             if (!cli_parse_u64(optarg, &device))
                 return cli_usage_error("flamegraph", "--device wants a number, not \"%s\"", optarg);
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        default:
-            return cli_usage_error("flamegraph", "unknown option \"%s\"", argv[optind - 1]);
         }
     }
-    if (argc - optind != 1)
-        return cli_usage_error("flamegraph", "expected one snapshot FILE");
+    if (o.finished)
+        return o.status;
     struct snapshot *snap;
     int rc = cli_load(argv[optind], &snap);
     if (rc != CLI_OK)

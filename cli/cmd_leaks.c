@@ -98,10 +98,15 @@ cmd_leaks(int argc, char **argv)
     };
     bool json = false;
     uint64_t top = UINT64_MAX;
+    struct cli_options o = {.cmd = "leaks",
+                            .usage = usage_text,
+                            .shortopts = "jt:h",
+                            .longopts = options,
+                            .unknown = "unknown option",
+                            .operands = 1,
+                            .operands_error = "expected one snapshot FILE"};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "jt:h", options, NULL)) != -1) {
+    while ((c = cli_next_option(&o, argc, argv)) != -1) {
         switch (c) {
         case 'j':
             json = true;
@@ -110,15 +115,10 @@ cmd_leaks(int argc, char **argv)
             if (!cli_parse_u64(optarg, &top))
                 return cli_usage_error("leaks", "--top wants a number, not \"%s\"", optarg);
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        default:
-            return cli_usage_error("leaks", "unknown option \"%s\"", argv[optind - 1]);
         }
     }
-    if (argc - optind != 1)
-        return cli_usage_error("leaks", "expected one snapshot FILE");
+    if (o.finished)
+        return o.status;
     const char *path = argv[optind];
     struct snapshot *snap;
     int rc = cli_load(path, &snap);

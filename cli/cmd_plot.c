@@ -91,16 +91,9 @@ cmp_size_desc(const void *a, const void *b)
 static void
 where_text(char *buf, size_t len, const struct snapshot *snap, size_t device, size_t at)
 {
-    int64_t t, t0;
-    if (at == 0) {
-        snprintf(buf, len, "at the start of the history");
-        return;
-    }
-    int n = snprintf(buf, len, "at entry %zu (%s)", at - 1,
-                     cli_action_name(snap->device_traces[device].entries[at - 1].action));
-    if (n > 0 && (size_t)n < len && analysis_time_at(snap, device, at, &t) &&
-        analysis_time_at(snap, device, 1, &t0))
-        snprintf(buf + n, len - (size_t)n, ", t=+%.6f s", (double)(t - t0) / 1e6);
+    int64_t t0;
+    bool known = analysis_time_at(snap, device, 1, &t0);
+    analysis_where(buf, len, snap, device, at, known ? &t0 : NULL);
 }
 
 static int
@@ -163,12 +156,7 @@ emit_state(struct plot_ctx *p, size_t device, size_t at, const char *label)
 static int
 site_totals(struct plot_ctx *p, size_t device, size_t at, struct site_total **sites, size_t *ns)
 {
-    struct addr_map_item *items;
-    size_t n;
-    if (analysis_live_at(p->snap, device, at, &items, &n) != 0)
-        return -1;
-    int rc = analysis_sites(items, n, sites, ns);
-    free(items);
+    int rc = analysis_sites_at(p->snap, device, at, sites, ns);
     for (size_t i = 0; rc == 0 && i < *ns; i++)
         if (site_id(p, (*sites)[i].stack) < 0)
             rc = -1;
@@ -321,24 +309,23 @@ cmd_plot(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *output = "report.html";
+    struct cli_options o = {.cmd = "plot",
+                            .usage = usage_text,
+                            .shortopts = "o:h",
+                            .longopts = options,
+                            .unknown = "unknown option or missing value",
+                            .operands = 1,
+                            .operands_error = "expected one snapshot FILE"};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "o:h", options, NULL)) != -1) {
+    while ((c = cli_next_option(&o, argc, argv)) != -1) {
         switch (c) {
         case 'o':
             output = optarg;
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        default:
-            return cli_usage_error("plot", "unknown option or missing value \"%s\"",
-                                   argv[optind - 1]);
         }
     }
-    if (argc - optind != 1)
-        return cli_usage_error("plot", "expected one snapshot FILE");
+    if (o.finished)
+        return o.status;
     const char *path = argv[optind];
     struct snapshot *snap;
     int rc = cli_load(path, &snap);

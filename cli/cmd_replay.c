@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "allocator/alloc_policy.h"
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/replay.h"
 #include "stats/memory_stats.h"
 
 static const char usage_text[] =
@@ -33,116 +33,6 @@ static const char usage_text[] =
 #define REPLAY_MAX_CONFS  16
 #define REPLAY_SHOW_DIFFS 10
 
-/* ---- The fake device: recorded segment addresses where the sizes agree, else fresh ones. */
-struct fake_device {
-    const struct snap_device_trace *trace;
-    size_t cursor; /* next recorded segment_alloc to offer */
-    uint64_t forced_addr;
-    uint64_t bump, used, capacity;
-    struct addr_map live; /* segment addr -> size */
-    /* Segments made by the current request (for --check). */
-    uint64_t made[8];
-    size_t made_count;
-};
-
-static int
-fake_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
-{
-    struct fake_device *f = ctx;
-    (void)device;
-    if (f->used + size > f->capacity)
-        return -CUPROF_ENOMEM;
-    *addr = 0;
-    if (f->forced_addr != 0) {
-        *addr = f->forced_addr;
-        f->forced_addr = 0;
-    }
-    for (size_t i = f->cursor; *addr == 0 && f->trace && i < f->trace->count; i++) {
-        const struct snap_entry *e = &f->trace->entries[i];
-        if (e->action != TRACE_SEGMENT_ALLOC)
-            continue;
-        if (e->size == size && addr_map_get(&f->live, e->addr) == NULL) {
-            *addr = e->addr;
-            f->cursor = i + 1;
-        }
-        break;
-    }
-    if (*addr == 0) {
-        *addr = f->bump;
-        f->bump += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
-    }
-    if (addr_map_put(&f->live, *addr, size, 0) != 0)
-        return -CUPROF_EHOSTMEM;
-    f->used += size;
-    if (f->made_count < sizeof(f->made) / sizeof(f->made[0]))
-        f->made[f->made_count++] = size;
-    return 0;
-}
-
-static int
-fake_segment_free(void *ctx, int device, uint64_t addr, size_t size)
-{
-    struct fake_device *f = ctx;
-    (void)device;
-    (void)addr_map_remove(&f->live, addr, NULL);
-    f->used -= size;
-    return 0;
-}
-
-static int
-fake_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total)
-{
-    struct fake_device *f = ctx;
-    (void)device;
-    *free_bytes = f->capacity - f->used;
-    *total = f->capacity;
-    return 0;
-}
-
-/* Events complete at once: the recorded free_completed already says when blocks came back. */
-static int
-fake_event_create(void *ctx, int device, void **event)
-{
-    (void)ctx;
-    (void)device;
-    *event = malloc(1);
-    return *event ? 0 : -CUPROF_EHOSTMEM;
-}
-
-static int
-fake_event_record(void *ctx, void *event, uint64_t stream)
-{
-    (void)ctx;
-    (void)event;
-    (void)stream;
-    return 0;
-}
-
-static int
-fake_event_query(void *ctx, void *event)
-{
-    (void)ctx;
-    (void)event;
-    return 0;
-}
-
-static int
-fake_event_destroy(void *ctx, void *event)
-{
-    (void)ctx;
-    free(event);
-    return 0;
-}
-
-static int
-fake_synchronize(void *ctx, int device)
-{
-    (void)ctx;
-    (void)device;
-    return 0;
-}
-
-/* ---- One replay. */
 struct replay_result {
     const char *label;
     bool ok;
@@ -150,205 +40,6 @@ struct replay_result {
     size_t ooms, recorded_ooms, prelude_misses;
     size_t checked, reproduced;
 };
-
-struct replay_run {
-    const struct snapshot *snap;
-    size_t device;
-    struct allocator *alloc;
-    struct fake_device dev;
-    struct addr_map addr_of; /* recorded address -> replayed address */
-    bool check;
-    size_t diffs_shown;
-};
-
-/* The trace's allocs and frees by address, to see where free blocks of the starting state began
- * (pytorch-allocator.md §6.5): a block is always handed out from the start of a free block. */
-struct addr_index {
-    uint64_t addr;
-    size_t index;
-};
-
-struct trace_index {
-    struct addr_index *allocs, *frees;
-    size_t nallocs, nfrees;
-};
-
-static int
-addr_index_cmp(const void *a, const void *b)
-{
-    const struct addr_index *x = a, *y = b;
-    if (x->addr != y->addr)
-        return x->addr < y->addr ? -1 : 1;
-    return (x->index > y->index) - (x->index < y->index);
-}
-
-static int
-trace_index_build(const struct snap_device_trace *t, struct trace_index *ix)
-{
-    size_t n = t ? t->count : 0;
-    ix->allocs = malloc((n + 1) * sizeof(struct addr_index));
-    ix->frees = malloc((n + 1) * sizeof(struct addr_index));
-    ix->nallocs = ix->nfrees = 0;
-    if (ix->allocs == NULL || ix->frees == NULL)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        const struct snap_entry *e = &t->entries[i];
-        if (e->action == TRACE_ALLOC)
-            ix->allocs[ix->nallocs++] = (struct addr_index){e->addr, i};
-        else if (e->action == TRACE_FREE_REQUESTED || e->action == TRACE_FREE_COMPLETED)
-            ix->frees[ix->nfrees++] = (struct addr_index){e->addr, i};
-    }
-    qsort(ix->allocs, ix->nallocs, sizeof(struct addr_index), addr_index_cmp);
-    qsort(ix->frees, ix->nfrees, sizeof(struct addr_index), addr_index_cmp);
-    return 0;
-}
-
-/* The first item at an address >= addr. */
-static size_t
-addr_index_lower(const struct addr_index *v, size_t n, uint64_t addr)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v[mid].addr < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Where the free block in [lo, hi) behind the live block at `owner` began: the first address the
- * trace allocates in the gap while that block is still live; 0 when the trace never does. */
-static uint64_t
-gap_start(const struct trace_index *ix, uint64_t owner, uint64_t lo, uint64_t hi)
-{
-    size_t f = addr_index_lower(ix->frees, ix->nfrees, owner);
-    size_t freed_at = f < ix->nfrees && ix->frees[f].addr == owner ? ix->frees[f].index : SIZE_MAX;
-    uint64_t start = 0;
-    size_t first = freed_at;
-    for (size_t i = addr_index_lower(ix->allocs, ix->nallocs, lo);
-         i < ix->nallocs && ix->allocs[i].addr < hi; i++)
-        if (ix->allocs[i].index < first) {
-            first = ix->allocs[i].index;
-            start = ix->allocs[i].addr;
-        }
-    return start;
-}
-
-/* Recreates the state at the first entry: each segment at its address, carved so that the blocks
- * live then sit at their recorded addresses (fillers for the gaps, freed afterwards). */
-static int
-prelude(struct replay_run *r, const struct alloc_config *config, const struct trace_index *ix,
-        size_t *misses)
-{
-    struct addr_map segs;
-    if (analysis_segments_at(r->snap, r->device, 0, &segs) != 0) {
-        addr_map_free(&segs);
-        return -1;
-    }
-    struct addr_map_item *seg, *live;
-    size_t nseg = addr_map_sorted(&segs, &seg), nlive;
-    addr_map_free(&segs);
-    if (nseg == (size_t)-1 || analysis_live_at(r->snap, r->device, 0, &live, &nlive) != 0) {
-        free(seg);
-        return -1;
-    }
-    /* Fillers: at most one per gap, or one per MiB of a small segment. */
-    size_t cap = 2 * nlive + 1;
-    for (size_t s = 0; s < nseg; s++)
-        cap += 1 + (size_t)(seg[s].size >> 20);
-    uint64_t *fillers = malloc(cap * sizeof(uint64_t));
-    size_t nfill = 0, b = 0;
-    if (fillers == NULL) {
-        free(seg);
-        free(live);
-        return -1;
-    }
-    for (size_t s = 0; s < nseg; s++) {
-        uint64_t start = seg[s].addr, end = seg[s].addr + seg[s].size, cursor = start;
-        /* A segment the trace frees later is not in the snapshot: PyTorch's small-pool segments
-         * are exactly 2 MiB (large ones never are), and its segment_free has the stream. */
-        bool small = seg[s].size == (2u << 20);
-        uint64_t stream = 0;
-        if (seg[s].stack != ANALYSIS_SEGMENT_UNKNOWN) {
-            small = (seg[s].stack & 1) != 0;
-            stream = r->snap->segments[seg[s].stack >> 1].stream;
-        } else {
-            const struct snap_device_trace *t = &r->snap->device_traces[r->device];
-            for (size_t i = 0; i < t->count; i++)
-                if (t->entries[i].action == TRACE_SEGMENT_FREE && t->entries[i].addr == start) {
-                    stream = t->entries[i].stream;
-                    break;
-                }
-        }
-        /* Make the segment: one request that needs exactly this segment, then cache it. */
-        uint64_t addr;
-        r->dev.forced_addr = start;
-        if (allocator_malloc(r->alloc, (int)r->device, small ? 512 : seg[s].size, stream, 0,
-                             &addr) != 0 ||
-            allocator_free(r->alloc, addr, 0) != 0) {
-            (*misses)++;
-            continue;
-        }
-        r->dev.forced_addr = 0;
-        if (addr != start)
-            (*misses)++;
-        for (; b < nlive && live[b].addr < start; b++)
-            (*misses)++;
-        for (; cursor < end; b++) {
-            bool have = b < nlive && live[b].addr < end;
-            uint64_t next = have ? live[b].addr : end;
-            /* A free gap (or the segment's free tail): hold it with fillers from the segment's
-             * own pool (small-pool requests are at most 1 MiB). */
-            while (next > cursor) {
-                uint64_t piece = next - cursor;
-                if (small && piece > (1u << 20))
-                    piece = 1u << 20;
-                if (allocator_malloc(r->alloc, (int)r->device, piece, stream, 0, &addr) != 0 ||
-                    addr != cursor) {
-                    (*misses)++;
-                    cursor = next;
-                    break;
-                }
-                fillers[nfill++] = addr;
-                cursor += piece;
-            }
-            if (!have)
-                break;
-            /* PyTorch: a remainder of 1 MiB or less behind a large block stays in it; later it
-             * may border a larger free block, whose start the trace's first alloc there shows. */
-            uint64_t size = alloc_policy_round_size(config, live[b].size);
-            uint64_t limit = b + 1 < nlive && live[b + 1].addr < end ? live[b + 1].addr : end;
-            uint64_t begins = small || limit <= cursor + size
-                                  ? 0
-                                  : gap_start(ix, live[b].addr, cursor + size, limit);
-            if (begins != 0)
-                size = begins - cursor;
-            else if (!small && limit - cursor - size <= (1u << 20) && limit >= cursor + size)
-                size = limit - cursor;
-            if (allocator_malloc(r->alloc, (int)r->device, size, stream, live[b].stack, &addr) !=
-                    0 ||
-                addr != cursor) {
-                (*misses)++;
-                cursor = limit;
-                continue;
-            }
-            if (addr_map_put(&r->addr_of, live[b].addr, addr, 0) != 0)
-                break;
-            cursor += size;
-        }
-    }
-    for (; b < nlive; b++)
-        (*misses)++;
-    for (size_t i = 0; i < nfill; i++)
-        if (allocator_free(r->alloc, fillers[i], 0) != 0)
-            (*misses)++;
-    free(fillers);
-    free(seg);
-    free(live);
-    return 0;
-}
 
 /* An allocation outside the cache (its pool says so): tracked at a fresh address. */
 static int
@@ -422,18 +113,8 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, bool r
     r.dev.bump = ((top >> 30) + 1) << 30; /* fresh addresses above every recorded one */
     addr_map_init(&r.dev.live);
     addr_map_init(&r.addr_of);
-    struct device_ops ops = {
-        .ctx = &r.dev,
-        .segment_alloc = fake_segment_alloc,
-        .segment_free = fake_segment_free,
-        .mem_info = fake_mem_info,
-        .event_create = fake_event_create,
-        .event_record = fake_event_record,
-        .event_query = fake_event_query,
-        .event_synchronize = fake_event_query,
-        .event_destroy = fake_event_destroy,
-        .synchronize = fake_synchronize,
-    };
+    struct device_ops ops;
+    replay_device_ops(&r.dev, &ops);
     r.alloc = allocator_create(&config, &ops, NULL, (int)device + 1);
     if (r.alloc == NULL) {
         fprintf(stderr, "cuprof: replay: out of memory\n");
@@ -441,13 +122,7 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, bool r
     }
     /* No recorded segment address is offered while the starting state is rebuilt. */
     r.dev.cursor = t ? t->count : 0;
-    struct trace_index ix;
-    int prc = trace_index_build(t, &ix);
-    if (prc == 0)
-        prc = prelude(&r, &config, &ix, &res->prelude_misses);
-    free(ix.allocs);
-    free(ix.frees);
-    if (prc != 0)
+    if (replay_start_state(&r, &config, &res->prelude_misses) != 0)
         goto oom;
     r.dev.cursor = 0;
     struct cli_progress progress;
@@ -601,10 +276,15 @@ cmd_replay(int argc, char **argv)
     size_t nconf = 1;
     bool check = false;
     uint64_t memory = 0, device = 0;
+    struct cli_options o = {.cmd = "replay",
+                            .usage = usage_text,
+                            .shortopts = "a:cm:d:h",
+                            .longopts = options,
+                            .unknown = "unknown option or missing value",
+                            .operands = 1,
+                            .operands_error = "expected one snapshot FILE"};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "a:cm:d:h", options, NULL)) != -1) {
+    while ((c = cli_next_option(&o, argc, argv)) != -1) {
         switch (c) {
         case 'a':
             if (nconf > REPLAY_MAX_CONFS)
@@ -622,16 +302,10 @@ cmd_replay(int argc, char **argv)
             if (!cli_parse_u64(optarg, &device))
                 return cli_usage_error("replay", "--device wants a number, not \"%s\"", optarg);
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        default:
-            return cli_usage_error("replay", "unknown option or missing value \"%s\"",
-                                   argv[optind - 1]);
         }
     }
-    if (argc - optind != 1)
-        return cli_usage_error("replay", "expected one snapshot FILE");
+    if (o.finished)
+        return o.status;
     char err[256];
     struct alloc_config probe;
     for (size_t i = 1; i < nconf; i++)

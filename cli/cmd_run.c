@@ -295,28 +295,27 @@ cmd_run(int argc, char **argv)
     } env_of[] = {{'o', "CUPROF_SNAPSHOT"}, {'m', "CUPROF_MODE"},   {'a', "CUPROF_ALLOC_CONF"},
                   {'H', "CUPROF_HISTORY"},  {'s', "CUPROF_STACKS"}, {'d', "CUPROF_STACK_DEPTH"}};
     bool sim = false, quiet = false;
+    struct cli_options o = {.cmd = "run",
+                            .usage = usage_text,
+                            .shortopts = "+o:qh",
+                            .longopts = options,
+                            .unknown = "unknown option or missing value",
+                            .operands = -1,
+                            .operands_error = "expected a program to run after the options"};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+o:qh", options, NULL)) != -1) {
-        if (c == 'h') {
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        } else if (c == 'S') {
+    while ((c = cli_next_option(&o, argc, argv)) != -1) {
+        if (c == 'S') {
             sim = true;
         } else if (c == 'q') {
             quiet = true;
-        } else if (c == '?' || c == ':') {
-            return cli_usage_error("run", "unknown option or missing value \"%s\"",
-                                   argv[optind - 1]);
         } else {
             for (size_t i = 0; i < sizeof(env_of) / sizeof(env_of[0]); i++)
                 if (env_of[i].opt == c && set_option_env(env_of[i].env, optarg) != 0)
                     return CLI_BADUSE;
         }
     }
-    if (optind >= argc)
-        return cli_usage_error("run", "expected a program to run after the options");
+    if (o.finished)
+        return o.status;
     char lib[PATH_MAX];
     if (!find_library(lib, sizeof(lib))) {
         fprintf(stderr,

@@ -98,10 +98,15 @@ cmd_stats(int argc, char **argv)
     };
     uint64_t device = 0;
     bool all = false;
+    struct cli_options o = {.cmd = "stats",
+                            .usage = usage_text,
+                            .shortopts = "d:ah",
+                            .longopts = options,
+                            .unknown = "unknown option",
+                            .operands = 1,
+                            .operands_error = "expected one snapshot FILE"};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "d:ah", options, NULL)) != -1) {
+    while ((c = cli_next_option(&o, argc, argv)) != -1) {
         switch (c) {
         case 'd':
             if (!cli_parse_u64(optarg, &device))
@@ -111,15 +116,10 @@ cmd_stats(int argc, char **argv)
         case 'a':
             all = true;
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        default:
-            return cli_usage_error("stats", "unknown option \"%s\"", argv[optind - 1]);
         }
     }
-    if (argc - optind != 1)
-        return cli_usage_error("stats", "expected one snapshot FILE");
+    if (o.finished)
+        return o.status;
     struct snapshot *snap;
     int rc = cli_load(argv[optind], &snap);
     if (rc != CLI_OK)

@@ -29,28 +29,18 @@ static const char usage_text[] =
 static void
 print_when(FILE *out, const struct snapshot *snap, size_t device, size_t at, int64_t t0)
 {
-    int64_t t;
-    if (at == 0)
-        fprintf(out, "at the start of the history");
-    else
-        fprintf(out, "at entry %zu (%s)", at - 1,
-                cli_action_name(snap->device_traces[device].entries[at - 1].action));
-    if (analysis_time_at(snap, device, at, &t))
-        fprintf(out, ", t=+%.6f s", (double)(t - t0) / 1e6);
+    char where[160];
+    analysis_where(where, sizeof(where), snap, device, at, &t0);
+    fputs(where, out);
 }
 
 static int
 print_sites(FILE *out, const struct snapshot *snap, size_t device, size_t at, size_t top,
             size_t max_frames)
 {
-    struct addr_map_item *items;
-    size_t n, nsites;
+    size_t nsites;
     struct site_total *sites;
-    if (analysis_live_at(snap, device, at, &items, &n) != 0)
-        return -1;
-    int rc = analysis_sites(items, n, &sites, &nsites);
-    free(items);
-    if (rc != 0)
+    if (analysis_sites_at(snap, device, at, &sites, &nsites) != 0)
         return -1;
     char a[32];
     if (nsites == 0)
@@ -221,10 +211,15 @@ cmd_summary(int argc, char **argv)
     };
     uint64_t top = 10;
     bool brief = false;
+    struct cli_options o = {.cmd = "summary",
+                            .usage = usage_text,
+                            .shortopts = "t:bh",
+                            .longopts = options,
+                            .unknown = "unknown option",
+                            .operands = -1,
+                            .operands_error = "expected at least one snapshot FILE"};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "t:bh", options, NULL)) != -1) {
+    while ((c = cli_next_option(&o, argc, argv)) != -1) {
         switch (c) {
         case 't':
             if (!cli_parse_u64(optarg, &top))
@@ -233,15 +228,10 @@ cmd_summary(int argc, char **argv)
         case 'b':
             brief = true;
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        default:
-            return cli_usage_error("summary", "unknown option \"%s\"", argv[optind - 1]);
         }
     }
-    if (optind >= argc)
-        return cli_usage_error("summary", "expected at least one snapshot FILE");
+    if (o.finished)
+        return o.status;
     if (brief && top == 10)
         top = 5;
     int status = CLI_OK;

@@ -108,24 +108,23 @@ cmd_timeline(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *output = NULL;
+    struct cli_options o = {.cmd = "timeline",
+                            .usage = usage_text,
+                            .shortopts = "o:h",
+                            .longopts = options,
+                            .unknown = "unknown option or missing value",
+                            .operands = 1,
+                            .operands_error = "expected one snapshot FILE"};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "o:h", options, NULL)) != -1) {
+    while ((c = cli_next_option(&o, argc, argv)) != -1) {
         switch (c) {
         case 'o':
             output = optarg;
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        default:
-            return cli_usage_error("timeline", "unknown option or missing value \"%s\"",
-                                   argv[optind - 1]);
         }
     }
-    if (argc - optind != 1)
-        return cli_usage_error("timeline", "expected one snapshot FILE");
+    if (o.finished)
+        return o.status;
     struct snapshot *snap;
     int rc = cli_load(argv[optind], &snap);
     if (rc != CLI_OK)

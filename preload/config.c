@@ -325,7 +325,7 @@ config_check_names(char *const *envp, char *err, size_t err_len)
 {
     for (char *const *p = envp; p != NULL && *p != NULL; p++) {
         const char *entry = *p;
-        if (strncmp(entry, "CUPROF_", 7) != 0 || strncmp(entry, "CUPROF_TEST_", 12) == 0)
+        if (strncmp(entry, "CUPROF_", 7) != 0)
             continue;
         size_t n = strcspn(entry, "=");
         bool known = false;

@@ -53,8 +53,7 @@ struct cuprof_config {
  * default). Returns 0, or -CUPROF_EINVAL with the one-line message (no newline) in `err`:
  *   cuprof: CUPROF_MODE: bad value "x": expected one of cache, trace, off
  *   cuprof: CUPROF_FOO: unknown variable: expected one of CUPROF_MODE, ...
- * An unknown name is reported before any bad value; names starting with CUPROF_TEST_ are left
- * to the test harness. */
+ * An unknown name is reported before any bad value. */
 __attribute__((warn_unused_result)) int
 config_parse(char *const *envp, struct cuprof_config *config, char *err, size_t err_len);
 

@@ -28,7 +28,7 @@ Result = collections.namedtuple("Result", "returncode stdout stderr")
 
 def sanitized():
     """True under the asan test setup (meson test --setup=asan)."""
-    return os.environ.get("CUPROF_TEST_SANITIZED") == "1"
+    return os.environ.get("SANITIZER_BUILD") == "1"
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,12 +47,12 @@ def sanitizer_preload():
 
 
 def env(ld_path=None, preload=None, leaks=False, **variables):
-    """The environment of one run: this one without any CUPROF_* setting (CUPROF_TEST_* stays),
+    """The environment of one run: this one without any CUPROF_* setting,
     SIMCUDA_*, rank variable or LD_PRELOAD; LD_LIBRARY_PATH=ld_path (None: the test's own);
     LD_PRELOAD = the sanitizer runtimes, then preload (a path or a ':' list) if given. leaks=False
     turns LeakSanitizer off (sanitized runs). variables are set last (values made strings)."""
     e = {k: v for k, v in os.environ.items()
-         if not (k.startswith(("CUPROF_", "SIMCUDA_")) and not k.startswith("CUPROF_TEST_"))
+         if not k.startswith(("CUPROF_", "SIMCUDA_"))
          and k not in RANK_VARS and k != "LD_PRELOAD"}
     if ld_path is not None:
         e["LD_LIBRARY_PATH"] = ld_path

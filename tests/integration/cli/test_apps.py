@@ -24,7 +24,7 @@ APP_NAMES = ("train_loop", "threads", "oom", "driver_api", "static_style")
 def sanitizer_preload():
     """Under the ASan setup the sanitized apps need the sanitizer runtimes first in LD_PRELOAD
     (`cuprof run` keeps them there, before libcuprof.so)."""
-    if not os.environ.get("CUPROF_TEST_SANITIZED"):
+    if not os.environ.get("SANITIZER_BUILD"):
         return {}
     libs = []
     for name in ("libasan.so", "libubsan.so"):

@@ -12,7 +12,7 @@ import sys
 
 def sanitizer_preload():
     """Under the ASan setup the sanitizer runtime must come first in LD_PRELOAD."""
-    if not os.environ.get("CUPROF_TEST_SANITIZED"):
+    if not os.environ.get("SANITIZER_BUILD"):
         return []
     libs = []
     for name in ("libasan.so", "libubsan.so"):

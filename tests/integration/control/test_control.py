@@ -149,7 +149,7 @@ class ConfigTests(unittest.TestCase):
                 self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
 
     def test_unknown_names(self):
-        for name in ("CUPROF_FOO", "CUPROF_MODES", "CUPROF_", "CUPROF_mode"):
+        for name in ("CUPROF_FOO", "CUPROF_MODES", "CUPROF_", "CUPROF_mode", "CUPROF_TEST_X"):
             with self.subTest(name=name):
                 self.expect_error(name, "1", "cuprof: %s: unknown variable: expected one of %s"
                                   % (name, ALL_VARS))

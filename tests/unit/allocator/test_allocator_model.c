@@ -1,6 +1,7 @@
 /* test_allocator_model.c: randomized model test: 10^6 operations (10^5 when sanitized) over
  * several streams and sizes from 1 B to 1 GiB on a small simulated device, with the invariant
- * walker run regularly and the stats checked against a recount kept by the test. */
+ * walker run regularly and the stats checked against the test's own recount: live bytes from
+ * the model, every pool's counters from the block table. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,6 +54,63 @@ pick_size(struct model *m)
     return (128 << 20) + (size_t)(r % (896u << 20));
 }
 
+/* Every pool's counters recounted from the block table (allocator_copy_locked): segments and
+ * reserved bytes, allocations, active blocks, inactive split blocks, each per pool and in all. */
+static void
+check_pools_against_blocks(struct allocator *a, const struct memory_stats *st)
+{
+    size_t ns = 0, nb = 0;
+    allocator_lock_device(a, 0);
+    allocator_count_locked(a, 0, &ns, &nb);
+    struct segment_info *segs = calloc(ns + 1, sizeof(*segs));
+    struct block_info *blocks = calloc(nb + 1, sizeof(*blocks));
+    size_t got_s = 0, got_b = 0;
+    int rc = -1;
+    if (segs != NULL && blocks != NULL) /* calloc under the lock: a test, not the hot path */
+        rc = allocator_copy_locked(a, 0, segs, ns + 1, blocks, nb + 1, &got_s, &got_b);
+    allocator_unlock_device(a, 0);
+    assert_int_equal(rc, 0);
+    int64_t segment[STAT_POOL_COUNT] = {0}, reserved[STAT_POOL_COUNT] = {0};
+    int64_t allocation[STAT_POOL_COUNT] = {0}, allocated[STAT_POOL_COUNT] = {0};
+    int64_t active[STAT_POOL_COUNT] = {0}, active_bytes[STAT_POOL_COUNT] = {0};
+    int64_t split[STAT_POOL_COUNT] = {0}, split_bytes[STAT_POOL_COUNT] = {0};
+    for (size_t i = 0; i < got_s; i++) {
+        const struct segment_info *sg = &segs[i];
+        int pools[2] = {STAT_ALL, sg->is_small ? STAT_SMALL_POOL : STAT_LARGE_POOL};
+        for (int k = 0; k < 2; k++) {
+            int p = pools[k];
+            segment[p]++;
+            reserved[p] += (int64_t)sg->total_size;
+            for (uint32_t j = sg->first_block; j < sg->first_block + sg->block_count; j++) {
+                const struct block_info *b = &blocks[j];
+                if (b->state == BLOCK_ACTIVE_ALLOCATED) {
+                    allocation[p]++;
+                    allocated[p] += (int64_t)b->size;
+                }
+                if (b->state != BLOCK_INACTIVE) {
+                    active[p]++;
+                    active_bytes[p] += (int64_t)b->size;
+                } else if (sg->block_count > 1) {
+                    split[p]++;
+                    split_bytes[p] += (int64_t)b->size;
+                }
+            }
+        }
+    }
+    for (int p = 0; p < STAT_POOL_COUNT; p++) {
+        assert_int_equal(st->segment[p].current, segment[p]);
+        assert_int_equal(st->reserved_bytes[p].current, reserved[p]);
+        assert_int_equal(st->allocation[p].current, allocation[p]);
+        assert_int_equal(st->allocated_bytes[p].current, allocated[p]);
+        assert_int_equal(st->active[p].current, active[p]);
+        assert_int_equal(st->active_bytes[p].current, active_bytes[p]);
+        assert_int_equal(st->inactive_split[p].current, split[p]);
+        assert_int_equal(st->inactive_split_bytes[p].current, split_bytes[p]);
+    }
+    free(segs);
+    free(blocks);
+}
+
 static void
 check_against_model(struct alloc_fixture *fx, struct model *m, bool settled)
 {
@@ -81,6 +139,7 @@ check_against_model(struct alloc_fixture *fx, struct model *m, bool settled)
     assert_int_equal(st.reserved_bytes[STAT_ALL].current, (int64_t)fx->fake.used[0]);
     assert_int_equal(st.num_device_alloc, fx->fake.segment_allocs);
     assert_int_equal(st.num_device_free, fx->fake.segment_frees);
+    check_pools_against_blocks(a, &st);
     for (int p = 0; p < STAT_POOL_COUNT; p++) {
         const struct stat_counter *arrays[] = {
             &st.allocation[p],     &st.allocated_bytes[p], &st.active[p],
@@ -172,7 +231,7 @@ run_model(const char *conf, long ops, uint64_t seed)
 static long
 scaled(long ops)
 {
-    const char *s = getenv("CUPROF_TEST_SANITIZED");
+    const char *s = getenv("SANITIZER_BUILD");
     return s != NULL && strcmp(s, "1") == 0 ? ops / 10 : ops;
 }
 

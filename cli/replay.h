@@ -1,0 +1,51 @@
+/* replay.h: the pieces of `cuprof replay` besides its loop: the fake device the allocator replays
+ *   on, and the starting state of a history that begins mid-run, rebuilt in the allocator.
+ * Locking: none (single-threaded command).
+ * Hot path: no; once per replayed setting. */
+#ifndef CUPROF_CLI_REPLAY_H
+#define CUPROF_CLI_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/alloc_config.h"
+#include "allocator/allocator.h"
+#include "allocator/device_ops.h"
+#include "cli/addr_map.h"
+#include "snapshot/snapshot_model.h"
+
+/* The fake device: recorded segment addresses where the sizes agree, else fresh ones. */
+struct fake_device {
+    const struct snap_device_trace *trace;
+    size_t cursor; /* next recorded segment_alloc to offer */
+    uint64_t forced_addr;
+    uint64_t bump, used, capacity;
+    struct addr_map live; /* segment addr -> size */
+    /* Segments made by the current request (for --check). */
+    uint64_t made[8];
+    size_t made_count;
+};
+
+/* The device_ops of a fake device (ctx is f). */
+void replay_device_ops(struct fake_device *f, struct device_ops *ops);
+
+/* One replay of one setting. */
+struct replay_run {
+    const struct snapshot *snap;
+    size_t device;
+    struct allocator *alloc;
+    struct fake_device dev;
+    struct addr_map addr_of; /* recorded address -> replayed address */
+    bool check;
+    size_t diffs_shown;
+};
+
+/* Recreates the state at the first entry in r->alloc (created with `config`): each segment at its
+ * address, carved so that the blocks live then sit at their recorded addresses (r->addr_of maps
+ * them), the free gaps between them cached. Counts what could not be placed in *misses.
+ * Returns 0, or -1 when host memory runs out. */
+__attribute__((warn_unused_result)) int
+replay_start_state(struct replay_run *r, const struct alloc_config *config, size_t *misses);
+
+#endif

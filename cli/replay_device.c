@@ -1,0 +1,121 @@
+/* replay_device.c: the in-process fake device of `cuprof replay`: recorded segment addresses where
+ *   the sizes agree, else fresh ones above every recorded address; events complete at once. */
+#include <stdlib.h>
+
+#include "allocator/cuprof_errors.h"
+#include "allocator/trace_sink.h"
+#include "cli/replay.h"
+
+static int
+fake_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    if (f->used + size > f->capacity)
+        return -CUPROF_ENOMEM;
+    *addr = 0;
+    if (f->forced_addr != 0) {
+        *addr = f->forced_addr;
+        f->forced_addr = 0;
+    }
+    for (size_t i = f->cursor; *addr == 0 && f->trace && i < f->trace->count; i++) {
+        const struct snap_entry *e = &f->trace->entries[i];
+        if (e->action != TRACE_SEGMENT_ALLOC)
+            continue;
+        if (e->size == size && addr_map_get(&f->live, e->addr) == NULL) {
+            *addr = e->addr;
+            f->cursor = i + 1;
+        }
+        break;
+    }
+    if (*addr == 0) {
+        *addr = f->bump;
+        f->bump += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+    }
+    if (addr_map_put(&f->live, *addr, size, 0) != 0)
+        return -CUPROF_EHOSTMEM;
+    f->used += size;
+    if (f->made_count < sizeof(f->made) / sizeof(f->made[0]))
+        f->made[f->made_count++] = size;
+    return 0;
+}
+
+static int
+fake_segment_free(void *ctx, int device, uint64_t addr, size_t size)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    (void)addr_map_remove(&f->live, addr, NULL);
+    f->used -= size;
+    return 0;
+}
+
+static int
+fake_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    *free_bytes = f->capacity - f->used;
+    *total = f->capacity;
+    return 0;
+}
+
+/* Events complete at once: the recorded free_completed already says when blocks came back. */
+static int
+fake_event_create(void *ctx, int device, void **event)
+{
+    (void)ctx;
+    (void)device;
+    *event = malloc(1);
+    return *event ? 0 : -CUPROF_EHOSTMEM;
+}
+
+static int
+fake_event_record(void *ctx, void *event, uint64_t stream)
+{
+    (void)ctx;
+    (void)event;
+    (void)stream;
+    return 0;
+}
+
+static int
+fake_event_query(void *ctx, void *event)
+{
+    (void)ctx;
+    (void)event;
+    return 0;
+}
+
+static int
+fake_event_destroy(void *ctx, void *event)
+{
+    (void)ctx;
+    free(event);
+    return 0;
+}
+
+static int
+fake_synchronize(void *ctx, int device)
+{
+    (void)ctx;
+    (void)device;
+    return 0;
+}
+
+void
+replay_device_ops(struct fake_device *f, struct device_ops *ops)
+{
+    *ops = (struct device_ops){
+        .ctx = f,
+        .segment_alloc = fake_segment_alloc,
+        .segment_free = fake_segment_free,
+        .mem_info = fake_mem_info,
+        .event_create = fake_event_create,
+        .event_record = fake_event_record,
+        .event_query = fake_event_query,
+        .event_synchronize = fake_event_query,
+        .event_destroy = fake_event_destroy,
+        .synchronize = fake_synchronize,
+    };
+}

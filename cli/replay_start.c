@@ -1,0 +1,210 @@
+/* replay_start.c: the starting state of a replay that begins mid-run: the segments and live blocks
+ *   at the first entry (rebuilt backwards from the snapshot, as MemoryViz does) recreated in the
+ *   allocator at their recorded addresses, with the free gaps between them cached. */
+#include <stdlib.h>
+
+#include "allocator/alloc_policy.h"
+#include "allocator/trace_sink.h"
+#include "cli/analysis.h"
+#include "cli/replay.h"
+
+/* The trace's allocs and frees by address, to see where free blocks of the starting state began
+ * (pytorch-allocator.md §6.5): a block is always handed out from the start of a free block. */
+struct addr_index {
+    uint64_t addr;
+    size_t index;
+};
+
+struct trace_index {
+    struct addr_index *allocs, *frees;
+    size_t nallocs, nfrees;
+};
+
+static int
+addr_index_cmp(const void *a, const void *b)
+{
+    const struct addr_index *x = a, *y = b;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static int
+trace_index_build(const struct snap_device_trace *t, struct trace_index *ix)
+{
+    size_t n = t ? t->count : 0;
+    ix->allocs = malloc((n + 1) * sizeof(struct addr_index));
+    ix->frees = malloc((n + 1) * sizeof(struct addr_index));
+    ix->nallocs = ix->nfrees = 0;
+    if (ix->allocs == NULL || ix->frees == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const struct snap_entry *e = &t->entries[i];
+        if (e->action == TRACE_ALLOC)
+            ix->allocs[ix->nallocs++] = (struct addr_index){e->addr, i};
+        else if (e->action == TRACE_FREE_REQUESTED || e->action == TRACE_FREE_COMPLETED)
+            ix->frees[ix->nfrees++] = (struct addr_index){e->addr, i};
+    }
+    qsort(ix->allocs, ix->nallocs, sizeof(struct addr_index), addr_index_cmp);
+    qsort(ix->frees, ix->nfrees, sizeof(struct addr_index), addr_index_cmp);
+    return 0;
+}
+
+/* The first item at an address >= addr. */
+static size_t
+addr_index_lower(const struct addr_index *v, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Where the free block in [lo, hi) behind the live block at `owner` began: the first address the
+ * trace allocates in the gap while that block is still live; 0 when the trace never does. */
+static uint64_t
+gap_start(const struct trace_index *ix, uint64_t owner, uint64_t lo, uint64_t hi)
+{
+    size_t f = addr_index_lower(ix->frees, ix->nfrees, owner);
+    size_t freed_at = f < ix->nfrees && ix->frees[f].addr == owner ? ix->frees[f].index : SIZE_MAX;
+    uint64_t start = 0;
+    size_t first = freed_at;
+    for (size_t i = addr_index_lower(ix->allocs, ix->nallocs, lo);
+         i < ix->nallocs && ix->allocs[i].addr < hi; i++)
+        if (ix->allocs[i].index < first) {
+            first = ix->allocs[i].index;
+            start = ix->allocs[i].addr;
+        }
+    return start;
+}
+
+static int
+rebuild(struct replay_run *r, const struct alloc_config *config, const struct trace_index *ix,
+        size_t *misses)
+{
+    struct addr_map segs;
+    if (analysis_segments_at(r->snap, r->device, 0, &segs) != 0) {
+        addr_map_free(&segs);
+        return -1;
+    }
+    struct addr_map_item *seg, *live;
+    size_t nseg = addr_map_sorted(&segs, &seg), nlive;
+    addr_map_free(&segs);
+    if (nseg == (size_t)-1 || analysis_live_at(r->snap, r->device, 0, &live, &nlive) != 0) {
+        free(seg);
+        return -1;
+    }
+    /* Fillers: at most one per gap, or one per MiB of a small segment. */
+    size_t cap = 2 * nlive + 1;
+    for (size_t s = 0; s < nseg; s++)
+        cap += 1 + (size_t)(seg[s].size >> 20);
+    uint64_t *fillers = malloc(cap * sizeof(uint64_t));
+    size_t nfill = 0, b = 0;
+    if (fillers == NULL) {
+        free(seg);
+        free(live);
+        return -1;
+    }
+    for (size_t s = 0; s < nseg; s++) {
+        uint64_t start = seg[s].addr, end = seg[s].addr + seg[s].size, cursor = start;
+        /* A segment the trace frees later is not in the snapshot: PyTorch's small-pool segments
+         * are exactly 2 MiB (large ones never are), and its segment_free has the stream. */
+        bool small = seg[s].size == (2u << 20);
+        uint64_t stream = 0;
+        if (seg[s].stack != ANALYSIS_SEGMENT_UNKNOWN) {
+            small = (seg[s].stack & 1) != 0;
+            stream = r->snap->segments[seg[s].stack >> 1].stream;
+        } else {
+            const struct snap_device_trace *t = &r->snap->device_traces[r->device];
+            for (size_t i = 0; i < t->count; i++)
+                if (t->entries[i].action == TRACE_SEGMENT_FREE && t->entries[i].addr == start) {
+                    stream = t->entries[i].stream;
+                    break;
+                }
+        }
+        /* Make the segment: one request that needs exactly this segment, then cache it. */
+        uint64_t addr;
+        r->dev.forced_addr = start;
+        if (allocator_malloc(r->alloc, (int)r->device, small ? 512 : seg[s].size, stream, 0,
+                             &addr) != 0 ||
+            allocator_free(r->alloc, addr, 0) != 0) {
+            (*misses)++;
+            continue;
+        }
+        r->dev.forced_addr = 0;
+        if (addr != start)
+            (*misses)++;
+        for (; b < nlive && live[b].addr < start; b++)
+            (*misses)++;
+        for (; cursor < end; b++) {
+            bool have = b < nlive && live[b].addr < end;
+            uint64_t next = have ? live[b].addr : end;
+            /* A free gap (or the segment's free tail): hold it with fillers from the segment's
+             * own pool (small-pool requests are at most 1 MiB). */
+            while (next > cursor) {
+                uint64_t piece = next - cursor;
+                if (small && piece > (1u << 20))
+                    piece = 1u << 20;
+                if (allocator_malloc(r->alloc, (int)r->device, piece, stream, 0, &addr) != 0 ||
+                    addr != cursor) {
+                    (*misses)++;
+                    cursor = next;
+                    break;
+                }
+                fillers[nfill++] = addr;
+                cursor += piece;
+            }
+            if (!have)
+                break;
+            /* PyTorch: a remainder of 1 MiB or less behind a large block stays in it; later it
+             * may border a larger free block, whose start the trace's first alloc there shows. */
+            uint64_t size = alloc_policy_round_size(config, live[b].size);
+            uint64_t limit = b + 1 < nlive && live[b + 1].addr < end ? live[b + 1].addr : end;
+            uint64_t begins = small || limit <= cursor + size
+                                  ? 0
+                                  : gap_start(ix, live[b].addr, cursor + size, limit);
+            if (begins != 0)
+                size = begins - cursor;
+            else if (!small && limit - cursor - size <= (1u << 20) && limit >= cursor + size)
+                size = limit - cursor;
+            if (allocator_malloc(r->alloc, (int)r->device, size, stream, live[b].stack, &addr) !=
+                    0 ||
+                addr != cursor) {
+                (*misses)++;
+                cursor = limit;
+                continue;
+            }
+            if (addr_map_put(&r->addr_of, live[b].addr, addr, 0) != 0)
+                break;
+            cursor += size;
+        }
+    }
+    for (; b < nlive; b++)
+        (*misses)++;
+    for (size_t i = 0; i < nfill; i++)
+        if (allocator_free(r->alloc, fillers[i], 0) != 0)
+            (*misses)++;
+    free(fillers);
+    free(seg);
+    free(live);
+    return 0;
+}
+
+int
+replay_start_state(struct replay_run *r, const struct alloc_config *config, size_t *misses)
+{
+    const struct snap_device_trace *t =
+        r->device < r->snap->device_count ? &r->snap->device_traces[r->device] : NULL;
+    struct trace_index ix;
+    int rc = trace_index_build(t, &ix);
+    if (rc == 0)
+        rc = rebuild(r, config, &ix, misses);
+    free(ix.allocs);
+    free(ix.frees);
+    return rc;
+}
