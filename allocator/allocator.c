@@ -443,6 +443,19 @@ allocator_set_memory_fraction(struct allocator *alloc, int device, double fracti
 }
 
 void
+allocator_set_roundup_divisions(struct allocator *alloc,
+                                const uint32_t divisions[ALLOC_CONFIG_ROUNDUP_INTERVALS])
+{
+    /* Every device reads alloc->config under its own lock: hold them all (in index order). */
+    for (int d = 0; d < alloc->device_count; d++)
+        alloc_lock_acquire(&alloc->devices[d].lock);
+    memcpy(alloc->config.roundup_power2_divisions, divisions,
+           sizeof(alloc->config.roundup_power2_divisions));
+    for (int d = alloc->device_count; d-- > 0;)
+        alloc_lock_release(&alloc->devices[d].lock);
+}
+
+void
 allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *out)
 {
     struct alloc_device *dev = device_at(alloc, device);

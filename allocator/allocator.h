@@ -79,6 +79,12 @@ void allocator_process_events(struct allocator *alloc, int device);
 /* PyTorch's set_per_process_memory_fraction. */
 int allocator_set_memory_fraction(struct allocator *alloc, int device, double fraction);
 
+/* Replaces the roundup_power2_divisions setting for later requests (blocks handed out keep their
+ * sizes): a tool that rebuilds a recorded state block by block (cuprof replay) places the exact
+ * recorded sizes with no divisions, then switches to the recorded ones. Takes every device lock. */
+void allocator_set_roundup_divisions(struct allocator *alloc,
+                                     const uint32_t divisions[ALLOC_CONFIG_ROUNDUP_INTERVALS]);
+
 /* Copies of the per-device counters (PyTorch's memory_stats), and their resets. */
 void allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *out);
 /* The same with the device lock already held (a dump copies stats with the block table). */

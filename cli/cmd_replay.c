@@ -115,7 +115,11 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, bool r
     addr_map_init(&r.addr_of);
     struct device_ops ops;
     replay_device_ops(&r.dev, &ops);
-    r.alloc = allocator_create(&config, &ops, NULL, (int)device + 1);
+    /* The starting state is rebuilt with exact sizes (its blocks were rounded when they were
+     * made, and its fillers hold exact gaps): no rounding divisions until it stands. */
+    struct alloc_config exact = config;
+    memset(exact.roundup_power2_divisions, 0, sizeof(exact.roundup_power2_divisions));
+    r.alloc = allocator_create(&exact, &ops, NULL, (int)device + 1);
     if (r.alloc == NULL) {
         fprintf(stderr, "cuprof: replay: out of memory\n");
         return CLI_BADUSE;
@@ -124,6 +128,7 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, bool r
     r.dev.cursor = t ? t->count : 0;
     if (replay_start_state(&r, &config, &res->prelude_misses) != 0)
         goto oom;
+    allocator_set_roundup_divisions(r.alloc, config.roundup_power2_divisions);
     r.dev.cursor = 0;
     struct cli_progress progress;
     cli_progress_begin(&progress, "replaying");

@@ -41,10 +41,11 @@ struct replay_run {
     size_t diffs_shown;
 };
 
-/* Recreates the state at the first entry in r->alloc (created with `config`): each segment at its
- * address, carved so that the blocks live then sit at their recorded addresses (r->addr_of maps
- * them), the free gaps between them cached. Counts what could not be placed in *misses.
- * Returns 0, or -1 when host memory runs out. */
+/* Recreates the state at the first entry in r->alloc: each segment at its address, carved so that
+ * the blocks live then sit at their recorded addresses (r->addr_of maps them), the free gaps
+ * between them cached. r->alloc has no rounding divisions yet (every size asked here is exact);
+ * `config`, the replayed setting, says how the blocks were rounded when they were made. Counts
+ * what could not be placed in *misses. Returns 0, or -1 when host memory runs out. */
 __attribute__((warn_unused_result)) int
 replay_start_state(struct replay_run *r, const struct alloc_config *config, size_t *misses);
 

@@ -263,8 +263,11 @@ class MidRun(unittest.TestCase):
     def test_ring_dropped_entries(self):
         # A small ring: the snapshot's segments hold more than its trace explains.
         for app in ("train_loop", "threads", "driver_api"):
+            # Rounding divisions too, where the app's history is the same every run.
+            confs = ("", "max_split_size_mb:64") + \
+                (("roundup_power2_divisions:4",) if app != "threads" else ())
             for n in (150, 300):
-                for conf in ("", "max_split_size_mb:64"):
+                for conf in confs:
                     path, snap, _ = record(app, "mid-%s-%d" % (app, n),
                                            options=("--alloc-conf", conf),
                                            CUPROF_MAX_ENTRIES=str(n))
@@ -274,15 +277,19 @@ class MidRun(unittest.TestCase):
 
     def test_every_cut(self):
         # The history cut at every third entry: each start state is rebuilt from the segments.
-        for app in ("train_loop", "threads"):
-            _, snap, _ = record(app, "cut-" + app, "6" if app == "train_loop" else "4")
+        # With rounding divisions the rebuilt blocks keep their recorded (rounded) sizes
+        # (train_loop: one thread, the same history every run).
+        for app, conf in (("train_loop", ""), ("threads", ""),
+                          ("train_loop", "roundup_power2_divisions:4")):
+            _, snap, _ = record(app, "cut-" + app, "6" if app == "train_loop" else "4",
+                                options=("--alloc-conf", conf))
             trace = snap["device_traces"][0]
             for cut in range(1, len(trace), 3):
                 mid = dict(snap, device_traces=[trace[cut:]])
                 path = os.path.join(WORK, "cut.pickle")
                 with open(path, "wb") as f:
                     pickle.dump(mid, f, protocol=4)
-                replay_check(self, path, mid, (app, cut))
+                replay_check(self, path, mid, (app, conf, cut))
 
 
 class Diff(unittest.TestCase):
