@@ -1,13 +1,14 @@
 /* symbolize.c: libdw (dwfl over /proc/self/maps) lookups of return addresses, with inlined
  * frames from the DWARF scope chain, C++ names demangled with libstdc++'s __cxa_demangle
- * (already loaded, or dlopen'ed at dump time), an ip -> frames cache and interned strings. */
+ * (already loaded, or dlopen'ed at dump time), an ip -> frames cache and interned strings.
+ * libdw itself is dlopen'ed (dw_api.c); without it, dladdr gives name and module, line 0. */
 #include "snapshot/symbolize.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
-#include <elfutils/libdw.h>
-#include <elfutils/libdwfl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <link.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "allocator/cuprof_errors.h"
+#include "snapshot/dw_api.h"
 #include "snapshot/symbolize_cu.h"
 
 /* Frames one ip can expand to (inlining depth); deeper chains keep the innermost ones. */
@@ -29,7 +31,9 @@ struct sym_cache_slot {
 };
 
 struct symbolizer {
-    Dwfl *dwfl;
+    const struct dw_api *dw; /* NULL: libdw not loadable */
+    Dwfl_Callbacks callbacks;
+    Dwfl *dwfl; /* NULL: dladdr fallback */
     struct cu_index_set *cus;
     bool refreshed; /* /proc/self/maps re-read once after a miss (a library loaded since) */
     struct symbolized_frame *frames;
@@ -45,11 +49,6 @@ struct symbolizer {
 };
 
 static char *g_debuginfo_path;
-static const Dwfl_Callbacks g_callbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
-    .debuginfo_path = &g_debuginfo_path,
-};
 
 static uint64_t
 hash_bytes(const char *s)
@@ -100,6 +99,32 @@ sym_intern(struct symbolizer *sym, const char *s)
     return sym->strings[i];
 }
 
+/* Reports this process's modules to a new dwfl. A dwfl that cannot be set up (no /proc?) leaves
+ * sym->dwfl NULL: the dladdr fallback. Returns -1 only when out of memory. */
+static int
+sym_dwfl_setup(struct symbolizer *sym)
+{
+    const struct dw_api *dw = sym->dw;
+    sym->cus = cu_index_set_create(dw);
+    if (sym->cus == NULL)
+        return -1;
+    sym->callbacks = (Dwfl_Callbacks){
+        .find_elf = dw->dwfl_linux_proc_find_elf,
+        .find_debuginfo = dw->dwfl_standard_find_debuginfo,
+        .debuginfo_path = &g_debuginfo_path,
+    };
+    sym->dwfl = dw->dwfl_begin(&sym->callbacks);
+    if (sym->dwfl == NULL)
+        return 0;
+    dw->dwfl_report_begin(sym->dwfl);
+    int rc = dw->dwfl_linux_proc_report(sym->dwfl, getpid());
+    if (dw->dwfl_report_end(sym->dwfl, NULL, NULL) != 0 || rc != 0) {
+        dw->dwfl_end(sym->dwfl);
+        sym->dwfl = NULL;
+    }
+    return 0;
+}
+
 struct symbolizer *
 symbolizer_create(void)
 {
@@ -110,18 +135,16 @@ symbolizer_create(void)
     sym->string_mask = 1023;
     sym->cache = calloc(sym->cache_mask + 1, sizeof(*sym->cache));
     sym->strings = calloc(sym->string_mask + 1, sizeof(*sym->strings));
-    sym->cus = cu_index_set_create();
-    sym->dwfl = dwfl_begin(&g_callbacks);
-    if (sym->cache == NULL || sym->strings == NULL || sym->cus == NULL || sym->dwfl == NULL)
-        goto fail;
-    dwfl_report_begin(sym->dwfl);
-    int rc = dwfl_linux_proc_report(sym->dwfl, getpid());
-    if (dwfl_report_end(sym->dwfl, NULL, NULL) != 0 || rc != 0)
-        goto fail;
+    if (sym->cache == NULL || sym->strings == NULL) {
+        symbolizer_destroy(sym);
+        return NULL;
+    }
+    sym->dw = dw_api_get();
+    if (sym->dw != NULL && sym_dwfl_setup(sym) != 0) {
+        symbolizer_destroy(sym);
+        return NULL;
+    }
     return sym;
-fail:
-    symbolizer_destroy(sym);
-    return NULL;
 }
 
 void
@@ -130,7 +153,7 @@ symbolizer_destroy(struct symbolizer *sym)
     if (sym == NULL)
         return;
     if (sym->dwfl != NULL)
-        dwfl_end(sym->dwfl);
+        sym->dw->dwfl_end(sym->dwfl);
     cu_index_set_destroy(sym->cus);
     if (sym->strings != NULL) {
         for (size_t i = 0; i <= sym->string_mask; i++)
@@ -190,52 +213,100 @@ sym_name(struct symbolizer *sym, const char *raw)
 /* The raw name of a function DIE: its linkage name (mangled, C++) or plain name, following
  * DW_AT_abstract_origin / DW_AT_specification for inlined and out-of-line definitions. */
 static const char *
-die_function_name(Dwarf_Die *die)
+die_function_name(const struct dw_api *dw, Dwarf_Die *die)
 {
     Dwarf_Attribute attr;
-    const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+    const char *name =
+        dw->dwarf_formstring(dw->dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
     if (name == NULL)
-        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+        name = dw->dwarf_formstring(dw->dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
     if (name == NULL)
-        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+        name = dw->dwarf_formstring(dw->dwarf_attr_integrate(die, DW_AT_name, &attr));
     return name;
 }
 
 static const char *
-module_path(Dwfl_Module *mod, Dwarf_Addr *start)
+module_path(const struct dw_api *dw, Dwfl_Module *mod, Dwarf_Addr *start)
 {
-    const char *name = dwfl_module_info(mod, NULL, start, NULL, NULL, NULL, NULL, NULL);
+    const char *name = dw->dwfl_module_info(mod, NULL, start, NULL, NULL, NULL, NULL, NULL);
     return name != NULL ? name : "??";
+}
+
+/* "<module basename>+0x<offset>" for an address without a symbol. */
+static const char *
+sym_offset_name(struct symbolizer *sym, const char *path, uintptr_t offset)
+{
+    const char *base = strrchr(path, '/');
+    char buf[512];
+    /* A longer name is cut short: still a readable frame. */
+    if (snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, base != NULL ? base + 1 : path,
+                 (uint64_t)offset) < 0)
+        return sym_intern(sym, "<unknown>");
+    return sym_intern(sym, buf);
+}
+
+/* Without libdw: the dynamic symbol dladdr finds (exported functions only) or module+offset,
+ * the module's path as filename, line 0. Returns 1, or -1 when out of memory. */
+static int
+sym_resolve_dladdr(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out)
+{
+    Dl_info info;
+    struct link_map *map = NULL;
+    if (dladdr1((void *)addr, &info, (void **)&map, RTLD_DL_LINKMAP) == 0 ||
+        info.dli_fname == NULL) {
+        out[0] = (struct symbolized_frame){sym_intern(sym, "<unknown>"), sym_intern(sym, "??"), 0};
+        return out[0].name != NULL && out[0].filename != NULL ? 1 : -1;
+    }
+    /* The main program's link map has an empty name and dli_fname is argv[0]: use its path. */
+    const char *path = info.dli_fname;
+    char exe[PATH_MAX];
+    if (map != NULL && map->l_name != NULL && map->l_name[0] == '\0') {
+        ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (len > 0) {
+            exe[len] = '\0';
+            path = exe;
+        }
+    }
+    if (info.dli_sname != NULL)
+        out[0].name = sym_name(sym, info.dli_sname);
+    else
+        out[0].name = sym_offset_name(sym, path, addr - (uintptr_t)info.dli_fbase);
+    out[0].filename = sym_intern(sym, path);
+    out[0].line = 0;
+    return out[0].name != NULL && out[0].filename != NULL ? 1 : -1;
 }
 
 /* Fills up to SYM_MAX_INLINE frames for addr (already ip - 1); returns how many, or -1 on OOM. */
 static int
 sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out)
 {
-    Dwfl_Module *mod = dwfl_addrmodule(sym->dwfl, addr);
+    if (sym->dwfl == NULL)
+        return sym_resolve_dladdr(sym, addr, out);
+    const struct dw_api *dw = sym->dw;
+    Dwfl_Module *mod = dw->dwfl_addrmodule(sym->dwfl, addr);
     if (mod == NULL && !sym->refreshed) {
         sym->refreshed = true;
-        dwfl_report_begin_add(sym->dwfl);
-        (void)dwfl_linux_proc_report(sym->dwfl, getpid());
-        (void)dwfl_report_end(sym->dwfl, NULL, NULL);
-        mod = dwfl_addrmodule(sym->dwfl, addr);
+        dw->dwfl_report_begin_add(sym->dwfl);
+        (void)dw->dwfl_linux_proc_report(sym->dwfl, getpid());
+        (void)dw->dwfl_report_end(sym->dwfl, NULL, NULL);
+        mod = dw->dwfl_addrmodule(sym->dwfl, addr);
     }
     if (mod == NULL) {
         out[0] = (struct symbolized_frame){sym_intern(sym, "<unknown>"), sym_intern(sym, "??"), 0};
         return out[0].name != NULL && out[0].filename != NULL ? 1 : -1;
     }
     Dwarf_Addr mod_start = 0;
-    const char *path = module_path(mod, &mod_start);
+    const char *path = module_path(dw, mod, &mod_start);
 
     /* The line of the innermost frame comes from the line table. */
     int lineno = 0;
     const char *src = NULL;
-    Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
+    Dwfl_Line *line = dw->dwfl_module_getsrc(mod, addr);
     if (line != NULL)
-        src = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
+        src = dw->dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
 
     Dwarf_Addr bias = 0;
-    Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+    Dwarf_Die *cu = dw->dwfl_module_addrdie(mod, addr, &bias);
     Dwarf_Die funcs[SYM_MAX_INLINE];
     int nfuncs =
         cu != NULL ? cu_index_functions(sym->cus, cu, addr - bias, funcs, SYM_MAX_INLINE) : 0;
@@ -243,7 +314,7 @@ sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out
         return -1;
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
-    if (cu != NULL && dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
+    if (cu != NULL && dw->dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
         files = NULL;
     /* funcs: inlined_subroutine* then their subprogram. Frame k+1's location is where frame k
      * was inlined (its DW_AT_call_file/call_line). */
@@ -251,7 +322,7 @@ sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out
     int64_t at_line = lineno;
     int n = 0;
     for (; n < nfuncs; n++) {
-        const char *raw = die_function_name(&funcs[n]);
+        const char *raw = die_function_name(dw, &funcs[n]);
         out[n].name = sym_name(sym, raw != NULL ? raw : "<unknown>");
         out[n].filename = sym_intern(sym, file != NULL ? file : path);
         out[n].line = file != NULL ? at_line : 0;
@@ -261,25 +332,22 @@ sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out
         Dwarf_Word call_file = 0, call_line = 0;
         file = NULL;
         at_line = 0;
-        if (dwarf_formudata(dwarf_attr(&funcs[n], DW_AT_call_file, &attr), &call_file) == 0 &&
+        if (dw->dwarf_formudata(dw->dwarf_attr(&funcs[n], DW_AT_call_file, &attr), &call_file) ==
+                0 &&
             files != NULL && call_file < nfiles)
-            file = dwarf_filesrc(files, call_file, NULL, NULL);
-        if (dwarf_formudata(dwarf_attr(&funcs[n], DW_AT_call_line, &attr), &call_line) == 0)
+            file = dw->dwarf_filesrc(files, call_file, NULL, NULL);
+        if (dw->dwarf_formudata(dw->dwarf_attr(&funcs[n], DW_AT_call_line, &attr), &call_line) == 0)
             at_line = (int64_t)call_line;
     }
     if (n > 0)
         return n;
 
     /* No DWARF function: the ELF symbol (or module+offset), with the line table if any. */
-    const char *symname = dwfl_module_addrname(mod, addr);
+    const char *symname = dw->dwfl_module_addrname(mod, addr);
     if (symname != NULL) {
         out[0].name = sym_name(sym, symname);
     } else {
-        const char *base = strrchr(path, '/');
-        char buf[512];
-        snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, base != NULL ? base + 1 : path,
-                 (uint64_t)(addr - mod_start));
-        out[0].name = sym_intern(sym, buf);
+        out[0].name = sym_offset_name(sym, path, addr - mod_start);
     }
     out[0].filename = sym_intern(sym, src != NULL ? src : path);
     out[0].line = src != NULL ? lineno : 0;

@@ -1,5 +1,5 @@
 /* symbolize.h: turns instruction pointers of this process into PyTorch frames {name, filename,
- *   line} with libdw (DWARF lines, inlined frames, demangled C++), at dump time.
+ *   line} with libdw (DWARF lines, inlined frames, demangled C++) or dladdr, at dump time.
  * Locking: none: a symbolizer belongs to one thread (the dumper).
  * Hot path: no (mallocs, reads /proc/self/maps and debug info). */
 #ifndef CUPROF_SYMBOLIZE_H
@@ -9,7 +9,9 @@
 #include <stdint.h>
 
 /* PyTorch's frame dict. Without DWARF: name = the (demangled) ELF symbol or "<module>+0x<off>",
- * filename = the module's path, line 0. Unknown address: name "<unknown>", filename "??". */
+ * filename = the module's path, line 0. Unknown address: name "<unknown>", filename "??".
+ * Without libdw.so.1 (dlopen'ed at the first symbolizer_create, never linked): dladdr's name
+ * (dynamic symbols only, demangled) or "<module>+0x<off>", the module's path, line 0. */
 struct symbolized_frame {
     const char *name;
     const char *filename;
@@ -18,7 +20,8 @@ struct symbolized_frame {
 
 struct symbolizer;
 
-/* NULL if out of memory or libdw cannot be set up for this process. */
+/* NULL only if out of memory: when libdw is missing or cannot read this process's modules, the
+ * symbolizer falls back to dladdr. */
 struct symbolizer *symbolizer_create(void);
 
 /* Frames for one return address (ip - 1 is looked up), innermost first: an ip inside inlined
@@ -30,7 +33,7 @@ __attribute__((warn_unused_result)) int symbolizer_lookup(struct symbolizer *sym
                                                           struct symbolized_frame *out, size_t cap,
                                                           size_t *count);
 
-/* Number of distinct ips resolved with libdw so far (cache misses): a test and bench figure. */
+/* Number of distinct ips resolved so far (cache misses): a test and bench figure. */
 size_t symbolizer_resolved_count(const struct symbolizer *sym);
 
 void symbolizer_destroy(struct symbolizer *sym);

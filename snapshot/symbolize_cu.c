@@ -18,6 +18,7 @@ struct fn_range {
 };
 
 struct cu_index {
+    const struct dw_api *dw;
     Dwarf *dbg;
     Dwarf_Off cu_off;
     struct fn_node *nodes;
@@ -27,15 +28,19 @@ struct cu_index {
 };
 
 struct cu_index_set {
+    const struct dw_api *dw;
     struct cu_index *cus;
     size_t count, cap;
     size_t last; /* consecutive return addresses usually share a CU */
 };
 
 struct cu_index_set *
-cu_index_set_create(void)
+cu_index_set_create(const struct dw_api *dw)
 {
-    return calloc(1, sizeof(struct cu_index_set));
+    struct cu_index_set *set = calloc(1, sizeof(*set));
+    if (set != NULL)
+        set->dw = dw;
+    return set;
 }
 
 void
@@ -70,17 +75,18 @@ grow(void **items, size_t *cap, size_t count, size_t size)
 static bool
 index_walk(struct cu_index *ix, Dwarf_Die *die, int32_t parent, int32_t depth)
 {
+    const struct dw_api *dw = ix->dw;
     Dwarf_Die child;
-    if (dwarf_child(die, &child) != 0)
+    if (dw->dwarf_child(die, &child) != 0)
         return true;
     do {
-        int tag = dwarf_tag(&child);
+        int tag = dw->dwarf_tag(&child);
         int32_t inner = parent;
         if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
             Dwarf_Addr base, lo, hi;
             ptrdiff_t off = 0;
             int32_t node = -1;
-            while ((off = dwarf_ranges(&child, off, &base, &lo, &hi)) > 0) {
+            while ((off = dw->dwarf_ranges(&child, off, &base, &lo, &hi)) > 0) {
                 if (hi <= lo)
                     continue;
                 if (node < 0) {
@@ -88,7 +94,7 @@ index_walk(struct cu_index *ix, Dwarf_Die *die, int32_t parent, int32_t depth)
                               sizeof(*ix->nodes)))
                         return false;
                     node = (int32_t)ix->node_count++;
-                    ix->nodes[node] = (struct fn_node){dwarf_dieoffset(&child), parent, depth};
+                    ix->nodes[node] = (struct fn_node){dw->dwarf_dieoffset(&child), parent, depth};
                 }
                 if (!grow((void **)&ix->ranges, &ix->range_cap, ix->range_count,
                           sizeof(*ix->ranges)))
@@ -98,9 +104,9 @@ index_walk(struct cu_index *ix, Dwarf_Die *die, int32_t parent, int32_t depth)
             if (node >= 0)
                 inner = node;
         }
-        if (dwarf_haschildren(&child) > 0 && !index_walk(ix, &child, inner, depth + 1))
+        if (dw->dwarf_haschildren(&child) > 0 && !index_walk(ix, &child, inner, depth + 1))
             return false;
-    } while (dwarf_siblingof(&child, &child) == 0);
+    } while (dw->dwarf_siblingof(&child, &child) == 0);
     return true;
 }
 
@@ -114,8 +120,9 @@ range_cmp(const void *a, const void *b)
 static struct cu_index *
 cu_index_get(struct cu_index_set *set, Dwarf_Die *cudie)
 {
-    Dwarf *dbg = dwarf_cu_getdwarf(cudie->cu);
-    Dwarf_Off off = dwarf_dieoffset(cudie);
+    const struct dw_api *dw = set->dw;
+    Dwarf *dbg = dw->dwarf_cu_getdwarf(cudie->cu);
+    Dwarf_Off off = dw->dwarf_dieoffset(cudie);
     if (set->last < set->count && set->cus[set->last].dbg == dbg &&
         set->cus[set->last].cu_off == off)
         return &set->cus[set->last];
@@ -128,7 +135,7 @@ cu_index_get(struct cu_index_set *set, Dwarf_Die *cudie)
     if (!grow((void **)&set->cus, &set->cap, set->count, sizeof(*set->cus)))
         return NULL;
     struct cu_index *ix = &set->cus[set->count];
-    *ix = (struct cu_index){.dbg = dbg, .cu_off = off};
+    *ix = (struct cu_index){.dw = dw, .dbg = dbg, .cu_off = off};
     if (!index_walk(ix, cudie, -1, 0)) {
         free(ix->nodes);
         free(ix->ranges);
@@ -153,12 +160,13 @@ cu_index_functions(struct cu_index_set *set, Dwarf_Die *cudie, Dwarf_Addr pc, Dw
         if (pc < r->hi && (best < 0 || ix->nodes[r->node].depth > ix->nodes[best].depth))
             best = r->node;
     }
+    const struct dw_api *dw = set->dw;
     int n = 0;
     for (int32_t node = best; node >= 0 && n < cap; node = ix->nodes[node].parent) {
-        if (dwarf_offdie(ix->dbg, ix->nodes[node].die, &out[n]) == NULL)
+        if (dw->dwarf_offdie(ix->dbg, ix->nodes[node].die, &out[n]) == NULL)
             break;
         n++;
-        if (dwarf_tag(&out[n - 1]) == DW_TAG_subprogram)
+        if (dw->dwarf_tag(&out[n - 1]) == DW_TAG_subprogram)
             break;
     }
     return n;

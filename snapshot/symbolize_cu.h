@@ -6,11 +6,12 @@
 #ifndef CUPROF_SYMBOLIZE_CU_H
 #define CUPROF_SYMBOLIZE_CU_H
 
-#include <elfutils/libdw.h>
+#include "snapshot/dw_api.h"
 
 struct cu_index_set;
 
-struct cu_index_set *cu_index_set_create(void);
+/* dw: the loaded libdw table (dw_api_get() != NULL). */
+struct cu_index_set *cu_index_set_create(const struct dw_api *dw);
 void cu_index_set_destroy(struct cu_index_set *set);
 
 /* The function DIEs containing pc (a DWARF address: module address minus bias) in the concrete

@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""libcuprof.so exports exactly the intended list, unversioned, and needs no CUDA library.
+"""libcuprof.so exports exactly the intended list, unversioned, and needs glibc only.
+
+A preloaded library's NEEDED entry that a machine lacks kills every process it is preloaded into
+(exit 127), and a dependency's exports enter the program's global scope: libdw and libunwind are
+dlopen'ed RTLD_LOCAL at run time instead, never linked.
 
 Usage: check_exports.py LIBCUPROF NM READELF
 The expected list is written here independently of preload/libcuprof.map and preload/exports.c.
@@ -24,6 +28,12 @@ CUDA_EXPORTS = {
     "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",
     "cudaMallocPitch", "cudaMalloc3D", "cudaMallocManaged", "cudaMemGetInfo", "cudaDeviceReset",
 }
+
+# The only libraries libcuprof.so may need: glibc itself and its parts, plus the sanitizer
+# runtimes an ASan/UBSan build links in (such a build is never preloaded on its own).
+GLIBC_PARTS = re.compile(r"^(libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|"
+                         r"ld-linux[-\w.]*\.so\.\d+)$")
+SANITIZER_RUNTIMES = re.compile(r"^lib(asan|ubsan|tsan|lsan|hwasan)\.so\.\d+$")
 
 
 def run(*cmd):
@@ -63,6 +73,11 @@ def main():
         failures.append(f"NEEDED on CUDA libraries: {cuda_needed}")
     if not needed:
         failures.append("readelf -d shows no NEEDED at all (wrong file?)")
+    if "libc.so.6" not in needed:
+        failures.append(f"libc.so.6 is not NEEDED (wrong file?): {needed}")
+    not_glibc = [n for n in needed if not GLIBC_PARTS.match(n) and not SANITIZER_RUNTIMES.match(n)]
+    if not_glibc:
+        failures.append(f"NEEDED on libraries other than glibc: {not_glibc}")
 
     undefined = run(nm, "-D", "--undefined-only", lib).split()
     cu_undefined = sorted(s for s in undefined if re.match(r"cu[A-Z]|cuda[A-Z]", s))
