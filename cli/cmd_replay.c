@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator/alloc_policy.h"
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
 #include "cli/analysis.h"
@@ -84,10 +85,19 @@ recorded_trace_mode(const struct snapshot *snap)
            strcmp(snap->cuprof.mode, "trace") == 0;
 }
 
+/* How one replay runs: `learn` stops it at the first difference, which replay_start_learn may
+ * explain (then *learnt is set and the caller replays again). */
+struct replay_mode {
+    bool recorded, check, learn, learnt;
+    size_t guesses; /* guessed free blocks of the starting state */
+    struct addr_map *remainders;
+};
+
 static int
-replay_once(const struct snapshot *snap, size_t device, const char *conf, bool recorded, bool check,
+replay_once(const struct snapshot *snap, size_t device, const char *conf, struct replay_mode *mode,
             uint64_t capacity, struct replay_result *res)
 {
+    bool recorded = mode->recorded, check = mode->check;
     char err[256];
     struct alloc_config config;
     if (alloc_config_parse(conf, &config, err, sizeof(err)) != 0) {
@@ -98,7 +108,8 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, bool r
     /* The recording's own settings include its mode: trace mode never caches. */
     if (recorded && recorded_trace_mode(snap))
         config.caching = false;
-    struct replay_run r = {.snap = snap, .device = device, .check = check};
+    struct replay_run r = {
+        .snap = snap, .device = device, .check = check, .remainders = mode->remainders};
     const struct snap_device_trace *t =
         device < snap->device_count ? &snap->device_traces[device] : NULL;
     r.dev.trace = check ? t : NULL;
@@ -128,13 +139,16 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, bool r
     r.dev.cursor = t ? t->count : 0;
     if (replay_start_state(&r, &config, &res->prelude_misses) != 0)
         goto oom;
+    mode->guesses = r.nguesses;
     allocator_set_roundup_divisions(r.alloc, config.roundup_power2_divisions);
     r.dev.cursor = 0;
     struct cli_progress progress;
     cli_progress_begin(&progress, "replaying");
     size_t seg_first = 0, seg_count = 0;
     uint64_t seg_sizes[8];
-    for (size_t i = 0; t && i < t->count; i++) {
+    /* A learning replay has nothing to learn without a guess. */
+    size_t count = t && !(mode->learn && r.nguesses == 0) ? t->count : 0;
+    for (size_t i = 0; i < count; i++) {
         const struct snap_entry *e = &t->entries[i];
         cli_progress_update(&progress, i, t->count);
         uint64_t addr = 0;
@@ -185,10 +199,20 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, bool r
                     for (size_t k = 0; same && k < seg_count && k < 8; k++)
                         same = r.dev.made[k] == seg_sizes[k];
                     res->checked++;
-                    if (same)
+                    if (same) {
                         res->reproduced++;
-                    else
+                    } else if (mode->learn) {
+                        int learnt = addr == 0
+                                         ? 0
+                                         : replay_start_learn(
+                                               &r, addr, alloc_policy_round_size(&config, e->size));
+                        if (learnt < 0)
+                            goto oom;
+                        mode->learnt = learnt == 1;
+                        break;
+                    } else {
                         show_diff(&r, i, e, addr, seg_first, seg_count);
+                    }
                 }
                 if (addr != 0 && addr_map_put(&r.addr_of, e->addr, addr, 0) != 0)
                     goto oom;
@@ -198,9 +222,11 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, bool r
             /* Freed at the request; a completion whose request came before the first entry frees
              * a block of the starting state. */
             struct addr_map_item old;
-            if (addr_map_remove(&r.addr_of, e->addr, &old) && old.stack == 0 &&
-                allocator_free(r.alloc, old.size, 0) != 0)
-                goto oom;
+            if (addr_map_remove(&r.addr_of, e->addr, &old) && old.stack == 0) {
+                if (allocator_free(r.alloc, old.size, 0) != 0)
+                    goto oom;
+                replay_guess_freed(&r, old.size);
+            }
         }
     }
     cli_progress_end(&progress);
@@ -209,13 +235,38 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, bool r
     allocator_destroy(r.alloc);
     addr_map_free(&r.dev.live);
     addr_map_free(&r.addr_of);
+    free(r.guesses);
     return CLI_OK;
 oom:
     fprintf(stderr, "cuprof: replay: the allocator failed on a recorded request\n");
     allocator_destroy(r.alloc);
     addr_map_free(&r.dev.live);
     addr_map_free(&r.addr_of);
+    free(r.guesses);
     return CLI_BADUSE;
+}
+
+/* A mid-run history's starting state guesses where some free blocks begin (their owners may hold
+ * unsplit remainders no entry shows). Replays with the recorded settings until the recording's
+ * decisions no longer contradict a guess: each contradiction grows one remainder to the smallest
+ * size that explains it, so the guesses only shrink free blocks that the recording proves were
+ * smaller. */
+#define REPLAY_MAX_LEARN 256
+
+static int
+learn_remainders(const struct snapshot *snap, size_t device, const char *conf, uint64_t capacity,
+                 struct addr_map *remainders)
+{
+    for (int k = 0; k < REPLAY_MAX_LEARN; k++) {
+        struct replay_mode mode = {
+            .recorded = true, .check = true, .learn = true, .remainders = remainders};
+        struct replay_result res;
+        memset(&res, 0, sizeof(res));
+        int rc = replay_once(snap, device, conf, &mode, capacity, &res);
+        if (rc != CLI_OK || !mode.learnt || mode.guesses == 0)
+            return rc;
+    }
+    return CLI_OK;
 }
 
 static uint64_t
@@ -336,14 +387,18 @@ cmd_replay(int argc, char **argv)
     uint64_t capacity = memory ? memory : capacity_from_ooms(snap, (size_t)device);
     struct replay_result res[REPLAY_MAX_CONFS + 1];
     memset(res, 0, sizeof(res));
-    int status = CLI_OK;
+    struct addr_map remainders;
+    addr_map_init(&remainders);
+    int status = learn_remainders(snap, (size_t)device, confs[0], capacity, &remainders);
     for (size_t i = 0; i < nconf && status == CLI_OK; i++) {
         res[i].label = confs[i];
         if (i == 0 && check)
             printf("differences from the recording (first %d):\n", REPLAY_SHOW_DIFFS);
-        status =
-            replay_once(snap, (size_t)device, confs[i], i == 0, check && i == 0, capacity, &res[i]);
+        struct replay_mode mode = {
+            .recorded = i == 0, .check = check && i == 0, .remainders = &remainders};
+        status = replay_once(snap, (size_t)device, confs[i], &mode, capacity, &res[i]);
     }
+    addr_map_free(&remainders);
     if (status == CLI_OK) {
         if (check) {
             printf("reproduced %zu/%zu allocations", res[0].reproduced, res[0].checked);

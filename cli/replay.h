@@ -30,6 +30,16 @@ struct fake_device {
 /* The device_ops of a fake device (ctx is f). */
 void replay_device_ops(struct fake_device *f, struct device_ops *ops);
 
+/* A free block of the starting state whose start is a guess: it lies behind a live large block
+ * (its owner) that may hold an unsplit remainder of up to 1 MiB no trace entry shows. */
+struct replay_guess {
+    uint64_t owner;   /* the live block's address (recorded = replayed in the starting state) */
+    uint64_t size;    /* the owner's rebuilt size: rounded request + remainder so far */
+    uint64_t rounded; /* its rounded request */
+    uint64_t limit;   /* where the free block behind it ends (next live block or segment end) */
+    bool live;        /* the owner was not freed yet in this replay */
+};
+
 /* One replay of one setting. */
 struct replay_run {
     const struct snapshot *snap;
@@ -39,14 +49,32 @@ struct replay_run {
     struct addr_map addr_of; /* recorded address -> replayed address */
     bool check;
     size_t diffs_shown;
+    /* Unsplit remainders learnt by earlier replays: owner address -> its whole block size. */
+    struct addr_map *remainders;
+    /* The guessed free blocks of the starting state, by owner address. */
+    struct replay_guess *guesses;
+    size_t nguesses;
 };
 
 /* Recreates the state at the first entry in r->alloc: each segment at its address, carved so that
  * the blocks live then sit at their recorded addresses (r->addr_of maps them), the free gaps
  * between them cached. r->alloc has no rounding divisions yet (every size asked here is exact);
  * `config`, the replayed setting, says how the blocks were rounded when they were made. Counts
- * what could not be placed in *misses. Returns 0, or -1 when host memory runs out. */
+ * what could not be placed in *misses; fills r->guesses (free with free()). Returns 0, or -1
+ * when host memory runs out. */
 __attribute__((warn_unused_result)) int
 replay_start_state(struct replay_run *r, const struct alloc_config *config, size_t *misses);
+
+/* The replay freed the block at `addr`: a guess it owned no longer stands. */
+void replay_guess_freed(struct replay_run *r, uint64_t addr);
+
+/* The replay handed out `got` for a request of `rounded` bytes where the recording did not. When
+ * `got` is a guessed free block whose owner is still live, the recording proves that block was
+ * smaller than `rounded`: its owner held a larger unsplit remainder. Learns the smallest such
+ * remainder into r->remainders (the block at `got` is freed to measure it: the replay must stop)
+ * and returns 1; 0 when the difference has another cause (or the remainder would exceed what
+ * PyTorch leaves unsplit); -1 when host memory runs out. */
+__attribute__((warn_unused_result)) int replay_start_learn(struct replay_run *r, uint64_t got,
+                                                           uint64_t rounded);
 
 #endif

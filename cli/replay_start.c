@@ -1,9 +1,11 @@
 /* replay_start.c: the starting state of a replay that begins mid-run: the segments and live blocks
  *   at the first entry (rebuilt backwards from the snapshot, as MemoryViz does) recreated in the
- *   allocator at their recorded addresses, with the free gaps between them cached. */
+ *   allocator at their recorded addresses, with the free gaps between them cached; and what the
+ *   recording's later decisions prove about the unsplit remainders the snapshot does not show. */
 #include <stdlib.h>
 
 #include "allocator/alloc_policy.h"
+#include "allocator/allocator.h"
 #include "allocator/trace_sink.h"
 #include "cli/analysis.h"
 #include "cli/replay.h"
@@ -105,7 +107,10 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
         cap += 1 + (size_t)(seg[s].size >> 20);
     uint64_t *fillers = malloc(cap * sizeof(uint64_t));
     size_t nfill = 0, b = 0;
-    if (fillers == NULL) {
+    r->nguesses = 0;
+    r->guesses = malloc((nlive + 1) * sizeof(struct replay_guess));
+    if (fillers == NULL || r->guesses == NULL) {
+        free(fillers);
         free(seg);
         free(live);
         return -1;
@@ -163,15 +168,28 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
                 break;
             /* PyTorch: a remainder of 1 MiB or less behind a large block stays in it; later it
              * may border a larger free block, whose start the trace's first alloc there shows. */
-            uint64_t size = alloc_policy_round_size(config, live[b].size);
+            uint64_t rounded = alloc_policy_round_size(config, live[b].size), size = rounded;
             uint64_t limit = b + 1 < nlive && live[b + 1].addr < end ? live[b + 1].addr : end;
-            uint64_t begins = small || limit <= cursor + size
-                                  ? 0
-                                  : gap_start(ix, live[b].addr, cursor + size, limit);
-            if (begins != 0)
-                size = begins - cursor;
-            else if (!small && limit - cursor - size <= (1u << 20) && limit >= cursor + size)
+            bool guess = false;
+            if (!small && rounded >= config->max_split_size) {
+                /* An oversize block is never split: it holds the rest of its segment. */
                 size = limit - cursor;
+            } else if (!small && limit > cursor + size) {
+                uint64_t begins = gap_start(ix, live[b].addr, cursor + size, limit);
+                struct addr_map_item *learnt =
+                    r->remainders ? addr_map_get(r->remainders, live[b].addr) : NULL;
+                if (begins != 0) {
+                    size = begins - cursor;
+                } else if (limit - cursor - size <= ALLOC_SMALL_SIZE) {
+                    /* Every free large-pool block is larger than 1 MiB. */
+                    size = limit - cursor;
+                } else {
+                    /* Unknown: no remainder, or what a later decision proved (learn below). */
+                    if (learnt != NULL && learnt->size > size && learnt->size < limit - cursor)
+                        size = learnt->size;
+                    guess = true;
+                }
+            }
             if (allocator_malloc(r->alloc, (int)r->device, size, stream, live[b].stack, &addr) !=
                     0 ||
                 addr != cursor) {
@@ -181,6 +199,9 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
             }
             if (addr_map_put(&r->addr_of, live[b].addr, addr, 0) != 0)
                 break;
+            if (guess)
+                r->guesses[r->nguesses++] =
+                    (struct replay_guess){cursor, size, rounded, limit, true};
             cursor += size;
         }
     }
@@ -207,4 +228,73 @@ replay_start_state(struct replay_run *r, const struct alloc_config *config, size
     free(ix.allocs);
     free(ix.frees);
     return rc;
+}
+
+/* The guess whose owner starts at `owner` (by_end: whose free block starts at `owner`), or NULL.
+ * Guesses are in address order, and so are the ends of their owners. */
+static struct replay_guess *
+guess_find(const struct replay_run *r, uint64_t addr, bool by_end)
+{
+    size_t lo = 0, hi = r->nguesses;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct replay_guess *g = &r->guesses[mid];
+        uint64_t key = by_end ? g->owner + g->size : g->owner;
+        if (key == addr)
+            return &r->guesses[mid];
+        if (key < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+void
+replay_guess_freed(struct replay_run *r, uint64_t addr)
+{
+    struct replay_guess *g = guess_find(r, addr, false);
+    if (g != NULL)
+        g->live = false;
+}
+
+/* The size of the free block at addr in the replay (0 when there is none). */
+static int
+free_block_size(struct replay_run *r, uint64_t addr, uint64_t *size)
+{
+    size_t nseg, nblk, got_seg, got_blk;
+    *size = 0;
+    allocator_lock_device(r->alloc, (int)r->device);
+    allocator_count_locked(r->alloc, (int)r->device, &nseg, &nblk);
+    struct segment_info *segs = malloc((nseg + 1) * sizeof(*segs));
+    struct block_info *blks = malloc((nblk + 1) * sizeof(*blks));
+    int rc = segs && blks ? allocator_copy_locked(r->alloc, (int)r->device, segs, nseg + 1, blks,
+                                                  nblk + 1, &got_seg, &got_blk)
+                          : -1;
+    allocator_unlock_device(r->alloc, (int)r->device);
+    for (size_t i = 0; rc == 0 && i < got_blk; i++)
+        if (blks[i].addr == addr && blks[i].state == BLOCK_INACTIVE)
+            *size = blks[i].size;
+    free(segs);
+    free(blks);
+    return rc == 0 ? 0 : -1;
+}
+
+int
+replay_start_learn(struct replay_run *r, uint64_t got, uint64_t rounded)
+{
+    struct replay_guess *g = guess_find(r, got, true);
+    if (g == NULL || !g->live || allocator_free(r->alloc, got, 0) != 0)
+        return 0;
+    uint64_t free_size;
+    if (free_block_size(r, got, &free_size) != 0)
+        return -1;
+    if (free_size < rounded)
+        return 0;
+    /* The smallest remainder that makes the free block too small for this request. */
+    uint64_t grown = g->size + (free_size - rounded + ALLOC_MIN_BLOCK_SIZE);
+    if (grown - g->rounded > ALLOC_SMALL_SIZE || g->owner + grown >= g->limit ||
+        g->limit - (g->owner + grown) <= ALLOC_SMALL_SIZE)
+        return 0;
+    return addr_map_put(r->remainders, g->owner, grown, 0) != 0 ? -1 : 1;
 }
