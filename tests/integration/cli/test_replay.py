@@ -11,6 +11,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import snapshots as S  # noqa: E402
+
 DEFAULT_POOLS = None
 
 
@@ -43,9 +46,58 @@ def table_row(out, name):
     return re.split(r"\s{2,}", m.group(1).strip())
 
 
+def hidden_remainder_snapshot(request):
+    """A history cut while block A (2333287 B requested, 2333696 rounded) holds a 72192-byte
+    unsplit remainder: it took a free 2405888-byte block whole. No entry shows that; the snapshot
+    only has A's later merged free block. The first recorded request (`request` bytes) went past
+    the free block behind A to the 20 MiB segment's free tail."""
+    seg = S.BASE
+    a, a_size = seg, 2405888                    # A: rounded 2333696 + remainder 72192
+    f, f_size = a + a_size, 2104832             # the free block behind A (> 1 MiB)
+    b, b_size = f + f_size, 2833920             # B, live throughout
+    c = b + b_size                              # where the request went: the free tail
+    c_size = (request + 511) // 512 * 512
+    tail = 20 * S.MiB - (c + c_size - seg)
+    trace = [S.entry("alloc", c, request, S.F_ACT, t=1),
+             S.entry("free_requested", a, 2333287, S.F_TMP, t=2),
+             S.entry("free_completed", a, 2333287, S.F_TMP, t=3)]
+    blocks = [S.block(a, a_size + f_size, 2333287, "inactive", []),
+              S.block(b, b_size, 2833756, "active_allocated", S.F_PARAMS),
+              S.block(c, c_size, request, "active_allocated", S.F_ACT),
+              S.block(c + c_size, tail, 0, "inactive", [])]
+    live = [x for x in blocks if x["state"] != "inactive"]
+    segment = {"device": 0, "address": seg, "total_size": 20 * S.MiB,
+               "allocated_size": sum(x["size"] for x in live),
+               "active_size": sum(x["size"] for x in live),
+               "requested_size": sum(x["requested_size"] for x in live), "stream": 0,
+               "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False,
+               "frames": S.F_PARAMS, "blocks": blocks}
+    return {"segments": [segment], "device_traces": [trace],
+            "allocator_settings": S.allocator_settings()}
+
+
+def hidden_remainder(cuprof, work):
+    # A 2138896-byte request (rounded 2139136) did not take the free block behind A: had A no
+    # remainder, that block would be 2177024 bytes, the best fit. The recording proves a
+    # remainder of at least 38400 bytes (<= 1 MiB): the replay learns it and reproduces 1/1.
+    path = os.path.join(work, "remainder.pickle")
+    pickle.dump(hidden_remainder_snapshot(2138896), open(path, "wb"), protocol=4)
+    p = run(cuprof, "--check", path)
+    assert p.returncode == 0 and "reproduced 1/1 allocations\n" in p.stdout, p.stdout + p.stderr
+    # A 1100000-byte request (rounded 1100288) that went past it would need a remainder of at
+    # least 2177024 - 1100288 + 512 bytes, more than PyTorch ever leaves unsplit (1 MiB): no
+    # start state explains it, and the replay shows the difference instead of guessing.
+    pickle.dump(hidden_remainder_snapshot(1100000), open(path, "wb"), protocol=4)
+    p = run(cuprof, "--check", path)
+    assert p.returncode == 1 and "reproduced 0/1 allocations\n" in p.stdout, p.stdout + p.stderr
+    assert "recorded 0x%x, replay 0x%x" % (S.BASE + 2405888 + 2104832 + 2833920,
+                                           S.BASE + 2333696) in p.stdout, p.stdout
+
+
 def main():
     cuprof, golden, work = (os.path.abspath(a) for a in sys.argv[1:4])
     os.makedirs(work, exist_ok=True)
+    hidden_remainder(cuprof, work)
     for scenario in ("basic", "streams"):
         d = os.path.join(work, scenario)
         os.makedirs(d, exist_ok=True)
