@@ -107,28 +107,6 @@ alloc_device_refill_unlocking(struct alloc_device *dev, size_t aux)
     return rc;
 }
 
-struct alloc_block *
-alloc_device_take_block_locked(struct alloc_device *dev)
-{
-    struct alloc_block *b = dev->spare_blocks;
-    dev->spare_blocks = b->next;
-    dev->spare_block_count--;
-    memset(b, 0, sizeof(*b));
-    b->device = (int16_t)dev->index;
-    return b;
-}
-
-void
-alloc_device_put_block_locked(struct alloc_device *dev, struct alloc_block *b)
-{
-    b->allocated = false;
-    b->in_pool = false;
-    b->seg = NULL;
-    b->next = dev->spare_blocks;
-    dev->spare_blocks = b;
-    dev->spare_block_count++;
-}
-
 static struct alloc_segment *
 take_segment_locked(struct alloc_device *dev)
 {
@@ -169,23 +147,6 @@ alloc_device_put_aux_locked(struct alloc_device *dev, struct alloc_aux *a)
     dev->spare_aux_count++;
 }
 
-static inline struct alloc_block *
-block_of(struct avl_node *n)
-{
-    return (struct alloc_block *)(void *)((char *)n - offsetof(struct alloc_block, node));
-}
-
-/* PyTorch's BlockComparatorSize: (stream, size, addr). */
-static inline bool
-block_less(uint64_t stream, size_t size, uint64_t addr, const struct alloc_block *b)
-{
-    if (stream != b->stream)
-        return stream < b->stream;
-    if (size != b->size)
-        return size < b->size;
-    return addr < b->addr;
-}
-
 void
 alloc_device_pool_insert_locked(struct alloc_pool *pool, struct alloc_block *b)
 {
@@ -193,7 +154,7 @@ alloc_device_pool_insert_locked(struct alloc_pool *pool, struct alloc_block *b)
     int left = 0;
     while (n != NULL) {
         parent = n;
-        left = block_less(b->stream, b->size, b->addr, block_of(n));
+        left = alloc_block_less(b->stream, b->size, b->addr, alloc_block_of(n));
         n = left ? n->left : n->right;
     }
     /* PyTorch: insert_into_blocks stamps the block's age base for garbage collection. */
@@ -209,19 +170,26 @@ alloc_device_pool_erase_locked(struct alloc_pool *pool, struct alloc_block *b)
     b->in_pool = false;
 }
 
+void
+alloc_device_pool_move_locked(struct alloc_pool *pool, struct alloc_block *b)
+{
+    avl_remove(&pool->blocks, &b->node);
+    alloc_device_pool_insert_locked(pool, b);
+}
+
 struct alloc_block *
 alloc_device_pool_lower_bound_locked(struct alloc_pool *pool, uint64_t stream, size_t size)
 {
     struct avl_node *n = pool->blocks.root, *best = NULL;
     while (n != NULL) {
-        if (block_less(stream, size, 0, block_of(n))) {
+        if (alloc_block_less(stream, size, 0, alloc_block_of(n))) {
             best = n;
             n = n->left;
         } else {
             n = n->right;
         }
     }
-    return best ? block_of(best) : NULL;
+    return best ? alloc_block_of(best) : NULL;
 }
 
 void
@@ -267,8 +235,7 @@ get_free_block_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_
         return NULL;
     if (!alloc_policy_may_use(dev->config, size, b->size))
         return NULL;
-    alloc_device_pool_erase_locked(pool, b);
-    return b;
+    return b; /* still in the pool: alloc_found_block_locked rekeys or erases it */
 }
 
 /* Adds a segment to dev->segments (ordered by address) and widens the device's range. */
@@ -366,7 +333,11 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_block *b, size_t
         rest->prev = front;
         rest->addr += size;
         rest->size -= size;
-        alloc_device_pool_insert_locked(alloc_device_pool_of(dev, rest->is_small), rest);
+        struct alloc_pool *pool = alloc_device_pool_of(dev, rest->is_small);
+        if (rest->in_pool)
+            alloc_device_pool_shrunk_locked(pool, rest);
+        else
+            alloc_device_pool_insert_locked(pool, rest);
         if (already_split) {
             memory_stats_decrease_pool(st->inactive_split_bytes, sp, (int64_t)size);
         } else {
@@ -374,9 +345,13 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_block *b, size_t
             memory_stats_increase_pool(st->inactive_split, sp, 1);
         }
         b = front;
-    } else if (already_split) {
-        memory_stats_decrease_pool(st->inactive_split_bytes, sp, (int64_t)b->size);
-        memory_stats_decrease_pool(st->inactive_split, sp, 1);
+    } else {
+        if (b->in_pool)
+            alloc_device_pool_erase_locked(alloc_device_pool_of(dev, b->is_small), b);
+        if (already_split) {
+            memory_stats_decrease_pool(st->inactive_split_bytes, sp, (int64_t)b->size);
+            memory_stats_decrease_pool(st->inactive_split, sp, 1);
+        }
     }
     b->allocated = true;
     b->requested_size = orig_size;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "allocator/alloc_block.h"
 #include "allocator/alloc_config.h"
 #include "allocator/alloc_lock.h"
 #include "allocator/avl.h"
@@ -20,51 +21,6 @@
 
 #define ALLOC_DEVICE_MAX_STREAMS 32 /* streams remembered for free_sync:events */
 #define ALLOC_OOM_MESSAGE_LEN    1024
-
-struct alloc_block;
-
-/* A device allocation: the chain of blocks from `head` tiles [addr, addr + size). */
-struct alloc_segment {
-    struct avl_node node; /* dev->segments, ordered by addr */
-    uint64_t addr;
-    size_t size;
-    uint64_t stream;
-    struct alloc_block *head;
-    struct alloc_segment *next_spare;
-    uint32_t stack_id; /* stack of the request that allocated the segment */
-    bool is_small;
-    uint8_t pool;  /* enum trace_pool */
-    bool external; /* allocator_track_external: never cached, never freed by us */
-};
-
-/* A stream use (PyTorch's stream_uses entry) or, once recorded, an outstanding event. */
-struct alloc_aux {
-    struct alloc_aux *next;
-    uint64_t stream;
-    void *event;
-    struct alloc_block *block;
-};
-
-struct alloc_block {
-    struct avl_node node;     /* pool->blocks while free, ordered by (stream, size, addr) */
-    struct alloc_block *prev; /* address neighbours inside the segment */
-    struct alloc_block *next;
-    struct alloc_block *hash_next; /* dev->map chain (protected by the device lock) */
-    struct alloc_segment *seg;
-    uint64_t addr;
-    size_t size;
-    size_t requested_size;
-    uint64_t stream;
-    struct alloc_aux *stream_uses;
-    uint64_t gc_count_base;
-    uint32_t stack_id;      /* malloc's stack */
-    uint32_t free_stack_id; /* free's stack, for a free_completed that comes later */
-    int event_count;
-    int16_t device;
-    bool allocated;
-    bool is_small;
-    bool in_pool;
-};
 
 struct alloc_pool {
     struct avl_tree blocks; /* free blocks by (stream, size, addr) */
@@ -143,8 +99,27 @@ alloc_device_spares_ready_locked(const struct alloc_device *dev, size_t aux)
 __attribute__((warn_unused_result)) int alloc_device_refill_unlocking(struct alloc_device *dev,
                                                                       size_t aux);
 
-struct alloc_block *alloc_device_take_block_locked(struct alloc_device *dev);
-void alloc_device_put_block_locked(struct alloc_device *dev, struct alloc_block *b);
+/* A spare block, zeroed but for its device (inline: one per split, on the hot path). */
+static inline struct alloc_block *
+alloc_device_take_block_locked(struct alloc_device *dev)
+{
+    struct alloc_block *b = dev->spare_blocks;
+    dev->spare_blocks = b->next;
+    dev->spare_block_count--;
+    *b = (struct alloc_block){.device = (int16_t)dev->index};
+    return b;
+}
+
+static inline void
+alloc_device_put_block_locked(struct alloc_device *dev, struct alloc_block *b)
+{
+    b->allocated = false;
+    b->in_pool = false;
+    b->seg = NULL;
+    b->next = dev->spare_blocks;
+    dev->spare_blocks = b;
+    dev->spare_block_count++;
+}
 /* Unlinks a segment from dev->segments and keeps its struct as a spare. */
 void alloc_device_drop_segment_locked(struct alloc_device *dev, struct alloc_segment *seg);
 struct alloc_aux *alloc_device_take_aux_locked(struct alloc_device *dev);
@@ -159,6 +134,55 @@ alloc_device_pool_of(struct alloc_device *dev, bool is_small)
 /* PyTorch's insert_into_blocks (stamps gc_count_base) and its erase. */
 void alloc_device_pool_insert_locked(struct alloc_pool *pool, struct alloc_block *b);
 void alloc_device_pool_erase_locked(struct alloc_pool *pool, struct alloc_block *b);
+static inline struct alloc_block *
+alloc_block_of(struct avl_node *n)
+{
+    return (struct alloc_block *)(void *)((char *)n - offsetof(struct alloc_block, node));
+}
+
+/* PyTorch's BlockComparatorSize: (stream, size, addr) < b's. */
+static inline bool
+alloc_block_less(uint64_t stream, size_t size, uint64_t addr, const struct alloc_block *b)
+{
+    if (stream != b->stream)
+        return stream < b->stream;
+    if (size != b->size)
+        return size < b->size;
+    return addr < b->addr;
+}
+
+/* Moves b (linked where its old key sorted) to where its new key sorts. */
+void alloc_device_pool_move_locked(struct alloc_pool *pool, struct alloc_block *b);
+
+/* After a split shrank b, still linked where its old key sorted: its key only went down, so
+ * it keeps its node unless it now sorts before its predecessor. Stamps gc_count_base as
+ * PyTorch's insert_into_blocks does. (Most splits and merges keep a block's rank: this skips
+ * a remove and an insert.) */
+static inline void
+alloc_device_pool_shrunk_locked(struct alloc_pool *pool, struct alloc_block *b)
+{
+    struct avl_node *p = avl_prev(&b->node);
+    b->gc_count_base = pool->get_free_blocks_call_count;
+    if (p != NULL && !alloc_block_less(alloc_block_of(p)->stream, alloc_block_of(p)->size,
+                                       alloc_block_of(p)->addr, b))
+        alloc_device_pool_move_locked(pool, b);
+}
+
+/* A merge: b (not in the pool) absorbed old (in it) and only grew past old's key; b takes
+ * old's node unless it now sorts after old's successor. */
+static inline void
+alloc_device_pool_grown_over_locked(struct alloc_pool *pool, struct alloc_block *old,
+                                    struct alloc_block *b)
+{
+    avl_replace(&pool->blocks, &old->node, &b->node);
+    old->in_pool = false;
+    b->in_pool = true;
+    b->gc_count_base = pool->get_free_blocks_call_count;
+    struct avl_node *n = avl_next(&b->node);
+    if (n != NULL && !alloc_block_less(b->stream, b->size, b->addr, alloc_block_of(n)))
+        alloc_device_pool_move_locked(pool, b);
+}
+
 /* First free block >= (stream, size, addr 0) in the pool, or NULL. */
 struct alloc_block *alloc_device_pool_lower_bound_locked(struct alloc_pool *pool, uint64_t stream,
                                                          size_t size);

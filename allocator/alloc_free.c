@@ -141,9 +141,10 @@ alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint3
         alloc_free_block_locked(dev, b);
 }
 
-/* PyTorch's try_merge_blocks: dst absorbs its free neighbour src; returns the bytes taken. */
+/* PyTorch's try_merge_blocks: dst absorbs its free neighbour src; returns the bytes taken.
+ * src stays linked in its pool: the caller erases it or lets dst take its place. */
 static size_t
-try_merge_locked(struct alloc_device *dev, struct alloc_block *dst, struct alloc_block *src)
+try_merge_locked(struct alloc_block *dst, struct alloc_block *src)
 {
     if (src == NULL || src->allocated || src->event_count > 0 || src->stream_uses != NULL ||
         !src->in_pool)
@@ -160,11 +161,8 @@ try_merge_locked(struct alloc_device *dev, struct alloc_block *dst, struct alloc
         if (dst->next)
             dst->next->prev = dst;
     }
-    size_t subsumed = src->size;
-    dst->size += subsumed;
-    alloc_device_pool_erase_locked(alloc_device_pool_of(dev, src->is_small), src);
-    alloc_device_put_block_locked(dev, src);
-    return subsumed;
+    dst->size += src->size;
+    return src->size;
 }
 
 void
@@ -172,21 +170,34 @@ alloc_free_block_locked(struct alloc_device *dev, struct alloc_block *b)
 {
     enum stat_pool sp = memory_stats_pool(b->is_small);
     struct memory_stats *st = &dev->stats;
+    struct alloc_pool *pool = alloc_device_pool_of(dev, b->is_small);
     alloc_device_trace_locked(dev, TRACE_FREE_COMPLETED, TRACE_POOL_DEFAULT, b->addr,
                               b->requested_size, b->stream,
                               b->free_stack_id ? b->free_stack_id : b->stack_id, 0);
     size_t original_size = b->size;
     size_t requested = b->requested_size;
     int64_t net_blocks = 0, net_bytes = 0;
-    struct alloc_block *candidates[2] = {b->prev, b->next};
+    struct alloc_block *candidates[2] = {b->prev, b->next}, *merged[2];
+    int merged_count = 0;
     for (int i = 0; i < 2; i++) {
-        size_t subsumed = try_merge_locked(dev, b, candidates[i]);
+        size_t subsumed = try_merge_locked(b, candidates[i]);
         if (subsumed > 0) {
             net_blocks -= 1;
             net_bytes -= (int64_t)subsumed;
+            merged[merged_count++] = candidates[i];
         }
     }
-    alloc_device_pool_insert_locked(alloc_device_pool_of(dev, b->is_small), b);
+    /* PyTorch erases the merged neighbours and inserts b; b taking the place of one of them
+     * leaves the same ordered set. */
+    if (merged_count == 0) {
+        alloc_device_pool_insert_locked(pool, b);
+    } else {
+        if (merged_count == 2)
+            alloc_device_pool_erase_locked(pool, merged[0]);
+        alloc_device_pool_grown_over_locked(pool, merged[merged_count - 1], b);
+        for (int i = 0; i < merged_count; i++)
+            alloc_device_put_block_locked(dev, merged[i]);
+    }
     if (is_split(b)) {
         net_blocks += 1;
         net_bytes += (int64_t)b->size;

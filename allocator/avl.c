@@ -160,26 +160,6 @@ avl_last(const struct avl_tree *tree)
     return tree->root ? rightmost(tree->root) : NULL;
 }
 
-struct avl_node *
-avl_next(const struct avl_node *node)
-{
-    if (node->right)
-        return leftmost(node->right);
-    while (node->parent && node->parent->right == node)
-        node = node->parent;
-    return node->parent;
-}
-
-struct avl_node *
-avl_prev(const struct avl_node *node)
-{
-    if (node->left)
-        return rightmost(node->left);
-    while (node->parent && node->parent->left == node)
-        node = node->parent;
-    return node->parent;
-}
-
 static int
 check_subtree(const struct avl_node *n, const struct avl_node *parent, size_t *count)
 {

@@ -8,14 +8,6 @@
 
 #define INITIAL_BUCKETS 64
 
-static inline size_t
-bucket_of(const struct block_map *map, uint64_t addr)
-{
-    /* Device addresses are 512-byte aligned and differ in their middle bits: the top bits of
-     * the golden-ratio product mix all of them. */
-    return (size_t)((addr * 0x9e3779b97f4a7c15ULL) >> map->shift);
-}
-
 static unsigned
 shift_for(size_t count)
 {
@@ -43,37 +35,11 @@ block_map_destroy(struct block_map *map)
     map->bucket_count = map->count = 0;
 }
 
-bool
-block_map_insert(struct block_map *map, struct alloc_block *block)
-{
-    size_t i = bucket_of(map, block->addr);
-    block->hash_next = map->buckets[i];
-    map->buckets[i] = block;
-    map->count++;
-    return map->count > 2 * map->bucket_count;
-}
-
-struct alloc_block *
-block_map_take(struct block_map *map, uint64_t addr, bool external)
-{
-    for (struct alloc_block **link = &map->buckets[bucket_of(map, addr)]; *link != NULL;
-         link = &(*link)->hash_next) {
-        struct alloc_block *b = *link;
-        if (b->addr == addr && b->seg->external == external) {
-            *link = b->hash_next;
-            b->hash_next = NULL;
-            map->count--;
-            return b;
-        }
-    }
-    return NULL;
-}
-
 void
 block_map_remove(struct block_map *map, struct alloc_block *block)
 {
-    for (struct alloc_block **link = &map->buckets[bucket_of(map, block->addr)]; *link != NULL;
-         link = &(*link)->hash_next) {
+    for (struct alloc_block **link = &map->buckets[block_map_bucket_of(map, block->addr)];
+         *link != NULL; link = &(*link)->hash_next) {
         if (*link == block) {
             *link = block->hash_next;
             block->hash_next = NULL;
@@ -86,7 +52,7 @@ block_map_remove(struct block_map *map, struct alloc_block *block)
 struct alloc_block *
 block_map_get(const struct block_map *map, uint64_t addr)
 {
-    struct alloc_block *b = map->buckets[bucket_of(map, addr)];
+    struct alloc_block *b = map->buckets[block_map_bucket_of(map, addr)];
     while (b != NULL && b->addr != addr)
         b = b->hash_next;
     return b;
@@ -110,7 +76,7 @@ block_map_rehash(struct block_map *map, struct alloc_block **fresh, size_t count
         struct alloc_block *b = old[i];
         while (b != NULL) {
             struct alloc_block *next = b->hash_next;
-            size_t j = bucket_of(map, b->addr);
+            size_t j = block_map_bucket_of(map, b->addr);
             b->hash_next = fresh[j];
             fresh[j] = b;
             b = next;

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct alloc_block;
+#include "allocator/alloc_block.h"
 
 struct block_map {
     struct alloc_block **buckets; /* chained through block->hash_next */
@@ -22,11 +22,6 @@ struct block_map {
 __attribute__((warn_unused_result)) int block_map_init(struct block_map *map);
 void block_map_destroy(struct block_map *map);
 
-/* Adds an allocated block (keyed by block->addr). Returns true when the map is crowded: the
- * caller should then call block_map_grow_count/block_map_rehash (mallocing with no lock held). */
-bool block_map_insert(struct block_map *map, struct alloc_block *block);
-/* Removes and returns the block at exactly addr whose `external` flag matches, or NULL. */
-struct alloc_block *block_map_take(struct block_map *map, uint64_t addr, bool external);
 /* Removes `block` if present (allocator_forget_device). */
 void block_map_remove(struct block_map *map, struct alloc_block *block);
 /* The block at exactly addr, or NULL. */
@@ -37,5 +32,43 @@ size_t block_map_grow_count(const struct block_map *map);
  * returns the old bucket array for the caller to free once unlocked. */
 struct alloc_block **block_map_rehash(struct block_map *map, struct alloc_block **fresh,
                                       size_t count);
+
+/* The bucket of an address: device addresses are 512-byte aligned and differ in their middle
+ * bits, and the top bits of the golden-ratio product mix all of them. */
+static inline size_t
+block_map_bucket_of(const struct block_map *map, uint64_t addr)
+{
+    return (size_t)((addr * 0x9e3779b97f4a7c15ULL) >> map->shift);
+}
+
+/* Adds an allocated block (keyed by block->addr). Returns true when the map is crowded: the
+ * caller should then call block_map_grow_count/block_map_rehash (mallocing with no lock held).
+ * (Inline, as block_map_take: one of each per malloc/free pair.) */
+static inline bool
+block_map_insert(struct block_map *map, struct alloc_block *block)
+{
+    size_t i = block_map_bucket_of(map, block->addr);
+    block->hash_next = map->buckets[i];
+    map->buckets[i] = block;
+    map->count++;
+    return map->count > 2 * map->bucket_count;
+}
+
+/* Removes and returns the block at exactly addr whose `external` flag matches, or NULL. */
+static inline struct alloc_block *
+block_map_take(struct block_map *map, uint64_t addr, bool external)
+{
+    for (struct alloc_block **link = &map->buckets[block_map_bucket_of(map, addr)]; *link != NULL;
+         link = &(*link)->hash_next) {
+        struct alloc_block *b = *link;
+        if (b->addr == addr && b->seg->external == external) {
+            *link = b->hash_next;
+            b->hash_next = NULL;
+            map->count--;
+            return b;
+        }
+    }
+    return NULL;
+}
 
 #endif

@@ -144,6 +144,47 @@ test_large_segments_and_split(void **state)
     fixture_free(fx);
 }
 
+/* Splits and merges that change a free block's rank among the free blocks (the pools keep a
+ * block's tree node only while its rank holds): best fit must still pick by (size, addr). */
+static void
+test_free_set_rank_changes(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t x = must_malloc(a, 0, 4 * MIB, 0);  /* 20 MiB segment: x, then 16 MiB free */
+    uint64_t y = must_malloc(a, 0, 2 * MIB, 0);  /* 14 MiB free at +6 MiB */
+    uint64_t z = must_malloc(a, 0, 12 * MIB, 0); /* from those 14 MiB: 2 MiB free at +18 */
+    assert_true(x == B && y == B + 4 * MIB && z == B + 6 * MIB);
+    must_free(a, x); /* free: 2 MiB at +18, 4 MiB at +0 */
+    expect_invariants(a);
+    must_free(a, z); /* absorbs the 2 MiB: 14 MiB at +6 now ranks after the 4 MiB block */
+    expect_invariants(a);
+    uint64_t w = must_malloc(a, 0, 11 * MIB, 0); /* split: its 3 MiB rest ranks first */
+    assert_true(w == B + 6 * MIB);
+    expect_invariants(a);
+    uint64_t v = must_malloc(a, 0, 3 * MIB + 512, 0); /* best fit: the 4 MiB block, unsplit */
+    uint64_t u = must_malloc(a, 0, 3 * MIB, 0);       /* exactly the 3 MiB rest */
+    assert_true(v == B);
+    assert_true(u == B + 17 * MIB);
+    expect_invariants(a);
+    /* v holds the whole 4 MiB block (allocated_bytes counts it); the splits and frees move
+     * inactive_split_bytes: +16 -2 -12 (x, y, z), +4 (x freed), +12 (z freed and merged),
+     * -11 (w), -4 (v), -3 (u) MiB. */
+    expect_stats(a, 0,
+                 LARGE("allocation", 4, 4, 6, 2)
+                     LARGE("allocated_bytes", 20971520, 20971520, 37748736, 16777216)
+                         LARGE("active", 4, 4, 6, 2)
+                             LARGE("active_bytes", 20971520, 20971520, 37748736, 16777216)
+                                 LARGE("requested_bytes", 19923456, 19923456, 36700672, 16777216)
+                                     LARGE("segment", 1, 1, 1, 0)
+                                         LARGE("reserved_bytes", 20971520, 20971520, 20971520, 0)
+                                             LARGE("inactive_split", 0, 2, 2, 2)
+                                                 LARGE("inactive_split_bytes", 0, 18874368,
+                                                       33554432, 33554432) " num_device_alloc=1");
+    fixture_free(fx);
+}
+
 /* Cache miss on a full device: release the cached segment and retry (num_alloc_retries), then a
  * real OOM with PyTorch's message and the oom trace entry. */
 static void
@@ -321,6 +362,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_split_reuse_merge),
         cmocka_unit_test(test_large_segments_and_split),
+        cmocka_unit_test(test_free_set_rank_changes),
         cmocka_unit_test(test_retry_then_oom),
         cmocka_unit_test(test_oversize_rules),
         cmocka_unit_test(test_release_available),
