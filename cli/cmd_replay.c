@@ -79,6 +79,35 @@ show_diff(struct replay_run *r, size_t i, const struct snap_entry *e, uint64_t g
     printf("\n");
 }
 
+/* The free_requested entries whose free_completed follows (before the address is handed out
+ * again): a block used on other streams stays pending until its events complete. Returns a
+ * calloc'd flag per entry, or NULL when host memory runs out. */
+static uint8_t *
+pending_requests(const struct snap_device_trace *t)
+{
+    size_t n = t ? t->count : 0;
+    uint8_t *pending = calloc(n + 1, 1);
+    struct addr_map completions;
+    addr_map_init(&completions);
+    for (size_t i = n; pending != NULL && i-- > 0;) {
+        const struct snap_entry *e = &t->entries[i];
+        if (e->pool != TRACE_POOL_DEFAULT && e->pool != TRACE_POOL_TRACE)
+            continue;
+        if (e->action == TRACE_FREE_COMPLETED) {
+            if (addr_map_put(&completions, e->addr, 1, 0) != 0) {
+                free(pending);
+                pending = NULL;
+            }
+        } else if (e->action == TRACE_FREE_REQUESTED) {
+            pending[i] = addr_map_remove(&completions, e->addr, NULL);
+        } else if (e->action == TRACE_ALLOC) {
+            (void)addr_map_remove(&completions, e->addr, NULL);
+        }
+    }
+    addr_map_free(&completions);
+    return pending;
+}
+
 static bool
 recorded_trace_mode(const struct snapshot *snap)
 {
@@ -111,6 +140,7 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
         config.caching = false;
     struct replay_run r = {
         .snap = snap, .device = device, .check = check, .remainders = mode->remainders};
+    uint8_t *pending = NULL;
     const struct snap_device_trace *t =
         device < snap->device_count ? &snap->device_traces[device] : NULL;
     r.dev.trace = check ? t : NULL;
@@ -149,6 +179,9 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
     uint64_t seg_sizes[8];
     /* A learning replay has nothing to learn without a guess. */
     size_t count = t && !(mode->learn && r.nguesses == 0) ? t->count : 0;
+    pending = pending_requests(t);
+    if (pending == NULL)
+        goto oom;
     for (size_t i = 0; i < count; i++) {
         const struct snap_entry *e = &t->entries[i];
         cli_progress_update(&progress, i, t->count);
@@ -219,9 +252,11 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
                     goto oom;
             }
             seg_count = 0;
-        } else if (e->action == TRACE_FREE_REQUESTED || e->action == TRACE_FREE_COMPLETED) {
-            /* Freed at the request; a completion whose request came before the first entry frees
-             * a block of the starting state. */
+        } else if ((e->action == TRACE_FREE_REQUESTED && !pending[i]) ||
+                   e->action == TRACE_FREE_COMPLETED) {
+            /* Freed at its completion (until then PyTorch neither reuses nor merges it), or at
+             * the request when no completion follows; a completion whose request came before the
+             * first entry frees a block of the starting state. */
             struct addr_map_item old;
             if (addr_map_remove(&r.addr_of, e->addr, &old) && old.stack == 0) {
                 if (allocator_free(r.alloc, old.size, 0) != 0)
@@ -237,6 +272,7 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
     addr_map_free(&r.dev.live);
     addr_map_free(&r.addr_of);
     free(r.guesses);
+    free(pending);
     return CLI_OK;
 oom:
     fprintf(stderr, "cuprof: replay: the allocator failed on a recorded request\n");
@@ -244,6 +280,7 @@ oom:
     addr_map_free(&r.dev.live);
     addr_map_free(&r.addr_of);
     free(r.guesses);
+    free(pending);
     return CLI_BADUSE;
 }
 

@@ -94,10 +94,42 @@ def hidden_remainder(cuprof, work):
                                            S.BASE + 2333696) in p.stdout, p.stdout
 
 
+def pending_free(cuprof, work):
+    # A block used on another stream stays pending from free_requested to free_completed: PyTorch
+    # neither reuses nor merges it meanwhile. The second 1000-byte request on stream 0 therefore
+    # got the next 1024 bytes, and the third (after the completion) the pending block's address.
+    s2 = S.S2
+    trace = [S.entry("segment_alloc", s2, 2 * S.MiB, S.F_SMALL, t=0),
+             S.entry("alloc", s2, 1000, S.F_SMALL, t=1),
+             S.entry("free_requested", s2, 1000, S.F_SMALL, t=2),
+             S.entry("alloc", s2 + 1024, 1000, S.F_TMP, t=3),
+             S.entry("free_completed", s2, 1000, S.F_SMALL, t=4),
+             S.entry("alloc", s2, 1000, S.F_ACT, t=5)]
+    blocks = [S.block(s2, 1024, 1000, "active_allocated", S.F_ACT),
+              S.block(s2 + 1024, 1024, 1000, "active_allocated", S.F_TMP),
+              S.block(s2 + 2048, 2 * S.MiB - 2048, 0, "inactive", [])]
+    segment = {"device": 0, "address": s2, "total_size": 2 * S.MiB, "allocated_size": 2048,
+               "active_size": 2048, "requested_size": 2000, "stream": 0,
+               "segment_type": "small", "segment_pool_id": (0, 0), "is_expandable": False,
+               "frames": S.F_SMALL, "blocks": blocks}
+    snap = {"segments": [segment], "device_traces": [trace],
+            "allocator_settings": S.allocator_settings()}
+    path = os.path.join(work, "pending.pickle")
+    # The whole history, and cut before the request (the block is live at the first entry) and
+    # between request and completion (pending at the first entry).
+    for cut in (0, 1, 2, 3):
+        pickle.dump(dict(snap, device_traces=[trace[cut:]]), open(path, "wb"), protocol=4)
+        m = sum(1 for e in trace[cut:] if e["action"] == "alloc")
+        p = run(cuprof, "--check", path)
+        assert p.returncode == 0 and "reproduced %d/%d allocations\n" % (m, m) in p.stdout, \
+            (cut, p.stdout + p.stderr)
+
+
 def main():
     cuprof, golden, work = (os.path.abspath(a) for a in sys.argv[1:4])
     os.makedirs(work, exist_ok=True)
     hidden_remainder(cuprof, work)
+    pending_free(cuprof, work)
     for scenario in ("basic", "streams"):
         d = os.path.join(work, scenario)
         os.makedirs(d, exist_ok=True)
