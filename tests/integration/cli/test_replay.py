@@ -125,11 +125,42 @@ def pending_free(cuprof, work):
             (cut, p.stdout + p.stderr)
 
 
+def oversize_block(cuprof, work):
+    # max_split_size_mb:20: a live 20 MiB + 1 B block (oversize) made its own 22 MiB segment and
+    # is never split: the 2 MiB - 512 B behind it belong to it, not to a free block. A later
+    # 1.5 MiB request therefore made a new 20 MiB segment.
+    s1, s3 = S.BASE, S.BASE + 0x4000000
+    trace = [S.entry("segment_alloc", s3, 20 * S.MiB, S.F_ACT, t=1),
+             S.entry("alloc", s3, 3 * S.MiB // 2, S.F_ACT, t=2)]
+
+    def seg(addr, total, blocks):
+        live = [b for b in blocks if b["state"] != "inactive"]
+        return {"device": 0, "address": addr, "total_size": total,
+                "allocated_size": sum(b["size"] for b in live),
+                "active_size": sum(b["size"] for b in live),
+                "requested_size": sum(b["requested_size"] for b in live), "stream": 0,
+                "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False,
+                "frames": S.F_PARAMS, "blocks": blocks}
+    segments = [seg(s1, 22 * S.MiB, [S.block(s1, 22 * S.MiB, 20 * S.MiB + 1,
+                                             "active_allocated", S.F_PARAMS)]),
+                seg(s3, 20 * S.MiB, [S.block(s3, 3 * S.MiB // 2, 3 * S.MiB // 2,
+                                             "active_allocated", S.F_ACT),
+                                     S.block(s3 + 3 * S.MiB // 2, 37 * S.MiB // 2, 0,
+                                             "inactive", [])])]
+    snap = {"segments": segments, "device_traces": [trace],
+            "allocator_settings": S.allocator_settings("max_split_size_mb:20")}
+    path = os.path.join(work, "oversize.pickle")
+    pickle.dump(snap, open(path, "wb"), protocol=4)
+    p = run(cuprof, "--check", path)
+    assert p.returncode == 0 and "reproduced 1/1 allocations\n" in p.stdout, p.stdout + p.stderr
+
+
 def main():
     cuprof, golden, work = (os.path.abspath(a) for a in sys.argv[1:4])
     os.makedirs(work, exist_ok=True)
     hidden_remainder(cuprof, work)
     pending_free(cuprof, work)
+    oversize_block(cuprof, work)
     for scenario in ("basic", "streams"):
         d = os.path.join(work, scenario)
         os.makedirs(d, exist_ok=True)
