@@ -54,7 +54,7 @@ replay_external(struct replay_run *r, const struct snap_entry *e)
         if (allocator_track_external(r->alloc, (int)r->device, addr, e->size, e->stream, e->pool,
                                      e->stack) != 0)
             return 0; /* not ours to judge: the recording had it */
-        return addr_map_put(&r->addr_of, e->addr, addr, 1);
+        return addr_map_put(&r->addr_of, e->addr, addr, REPLAY_BLOCK_EXTERNAL);
     }
     if (e->action == TRACE_FREE_REQUESTED && addr_map_remove(&r->addr_of, e->addr, &old))
         (void)allocator_untrack_external(r->alloc, old.size, 0);
@@ -115,6 +115,22 @@ recorded_trace_mode(const struct snapshot *snap)
            strcmp(snap->cuprof.mode, "trace") == 0;
 }
 
+/* Ends a replay: its pending events complete (empty_cache waits for them) and are destroyed
+ * with the allocator. */
+static void
+run_free(struct replay_run *r)
+{
+    for (int d = 0; r->alloc != NULL && d <= (int)r->device; d++) {
+        (void)allocator_empty_cache(r->alloc, d);
+        allocator_destroy_idle_events(r->alloc, d);
+    }
+    allocator_destroy(r->alloc);
+    addr_map_free(&r->dev.live);
+    addr_map_free(&r->dev.pending_events);
+    addr_map_free(&r->addr_of);
+    free(r->guesses);
+}
+
 /* How one replay runs: `learn` stops it at the first difference, which replay_start_learn may
  * explain (then *learnt is set and the caller replays again). */
 struct replay_mode {
@@ -154,6 +170,7 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
             top = t->entries[i].addr + t->entries[i].size;
     r.dev.bump = ((top >> 30) + 1) << 30; /* fresh addresses above every recorded one */
     addr_map_init(&r.dev.live);
+    addr_map_init(&r.dev.pending_events);
     addr_map_init(&r.addr_of);
     struct device_ops ops;
     replay_device_ops(&r.dev, &ops);
@@ -248,18 +265,31 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
                         show_diff(&r, i, e, addr, seg_first, seg_count);
                     }
                 }
-                if (addr != 0 && addr_map_put(&r.addr_of, e->addr, addr, 0) != 0)
+                if (addr != 0 && addr_map_put(&r.addr_of, e->addr, addr, REPLAY_BLOCK_CACHED) != 0)
                     goto oom;
             }
             seg_count = 0;
-        } else if ((e->action == TRACE_FREE_REQUESTED && !pending[i]) ||
-                   e->action == TRACE_FREE_COMPLETED) {
-            /* Freed at its completion (until then PyTorch neither reuses nor merges it), or at
-             * the request when no completion follows; a completion whose request came before the
-             * first entry frees a block of the starting state. */
+        } else if (e->action == TRACE_FREE_REQUESTED && pending[i]) {
+            /* A block used on other streams: freed now (PyTorch's allocated counters drop at the
+             * request), cached only at its free_completed, through an event that waits for it.
+             * Its own pseudo-stream keeps each such wait independent of the others. */
+            struct addr_map_item *it = addr_map_get(&r.addr_of, e->addr);
+            if (it != NULL && it->stack == REPLAY_BLOCK_CACHED) {
+                r.dev.event_key = it->size;
+                int rc = allocator_free_on_stream(r.alloc, it->size, UINT64_MAX - i, 0);
+                r.dev.event_key = 0;
+                if (rc != 0)
+                    goto oom;
+                it->stack = REPLAY_BLOCK_PENDING; /* its completion only ends the wait */
+            }
+        } else if (e->action == TRACE_FREE_REQUESTED || e->action == TRACE_FREE_COMPLETED) {
+            /* Freed at the request when no completion follows; a completion whose request came
+             * before the first entry frees a block of the starting state. */
             struct addr_map_item old;
-            if (addr_map_remove(&r.addr_of, e->addr, &old) && old.stack == 0) {
-                if (allocator_free(r.alloc, old.size, 0) != 0)
+            if (addr_map_remove(&r.addr_of, e->addr, &old) && old.stack != REPLAY_BLOCK_EXTERNAL) {
+                if (old.stack == REPLAY_BLOCK_PENDING)
+                    (void)replay_device_complete(&r.dev, old.size);
+                else if (allocator_free(r.alloc, old.size, 0) != 0)
                     goto oom;
                 replay_guess_freed(&r, old.size);
             }
@@ -268,18 +298,12 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
     cli_progress_end(&progress);
     allocator_get_stats(r.alloc, (int)device, &res->stats);
     res->ok = true;
-    allocator_destroy(r.alloc);
-    addr_map_free(&r.dev.live);
-    addr_map_free(&r.addr_of);
-    free(r.guesses);
+    run_free(&r);
     free(pending);
     return CLI_OK;
 oom:
     fprintf(stderr, "cuprof: replay: the allocator failed on a recorded request\n");
-    allocator_destroy(r.alloc);
-    addr_map_free(&r.dev.live);
-    addr_map_free(&r.addr_of);
-    free(r.guesses);
+    run_free(&r);
     free(pending);
     return CLI_BADUSE;
 }

@@ -25,10 +25,17 @@ struct fake_device {
     /* Segments made by the current request (for --check). */
     uint64_t made[8];
     size_t made_count;
+    /* Events: one recorded while event_key is non-zero stays pending until
+     * replay_device_complete(key), as a recorded free_requested waits for its free_completed;
+     * any other completes at once. */
+    uint64_t event_key;
+    struct addr_map pending_events; /* key -> the pending event (its address as the size) */
 };
 
 /* The device_ops of a fake device (ctx is f). */
 void replay_device_ops(struct fake_device *f, struct device_ops *ops);
+/* Completes the pending event recorded under `key`; false when there is none. */
+bool replay_device_complete(struct fake_device *f, uint64_t key);
 
 /* A free block of the starting state whose start is a guess: it lies behind a live large block
  * (its owner) that may hold an unsplit remainder of up to 1 MiB no trace entry shows. */
@@ -40,13 +47,20 @@ struct replay_guess {
     bool live;        /* the owner was not freed yet in this replay */
 };
 
+/* What replay_run.addr_of's `stack` field says of a replayed block. */
+enum replay_block_kind {
+    REPLAY_BLOCK_CACHED = 0,   /* from the allocator's pools */
+    REPLAY_BLOCK_EXTERNAL = 1, /* managed/VMM/driver-pool memory, only tracked */
+    REPLAY_BLOCK_PENDING = 2,  /* free requested, waiting for its recorded free_completed */
+};
+
 /* One replay of one setting. */
 struct replay_run {
     const struct snapshot *snap;
     size_t device;
     struct allocator *alloc;
     struct fake_device dev;
-    struct addr_map addr_of; /* recorded address -> replayed address */
+    struct addr_map addr_of; /* recorded address -> replayed address (size), kind (stack) */
     bool check;
     size_t diffs_shown;
     /* Unsplit remainders learnt by earlier replays: owner address -> its whole block size. */

@@ -1,5 +1,7 @@
 /* replay_device.c: the in-process fake device of `cuprof replay`: recorded segment addresses where
- *   the sizes agree, else fresh ones above every recorded address; events complete at once. */
+ *   the sizes agree, else fresh ones above every recorded address; events complete at once, or
+ *   when the replay reaches the recorded free_completed they stand for. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "allocator/cuprof_errors.h"
@@ -60,22 +62,32 @@ fake_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total)
     return 0;
 }
 
-/* Events complete at once: the recorded free_completed already says when blocks came back. */
+struct fake_event {
+    uint64_t key; /* non-zero while pending under that key */
+};
+
 static int
 fake_event_create(void *ctx, int device, void **event)
 {
     (void)ctx;
     (void)device;
-    *event = malloc(1);
+    *event = calloc(1, sizeof(struct fake_event));
     return *event ? 0 : -CUPROF_EHOSTMEM;
 }
 
 static int
 fake_event_record(void *ctx, void *event, uint64_t stream)
 {
-    (void)ctx;
-    (void)event;
+    struct fake_device *f = ctx;
+    struct fake_event *ev = event;
     (void)stream;
+    ev->key = 0;
+    if (f->event_key != 0) {
+        /* Without a map entry the allocator falls back to a device synchronize: at once. */
+        if (addr_map_put(&f->pending_events, f->event_key, (uint64_t)(uintptr_t)ev, 0) != 0)
+            return -CUPROF_EHOSTMEM;
+        ev->key = f->event_key;
+    }
     return 0;
 }
 
@@ -83,23 +95,50 @@ static int
 fake_event_query(void *ctx, void *event)
 {
     (void)ctx;
-    (void)event;
+    return ((struct fake_event *)event)->key != 0 ? 1 : 0;
+}
+
+/* Waiting for an event (empty_cache, a retry) completes it, as on a device. */
+static int
+fake_event_synchronize(void *ctx, void *event)
+{
+    struct fake_device *f = ctx;
+    struct fake_event *ev = event;
+    if (ev->key != 0)
+        (void)addr_map_remove(&f->pending_events, ev->key, NULL);
+    ev->key = 0;
     return 0;
 }
 
 static int
 fake_event_destroy(void *ctx, void *event)
 {
-    (void)ctx;
+    (void)fake_event_synchronize(ctx, event);
     free(event);
     return 0;
 }
 
+bool
+replay_device_complete(struct fake_device *f, uint64_t key)
+{
+    struct addr_map_item item;
+    if (key == 0 || !addr_map_remove(&f->pending_events, key, &item))
+        return false;
+    ((struct fake_event *)(uintptr_t)item.size)->key = 0;
+    return true;
+}
+
+/* A device-wide wait (the allocator's fallback when it has no event) completes every event. */
 static int
 fake_synchronize(void *ctx, int device)
 {
-    (void)ctx;
+    struct fake_device *f = ctx;
     (void)device;
+    for (size_t i = 0; i < f->pending_events.cap; i++)
+        if (f->pending_events.slots[i].addr != 0)
+            ((struct fake_event *)(uintptr_t)f->pending_events.slots[i].size)->key = 0;
+    addr_map_free(&f->pending_events);
+    addr_map_init(&f->pending_events);
     return 0;
 }
 
@@ -114,7 +153,7 @@ replay_device_ops(struct fake_device *f, struct device_ops *ops)
         .event_create = fake_event_create,
         .event_record = fake_event_record,
         .event_query = fake_event_query,
-        .event_synchronize = fake_event_query,
+        .event_synchronize = fake_event_synchronize,
         .event_destroy = fake_event_destroy,
         .synchronize = fake_synchronize,
     };

@@ -197,7 +197,7 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
                 cursor = limit;
                 continue;
             }
-            if (addr_map_put(&r->addr_of, live[b].addr, addr, 0) != 0)
+            if (addr_map_put(&r->addr_of, live[b].addr, addr, REPLAY_BLOCK_CACHED) != 0)
                 break;
             if (guess)
                 r->guesses[r->nguesses++] =

@@ -125,6 +125,34 @@ def pending_free(cuprof, work):
             (cut, p.stdout + p.stderr)
 
 
+def pending_peak(cuprof, work):
+    # PyTorch's allocated counters drop at free_requested, not at free_completed: the 98 KiB
+    # block is pending (not reusable) when the 1000-byte request comes, yet no longer counted, so
+    # the peak allocated is the 98 KiB alone (counting it until its completion would give 99 KiB).
+    # After the completion the next request gets the pending block's address back.
+    s2 = S.S2
+    trace = [S.entry("segment_alloc", s2, 2 * S.MiB, S.F_SMALL, t=0),
+             S.entry("alloc", s2, 100000, S.F_SMALL, t=1),
+             S.entry("free_requested", s2, 100000, S.F_SMALL, t=2),
+             S.entry("alloc", s2 + 100352, 1000, S.F_TMP, t=3),
+             S.entry("free_completed", s2, 100000, S.F_SMALL, t=4),
+             S.entry("alloc", s2, 1000, S.F_ACT, t=5)]
+    blocks = [S.block(s2, 1024, 1000, "active_allocated", S.F_ACT),
+              S.block(s2 + 1024, 99328, 0, "inactive", []),
+              S.block(s2 + 100352, 1024, 1000, "active_allocated", S.F_TMP),
+              S.block(s2 + 101376, 2 * S.MiB - 101376, 0, "inactive", [])]
+    segment = {"device": 0, "address": s2, "total_size": 2 * S.MiB, "allocated_size": 2048,
+               "active_size": 2048, "requested_size": 2000, "stream": 0,
+               "segment_type": "small", "segment_pool_id": (0, 0), "is_expandable": False,
+               "frames": S.F_SMALL, "blocks": blocks}
+    path = os.path.join(work, "pending-peak.pickle")
+    pickle.dump({"segments": [segment], "device_traces": [trace],
+                 "allocator_settings": S.allocator_settings()}, open(path, "wb"), protocol=4)
+    p = run(cuprof, "--check", path)
+    assert p.returncode == 0 and "reproduced 3/3 allocations\n" in p.stdout, p.stdout + p.stderr
+    assert table_row(p.stdout, "peak allocated")[0] == S.format_size(100352), p.stdout
+
+
 def oversize_block(cuprof, work):
     # max_split_size_mb:20: a live 20 MiB + 1 B block (oversize) made its own 22 MiB segment and
     # is never split: the 2 MiB - 512 B behind it belong to it, not to a free block. A later
@@ -160,6 +188,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     hidden_remainder(cuprof, work)
     pending_free(cuprof, work)
+    pending_peak(cuprof, work)
     oversize_block(cuprof, work)
     for scenario in ("basic", "streams"):
         d = os.path.join(work, scenario)
