@@ -254,9 +254,12 @@ class Replay(unittest.TestCase):
                 p = replay_check(self, path, snap, (app, conf))
                 row = re.search(r"(?m)^setting +(.+)$", p.stdout).group(1).strip()
                 self.assertEqual(row, (conf or "(defaults)")[:22])  # the column's width
-                peak = snap["cuprof"]["stats"][0]["reserved_bytes.all.peak"]
-                row = re.search(r"(?m)^peak reserved +(.+)$", p.stdout).group(1).split()
-                self.assertEqual(" ".join(row[:2]), S.format_size(peak), (app, conf))
+                stats = snap["cuprof"]["stats"][0]
+                for row_name, key in (("peak reserved", "reserved_bytes.all.peak"),
+                                      ("peak allocated", "allocated_bytes.all.peak")):
+                    row = re.search(r"(?m)^%s +(.+)$" % row_name, p.stdout).group(1).split()
+                    self.assertEqual(" ".join(row[:2]), S.format_size(stats[key]),
+                                     (app, conf, row_name))
 
 
 class MidRun(unittest.TestCase):
