@@ -27,8 +27,8 @@ alloc_device_init(struct alloc_device *dev, int index, const struct alloc_config
     dev->sink = sink;
     dev->small.is_small = true;
     dev->large.is_small = false;
-    atomic_init(&dev->addr_lo, UINT64_MAX);
-    atomic_init(&dev->addr_hi, 0);
+    atomic_init(&dev->range.lo, UINT64_MAX);
+    atomic_init(&dev->range.hi, 0);
     /* PyTorch keeps max_split_size as int64: SIZE_MAX (unset) reads as -1. */
     memory_stats_init(&dev->stats,
                       config->max_split_size == SIZE_MAX ? -1 : (int64_t)config->max_split_size);
@@ -244,10 +244,10 @@ segment_link_locked(struct alloc_device *dev, struct alloc_segment *seg)
 {
     /* Only this device's lock holder writes the range; readers tolerate a stale (narrower)
      * value only for pointers they cannot have been handed yet. */
-    if (seg->addr < atomic_load_explicit(&dev->addr_lo, memory_order_relaxed))
-        atomic_store_explicit(&dev->addr_lo, seg->addr, memory_order_relaxed);
-    if (seg->addr + seg->size > atomic_load_explicit(&dev->addr_hi, memory_order_relaxed))
-        atomic_store_explicit(&dev->addr_hi, seg->addr + seg->size, memory_order_relaxed);
+    if (seg->addr < atomic_load_explicit(&dev->range.lo, memory_order_relaxed))
+        atomic_store_explicit(&dev->range.lo, seg->addr, memory_order_relaxed);
+    if (seg->addr + seg->size > atomic_load_explicit(&dev->range.hi, memory_order_relaxed))
+        atomic_store_explicit(&dev->range.hi, seg->addr + seg->size, memory_order_relaxed);
     struct avl_node *parent = NULL, *n = dev->segments.root;
     int left = 0;
     while (n != NULL) {

@@ -1,12 +1,13 @@
-/* bench_allocator.c: ns per cached malloc+free pair (small, large with split and merge; 1 and 2
- * threads, same and different devices) and RMM's random_allocations workload, each against a
- * glibc malloc+free baseline measured in the same run. Prints `name: value unit (ratio× base)`.
+/* bench_allocator.c: ns per cached malloc+free pair (small: an exact fit, and with split and
+ * merge; large with split and merge; 1 and 2 threads, same and different devices) and RMM's
+ * random_allocations workload, each against a glibc malloc+free baseline measured in the same
+ * run. Prints `name: value unit (ratio× base)`.
  * Pair figures are medians of REPS repetitions, each timing the glibc baseline right before the
  * candidate, so that a loaded machine slows both sides of a ratio alike.
  * `bench_allocator callgrind` runs CG_PAIRS untimed pairs of each kind for instruction counts
  * that load cannot disturb: valgrind --tool=callgrind bench_allocator callgrind, then
- * callgrind_annotate --inclusive=yes: cg_glibc's Ir / CG_PAIRS, cg_small's and cg_large's
- * Ir / (CG_PAIRS + WARMUP). */
+ * callgrind_annotate --inclusive=yes: cg_glibc's Ir / CG_PAIRS, cg_small's, cg_small_split's
+ * and cg_large's Ir / (CG_PAIRS + WARMUP). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -99,10 +100,17 @@ make(struct bump *b, int devices)
     return allocator_create(&cfg, &ops, NULL, devices);
 }
 
+/* How a pair meets the cache: PyTorch's two steady states for a repeated request. */
+enum pair_kind {
+    PAIR_EXACT_FIT, /* a cached block of exactly the size between live ones: no split, no merge */
+    PAIR_SPLIT,     /* the free rest of a segment: every malloc splits, every free merges */
+};
+
 struct pair_job {
     struct allocator *alloc;
     int device;
     size_t size;
+    enum pair_kind kind;
     long n;
     double ns;
 };
@@ -111,11 +119,17 @@ static void *
 pair_loop(void *arg)
 {
     struct pair_job *j = arg;
-    uint64_t keep = 0, p = 0;
-    /* A live neighbour keeps the segment split, so every pair splits and merges. */
-    if (allocator_malloc(j->alloc, j->device, j->size, 0, 0, &keep) != 0)
+    uint64_t keep[2] = {0, 0}, p = 0;
+    /* A live block before the cached one; for an exact fit also one after it, so that the
+     * freed block has no free neighbour to merge with. */
+    if (allocator_malloc(j->alloc, j->device, j->size, 0, 0, &keep[0]) != 0)
         abort();
-    for (int i = 0; i < WARMUP; i++) { /* warm-up: segment made, caches and branches trained */
+    if (j->kind == PAIR_EXACT_FIT &&
+        (allocator_malloc(j->alloc, j->device, j->size, 0, 0, &p) != 0 ||
+         allocator_malloc(j->alloc, j->device, j->size, 0, 0, &keep[1]) != 0 ||
+         allocator_free(j->alloc, p, 0) != 0))
+        abort();
+    for (int i = 0; i < WARMUP; i++) { /* warm-up: caches and branches trained */
         if (allocator_malloc(j->alloc, j->device, j->size, 0, 0, &p) != 0 ||
             allocator_free(j->alloc, p, 0) != 0)
             abort();
@@ -127,8 +141,9 @@ pair_loop(void *arg)
             abort();
     }
     j->ns = (now_ns() - t0) / (double)j->n;
-    if (allocator_free(j->alloc, keep, 0) != 0)
-        abort();
+    for (int k = 0; k < 2; k++)
+        if (keep[k] != 0 && allocator_free(j->alloc, keep[k], 0) != 0)
+            abort();
     return NULL;
 }
 
@@ -147,14 +162,14 @@ glibc_pairs(size_t size, long n)
 }
 
 static double
-run_pairs(int threads, bool two_devices, size_t size, long n)
+run_pairs(int threads, bool two_devices, size_t size, enum pair_kind kind, long n)
 {
     struct bump b;
     struct allocator *a = make(&b, 2);
     pthread_t tid[2];
     struct pair_job job[2];
     for (int t = 0; t < threads; t++) {
-        job[t] = (struct pair_job){a, two_devices ? t : 0, size, n, 0};
+        job[t] = (struct pair_job){a, two_devices ? t : 0, size, kind, n, 0};
         pthread_create(&tid[t], NULL, pair_loop, &job[t]);
     }
     double worst = 0;
@@ -229,12 +244,13 @@ median(double *v, int n)
 /* Median over REPS of (glibc pair, candidate pair) measured back to back; prints the candidate's
  * median ns and the median of the per-repetition ratios. */
 static void
-pair_figure(const char *name, int threads, bool two_devices, size_t size, long n)
+pair_figure(const char *name, int threads, bool two_devices, size_t size, enum pair_kind kind,
+            long n)
 {
     double ns[REPS], ratio[REPS];
     for (int r = 0; r < REPS; r++) {
         double base = glibc_pairs(512, n);
-        ns[r] = run_pairs(threads, two_devices, size, n);
+        ns[r] = run_pairs(threads, two_devices, size, kind, n);
         ratio[r] = ns[r] / base;
     }
     printf("%s: %.1f ns (%.2fx glibc_malloc_free)\n", name, median(ns, REPS), median(ratio, REPS));
@@ -247,22 +263,28 @@ cg_glibc(void)
 }
 
 __attribute__((noinline)) static void
-cg_pairs(struct allocator *a, size_t size)
+cg_pairs(struct allocator *a, size_t size, enum pair_kind kind)
 {
-    struct pair_job job = {a, 0, size, CG_PAIRS, 0};
+    struct pair_job job = {a, 0, size, kind, CG_PAIRS, 0};
     pair_loop(&job);
 }
 
 __attribute__((noinline)) static void
 cg_small(struct allocator *a)
 {
-    cg_pairs(a, 512);
+    cg_pairs(a, 512, PAIR_EXACT_FIT);
+}
+
+__attribute__((noinline)) static void
+cg_small_split(struct allocator *a)
+{
+    cg_pairs(a, 512, PAIR_SPLIT);
 }
 
 __attribute__((noinline)) static void
 cg_large(struct allocator *a)
 {
-    cg_pairs(a, 5 * MIB);
+    cg_pairs(a, 5 * MIB, PAIR_SPLIT);
 }
 
 int
@@ -273,6 +295,7 @@ main(int argc, char **argv)
         struct allocator *a = make(&b, 1);
         cg_glibc();
         cg_small(a);
+        cg_small_split(a);
         cg_large(a);
         allocator_destroy(a);
         return 0;
@@ -282,11 +305,12 @@ main(int argc, char **argv)
     for (int r = 0; r < REPS; r++)
         base[r] = glibc_pairs(512, n);
     printf("glibc_malloc_free: %.1f ns (1.00x glibc_malloc_free)\n", median(base, REPS));
-    pair_figure("alloc_pair_small_1t", 1, false, 512, n);
-    pair_figure("alloc_pair_large_1t", 1, false, 5 * MIB, n);
-    pair_figure("alloc_pair_small_2t_same_device", 2, false, 512, n / 2);
-    pair_figure("alloc_pair_small_2t_two_devices", 2, true, 512, n / 2);
-    pair_figure("alloc_pair_large_2t_two_devices", 2, true, 5 * MIB, n / 2);
+    pair_figure("alloc_pair_small_1t", 1, false, 512, PAIR_EXACT_FIT, n);
+    pair_figure("alloc_pair_small_split_1t", 1, false, 512, PAIR_SPLIT, n);
+    pair_figure("alloc_pair_large_1t", 1, false, 5 * MIB, PAIR_SPLIT, n);
+    pair_figure("alloc_pair_small_2t_same_device", 2, false, 512, PAIR_EXACT_FIT, n / 2);
+    pair_figure("alloc_pair_small_2t_two_devices", 2, true, 512, PAIR_EXACT_FIT, n / 2);
+    pair_figure("alloc_pair_large_2t_two_devices", 2, true, 5 * MIB, PAIR_SPLIT, n / 2);
     double per_op_1k = 0;
     const long sizes[] = {1000, 10000, 100000};
     for (int i = 0; i < 3; i++) {
