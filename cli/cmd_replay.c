@@ -331,6 +331,24 @@ learn_remainders(const struct snapshot *snap, size_t device, const char *conf, u
     return CLI_OK;
 }
 
+/* True when PyTorch recorded with expandable segments (one segment grows by mapping pages): the
+ * replay serves those requests with ordinary segments, so its decisions may differ. */
+static bool
+recorded_expandable(const struct snapshot *snap, size_t device)
+{
+    if (snap->has_allocator_settings && snap->allocator_settings.expandable_segments)
+        return true;
+    for (size_t i = 0; i < snap->segment_count; i++)
+        if (snap->segments[i].is_expandable)
+            return true;
+    const struct snap_device_trace *t = &snap->device_traces[device];
+    for (size_t i = 0; i < t->count; i++)
+        if (t->entries[i].action == TRACE_SEGMENT_MAP ||
+            t->entries[i].action == TRACE_SEGMENT_UNMAP)
+            return true;
+    return false;
+}
+
 static uint64_t
 capacity_from_ooms(const struct snapshot *snap, size_t device)
 {
@@ -446,6 +464,11 @@ cmd_replay(int argc, char **argv)
                 argv[optind], err);
         confs[0] = "";
     }
+    if (recorded_expandable(snap, (size_t)device))
+        fprintf(stderr,
+                "cuprof: %s: recorded with expandable segments, which the replay serves with "
+                "ordinary segments: expect differences from the recording\n",
+                argv[optind]);
     uint64_t capacity = memory ? memory : capacity_from_ooms(snap, (size_t)device);
     struct replay_result res[REPLAY_MAX_CONFS + 1];
     memset(res, 0, sizeof(res));

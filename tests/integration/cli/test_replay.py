@@ -151,6 +151,17 @@ def pending_peak(cuprof, work):
     p = run(cuprof, "--check", path)
     assert p.returncode == 0 and "reproduced 3/3 allocations\n" in p.stdout, p.stdout + p.stderr
     assert table_row(p.stdout, "peak allocated")[0] == S.format_size(100352), p.stdout
+    assert "expandable" not in p.stderr, p.stderr
+    # Recorded with expandable segments (PyTorch maps pages into one growing segment): the
+    # replay, which serves them with ordinary segments, says so in one line.
+    settings = dict(S.allocator_settings("expandable_segments:True"), expandable_segments=True)
+    pickle.dump({"segments": [segment], "device_traces": [trace],
+                 "allocator_settings": settings}, open(path, "wb"), protocol=4)
+    p = run(cuprof, path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stderr == ("cuprof: %s: recorded with expandable segments, which the replay serves "
+                        "with ordinary segments: expect differences from the recording\n"
+                        % path), p.stderr
 
 
 def oversize_block(cuprof, work):
