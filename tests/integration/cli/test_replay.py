@@ -94,26 +94,32 @@ def hidden_remainder(cuprof, work):
                                            S.BASE + 2333696) in p.stdout, p.stdout
 
 
-def pending_free(cuprof, work):
-    # A block used on another stream stays pending from free_requested to free_completed: PyTorch
-    # neither reuses nor merges it meanwhile. The second 1000-byte request on stream 0 therefore
-    # got the next 1024 bytes, and the third (after the completion) the pending block's address.
-    s2 = S.S2
+def pending_snapshot(first):
+    """A small segment where a block of `first` bytes is freed while used on another stream:
+    pending from free_requested to free_completed, when PyTorch neither reuses nor merges it.
+    The second request (1000 bytes) therefore went behind it, and the third, after the
+    completion, got the pending block's address."""
+    s2, held = S.S2, (first + 511) // 512 * 512
     trace = [S.entry("segment_alloc", s2, 2 * S.MiB, S.F_SMALL, t=0),
-             S.entry("alloc", s2, 1000, S.F_SMALL, t=1),
-             S.entry("free_requested", s2, 1000, S.F_SMALL, t=2),
-             S.entry("alloc", s2 + 1024, 1000, S.F_TMP, t=3),
-             S.entry("free_completed", s2, 1000, S.F_SMALL, t=4),
+             S.entry("alloc", s2, first, S.F_SMALL, t=1),
+             S.entry("free_requested", s2, first, S.F_SMALL, t=2),
+             S.entry("alloc", s2 + held, 1000, S.F_TMP, t=3),
+             S.entry("free_completed", s2, first, S.F_SMALL, t=4),
              S.entry("alloc", s2, 1000, S.F_ACT, t=5)]
-    blocks = [S.block(s2, 1024, 1000, "active_allocated", S.F_ACT),
-              S.block(s2 + 1024, 1024, 1000, "active_allocated", S.F_TMP),
-              S.block(s2 + 2048, 2 * S.MiB - 2048, 0, "inactive", [])]
+    blocks = ([S.block(s2, 1024, 1000, "active_allocated", S.F_ACT)] +
+              ([S.block(s2 + 1024, held - 1024, 0, "inactive", [])] if held > 1024 else []) +
+              [S.block(s2 + held, 1024, 1000, "active_allocated", S.F_TMP),
+               S.block(s2 + held + 1024, 2 * S.MiB - held - 1024, 0, "inactive", [])])
     segment = {"device": 0, "address": s2, "total_size": 2 * S.MiB, "allocated_size": 2048,
                "active_size": 2048, "requested_size": 2000, "stream": 0,
                "segment_type": "small", "segment_pool_id": (0, 0), "is_expandable": False,
                "frames": S.F_SMALL, "blocks": blocks}
-    snap = {"segments": [segment], "device_traces": [trace],
-            "allocator_settings": S.allocator_settings()}
+    return trace, {"segments": [segment], "device_traces": [trace],
+                   "allocator_settings": S.allocator_settings()}
+
+
+def pending_free(cuprof, work):
+    trace, snap = pending_snapshot(1000)
     path = os.path.join(work, "pending.pickle")
     # The whole history, and cut before the request (the block is live at the first entry) and
     # between request and completion (pending at the first entry).
@@ -129,25 +135,9 @@ def pending_peak(cuprof, work):
     # PyTorch's allocated counters drop at free_requested, not at free_completed: the 98 KiB
     # block is pending (not reusable) when the 1000-byte request comes, yet no longer counted, so
     # the peak allocated is the 98 KiB alone (counting it until its completion would give 99 KiB).
-    # After the completion the next request gets the pending block's address back.
-    s2 = S.S2
-    trace = [S.entry("segment_alloc", s2, 2 * S.MiB, S.F_SMALL, t=0),
-             S.entry("alloc", s2, 100000, S.F_SMALL, t=1),
-             S.entry("free_requested", s2, 100000, S.F_SMALL, t=2),
-             S.entry("alloc", s2 + 100352, 1000, S.F_TMP, t=3),
-             S.entry("free_completed", s2, 100000, S.F_SMALL, t=4),
-             S.entry("alloc", s2, 1000, S.F_ACT, t=5)]
-    blocks = [S.block(s2, 1024, 1000, "active_allocated", S.F_ACT),
-              S.block(s2 + 1024, 99328, 0, "inactive", []),
-              S.block(s2 + 100352, 1024, 1000, "active_allocated", S.F_TMP),
-              S.block(s2 + 101376, 2 * S.MiB - 101376, 0, "inactive", [])]
-    segment = {"device": 0, "address": s2, "total_size": 2 * S.MiB, "allocated_size": 2048,
-               "active_size": 2048, "requested_size": 2000, "stream": 0,
-               "segment_type": "small", "segment_pool_id": (0, 0), "is_expandable": False,
-               "frames": S.F_SMALL, "blocks": blocks}
+    _, snap = pending_snapshot(100000)
     path = os.path.join(work, "pending-peak.pickle")
-    pickle.dump({"segments": [segment], "device_traces": [trace],
-                 "allocator_settings": S.allocator_settings()}, open(path, "wb"), protocol=4)
+    pickle.dump(snap, open(path, "wb"), protocol=4)
     p = run(cuprof, "--check", path)
     assert p.returncode == 0 and "reproduced 3/3 allocations\n" in p.stdout, p.stdout + p.stderr
     assert table_row(p.stdout, "peak allocated")[0] == S.format_size(100352), p.stdout
@@ -155,8 +145,7 @@ def pending_peak(cuprof, work):
     # Recorded with expandable segments (PyTorch maps pages into one growing segment): the
     # replay, which serves them with ordinary segments, says so in one line.
     settings = dict(S.allocator_settings("expandable_segments:True"), expandable_segments=True)
-    pickle.dump({"segments": [segment], "device_traces": [trace],
-                 "allocator_settings": settings}, open(path, "wb"), protocol=4)
+    pickle.dump(dict(snap, allocator_settings=settings), open(path, "wb"), protocol=4)
     p = run(cuprof, path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stderr == ("cuprof: %s: recorded with expandable segments, which the replay serves "
