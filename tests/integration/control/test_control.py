@@ -322,12 +322,11 @@ class ForkTests(unittest.TestCase):
             # around fork. The plain build runs this test every time.
             self.skipTest("ASan's allocator is not fork-safe in a threaded program")
         d = tempfile.mkdtemp(prefix="cuprof-control-")
-        # free_sync:none: the churning thread's frees then make no call into the simulated
-        # driver, whose own locks (unlike cuprof's) are not fork-safe: a fork while that thread
-        # sat inside its device synchronize left the child blocked on a lock. (A real driver is
-        # not usable in a forked child at all; this test is about cuprof's own state.)
-        r = run([prog("control_fork")], env_for(CUPROF_SNAPSHOT=os.path.join(d, "f-%p-%n.pickle"),
-                                                CUPROF_ALLOC_CONF="free_sync:none"))
+        # Default settings: the churning thread's frees synchronize the device, so the fork often
+        # lands while it is inside the simulated driver. The simulator's fork handlers keep the
+        # child from inheriting a held driver lock (a real driver is unusable in a forked child
+        # anyway); this test is about cuprof's own state there.
+        r = run([prog("control_fork")], env_for(CUPROF_SNAPSHOT=os.path.join(d, "f-%p-%n.pickle")))
         self.assertEqual(r.returncode, 0, r.stderr)
         info = dict(re.findall(r"^(\w+)=(-?\d+)$", r.stdout, re.M))
         self.assertEqual((info["child_exited"], info["child_status"]), ("1", "0"))

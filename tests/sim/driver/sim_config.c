@@ -214,6 +214,18 @@ sim_config_get(void)
     return &config;
 }
 
+void
+sim_fail_fork_lock(void)
+{
+    pthread_mutex_lock(&fail_lock);
+}
+
+void
+sim_fail_fork_unlock(void)
+{
+    pthread_mutex_unlock(&fail_lock);
+}
+
 int
 sim_fail_check(enum sim_fail_op op, size_t size)
 {

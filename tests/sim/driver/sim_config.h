@@ -31,5 +31,8 @@ bool sim_config_parse_size(const char *s, size_t *out) __attribute__((warn_unuse
 int sim_fail_check(enum sim_fail_op op, size_t size) __attribute__((warn_unused_result));
 /* True when SIMCUDA_FAIL hides `name` from cuGetProcAddress. */
 bool sim_fail_proc_hidden(const char *name);
+/* The rule counters' lock around fork() (see sim_driver.h). */
+void sim_fail_fork_lock(void);
+void sim_fail_fork_unlock(void);
 
 #endif

@@ -82,6 +82,40 @@ device_init(struct sim_device *dev, int ordinal, size_t capacity)
 }
 
 static void
+fork_prepare(void)
+{
+    sim_stream_fork_lock();
+    sim_fail_fork_lock();
+    sim_mem_fork_lock();
+    sim_vmm_fork_lock();
+    for (int i = 0; i < sim.ndev; i++)
+        pthread_mutex_lock(&sim.devs[i].lock);
+}
+
+static void
+fork_done(bool child)
+{
+    for (int i = sim.ndev; i-- > 0;)
+        pthread_mutex_unlock(&sim.devs[i].lock);
+    sim_vmm_fork_unlock();
+    sim_mem_fork_unlock();
+    sim_fail_fork_unlock();
+    sim_stream_fork_unlock(child);
+}
+
+static void
+fork_parent(void)
+{
+    fork_done(false);
+}
+
+static void
+fork_child(void)
+{
+    fork_done(true);
+}
+
+static void
 init_all(void)
 {
     const struct sim_config *cfg = sim_config_get();
@@ -106,6 +140,7 @@ init_all(void)
         }
     }
     sim.ndev = cfg->devices;
+    (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
     atomic_store_explicit(&sim.initialized, true, memory_order_release);
 }
 

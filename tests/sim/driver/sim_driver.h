@@ -107,6 +107,19 @@ sim_check_init(void)
                : CUDA_ERROR_NOT_INITIALIZED;
 }
 
+/* fork(): cuInit's atfork handler takes every lock the driver can enumerate before fork (each
+ * device's streams_lock and stream locks, in submit's order, then the data locks: each device's
+ * lock, host_lock, vmm_lock, fail_lock, all leaves) and releases them in both processes, so a
+ * child never inherits a lock held by a thread that did not survive the fork. In the child every
+ * stream starts idle (its worker is gone; the parent's queued work stays the parent's). Events
+ * are not enumerable and are not carried over; a real driver is unusable in a forked child. */
+void sim_mem_fork_lock(void);
+void sim_mem_fork_unlock(void);
+void sim_vmm_fork_lock(void);
+void sim_vmm_fork_unlock(void);
+void sim_stream_fork_lock(void);
+void sim_stream_fork_unlock(bool child);
+
 /* sim_context.c */
 struct CUctx_st *sim_ctx_current(void);
 /* Init check + current live context; error when there is none. */

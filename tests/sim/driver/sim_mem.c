@@ -16,6 +16,18 @@ struct sim_host_block {
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sim_host_block *host_blocks; /* protected by host_lock */
 
+void
+sim_mem_fork_lock(void)
+{
+    pthread_mutex_lock(&host_lock);
+}
+
+void
+sim_mem_fork_unlock(void)
+{
+    pthread_mutex_unlock(&host_lock);
+}
+
 static struct sim_device *
 device_of_heap_ptr(uintptr_t p)
 {

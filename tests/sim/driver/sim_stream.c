@@ -320,6 +320,60 @@ stream_destroy(struct CUstream_st *s)
     stream_unref(s);
 }
 
+/* Every stream lock of every device, in the order submit takes them: a device's streams_lock,
+ * then its streams. (`fn` runs on each stream with its lock held.) */
+static void
+each_stream(void (*fn)(struct CUstream_st *))
+{
+    for (int i = 0; i < sim.ndev; i++) {
+        struct sim_device *dev = &sim.devs[i];
+        fn(&dev->legacy);
+        for (struct CUstream_st *t = dev->streams; t; t = t->next)
+            fn(t);
+    }
+}
+
+static void
+lock_stream(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&s->lock);
+}
+
+static void
+unlock_stream(struct CUstream_st *s)
+{
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* In a forked child: the stream's worker did not survive, and the work queued in the parent is
+ * the parent's. The stream starts idle (a new submission starts a worker) and its condition
+ * variable anew, as no thread of the parent waits on it here. */
+static void
+reset_stream_in_child(struct CUstream_st *s)
+{
+    s->head = s->tail = NULL; /* the ops stay with the parent (freeing them here could race) */
+    s->completed = s->submitted;
+    s->has_worker = false;
+    pthread_cond_init(&s->cond, NULL);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void
+sim_stream_fork_lock(void)
+{
+    for (int i = 0; i < sim.ndev; i++)
+        pthread_mutex_lock(&sim.devs[i].streams_lock);
+    each_stream(lock_stream);
+}
+
+void
+sim_stream_fork_unlock(bool child)
+{
+    each_stream(child ? reset_stream_in_child : unlock_stream);
+    for (int i = sim.ndev; i-- > 0;)
+        pthread_mutex_unlock(&sim.devs[i].streams_lock);
+}
+
 static void
 pts_destructor(void *unused)
 {

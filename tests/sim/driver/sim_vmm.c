@@ -35,6 +35,18 @@ static struct sim_vmm_handle *handles; /* protected by vmm_lock */
 static struct sim_vmm_map *maps;       /* protected by vmm_lock */
 static struct sim_vmm_range *ranges;   /* protected by vmm_lock */
 
+void
+sim_vmm_fork_lock(void)
+{
+    pthread_mutex_lock(&vmm_lock);
+}
+
+void
+sim_vmm_fork_unlock(void)
+{
+    pthread_mutex_unlock(&vmm_lock);
+}
+
 static bool
 page_multiple(size_t v)
 {
