@@ -148,7 +148,7 @@ alloc_device_put_aux_locked(struct alloc_device *dev, struct alloc_aux *a)
 }
 
 void
-alloc_device_pool_insert_locked(struct alloc_pool *pool, struct alloc_block *b)
+alloc_device_pool_link_locked(struct alloc_pool *pool, struct alloc_block *b)
 {
     struct avl_node *parent = NULL, *n = pool->blocks.root;
     int left = 0;
@@ -157,39 +157,16 @@ alloc_device_pool_insert_locked(struct alloc_pool *pool, struct alloc_block *b)
         left = alloc_block_less(b->stream, b->size, b->addr, alloc_block_of(n));
         n = left ? n->left : n->right;
     }
-    /* PyTorch: insert_into_blocks stamps the block's age base for garbage collection. */
-    b->gc_count_base = pool->get_free_blocks_call_count;
-    b->in_pool = true;
     avl_link(&pool->blocks, &b->node, parent, left);
-}
-
-void
-alloc_device_pool_erase_locked(struct alloc_pool *pool, struct alloc_block *b)
-{
-    avl_remove(&pool->blocks, &b->node);
-    b->in_pool = false;
 }
 
 void
 alloc_device_pool_move_locked(struct alloc_pool *pool, struct alloc_block *b)
 {
+    /* Called for tree members only; insert_into_blocks' stamp as on every re-insert. */
     avl_remove(&pool->blocks, &b->node);
-    alloc_device_pool_insert_locked(pool, b);
-}
-
-struct alloc_block *
-alloc_device_pool_lower_bound_locked(struct alloc_pool *pool, uint64_t stream, size_t size)
-{
-    struct avl_node *n = pool->blocks.root, *best = NULL;
-    while (n != NULL) {
-        if (alloc_block_less(stream, size, 0, alloc_block_of(n))) {
-            best = n;
-            n = n->left;
-        } else {
-            n = n->right;
-        }
-    }
-    return best ? alloc_block_of(best) : NULL;
+    b->gc_count_base = pool->get_free_blocks_call_count;
+    alloc_device_pool_link_locked(pool, b);
 }
 
 void

@@ -33,7 +33,11 @@ struct alloc_addr_range {
 };
 
 struct alloc_pool {
-    struct avl_tree blocks; /* free blocks by (stream, size, addr) */
+    struct avl_tree blocks; /* free blocks by (stream, size, addr), but for `recent` */
+    /* The last block put in the pool, in it but not linked in `blocks`: a malloc that takes it
+     * back (the usual free-then-malloc of one size) skips a tree insert and a tree remove. The
+     * pool's set is `blocks` plus `recent`; whoever walks `blocks` flushes `recent` first. */
+    struct alloc_block *recent;
     uint64_t get_free_blocks_call_count;
     bool is_small;
 };
@@ -138,9 +142,6 @@ alloc_device_pool_of(struct alloc_device *dev, bool is_small)
 {
     return is_small ? &dev->small : &dev->large;
 }
-/* PyTorch's insert_into_blocks (stamps gc_count_base) and its erase. */
-void alloc_device_pool_insert_locked(struct alloc_pool *pool, struct alloc_block *b);
-void alloc_device_pool_erase_locked(struct alloc_pool *pool, struct alloc_block *b);
 static inline struct alloc_block *
 alloc_block_of(struct avl_node *n)
 {
@@ -158,41 +159,105 @@ alloc_block_less(uint64_t stream, size_t size, uint64_t addr, const struct alloc
     return addr < b->addr;
 }
 
+/* Links b into pool->blocks (no flag or stamp: the callers below set those). */
+void alloc_device_pool_link_locked(struct alloc_pool *pool, struct alloc_block *b);
 /* Moves b (linked where its old key sorted) to where its new key sorts. */
 void alloc_device_pool_move_locked(struct alloc_pool *pool, struct alloc_block *b);
 
-/* After a split shrank b, still linked where its old key sorted: its key only went down, so
- * it keeps its node unless it now sorts before its predecessor. Stamps gc_count_base as
+/* PyTorch's insert_into_blocks (stamps gc_count_base for garbage collection). b becomes the
+ * pool's `recent` block; the one it replaces is linked into the tree. */
+static inline void
+alloc_device_pool_insert_locked(struct alloc_pool *pool, struct alloc_block *b)
+{
+    b->gc_count_base = pool->get_free_blocks_call_count;
+    b->in_pool = true;
+    if (pool->recent != NULL)
+        alloc_device_pool_link_locked(pool, pool->recent);
+    pool->recent = b;
+}
+
+/* PyTorch's erase from the free set. */
+static inline void
+alloc_device_pool_erase_locked(struct alloc_pool *pool, struct alloc_block *b)
+{
+    if (pool->recent == b)
+        pool->recent = NULL;
+    else
+        avl_remove(&pool->blocks, &b->node);
+    b->in_pool = false;
+}
+
+/* Links `recent` into the tree, so that walking pool->blocks sees the whole set. */
+static inline void
+alloc_device_pool_flush_locked(struct alloc_pool *pool)
+{
+    if (pool->recent != NULL) {
+        alloc_device_pool_link_locked(pool, pool->recent);
+        pool->recent = NULL;
+    }
+}
+
+/* Number of free blocks in the pool. */
+static inline size_t
+alloc_device_pool_count(const struct alloc_pool *pool)
+{
+    return pool->blocks.count + (pool->recent != NULL);
+}
+
+/* After a split shrank b, still in the pool where its old key sorted: its key only went down,
+ * so it keeps its node unless it now sorts before its predecessor. Stamps gc_count_base as
  * PyTorch's insert_into_blocks does. (Most splits and merges keep a block's rank: this skips
  * a remove and an insert.) */
 static inline void
 alloc_device_pool_shrunk_locked(struct alloc_pool *pool, struct alloc_block *b)
 {
-    struct avl_node *p = avl_prev(&b->node);
     b->gc_count_base = pool->get_free_blocks_call_count;
+    if (pool->recent == b)
+        return;
+    struct avl_node *p = avl_prev(&b->node);
     if (p != NULL && !alloc_block_less(alloc_block_of(p)->stream, alloc_block_of(p)->size,
                                        alloc_block_of(p)->addr, b))
         alloc_device_pool_move_locked(pool, b);
 }
 
 /* A merge: b (not in the pool) absorbed old (in it) and only grew past old's key; b takes
- * old's node unless it now sorts after old's successor. */
+ * old's place unless it now sorts after old's successor. */
 static inline void
 alloc_device_pool_grown_over_locked(struct alloc_pool *pool, struct alloc_block *old,
                                     struct alloc_block *b)
 {
-    avl_replace(&pool->blocks, &old->node, &b->node);
     old->in_pool = false;
     b->in_pool = true;
     b->gc_count_base = pool->get_free_blocks_call_count;
+    if (pool->recent == old) {
+        pool->recent = b;
+        return;
+    }
+    avl_replace(&pool->blocks, &old->node, &b->node);
     struct avl_node *n = avl_next(&b->node);
     if (n != NULL && !alloc_block_less(b->stream, b->size, b->addr, alloc_block_of(n)))
         alloc_device_pool_move_locked(pool, b);
 }
 
 /* First free block >= (stream, size, addr 0) in the pool, or NULL. */
-struct alloc_block *alloc_device_pool_lower_bound_locked(struct alloc_pool *pool, uint64_t stream,
-                                                         size_t size);
+static inline struct alloc_block *
+alloc_device_pool_lower_bound_locked(struct alloc_pool *pool, uint64_t stream, size_t size)
+{
+    struct avl_node *n = pool->blocks.root, *best = NULL;
+    while (n != NULL) {
+        if (alloc_block_less(stream, size, 0, alloc_block_of(n))) {
+            best = n;
+            n = n->left;
+        } else {
+            n = n->right;
+        }
+    }
+    struct alloc_block *r = pool->recent;
+    if (r != NULL && alloc_block_less(stream, size, 0, r) &&
+        (best == NULL || alloc_block_less(r->stream, r->size, r->addr, alloc_block_of(best))))
+        return r;
+    return best ? alloc_block_of(best) : NULL;
+}
 
 /* Hands one trace event to the sink (alloc_device_trace_locked checks that there is one). */
 void alloc_device_record_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,

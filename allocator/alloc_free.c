@@ -381,6 +381,7 @@ alloc_free_sync_events_locked(struct alloc_device *dev)
 static void
 release_blocks_locked(struct alloc_device *dev, struct alloc_pool *pool)
 {
+    alloc_device_pool_flush_locked(pool);
     struct alloc_block *b = block_of(avl_first(&pool->blocks));
     while (b != NULL) {
         struct alloc_block *next = block_of(avl_next(&b->node));
@@ -406,6 +407,7 @@ alloc_free_release_available_locked(struct alloc_device *dev, struct alloc_pool 
     if (ms == SIZE_MAX)
         return false;
     size_t key = size < ms ? ms : size;
+    alloc_device_pool_flush_locked(pool); /* the walk below steps through the tree */
     struct alloc_block *b = alloc_device_pool_lower_bound_locked(pool, stream, key);
     if (b != NULL && b->stream == stream) {
         if (is_split(b))
@@ -437,6 +439,7 @@ alloc_free_garbage_collect_locked(struct alloc_device *dev)
         return;
     size_t target = dev->total_allocated - gc_threshold;
     size_t reclaimed = 0, total_age = 0, count = 0;
+    alloc_device_pool_flush_locked(pool);
     for (struct avl_node *n = avl_first(&pool->blocks); n != NULL; n = avl_next(n)) {
         struct alloc_block *b = block_of(n);
         if (!is_split(b)) {

@@ -124,6 +124,10 @@ check_pool(const struct alloc_pool *pool, int d, char *msg, size_t len)
                         (unsigned long long)b->addr);
         prev = b;
     }
+    const struct alloc_block *r = pool->recent;
+    if (r != NULL && (!r->in_pool || r->allocated || r->is_small != pool->is_small))
+        return fail(msg, len, "device %d: recent block 0x%llx in the wrong free set", d,
+                    (unsigned long long)r->addr);
     return 0;
 }
 
@@ -221,9 +225,10 @@ check_device_locked(struct alloc_device *dev, char *msg, size_t len)
         if (r != 0)
             return r;
     }
-    if (in_pool != dev->small.blocks.count + dev->large.blocks.count)
+    size_t pooled = alloc_device_pool_count(&dev->small) + alloc_device_pool_count(&dev->large);
+    if (in_pool != pooled)
         return fail(msg, len, "device %d: %zu free blocks but %zu in the free sets", d, in_pool,
-                    dev->small.blocks.count + dev->large.blocks.count);
+                    pooled);
     for (struct alloc_aux *a = dev->events; a != NULL; a = a->next)
         queued++;
     if (queued != events)

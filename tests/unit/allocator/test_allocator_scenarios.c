@@ -185,6 +185,60 @@ test_free_set_rank_changes(void **state)
     fixture_free(fx);
 }
 
+/* The last block put in a pool waits outside its tree (alloc_pool.recent): best fit must still
+ * weigh it against the tree by (size, addr) both ways, merges must reach it, and the walks of
+ * empty_cache must see it. */
+static void
+test_recent_free_block(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    /* One 2 MiB small segment: a(1024) s1 b s2 c(1536) s3 d s4 (512 each), then the rest. */
+    uint64_t pa = must_malloc(a, 0, 1024, 0), s1 = must_malloc(a, 0, 512, 0);
+    uint64_t pb = must_malloc(a, 0, 512, 0), s2 = must_malloc(a, 0, 512, 0);
+    uint64_t pc = must_malloc(a, 0, 1536, 0), s3 = must_malloc(a, 0, 512, 0);
+    uint64_t pd = must_malloc(a, 0, 512, 0), s4 = must_malloc(a, 0, 512, 0);
+    assert_true(pa == B && pb == B + 1536 && pc == B + 2560 && pd == B + 4608 && s4 == B + 5120);
+
+    must_free(a, pb); /* b is the recent block */
+    must_free(a, pa); /* a (1024) is; b goes to the tree */
+    expect_invariants(a);
+    assert_true(must_malloc(a, 0, 512, 0) == pb); /* a smaller block in the tree wins */
+
+    must_free(a, pd); /* d recent */
+    must_free(a, pb); /* b recent, d in the tree: same size, b's lower address wins */
+    expect_invariants(a);
+    assert_true(must_malloc(a, 0, 512, 0) == pb);
+    assert_true(must_malloc(a, 0, 512, 0) == pd); /* then d from the tree */
+
+    must_free(a, pb);
+    must_free(a, pd); /* d recent, b in the tree: b's lower address still wins */
+    assert_true(must_malloc(a, 0, 512, 0) == pb);
+    expect_invariants(a);
+
+    must_free(a, s3); /* absorbs d, the recent block: a free 1024 B block at s3 */
+    expect_invariants(a);
+    assert_true(must_malloc(a, 0, 1024, 0) == pa);      /* same size, a's lower address wins */
+    assert_true(must_malloc(a, 0, 1024, 0) == s3);      /* then the merged block */
+    assert_true(must_malloc(a, 0, 512, 0) == B + 5632); /* the segment's rest */
+    expect_invariants(a);
+
+    /* Everything freed, the last block recent: empty_cache must release the segment. */
+    const uint64_t live[] = {pa, s1, pb, s2, pc, s3, s4, B + 5632};
+    for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+        must_free(a, live[i]);
+    expect_invariants(a);
+    assert_int_equal(allocator_empty_cache(a, 0), 0);
+    expect_invariants(a);
+    struct memory_stats st;
+    allocator_get_stats(a, 0, &st);
+    assert_int_equal(st.segment[STAT_ALL].current, 0);
+    assert_int_equal(st.reserved_bytes[STAT_ALL].current, 0);
+    assert_int_equal(st.inactive_split[STAT_ALL].current, 0);
+    fixture_free(fx);
+}
+
 /* Cache miss on a full device: release the cached segment and retry (num_alloc_retries), then a
  * real OOM with PyTorch's message and the oom trace entry. */
 static void
@@ -363,6 +417,7 @@ main(void)
         cmocka_unit_test(test_small_split_reuse_merge),
         cmocka_unit_test(test_large_segments_and_split),
         cmocka_unit_test(test_free_set_rank_changes),
+        cmocka_unit_test(test_recent_free_block),
         cmocka_unit_test(test_retry_then_oom),
         cmocka_unit_test(test_oversize_rules),
         cmocka_unit_test(test_release_available),
