@@ -24,7 +24,7 @@ alloc_device_init(struct alloc_device *dev, int index, const struct alloc_config
     dev->index = index;
     dev->config = config;
     dev->ops = ops;
-    dev->sink = sink;
+    dev->sink = sink != NULL && sink->record != NULL ? sink : NULL; /* one test per event */
     dev->small.is_small = true;
     dev->large.is_small = false;
     atomic_init(&dev->range.lo, UINT64_MAX);
@@ -205,7 +205,7 @@ static struct alloc_block *
 get_free_block_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream,
                       size_t size)
 {
-    if (dev->set_fraction && dev->config->garbage_collection_threshold > 0.0)
+    if (dev->collects_garbage)
         pool->get_free_blocks_call_count++;
     struct alloc_block *b = alloc_device_pool_lower_bound_locked(pool, stream, size);
     if (b == NULL || b->stream != stream)
@@ -396,10 +396,10 @@ alloc_device_malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t 
     size_t size = alloc_policy_round_size(cfg, orig_size);
     bool is_small = alloc_policy_is_small(size);
     struct alloc_pool *pool = alloc_device_pool_of(dev, is_small);
-    size_t alloc_size = alloc_policy_segment_size(size);
     struct alloc_block *b = get_free_block_locked(dev, pool, stream, size);
     if (b == NULL) {
-        if (dev->set_fraction && cfg->garbage_collection_threshold > 0.0)
+        size_t alloc_size = alloc_policy_segment_size(size);
+        if (dev->collects_garbage)
             alloc_free_garbage_collect_locked(dev);
         int rc = alloc_block_locked(dev, is_small, alloc_size, stream, stack_id, false, &b);
         if (rc == -CUPROF_ENOMEM && alloc_free_release_available_locked(dev, pool, stream, size))

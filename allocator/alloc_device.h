@@ -52,7 +52,7 @@ struct alloc_device {
     int index;
     const struct alloc_config *config; /* read-only */
     const struct device_ops *ops;      /* read-only */
-    const struct trace_sink *sink;     /* read-only; NULL = no trace */
+    const struct trace_sink *sink;     /* read-only; NULL = no trace (or no record callback) */
 
     struct alloc_pool small;   /* protected by lock */
     struct alloc_pool large;   /* protected by lock */
@@ -61,6 +61,7 @@ struct alloc_device {
     size_t total_allocated;    /* protected by lock: PyTorch's total_allocated_memory */
     size_t allowed_max;        /* protected by lock */
     bool set_fraction;         /* protected by lock */
+    bool collects_garbage;     /* protected by lock: set_fraction and a GC threshold */
     struct alloc_aux *events;  /* protected by lock: outstanding events, oldest first */
     struct alloc_aux *events_tail;
     struct alloc_aux *event_pool;               /* protected by lock: idle created events */
@@ -146,6 +147,13 @@ static inline struct alloc_block *
 alloc_block_of(struct avl_node *n)
 {
     return (struct alloc_block *)(void *)((char *)n - offsetof(struct alloc_block, node));
+}
+
+/* The block of a tree node, or NULL for none (the end of a walk). */
+static inline struct alloc_block *
+alloc_block_or_null(struct avl_node *n)
+{
+    return n ? alloc_block_of(n) : NULL;
 }
 
 /* PyTorch's BlockComparatorSize: (stream, size, addr) < b's. */
@@ -270,7 +278,7 @@ alloc_device_trace_locked(struct alloc_device *dev, enum trace_action action, ui
                           uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
                           uint64_t device_free)
 {
-    if (dev->sink != NULL && dev->sink->record != NULL)
+    if (dev->sink != NULL)
         alloc_device_record_locked(dev, action, pool, addr, size, stream, stack_id, device_free);
 }
 

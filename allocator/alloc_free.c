@@ -6,13 +6,6 @@
 #include "allocator/alloc_policy.h"
 #include "allocator/cuprof_errors.h"
 
-static inline struct alloc_block *
-block_of(struct avl_node *n)
-{
-    return n ? (struct alloc_block *)(void *)((char *)n - offsetof(struct alloc_block, node))
-             : NULL;
-}
-
 static bool
 is_split(const struct alloc_block *b)
 {
@@ -101,46 +94,6 @@ insert_events_locked(struct alloc_device *dev, struct alloc_block *b)
         alloc_free_block_locked(dev, b);
 }
 
-void
-alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,
-                          bool has_stream, uint64_t stream)
-{
-    enum stat_pool sp = memory_stats_pool(b->is_small);
-    alloc_device_trace_locked(dev, TRACE_FREE_REQUESTED, TRACE_POOL_DEFAULT, b->addr,
-                              b->requested_size, b->stream, stack_id ? stack_id : b->stack_id, 0);
-    b->free_stack_id = stack_id;
-    b->allocated = false;
-    memory_stats_decrease_pool(dev->stats.allocation, sp, 1);
-    memory_stats_decrease_pool(dev->stats.allocated_bytes, sp, (int64_t)b->size);
-    if (b->size >= dev->config->max_split_size)
-        memory_stats_decrease(&dev->stats.oversize_allocations, 1);
-    if (has_stream) {
-        /* cudaFreeAsync: reusable on its own stream at once, elsewhere after `stream`'s work. */
-        if (stream != b->stream)
-            add_use_locked(dev, b, stream);
-    } else if (b->stream_uses == NULL) {
-        switch (dev->config->free_sync) {
-        case FREE_SYNC_DEVICE:
-            /* allocator_free synchronized the device before taking the lock. */
-            break;
-        case FREE_SYNC_EVENTS:
-            if (dev->streams_overflow) {
-                (void)dev->ops->synchronize(dev->ops->ctx, dev->index);
-                break;
-            }
-            for (size_t i = 0; i < dev->stream_count; i++)
-                add_use_locked(dev, b, dev->streams[i]);
-            break;
-        case FREE_SYNC_NONE:
-            break;
-        }
-    }
-    if (b->stream_uses != NULL)
-        insert_events_locked(dev, b);
-    else
-        alloc_free_block_locked(dev, b);
-}
-
 /* PyTorch's try_merge_blocks: dst absorbs its free neighbour src; returns the bytes taken.
  * src stays linked in its pool: the caller erases it or lets dst take its place. */
 static size_t
@@ -165,8 +118,9 @@ try_merge_locked(struct alloc_block *dst, struct alloc_block *src)
     return src->size;
 }
 
-void
-alloc_free_block_locked(struct alloc_device *dev, struct alloc_block *b)
+/* free_block's body, inline into free() (its hot caller) and behind alloc_free_block_locked. */
+__attribute__((always_inline)) static inline void
+free_block_locked(struct alloc_device *dev, struct alloc_block *b)
 {
     enum stat_pool sp = memory_stats_pool(b->is_small);
     struct memory_stats *st = &dev->stats;
@@ -207,6 +161,52 @@ alloc_free_block_locked(struct alloc_device *dev, struct alloc_block *b)
     memory_stats_decrease_pool(st->active, sp, 1);
     memory_stats_decrease_pool(st->active_bytes, sp, (int64_t)original_size);
     memory_stats_decrease_pool(st->requested_bytes, sp, (int64_t)requested);
+}
+
+void
+alloc_free_block_locked(struct alloc_device *dev, struct alloc_block *b)
+{
+    free_block_locked(dev, b);
+}
+
+void
+alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,
+                          bool has_stream, uint64_t stream)
+{
+    enum stat_pool sp = memory_stats_pool(b->is_small);
+    alloc_device_trace_locked(dev, TRACE_FREE_REQUESTED, TRACE_POOL_DEFAULT, b->addr,
+                              b->requested_size, b->stream, stack_id ? stack_id : b->stack_id, 0);
+    b->free_stack_id = stack_id;
+    b->allocated = false;
+    memory_stats_decrease_pool(dev->stats.allocation, sp, 1);
+    memory_stats_decrease_pool(dev->stats.allocated_bytes, sp, (int64_t)b->size);
+    if (b->size >= dev->config->max_split_size)
+        memory_stats_decrease(&dev->stats.oversize_allocations, 1);
+    if (has_stream) {
+        /* cudaFreeAsync: reusable on its own stream at once, elsewhere after `stream`'s work. */
+        if (stream != b->stream)
+            add_use_locked(dev, b, stream);
+    } else if (b->stream_uses == NULL) {
+        switch (dev->config->free_sync) {
+        case FREE_SYNC_DEVICE:
+            /* allocator_free synchronized the device before taking the lock. */
+            break;
+        case FREE_SYNC_EVENTS:
+            if (dev->streams_overflow) {
+                (void)dev->ops->synchronize(dev->ops->ctx, dev->index);
+                break;
+            }
+            for (size_t i = 0; i < dev->stream_count; i++)
+                add_use_locked(dev, b, dev->streams[i]);
+            break;
+        case FREE_SYNC_NONE:
+            break;
+        }
+    }
+    if (b->stream_uses != NULL)
+        insert_events_locked(dev, b);
+    else
+        free_block_locked(dev, b);
 }
 
 /* Segment bookkeeping shared by release_block and the one-block segments. `call_device` is
@@ -382,9 +382,9 @@ static void
 release_blocks_locked(struct alloc_device *dev, struct alloc_pool *pool)
 {
     alloc_device_pool_flush_locked(pool);
-    struct alloc_block *b = block_of(avl_first(&pool->blocks));
+    struct alloc_block *b = alloc_block_or_null(avl_first(&pool->blocks));
     while (b != NULL) {
-        struct alloc_block *next = block_of(avl_next(&b->node));
+        struct alloc_block *next = alloc_block_or_null(avl_next(&b->node));
         if (!is_split(b))
             alloc_free_release_block_locked(dev, b);
         b = next;
@@ -416,10 +416,11 @@ alloc_free_release_available_locked(struct alloc_device *dev, struct alloc_pool 
         return true;
     }
     /* No single block is large enough: free oversize blocks from the largest down. */
-    struct alloc_block *cur = b ? block_of(avl_prev(&b->node)) : block_of(avl_last(&pool->blocks));
+    struct alloc_block *cur =
+        b ? alloc_block_or_null(avl_prev(&b->node)) : alloc_block_or_null(avl_last(&pool->blocks));
     size_t released = 0;
     while (cur != NULL && released < key && cur->size >= ms && cur->stream == stream) {
-        struct alloc_block *prev = block_of(avl_prev(&cur->node));
+        struct alloc_block *prev = alloc_block_or_null(avl_prev(&cur->node));
         if (!is_split(cur)) {
             released += cur->size;
             alloc_free_release_block_locked(dev, cur);
@@ -441,7 +442,7 @@ alloc_free_garbage_collect_locked(struct alloc_device *dev)
     size_t reclaimed = 0, total_age = 0, count = 0;
     alloc_device_pool_flush_locked(pool);
     for (struct avl_node *n = avl_first(&pool->blocks); n != NULL; n = avl_next(n)) {
-        struct alloc_block *b = block_of(n);
+        struct alloc_block *b = alloc_block_or_null(n);
         if (!is_split(b)) {
             total_age += pool->get_free_blocks_call_count - b->gc_count_base;
             count++;
@@ -452,9 +453,9 @@ alloc_free_garbage_collect_locked(struct alloc_device *dev)
     while (reclaimed < target && freed && count > 0) {
         double threshold = (double)total_age / (double)count;
         freed = false;
-        struct alloc_block *b = block_of(avl_first(&pool->blocks));
+        struct alloc_block *b = alloc_block_or_null(avl_first(&pool->blocks));
         while (b != NULL) {
-            struct alloc_block *next = block_of(avl_next(&b->node));
+            struct alloc_block *next = alloc_block_or_null(avl_next(&b->node));
             size_t age = pool->get_free_blocks_call_count - b->gc_count_base;
             if (!is_split(b) && (double)age >= threshold) {
                 freed = true;

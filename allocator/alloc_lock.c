@@ -1,9 +1,47 @@
-/* alloc_lock.c: the futex system calls behind a contended device lock (see alloc_lock.h). */
+/* alloc_lock.c: the device lock's mutex (futex system calls), bias grants and revocations (see
+ * alloc_lock.h). */
 #include "allocator/alloc_lock.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <sched.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+
+_Thread_local uint64_t alloc_lock_thread_id __attribute__((tls_model("initial-exec")));
+
+static _Atomic uint64_t next_thread_id = 1;
+
+/* membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) state: 0 not asked yet, 1 registered, -1 not
+ * available (old kernel, seccomp, valgrind): then no lock is ever biased. */
+static _Atomic int membarrier_state;
+
+uint64_t
+alloc_lock_new_thread_id(void)
+{
+    alloc_lock_thread_id = atomic_fetch_add_explicit(&next_thread_id, 1, memory_order_relaxed);
+    return alloc_lock_thread_id;
+}
+
+static bool
+membarrier_ready(void)
+{
+    int s = atomic_load_explicit(&membarrier_state, memory_order_acquire);
+    if (s == 0) {
+        /* Registering twice is harmless, so racing threads may both do it. */
+        long r = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
+        s = r == 0 ? 1 : -1;
+        atomic_store_explicit(&membarrier_state, s, memory_order_release);
+    }
+    return s == 1;
+}
+
+bool
+alloc_lock_can_bias(void)
+{
+    return membarrier_ready();
+}
 
 static void
 futex(struct alloc_lock *lock, int op, uint32_t value)
@@ -13,20 +51,88 @@ futex(struct alloc_lock *lock, int op, uint32_t value)
 }
 
 void
-alloc_lock_wait(struct alloc_lock *lock, uint32_t seen)
+alloc_lock_init(struct alloc_lock *lock)
 {
-    /* Mark the lock contended (2) before sleeping, so the holder's release wakes someone. */
-    if (seen != 2)
-        seen = atomic_exchange_explicit(&lock->state, 2, memory_order_acquire);
-    while (seen != 0) {
-        futex(lock, FUTEX_WAIT_PRIVATE, 2);
-        seen = atomic_exchange_explicit(&lock->state, 2, memory_order_acquire);
+    atomic_init(&lock->state, 0);
+    atomic_init(&lock->owner_inside, 0);
+    atomic_init(&lock->owner, 0);
+    lock->held_biased = false;
+    lock->revocations = 0;
+    lock->streak = 0;
+    lock->streak_thread = 0;
+}
+
+void
+alloc_lock_reset_after_fork(struct alloc_lock *lock)
+{
+    uint32_t revocations = lock->revocations;
+    alloc_lock_init(lock);
+    lock->revocations = revocations;
+    /* Whether a child inherits the registration is the kernel's business: register again. */
+    atomic_store_explicit(&membarrier_state, 0, memory_order_relaxed);
+}
+
+/* Takes the bias back from its owner; the mutex is held, so no one can grant it again. */
+static void
+revoke_bias(struct alloc_lock *lock)
+{
+    atomic_store_explicit(&lock->owner, 0, memory_order_relaxed);
+    /* Every running thread of the process passes a full barrier: if the owner's second load of
+     * `owner` came before ours, its owner_inside store is visible now; if after, it sees 0. A
+     * bias is only granted after registration succeeded, so this should not fail; if it does,
+     * a millisecond is far longer than any store takes to become visible. */
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+        atomic_store_explicit(&membarrier_state, -1, memory_order_relaxed);
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    /* The owner leaves within its critical section's time; it may be descheduled meanwhile. */
+    for (unsigned spins = 0; atomic_load_explicit(&lock->owner_inside, memory_order_acquire) != 0;
+         spins++) {
+        if (spins >= 64)
+            sched_yield();
+    }
+    lock->revocations++;
+}
+
+void
+alloc_lock_acquire_slow(struct alloc_lock *lock, uint64_t self)
+{
+    uint32_t seen = 0;
+    if (!atomic_compare_exchange_strong_explicit(&lock->state, &seen, 1, memory_order_acquire,
+                                                 memory_order_relaxed)) {
+        /* Mark the lock contended (2) before sleeping, so the holder's release wakes someone. */
+        if (seen != 2)
+            seen = atomic_exchange_explicit(&lock->state, 2, memory_order_acquire);
+        while (seen != 0) {
+            futex(lock, FUTEX_WAIT_PRIVATE, 2);
+            seen = atomic_exchange_explicit(&lock->state, 2, memory_order_acquire);
+        }
+    }
+    if (atomic_load_explicit(&lock->owner, memory_order_relaxed) != 0)
+        revoke_bias(lock);
+    lock->held_biased = false;
+    if (lock->streak_thread == self) {
+        lock->streak++;
+    } else {
+        lock->streak_thread = self;
+        lock->streak = 1;
     }
 }
 
 void
-alloc_lock_wake(struct alloc_lock *lock)
+alloc_lock_release_slow(struct alloc_lock *lock)
 {
-    atomic_store_explicit(&lock->state, 0, memory_order_release);
-    futex(lock, FUTEX_WAKE_PRIVATE, 1);
+    /* A thread that took the mutex often enough in a row gets the bias; its next acquire is the
+     * inline fast path. `owner` is only ever set to the releasing thread itself. */
+    if (lock->streak >= ALLOC_LOCK_BIAS_STREAK && lock->revocations < ALLOC_LOCK_MAX_REVOCATIONS &&
+        lock->streak_thread == alloc_lock_thread_id && membarrier_ready()) {
+        lock->streak = 0;
+        atomic_store_explicit(&lock->owner, lock->streak_thread, memory_order_relaxed);
+    }
+    /* 1 -> 0 means nobody waits; from 2 a waiter may sleep and needs a wake-up. */
+    if (atomic_fetch_sub_explicit(&lock->state, 1, memory_order_release) != 1) {
+        atomic_store_explicit(&lock->state, 0, memory_order_release);
+        futex(lock, FUTEX_WAKE_PRIVATE, 1);
+    }
 }

@@ -1,42 +1,99 @@
-/* alloc_lock.h: the device lock, a futex mutex (Drepper, "Futexes Are Tricky", mutex 3) whose
- *   uncontended acquire and release are one atomic each, inlined into the malloc/free path.
- * Locking: this is the lock; a contended waiter sleeps in the kernel (no spinning, no sleeps).
- * Hot path: acquire/release are; only the contended cases make a futex system call. */
+/* alloc_lock.h: the device lock: a futex mutex (Drepper, "Futexes Are Tricky", mutex 3) that a
+ *   thread using a device alone comes to own outright ("biased"), so that its acquire and
+ *   release are plain loads and stores, with no atomic read-modify-write.
+ * Locking: this is the lock. Another thread takes the bias back with the mutex held: it clears
+ *   `owner`, runs membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) so that the owner's store of
+ *   owner_inside and its second load of `owner` are ordered for it (the asymmetric Dekker of
+ *   Linux's membarrier(2)), then waits for owner_inside to drop. A thread regains the bias after
+ *   ALLOC_LOCK_BIAS_STREAK mutex acquisitions in a row, at most ALLOC_LOCK_MAX_REVOCATIONS times
+ *   per lock. Without membarrier the lock is never biased. A contended waiter sleeps in the
+ *   kernel.
+ * Hot path: acquire/release are (inline); only the mutex and the revocation are calls. */
 #ifndef CUPROF_ALLOC_LOCK_H
 #define CUPROF_ALLOC_LOCK_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
+#define ALLOC_LOCK_BIAS_STREAK     128 /* mutex acquisitions in a row that earn the bias */
+#define ALLOC_LOCK_MAX_REVOCATIONS 32  /* then the lock stays a plain mutex */
+
 struct alloc_lock {
-    _Atomic uint32_t state; /* 0 free, 1 held, 2 held and maybe waited for */
+    _Atomic uint32_t state;        /* the mutex: 0 free, 1 held, 2 held and maybe waited for */
+    _Atomic uint32_t owner_inside; /* written by the bias owner only: 1 while it holds the lock */
+    _Atomic uint64_t owner;        /* thread id (alloc_lock_self) the lock is biased to, or 0 */
+    bool held_biased;              /* written by the holder: taken through the bias */
+    uint32_t revocations;          /* protected by the mutex */
+    uint32_t streak;               /* protected by the mutex: acquisitions in a row by ... */
+    uint64_t streak_thread;        /* ... this thread */
 };
 
-/* Contended halves of acquire and release (futex wait and wake). */
-void alloc_lock_wait(struct alloc_lock *lock, uint32_t seen);
-void alloc_lock_wake(struct alloc_lock *lock);
+/* Tests define this before including the header to widen the window between the owner's first
+ * look at `owner` and its entry, where a revocation must still win. */
+#ifndef ALLOC_LOCK_ENTRY_PAUSE
+#define ALLOC_LOCK_ENTRY_PAUSE() ((void)0)
+#endif
 
-static inline void
-alloc_lock_init(struct alloc_lock *lock)
+/* This thread's id for the bias: never 0, never reused within the process. */
+extern _Thread_local uint64_t alloc_lock_thread_id __attribute__((tls_model("initial-exec")));
+uint64_t alloc_lock_new_thread_id(void);
+
+/* The mutex halves and the revocation (alloc_lock.c). */
+void alloc_lock_acquire_slow(struct alloc_lock *lock, uint64_t self);
+void alloc_lock_release_slow(struct alloc_lock *lock);
+
+void alloc_lock_init(struct alloc_lock *lock);
+/* In a forked child: every lock free and unbiased (the parent's threads are gone), and
+ * membarrier registered afresh before the next bias. */
+void alloc_lock_reset_after_fork(struct alloc_lock *lock);
+
+static inline uint64_t
+alloc_lock_self(void)
 {
-    atomic_init(&lock->state, 0);
+    uint64_t id = alloc_lock_thread_id;
+    return id != 0 ? id : alloc_lock_new_thread_id();
 }
 
 static inline void
 alloc_lock_acquire(struct alloc_lock *lock)
 {
-    uint32_t seen = 0;
-    if (!atomic_compare_exchange_strong_explicit(&lock->state, &seen, 1, memory_order_acquire,
-                                                 memory_order_relaxed))
-        alloc_lock_wait(lock, seen);
+    uint64_t self = alloc_lock_self();
+    if (atomic_load_explicit(&lock->owner, memory_order_relaxed) == self) {
+        ALLOC_LOCK_ENTRY_PAUSE();
+        atomic_store_explicit(&lock->owner_inside, 1, memory_order_relaxed);
+        /* A compiler barrier only: a revoker's membarrier stands in for the hardware fence. */
+        atomic_signal_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&lock->owner, memory_order_relaxed) == self) {
+            lock->held_biased = true;
+            return;
+        }
+        /* Revoked meanwhile: step out (the revoker waits for this) and queue on the mutex. */
+        atomic_store_explicit(&lock->owner_inside, 0, memory_order_release);
+    }
+    alloc_lock_acquire_slow(lock, self);
 }
 
 static inline void
 alloc_lock_release(struct alloc_lock *lock)
 {
-    /* 1 -> 0 means nobody waits; from 2 a waiter may sleep and needs a wake-up. */
-    if (atomic_fetch_sub_explicit(&lock->state, 1, memory_order_release) != 1)
-        alloc_lock_wake(lock);
+    if (lock->held_biased) {
+        lock->held_biased = false;
+        /* Release order: a revoker that reads 0 here sees the whole critical section. */
+        atomic_store_explicit(&lock->owner_inside, 0, memory_order_release);
+        return;
+    }
+    alloc_lock_release_slow(lock);
+}
+
+/* True when locks can be biased here (membarrier registered; asks the kernel once). */
+bool alloc_lock_can_bias(void);
+
+/* For tests and benches: the thread id the lock is biased to (0: none). */
+static inline uint64_t
+alloc_lock_biased_to(struct alloc_lock *lock)
+{
+    return atomic_load_explicit(&lock->owner, memory_order_relaxed);
 }
 
 #endif

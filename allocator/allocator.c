@@ -14,7 +14,8 @@
 static struct alloc_device *
 device_at(struct allocator *alloc, int device)
 {
-    if (alloc == NULL || device < 0 || device >= alloc->device_count)
+    /* One unsigned compare covers device < 0 too. */
+    if (alloc == NULL || (unsigned)device >= (unsigned)alloc->device_count)
         return NULL;
     return &alloc->devices[device];
 }
@@ -29,6 +30,7 @@ set_fraction_locked(struct allocator *alloc, struct alloc_device *dev, double fr
         return rc;
     dev->allowed_max = (size_t)(fraction * (double)total_b);
     dev->set_fraction = true;
+    dev->collects_garbage = dev->config->garbage_collection_threshold > 0.0;
     return 0;
 }
 
@@ -49,6 +51,7 @@ allocator_create(const struct alloc_config *config, const struct device_ops *ops
         return NULL;
     }
     alloc->config = *config;
+    alloc->sync_on_free = config->caching && config->free_sync == FREE_SYNC_DEVICE;
     alloc->ops = *ops;
     if (sink != NULL) {
         alloc->sink = *sink;
@@ -190,14 +193,24 @@ free_common(struct allocator *alloc, uint64_t addr, bool has_stream, uint64_t st
     if (alloc == NULL)
         return -CUPROF_EINVAL;
     /* The real cudaFree/cuMemFree synchronizes the device before returning, and programs rely
-     * on that barrier: keep it, outside every lock, before the block becomes reusable. (Trace
+     * on that barrier: keep it, outside the lock, before the block becomes reusable. (Trace
      * mode frees through the real call, which synchronizes by itself.) */
-    if (!has_stream && alloc->config.caching && alloc->config.free_sync == FREE_SYNC_DEVICE)
-        for (int d = 0; d < alloc->device_count; d++)
-            if (alloc_device_may_own(&alloc->devices[d], addr))
-                (void)alloc->ops.synchronize(alloc->ops.ctx, d);
+    bool sync = !has_stream && alloc->sync_on_free;
     struct alloc_block *b = NULL;
-    struct alloc_device *dev = lock_owner(alloc, addr, OWNER_TAKE_CACHED, &b);
+    struct alloc_device *dev = NULL;
+    for (int d = 0; d < alloc->device_count && dev == NULL; d++) {
+        struct alloc_device *cand = &alloc->devices[d];
+        if (!alloc_device_may_own(cand, addr))
+            continue;
+        if (sync)
+            (void)alloc->ops.synchronize(alloc->ops.ctx, d);
+        alloc_lock_acquire(&cand->lock);
+        b = block_map_take(&cand->map, addr, false);
+        if (b != NULL)
+            dev = cand;
+        else
+            alloc_lock_release(&cand->lock);
+    }
     if (dev == NULL)
         return -CUPROF_ENOTOWNED;
     if (b->seg->pool == TRACE_POOL_TRACE) {
@@ -412,9 +425,9 @@ allocator_destroy_idle_events(struct allocator *alloc, int device)
 void
 allocator_reset_after_fork(struct allocator *alloc)
 {
-    /* The parent's waiters do not exist here: a plain reset, no futex wake. */
+    /* The parent's waiters and bias owners do not exist here: a plain reset, no futex wake. */
     for (int d = 0; alloc != NULL && d < alloc->device_count; d++)
-        alloc_lock_init(&alloc->devices[d].lock);
+        alloc_lock_reset_after_fork(&alloc->devices[d].lock);
 }
 
 void

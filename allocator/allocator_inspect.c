@@ -15,13 +15,6 @@ seg_of(struct avl_node *n)
              : NULL;
 }
 
-static struct alloc_block *
-block_of(struct avl_node *n)
-{
-    return n ? (struct alloc_block *)(void *)((char *)n - offsetof(struct alloc_block, node))
-             : NULL;
-}
-
 void
 allocator_count_locked(struct allocator *alloc, int device, size_t *segments, size_t *blocks)
 {
@@ -115,7 +108,7 @@ check_pool(const struct alloc_pool *pool, int d, char *msg, size_t len)
         return fail(msg, len, "device %d: %s pool tree is unbalanced or miscounted", d,
                     pool->is_small ? "small" : "large");
     for (struct avl_node *n = avl_first(&pool->blocks); n != NULL; n = avl_next(n)) {
-        const struct alloc_block *b = block_of(n);
+        const struct alloc_block *b = alloc_block_or_null(n);
         if (prev != NULL && !key_less(prev, b))
             return fail(msg, len, "device %d: free set out of order at 0x%llx", d,
                         (unsigned long long)b->addr);

@@ -14,6 +14,7 @@ struct allocator {
     struct device_ops ops;      /* read-only */
     struct trace_sink sink;     /* read-only */
     bool has_sink;
+    bool sync_on_free; /* caching with free_sync:device: allocator_free synchronizes first */
     int device_count;
     struct alloc_device *devices; /* [device_count] */
 };
