@@ -200,6 +200,17 @@ alloc_device_note_stream_locked(struct alloc_device *dev, uint64_t stream)
         dev->streams_overflow = true;
 }
 
+void
+alloc_device_forget_stream_locked(struct alloc_device *dev, uint64_t stream)
+{
+    for (size_t i = 0; i < dev->stream_count; i++) {
+        if (dev->streams[i] == stream) {
+            dev->streams[i] = dev->streams[--dev->stream_count];
+            return;
+        }
+    }
+}
+
 /* PyTorch's get_free_block: lower_bound on (stream, size), same stream, two oversize guards. */
 static struct alloc_block *
 get_free_block_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream,

@@ -284,6 +284,8 @@ alloc_device_trace_locked(struct alloc_device *dev, enum trace_action action, ui
 
 /* Remembers a stream the device used (free_sync:events records on each). */
 void alloc_device_note_stream_locked(struct alloc_device *dev, uint64_t stream);
+/* Drops a stream the program destroyed from that list. */
+void alloc_device_forget_stream_locked(struct alloc_device *dev, uint64_t stream);
 
 /* PyTorch's malloc from process_events to alloc_found_block. `size` > 0 and < 2^60.
  * Returns 0 with *out allocated, -CUPROF_ENOMEM after the OOM event (message kept in

@@ -407,6 +407,17 @@ allocator_forget_device(struct allocator *alloc, int device)
 }
 
 void
+allocator_forget_stream(struct allocator *alloc, uint64_t stream)
+{
+    for (int d = 0; alloc != NULL && d < alloc->device_count; d++) {
+        struct alloc_device *dev = &alloc->devices[d];
+        alloc_lock_acquire(&dev->lock);
+        alloc_device_forget_stream_locked(dev, stream);
+        alloc_lock_release(&dev->lock);
+    }
+}
+
+void
 allocator_destroy_idle_events(struct allocator *alloc, int device)
 {
     struct alloc_device *dev = device_at(alloc, device);

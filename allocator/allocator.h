@@ -67,6 +67,9 @@ int allocator_empty_cache(struct allocator *alloc, int device);
  * the free stack), every segment segment_free; the stats move as on the free and release paths
  * (num_device_free counts the segments too: the device no longer holds them). */
 void allocator_forget_device(struct allocator *alloc, int device);
+/* The program is destroying `stream`: no device records free_sync:events' events on it any more
+ * (call it before the real destroy; a free holding a device's lock finishes with it first). */
+void allocator_forget_stream(struct allocator *alloc, uint64_t stream);
 /* Destroys the device's idle cached events. Call it while the device's context still exists
  * (before a reset or context destruction, after allocator_empty_cache completed the outstanding
  * ones): once the context is gone the handles are dead and forget_device just drops them. */

@@ -206,6 +206,12 @@ cuCtxDestroy_v2(CUcontext ctx)
     return shim_ctx_destroy(ctx);
 }
 
+EXPORT CUresult CUDAAPI
+cuStreamDestroy_v2(CUstream stream)
+{
+    return shim_stream_destroy(stream);
+}
+
 /* ---- Runtime API (only reached with a shared libcudart; unversioned names interpose
  * cudaMalloc@libcudart.so.13). */
 EXPORT cudaError_t CUDARTAPI

@@ -60,6 +60,7 @@ static const struct hook_row hook_rows[] = {
     {"cuDevicePrimaryCtxRelease", 7000, 11000, PTSZ_ANY, FN(shim_ctx_primary_release)},
     {"cuDevicePrimaryCtxRelease", 11000, INT_MAX, PTSZ_ANY, FN(shim_ctx_primary_release_v2)},
     {"cuCtxDestroy", 4000, INT_MAX, PTSZ_ANY, FN(shim_ctx_destroy)},
+    {"cuStreamDestroy", 4000, INT_MAX, PTSZ_ANY, FN(shim_stream_destroy)},
 };
 
 /* Exported (versioned) driver names -> wrapper, for programs and cudart's fallback path that
@@ -97,6 +98,7 @@ static const struct name_row name_rows[] = {
     {"cuDevicePrimaryCtxRelease", FN(shim_ctx_primary_release)},
     {"cuDevicePrimaryCtxRelease_v2", FN(shim_ctx_primary_release_v2)},
     {"cuCtxDestroy_v2", FN(shim_ctx_destroy)},
+    {"cuStreamDestroy_v2", FN(shim_stream_destroy)},
 };
 
 static _Atomic uint64_t count_lookups;

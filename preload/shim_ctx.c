@@ -1,4 +1,4 @@
-/* shim_ctx.c: context lifetime wrappers (see shim_ctx.h). */
+/* shim_ctx.c: context and stream lifetime wrappers (see shim_ctx.h). */
 #include "preload/shim_ctx.h"
 
 #include "allocator/allocator.h"
@@ -7,6 +7,7 @@
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
 #include "preload/shim_call.h"
+#include "preload/stream_id.h"
 
 /* The program is tearing a context down: hand the device's free cached segments back while the
  * context still exists (recorded as segment_free), so only blocks it still holds are dropped. */
@@ -116,4 +117,21 @@ shim_ctx_destroy(CUcontext ctx)
             shim_ctx_forget_device(dev);
     }
     return real->cuCtxDestroy_v2(ctx);
+}
+
+CUresult
+shim_stream_destroy(CUstream stream)
+{
+    REAL_CUDA_OR_FAIL(real, cuStreamDestroy_v2)
+    struct cuprof_runtime *rt = shim_call_runtime_if_ready();
+    /* free_sync:events remembers the streams a device used and records an event on each at
+     * every free: a destroyed handle must leave that list before it dies (recording on it would
+     * reach freed driver state). The default streams are not objects and cannot be destroyed. */
+    if (!guard_active() && rt != NULL && rt->alloc != NULL && stream != NULL &&
+        stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) {
+        guard_enter();
+        allocator_forget_stream(rt->alloc, stream_id_from_cu(stream, false));
+        guard_leave();
+    }
+    return real->cuStreamDestroy_v2(stream);
 }

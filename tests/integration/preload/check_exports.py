@@ -23,6 +23,7 @@ CUDA_EXPORTS = {
     "cuMemAddressFree", "cuMemGetAddressRange_v2", "cuPointerGetAttribute",
     "cuPointerGetAttributes", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2",
     "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", "cuCtxDestroy_v2",
+    "cuStreamDestroy_v2",
     # runtime API
     "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFreeAsync",
     "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",

@@ -202,6 +202,12 @@ config_parse(void)
         !env_ulong("SIMCUDA_MALLOC_US", &config.malloc_us) ||
         !env_ulong("SIMCUDA_FREE_US", &config.free_us))
         config.error = CUDA_ERROR_INVALID_VALUE;
+    if (!env_ulong("SIMCUDA_STRICT_HANDLES", &config.strict_handles) || config.strict_handles > 1) {
+        if (config.strict_handles > 1)
+            fprintf(stderr, "cuprof: sim: SIMCUDA_STRICT_HANDLES=\"%s\" is not 0 or 1\n",
+                    getenv("SIMCUDA_STRICT_HANDLES"));
+        config.error = CUDA_ERROR_INVALID_VALUE;
+    }
     v = getenv("SIMCUDA_FAIL");
     if (v && *v && !parse_fail(v))
         config.error = CUDA_ERROR_INVALID_VALUE;

@@ -20,6 +20,7 @@ struct sim_config {
     unsigned long stream_delay_us;
     unsigned long malloc_us;
     unsigned long free_us;
+    unsigned long strict_handles; /* 1: say so on stderr when a dead stream handle comes in */
     int error; /* CUDA error cuInit returns when the environment is invalid, else 0 */
 };
 

@@ -1,6 +1,7 @@
 /* Streams as real queues (one worker thread each), the legacy and per-thread default streams,
  * and events that complete when their stream reaches them. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -430,6 +431,10 @@ sim_stream_resolve(CUstream h, bool ptsz, struct CUstream_st **out)
             }
         pthread_mutex_unlock(&dev->streams_lock);
     }
+    /* A real driver's behaviour with a destroyed handle is undefined; tests that must never
+     * pass one ask to hear about it. */
+    if (sim_config_get()->strict_handles)
+        fprintf(stderr, "cuprof: sim: stream handle %p is not a live stream\n", (void *)h);
     return CUDA_ERROR_INVALID_HANDLE;
 }
 

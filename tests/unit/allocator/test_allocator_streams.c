@@ -148,6 +148,26 @@ test_free_sync_modes(void **state)
     assert_int_equal(fx->fake.event_creates, 2);
     assert_int_equal(fx->fake.syncs, 0);
     expect_invariants(a);
+    /* The program destroys stream 5: later frees record on stream 0 only. */
+    fake_device_complete(&fx->fake, UINT64_MAX);
+    allocator_process_events(a, 0);
+    allocator_forget_stream(a, 5);
+    allocator_forget_stream(a, 9); /* never used: nothing to drop */
+    long records = fx->fake.event_records;
+    p = must_malloc(a, 0, 512, 0);
+    must_free(a, p);
+    assert_int_equal(fx->fake.event_records, records + 1);
+    int waiting = 0;
+    for (size_t i = 0; i < fx->fake.event_count; i++) {
+        if (fx->fake.events[i].recorded && !fx->fake.events[i].done) {
+            assert_int_equal(fx->fake.events[i].stream, 0);
+            waiting++;
+        }
+    }
+    assert_int_equal(waiting, 1);
+    fake_device_complete(&fx->fake, UINT64_MAX);
+    allocator_process_events(a, 0);
+    expect_invariants(a);
     fixture_free(fx);
 }
 

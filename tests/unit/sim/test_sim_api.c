@@ -3,7 +3,9 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cudaTypedefs.h>
 
@@ -359,6 +361,45 @@ test_proc_hidden(void **state)
                      FN(cuMemAlloc_v2));
 }
 
+/* SIMCUDA_STRICT_HANDLES=1: a destroyed stream's handle still gets CUDA_ERROR_INVALID_HANDLE,
+ * and each use says so on stderr (what the cuprof tests watch for). */
+static void
+test_strict_dead_stream(void **state)
+{
+    (void)state;
+    CUstream s;
+    CUevent e;
+    assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&e, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(e, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+    FILE *err = tmpfile();
+    assert_non_null(err);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0 && dup2(fileno(err), 2) == 2);
+    CUresult record = cuEventRecord(e, s);
+    CUresult sync = cuStreamSynchronize(s);
+    CUresult legacy = cuEventRecord(e, CU_STREAM_LEGACY); /* a default stream is no handle */
+    fflush(stderr);
+    assert_true(dup2(saved, 2) == 2);
+    close(saved);
+    assert_int_equal(record, CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(sync, CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(legacy, CUDA_SUCCESS);
+    char text[512] = "", want[128];
+    rewind(err);
+    size_t n = fread(text, 1, sizeof(text) - 1, err);
+    text[n] = '\0';
+    fclose(err);
+    snprintf(want, sizeof(want), "cuprof: sim: stream handle %p is not a live stream\n", (void *)s);
+    char twice[300];
+    snprintf(twice, sizeof(twice), "%s%s", want, want);
+    assert_string_equal(text, twice);
+    assert_int_equal(cuEventSynchronize(e), CUDA_SUCCESS);
+    assert_int_equal(cuEventDestroy(e), CUDA_SUCCESS);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -378,10 +419,14 @@ main(int argc, char **argv)
     static const struct CMUnitTest proc_fail[] = {
         cmocka_unit_test(test_proc_hidden),
     };
+    static const struct CMUnitTest strict[] = {
+        cmocka_unit_test_setup(test_strict_dead_stream, sim_test_setup),
+    };
     static const struct sim_test_group groups[] = {
         {"procaddr", procaddr, sizeof(procaddr) / sizeof(procaddr[0])},
         {"streams", streams, sizeof(streams) / sizeof(streams[0])},
         {"proc_fail", proc_fail, 1},
+        {"strict", strict, 1},
     };
     return sim_test_main(argc, argv, groups, sizeof(groups) / sizeof(groups[0]));
 }

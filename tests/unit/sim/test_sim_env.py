@@ -38,6 +38,11 @@ class BadEnvironment(unittest.TestCase):
             with self.subTest(var=var):
                 self.check(var, "-1", "-1")
 
+    def test_strict_handles(self):
+        for bad in ["2", "yes", "-1"]:
+            with self.subTest(bad=bad):
+                self.check("SIMCUDA_STRICT_HANDLES", bad, bad)
+
     def test_fail_rules(self):
         for bad in ["alloc:nth=0", "alloc", "alloc:nth=x", "frees:nth=1", "free:above=1G",
                     "proc:", "proc:cuA:cuB", "alloc:nth=1:nth=2", "event_query:sometimes"]:
