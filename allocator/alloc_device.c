@@ -251,8 +251,8 @@ segment_link_locked(struct alloc_device *dev, struct alloc_segment *seg)
 static void
 new_segment_stats_locked(struct alloc_device *dev, enum stat_pool sp, size_t size)
 {
-    memory_stats_increase_pool(dev->stats.segment, sp, 1);
-    memory_stats_increase_pool(dev->stats.reserved_bytes, sp, (int64_t)size);
+    memory_stats_add_pool(dev->stats.segment, sp, 1);
+    memory_stats_add_pool(dev->stats.reserved_bytes, sp, (int64_t)size);
     if (size >= dev->config->max_split_size)
         memory_stats_increase(&dev->stats.oversize_segments, 1);
 }
@@ -295,10 +295,11 @@ alloc_block_locked(struct alloc_device *dev, bool is_small, size_t alloc_size, u
     return 0;
 }
 
-/* PyTorch's alloc_found_block: split if asked, mark allocated, trace, stats. */
+/* PyTorch's alloc_found_block: split if asked, mark allocated, trace, stats. `pool` is b's
+ * (the one it was found in, or the one its new segment belongs to). */
 static struct alloc_block *
-alloc_found_block_locked(struct alloc_device *dev, struct alloc_block *b, size_t size,
-                         size_t orig_size, uint32_t stack_id, bool split)
+alloc_found_block_locked(struct alloc_device *dev, struct alloc_pool *pool, struct alloc_block *b,
+                         size_t size, size_t orig_size, uint32_t stack_id, bool split)
 {
     enum stat_pool sp = memory_stats_pool(b->is_small);
     struct memory_stats *st = &dev->stats;
@@ -321,24 +322,23 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_block *b, size_t
         rest->prev = front;
         rest->addr += size;
         rest->size -= size;
-        struct alloc_pool *pool = alloc_device_pool_of(dev, rest->is_small);
         if (rest->in_pool)
             alloc_device_pool_shrunk_locked(pool, rest);
         else
             alloc_device_pool_insert_locked(pool, rest);
         if (already_split) {
-            memory_stats_decrease_pool(st->inactive_split_bytes, sp, (int64_t)size);
+            memory_stats_sub_pool(st->inactive_split_bytes, sp, (int64_t)size);
         } else {
-            memory_stats_increase_pool(st->inactive_split_bytes, sp, (int64_t)rest->size);
-            memory_stats_increase_pool(st->inactive_split, sp, 1);
+            memory_stats_add_pool(st->inactive_split_bytes, sp, (int64_t)rest->size);
+            memory_stats_add_pool(st->inactive_split, sp, 1);
         }
         b = front;
     } else {
         if (b->in_pool)
-            alloc_device_pool_erase_locked(alloc_device_pool_of(dev, b->is_small), b);
+            alloc_device_pool_erase_locked(pool, b);
         if (already_split) {
-            memory_stats_decrease_pool(st->inactive_split_bytes, sp, (int64_t)b->size);
-            memory_stats_decrease_pool(st->inactive_split, sp, 1);
+            memory_stats_sub_pool(st->inactive_split_bytes, sp, (int64_t)b->size);
+            memory_stats_sub_pool(st->inactive_split, sp, 1);
         }
     }
     b->allocated = true;
@@ -347,11 +347,11 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_block *b, size_t
     b->free_stack_id = 0;
     alloc_device_trace_locked(dev, TRACE_ALLOC, TRACE_POOL_DEFAULT, b->addr, orig_size, b->stream,
                               stack_id, 0);
-    memory_stats_increase_pool(st->allocation, sp, 1);
-    memory_stats_increase_pool(st->allocated_bytes, sp, (int64_t)b->size);
-    memory_stats_increase_pool(st->active, sp, 1);
-    memory_stats_increase_pool(st->active_bytes, sp, (int64_t)b->size);
-    memory_stats_increase_pool(st->requested_bytes, sp, (int64_t)orig_size);
+    memory_stats_add_pool(st->allocation, sp, 1);
+    memory_stats_add_pool(st->allocated_bytes, sp, (int64_t)b->size);
+    memory_stats_add_pool(st->active, sp, 1);
+    memory_stats_add_pool(st->active_bytes, sp, (int64_t)b->size);
+    memory_stats_add_pool(st->requested_bytes, sp, (int64_t)orig_size);
     if (b->size >= dev->config->max_split_size)
         memory_stats_increase(&st->oversize_allocations, 1);
     return b;
@@ -362,6 +362,7 @@ static void
 build_oom_message_locked(struct alloc_device *dev, size_t alloc_size, size_t free_b, size_t total_b)
 {
     char s_alloc[32], s_total[32], s_free[32], s_allowed[48] = "", s_used[32], s_cached[32];
+    memory_stats_settle_all(&dev->stats);
     int64_t allocated = dev->stats.allocated_bytes[STAT_ALL].current;
     int64_t reserved = dev->stats.reserved_bytes[STAT_ALL].current;
     alloc_policy_format_size(alloc_size, s_alloc, sizeof(s_alloc));
@@ -425,7 +426,7 @@ alloc_device_malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t 
             return rc;
     }
     alloc_device_note_stream_locked(dev, stream);
-    *out = alloc_found_block_locked(dev, b, size, orig_size, stack_id,
+    *out = alloc_found_block_locked(dev, pool, b, size, orig_size, stack_id,
                                     alloc_policy_should_split(cfg, b->is_small, b->size, size));
     return 0;
 }
@@ -470,11 +471,11 @@ alloc_device_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_
     new_segment_stats_locked(dev, sp, size);
     alloc_device_trace_locked(dev, TRACE_SEGMENT_ALLOC, pool, addr, size, stream, stack_id, 0);
     alloc_device_trace_locked(dev, TRACE_ALLOC, pool, addr, size, stream, stack_id, 0);
-    memory_stats_increase_pool(st->allocation, sp, 1);
-    memory_stats_increase_pool(st->allocated_bytes, sp, (int64_t)size);
-    memory_stats_increase_pool(st->active, sp, 1);
-    memory_stats_increase_pool(st->active_bytes, sp, (int64_t)size);
-    memory_stats_increase_pool(st->requested_bytes, sp, (int64_t)size);
+    memory_stats_add_pool(st->allocation, sp, 1);
+    memory_stats_add_pool(st->allocated_bytes, sp, (int64_t)size);
+    memory_stats_add_pool(st->active, sp, 1);
+    memory_stats_add_pool(st->active_bytes, sp, (int64_t)size);
+    memory_stats_add_pool(st->requested_bytes, sp, (int64_t)size);
     if (size >= dev->config->max_split_size)
         memory_stats_increase(&st->oversize_allocations, 1);
     *out = b;

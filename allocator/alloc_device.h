@@ -57,7 +57,7 @@ struct alloc_device {
     struct alloc_pool small;   /* protected by lock */
     struct alloc_pool large;   /* protected by lock */
     struct avl_tree segments;  /* protected by lock */
-    struct memory_stats stats; /* protected by lock */
+    struct memory_stats stats; /* protected by lock; `all` kept lazily: settle before reading */
     size_t total_allocated;    /* protected by lock: PyTorch's total_allocated_memory */
     size_t allowed_max;        /* protected by lock */
     bool set_fraction;         /* protected by lock */

@@ -156,11 +156,11 @@ free_block_locked(struct alloc_device *dev, struct alloc_block *b)
         net_blocks += 1;
         net_bytes += (int64_t)b->size;
     }
-    memory_stats_update_pool(st->inactive_split, sp, net_blocks);
-    memory_stats_update_pool(st->inactive_split_bytes, sp, net_bytes);
-    memory_stats_decrease_pool(st->active, sp, 1);
-    memory_stats_decrease_pool(st->active_bytes, sp, (int64_t)original_size);
-    memory_stats_decrease_pool(st->requested_bytes, sp, (int64_t)requested);
+    memory_stats_net_pool(st->inactive_split, sp, net_blocks);
+    memory_stats_net_pool(st->inactive_split_bytes, sp, net_bytes);
+    memory_stats_sub_pool(st->active, sp, 1);
+    memory_stats_sub_pool(st->active_bytes, sp, (int64_t)original_size);
+    memory_stats_sub_pool(st->requested_bytes, sp, (int64_t)requested);
 }
 
 void
@@ -178,8 +178,8 @@ alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint3
                               b->requested_size, b->stream, stack_id ? stack_id : b->stack_id, 0);
     b->free_stack_id = stack_id;
     b->allocated = false;
-    memory_stats_decrease_pool(dev->stats.allocation, sp, 1);
-    memory_stats_decrease_pool(dev->stats.allocated_bytes, sp, (int64_t)b->size);
+    memory_stats_sub_pool(dev->stats.allocation, sp, 1);
+    memory_stats_sub_pool(dev->stats.allocated_bytes, sp, (int64_t)b->size);
     if (b->size >= dev->config->max_split_size)
         memory_stats_decrease(&dev->stats.oversize_allocations, 1);
     if (has_stream) {
@@ -224,8 +224,8 @@ segment_gone_locked(struct alloc_device *dev, struct alloc_segment *seg, uint32_
     if (!seg->external && call_device)
         rc = dev->ops->segment_free(dev->ops->ctx, dev->index, seg->addr, seg->size);
     dev->total_allocated -= seg->size;
-    memory_stats_decrease_pool(dev->stats.segment, sp, 1);
-    memory_stats_decrease_pool(dev->stats.reserved_bytes, sp, (int64_t)seg->size);
+    memory_stats_sub_pool(dev->stats.segment, sp, 1);
+    memory_stats_sub_pool(dev->stats.reserved_bytes, sp, (int64_t)seg->size);
     if (seg->size >= dev->config->max_split_size)
         memory_stats_decrease(&dev->stats.oversize_segments, 1);
     alloc_device_drop_segment_locked(dev, seg);
@@ -253,11 +253,11 @@ whole_segment_gone_locked(struct alloc_device *dev, struct alloc_block *b, uint3
                               b->stream, stack, 0);
     alloc_device_trace_locked(dev, TRACE_FREE_COMPLETED, seg->pool, b->addr, b->requested_size,
                               b->stream, stack, 0);
-    memory_stats_decrease_pool(st->allocation, sp, 1);
-    memory_stats_decrease_pool(st->allocated_bytes, sp, (int64_t)b->size);
-    memory_stats_decrease_pool(st->active, sp, 1);
-    memory_stats_decrease_pool(st->active_bytes, sp, (int64_t)b->size);
-    memory_stats_decrease_pool(st->requested_bytes, sp, (int64_t)b->requested_size);
+    memory_stats_sub_pool(st->allocation, sp, 1);
+    memory_stats_sub_pool(st->allocated_bytes, sp, (int64_t)b->size);
+    memory_stats_sub_pool(st->active, sp, 1);
+    memory_stats_sub_pool(st->active_bytes, sp, (int64_t)b->size);
+    memory_stats_sub_pool(st->requested_bytes, sp, (int64_t)b->requested_size);
     if (b->size >= dev->config->max_split_size)
         memory_stats_decrease(&st->oversize_allocations, 1);
     int rc = segment_gone_locked(dev, seg, stack_id, call_device);

@@ -78,8 +78,8 @@ static inline void
 alloc_lock_release(struct alloc_lock *lock)
 {
     if (lock->held_biased) {
-        lock->held_biased = false;
-        /* Release order: a revoker that reads 0 here sees the whole critical section. */
+        /* held_biased may stay set: whoever takes the lock next sets it. Release order: a
+         * revoker that reads 0 here sees the whole critical section. */
         atomic_store_explicit(&lock->owner_inside, 0, memory_order_release);
         return;
     }

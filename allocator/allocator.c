@@ -488,6 +488,7 @@ allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *ou
         return;
     }
     alloc_lock_acquire(&dev->lock);
+    memory_stats_settle_all(&dev->stats);
     *out = dev->stats;
     alloc_lock_release(&dev->lock);
 }
@@ -500,6 +501,7 @@ allocator_get_stats_locked(struct allocator *alloc, int device, struct memory_st
         memory_stats_init(out, -1);
         return;
     }
+    memory_stats_settle_all(&dev->stats);
     *out = dev->stats;
 }
 
@@ -510,6 +512,7 @@ allocator_reset_peak_stats(struct allocator *alloc, int device)
     if (dev == NULL)
         return;
     alloc_lock_acquire(&dev->lock);
+    memory_stats_settle_all(&dev->stats);
     memory_stats_reset_peak(&dev->stats);
     alloc_lock_release(&dev->lock);
 }
@@ -521,6 +524,7 @@ allocator_reset_accumulated_stats(struct allocator *alloc, int device)
     if (dev == NULL)
         return;
     alloc_lock_acquire(&dev->lock);
+    memory_stats_settle_all(&dev->stats);
     memory_stats_reset_accumulated(&dev->stats);
     alloc_lock_release(&dev->lock);
 }
@@ -532,6 +536,7 @@ allocator_reserved_bytes(struct allocator *alloc, int device)
     if (dev == NULL)
         return 0;
     alloc_lock_acquire(&dev->lock);
+    memory_stats_settle_all(&dev->stats);
     int64_t cached =
         dev->stats.reserved_bytes[STAT_ALL].current - dev->stats.allocated_bytes[STAT_ALL].current;
     alloc_lock_release(&dev->lock);

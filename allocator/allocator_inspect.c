@@ -226,6 +226,7 @@ check_device_locked(struct alloc_device *dev, char *msg, size_t len)
         queued++;
     if (queued != events)
         return fail(msg, len, "device %d: %d events queued, blocks wait on %d", d, queued, events);
+    memory_stats_settle_all(&dev->stats);
     const struct memory_stats *st = &dev->stats;
     CHECK_ARRAY(allocation)
     CHECK_ARRAY(allocated_bytes)

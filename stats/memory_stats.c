@@ -66,6 +66,19 @@ counter_reset_accumulated(struct stat_counter *c)
 }
 
 void
+memory_stats_settle_all(struct memory_stats *stats)
+{
+#define STAT_ARRAY(name, kind, label)                                                              \
+    stats->name[STAT_ALL].current =                                                                \
+        stats->name[STAT_SMALL_POOL].current + stats->name[STAT_LARGE_POOL].current;               \
+    stats->name[STAT_ALL].allocated =                                                              \
+        stats->name[STAT_SMALL_POOL].allocated + stats->name[STAT_LARGE_POOL].allocated;           \
+    stats->name[STAT_ALL].freed =                                                                  \
+        stats->name[STAT_SMALL_POOL].freed + stats->name[STAT_LARGE_POOL].freed;
+#include "stats/memory_stats.def"
+}
+
+void
 memory_stats_reset_peak(struct memory_stats *stats)
 {
 #define STAT_ARRAY(name, kind, label)                                                              \

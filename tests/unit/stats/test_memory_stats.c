@@ -75,6 +75,56 @@ test_pool_updates_all_and_one_pool(void **state)
     assert_int_equal(memory_stats_pool(true), STAT_SMALL_POOL);
 }
 
+/* The lazy `all` (memory_stats_add_pool and friends), settled, reads exactly as the eager
+ * updates, peaks included, over a random walk in both pools with resets on the way. */
+static void
+test_lazy_all_matches_eager(void **state)
+{
+    (void)state;
+    struct memory_stats eager, lazy;
+    memory_stats_init(&eager, -1);
+    memory_stats_init(&lazy, -1);
+    uint64_t x = 88172645463325252ULL;
+    for (int i = 0; i < 20000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        enum stat_pool pool = (x & 1) ? STAT_SMALL_POOL : STAT_LARGE_POOL;
+        int64_t n = (int64_t)((x >> 8) % 5000);
+        int64_t have = eager.active_bytes[pool].current;
+        switch ((x >> 4) % 4) {
+        case 0:
+        case 1:
+            memory_stats_increase_pool(eager.active_bytes, pool, n);
+            memory_stats_add_pool(lazy.active_bytes, pool, n);
+            break;
+        case 2: /* never below zero, as the allocator's counters */
+            memory_stats_decrease_pool(eager.active_bytes, pool, n % (have + 1));
+            memory_stats_sub_pool(lazy.active_bytes, pool, n % (have + 1));
+            break;
+        default:
+            memory_stats_update_pool(eager.active_bytes, pool, n - have / 2);
+            memory_stats_net_pool(lazy.active_bytes, pool, n - have / 2);
+            break;
+        }
+        if (i % 5000 == 4999) {
+            memory_stats_settle_all(&lazy);
+            memory_stats_reset_peak(&eager);
+            memory_stats_reset_peak(&lazy);
+        }
+        if (i % 7000 == 6999) {
+            memory_stats_settle_all(&lazy);
+            memory_stats_reset_accumulated(&eager);
+            memory_stats_reset_accumulated(&lazy);
+        }
+        if (i % 97 == 0) {
+            memory_stats_settle_all(&lazy);
+            assert_memory_equal(&eager, &lazy, sizeof(eager));
+        }
+    }
+    memory_stats_settle_all(&lazy);
+    assert_memory_equal(&eager, &lazy, sizeof(eager));
+    assert_true(eager.active_bytes[STAT_ALL].peak > eager.active_bytes[STAT_SMALL_POOL].peak);
+}
+
 static void
 test_init_and_resets(void **state)
 {
@@ -260,6 +310,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counter_arithmetic),
         cmocka_unit_test(test_pool_updates_all_and_one_pool),
+        cmocka_unit_test(test_lazy_all_matches_eager),
         cmocka_unit_test(test_init_and_resets),
         cmocka_unit_test(test_flat_keys_names_and_order),
         cmocka_unit_test(test_flatten_values_and_get),
