@@ -4,10 +4,10 @@
  * run. Prints `name: value unit (ratio× base)`.
  * Pair figures are medians of REPS repetitions, each timing the glibc baseline right before the
  * candidate, so that a loaded machine slows both sides of a ratio alike.
- * `bench_allocator callgrind` runs CG_PAIRS untimed pairs of each kind for instruction counts
- * that load cannot disturb: valgrind --tool=callgrind bench_allocator callgrind, then
- * callgrind_annotate --inclusive=yes: cg_glibc's Ir / CG_PAIRS, cg_small's, cg_small_split's
- * and cg_large's Ir / (CG_PAIRS + WARMUP). */
+ * `bench_allocator pairs KIND N` runs N untimed pairs of one kind (glibc, small, small_split,
+ * large) after the usual set-up, for instruction counts that load cannot disturb: the
+ * difference of two runs under valgrind --tool=callgrind (N and 0), divided by N, is one
+ * pair's count (`scripts/bench --instructions` does this). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -18,10 +18,9 @@
 
 #include "allocator/allocator.h"
 
-#define MIB      ((size_t)1 << 20)
-#define REPS     7
-#define CG_PAIRS 100000
-#define WARMUP   1000
+#define MIB    ((size_t)1 << 20)
+#define REPS   7
+#define WARMUP 1000
 
 struct bump {
     _Atomic uint64_t next[2];
@@ -307,48 +306,30 @@ pair_figure(const char *name, int threads, bool two_devices, size_t size, enum p
     printf("%s: %.1f ns (%.2fx glibc_malloc_free)\n", name, median(ns, REPS), median(ratio, REPS));
 }
 
-__attribute__((noinline)) static void
-cg_glibc(void)
-{
-    glibc_pairs(512, CG_PAIRS);
-}
-
-__attribute__((noinline)) static void
-cg_pairs(struct allocator *a, size_t size, enum pair_kind kind)
-{
-    struct pair_job job = {a, 0, size, kind, CG_PAIRS, 0};
-    pair_loop(&job);
-}
-
-__attribute__((noinline)) static void
-cg_small(struct allocator *a)
-{
-    cg_pairs(a, 512, PAIR_EXACT_FIT);
-}
-
-__attribute__((noinline)) static void
-cg_small_split(struct allocator *a)
-{
-    cg_pairs(a, 512, PAIR_SPLIT);
-}
-
-__attribute__((noinline)) static void
-cg_large(struct allocator *a)
-{
-    cg_pairs(a, 5 * MIB, PAIR_SPLIT);
-}
-
 int
 main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "callgrind") == 0) {
+    if (argc == 4 && strcmp(argv[1], "pairs") == 0) {
+        long pairs = atol(argv[3]);
+        if (strcmp(argv[2], "glibc") == 0) {
+            glibc_pairs(512, pairs);
+            return 0;
+        }
+        struct pair_job job = {NULL, 0, 512, PAIR_EXACT_FIT, pairs, 0};
+        if (strcmp(argv[2], "small_split") == 0) {
+            job.kind = PAIR_SPLIT;
+        } else if (strcmp(argv[2], "large") == 0) {
+            job.size = 5 * MIB;
+            job.kind = PAIR_SPLIT;
+        } else if (strcmp(argv[2], "small") != 0) {
+            fprintf(stderr, "bench_allocator: pairs KIND N: KIND is glibc, small, small_split "
+                            "or large\n");
+            return 64;
+        }
         struct bump b;
-        struct allocator *a = make(&b, 1);
-        cg_glibc();
-        cg_small(a);
-        cg_small_split(a);
-        cg_large(a);
-        allocator_destroy(a);
+        job.alloc = make(&b, 1);
+        pair_loop(&job);
+        allocator_destroy(job.alloc);
         return 0;
     }
     const long n = 200000;
