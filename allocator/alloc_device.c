@@ -398,9 +398,12 @@ report_oom_locked(struct alloc_device *dev, size_t size, size_t alloc_size, uint
     return -CUPROF_ENOMEM;
 }
 
-int
-alloc_device_malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t stream,
-                           uint32_t stack_id, struct alloc_block **out)
+/* PyTorch's malloc from process_events to alloc_found_block. `size` > 0 and < 2^60.
+ * Returns 0 with *out allocated, -CUPROF_ENOMEM after the OOM event (message kept in
+ * dev->oom_message), or a positive backend error. The spares must be ready. */
+static int
+malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t stream, uint32_t stack_id,
+              struct alloc_block **out)
 {
     const struct alloc_config *cfg = dev->config;
     if (dev->events != NULL)
@@ -480,4 +483,73 @@ alloc_device_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_
         memory_stats_increase(&st->oversize_allocations, 1);
     *out = b;
     return 0;
+}
+
+__attribute__((always_inline)) static inline int
+lock_with_spares(struct alloc_device *dev, size_t aux)
+{
+    alloc_lock_acquire(&dev->lock);
+    while (!alloc_device_spares_ready_locked(dev, aux)) {
+        int rc = alloc_device_refill_unlocking(dev, aux);
+        if (rc != 0) {
+            alloc_lock_release(&dev->lock);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int
+alloc_device_lock_with_spares(struct alloc_device *dev, size_t aux)
+{
+    return lock_with_spares(dev, aux);
+}
+
+void
+alloc_device_grow_map(struct alloc_device *dev, size_t count)
+{
+    struct alloc_block **fresh = calloc(count, sizeof(*fresh));
+    struct alloc_block **old = NULL;
+    if (fresh == NULL)
+        return; /* longer chains, still correct */
+    alloc_lock_acquire(&dev->lock);
+    if (block_map_grow_count(&dev->map) == count) {
+        old = block_map_rehash(&dev->map, fresh, count);
+        fresh = NULL;
+    }
+    alloc_lock_release(&dev->lock);
+    free(old);
+    free(fresh);
+}
+
+int
+alloc_device_malloc(struct alloc_device *dev, bool caching, size_t size, uint64_t stream,
+                    uint32_t stack_id, uint64_t *addr)
+{
+    struct alloc_block *b = NULL;
+    if ((uint64_t)size >= ALLOC_MAX_REQUEST) {
+        alloc_lock_acquire(&dev->lock);
+        snprintf(dev->oom_message, sizeof(dev->oom_message),
+                 "CUDA out of memory. Tried to allocate more than 1EB memory.");
+        alloc_lock_release(&dev->lock);
+        return -CUPROF_ENOMEM;
+    }
+    int rc = lock_with_spares(dev, 0);
+    if (rc != 0)
+        return rc;
+    if (caching)
+        rc = malloc_locked(dev, size, stream, stack_id, &b);
+    else
+        rc =
+            alloc_device_whole_segment_locked(dev, size, 0, stream, TRACE_POOL_TRACE, stack_id, &b);
+    size_t grow = 0;
+    if (rc == 0) {
+        if (block_map_insert(&dev->map, b))
+            grow = block_map_grow_count(&dev->map);
+        *addr = b->addr;
+    }
+    alloc_lock_release(&dev->lock);
+    if (grow)
+        alloc_device_grow_map(dev, grow);
+    return rc;
 }

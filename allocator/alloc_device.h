@@ -1,7 +1,8 @@
 /* alloc_device.h: one device's caching state (pools, segments, spares, events, stats) and the
  *   malloc path of PyTorch's DeviceCachingAllocator over it.
  * Locking: every field marked so is protected by dev->lock; *_locked functions need it held.
- * Hot path: alloc_device_malloc_locked; it never calls malloc (spares are refilled outside). */
+ * Hot path: alloc_device_malloc; it never calls malloc under the lock (spares are refilled
+ *   outside it). */
 #ifndef CUPROF_ALLOC_DEVICE_H
 #define CUPROF_ALLOC_DEVICE_H
 
@@ -287,13 +288,20 @@ void alloc_device_note_stream_locked(struct alloc_device *dev, uint64_t stream);
 /* Drops a stream the program destroyed from that list. */
 void alloc_device_forget_stream_locked(struct alloc_device *dev, uint64_t stream);
 
-/* PyTorch's malloc from process_events to alloc_found_block. `size` > 0 and < 2^60.
- * Returns 0 with *out allocated, -CUPROF_ENOMEM after the OOM event (message kept in
- * dev->oom_message), or a positive backend error. The spares must be ready. */
-__attribute__((warn_unused_result)) int alloc_device_malloc_locked(struct alloc_device *dev,
-                                                                   size_t size, uint64_t stream,
-                                                                   uint32_t stack_id,
-                                                                   struct alloc_block **out);
+/* Takes dev->lock with enough spares for one malloc and `aux` records. Returns 0 (locked) or
+ * -CUPROF_EHOSTMEM (not locked). */
+__attribute__((warn_unused_result)) int alloc_device_lock_with_spares(struct alloc_device *dev,
+                                                                      size_t aux);
+/* Doubles dev->map's buckets to `count` (from block_map_grow_count); mallocs unlocked. */
+void alloc_device_grow_map(struct alloc_device *dev, size_t count);
+
+/* allocator_malloc on one device (size > 0): refuses 1 EiB and more as PyTorch does, takes the
+ * lock, serves the request (caching: PyTorch's malloc;
+ * otherwise one segment of its own), enters the block in the pointer map, unlocks, and grows the
+ * map afterwards when it is crowded. One function, so that the hit path is one call frame. */
+__attribute__((warn_unused_result)) int alloc_device_malloc(struct alloc_device *dev, bool caching,
+                                                            size_t size, uint64_t stream,
+                                                            uint32_t stack_id, uint64_t *addr);
 
 /* Trace mode and external memory: one block per segment of exactly `size`, never cached.
  * `addr` 0 asks the device for the memory (trace mode); otherwise it is the external address. */

@@ -4,6 +4,7 @@
 #include "allocator/alloc_free.h"
 
 #include "allocator/alloc_policy.h"
+#include "allocator/allocator_state.h"
 #include "allocator/cuprof_errors.h"
 
 static bool
@@ -169,9 +170,11 @@ alloc_free_block_locked(struct alloc_device *dev, struct alloc_block *b)
     free_block_locked(dev, b);
 }
 
-void
-alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,
-                          bool has_stream, uint64_t stream)
+/* free()'s body, inline into alloc_free_by_address (its hot caller) and behind
+ * alloc_free_request_locked. */
+__attribute__((always_inline)) static inline void
+free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,
+                    bool has_stream, uint64_t stream)
 {
     enum stat_pool sp = memory_stats_pool(b->is_small);
     alloc_device_trace_locked(dev, TRACE_FREE_REQUESTED, TRACE_POOL_DEFAULT, b->addr,
@@ -207,6 +210,65 @@ alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint3
         insert_events_locked(dev, b);
     else
         free_block_locked(dev, b);
+}
+
+void
+alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,
+                          bool has_stream, uint64_t stream)
+{
+    free_request_locked(dev, b, stack_id, has_stream, stream);
+}
+
+int
+alloc_free_by_address(struct allocator *alloc, uint64_t addr, bool has_stream, uint64_t stream,
+                      uint32_t stack_id)
+{
+    if (alloc == NULL)
+        return -CUPROF_EINVAL;
+    /* The real cudaFree/cuMemFree synchronizes the device before returning, and programs rely
+     * on that barrier: keep it, outside the lock, before the block becomes reusable. (Trace
+     * mode frees through the real call, which synchronizes by itself.) */
+    bool sync = !has_stream && alloc->sync_on_free;
+    struct alloc_block *b = NULL;
+    struct alloc_device *dev = NULL;
+    for (int d = 0; d < alloc->device_count && dev == NULL; d++) {
+        struct alloc_device *cand = &alloc->devices[d];
+        if (!alloc_device_may_own(cand, addr))
+            continue;
+        if (sync)
+            (void)alloc->ops.synchronize(alloc->ops.ctx, d);
+        alloc_lock_acquire(&cand->lock);
+        b = block_map_take(&cand->map, addr, false);
+        if (b != NULL)
+            dev = cand;
+        else
+            alloc_lock_release(&cand->lock);
+    }
+    if (dev == NULL)
+        return -CUPROF_ENOTOWNED;
+    if (b->seg->pool == TRACE_POOL_TRACE) {
+        int rc = alloc_free_whole_segment_locked(dev, b, stack_id);
+        alloc_lock_release(&dev->lock);
+        return rc > 0 ? rc : 0;
+    }
+    /* The block left the map, so it is ours while the lock is dropped for spares. */
+    for (;;) {
+        size_t need = alloc_free_aux_needed_locked(dev, b, has_stream, stream);
+        if (dev->spare_aux_count >= need)
+            break;
+        if (alloc_device_refill_unlocking(dev, need) != 0) {
+            /* No host memory for event records: wait for the device instead. */
+            (void)dev->ops->synchronize(dev->ops->ctx, dev->index);
+            has_stream = true;
+            stream = b->stream;
+            break;
+        }
+    }
+    if (has_stream)
+        alloc_device_note_stream_locked(dev, stream);
+    free_request_locked(dev, b, stack_id, has_stream, stream);
+    alloc_lock_release(&dev->lock);
+    return 0;
 }
 
 /* Segment bookkeeping shared by release_block and the one-block segments. `call_device` is

@@ -1,7 +1,7 @@
 /* alloc_free.h: PyTorch's free side: free/free_block/try_merge, events for stream uses,
  *   release_cached_blocks, release_available_cached_blocks and garbage collection.
  * Locking: every function needs dev->lock held (they end in _locked).
- * Hot path: alloc_free_request_locked and alloc_free_block_locked (no malloc, no I/O). */
+ * Hot path: alloc_free_by_address (no malloc under the lock, no I/O). */
 #ifndef CUPROF_ALLOC_FREE_H
 #define CUPROF_ALLOC_FREE_H
 
@@ -21,6 +21,15 @@ alloc_free_aux_needed_locked(const struct alloc_device *dev, const struct alloc_
         return dev->stream_count;
     return 0;
 }
+struct allocator;
+
+/* allocator_free and allocator_free_on_stream: finds the device holding the block at exactly
+ * addr (synchronizing it first for a plain free under free_sync:device), then PyTorch's free()
+ * with its lock held. One function, so that the hit path is one call frame. Returns 0,
+ * -CUPROF_ENOTOWNED, -CUPROF_EINVAL or a trace-mode device error. */
+__attribute__((warn_unused_result)) int alloc_free_by_address(struct allocator *alloc,
+                                                              uint64_t addr, bool has_stream,
+                                                              uint64_t stream, uint32_t stack_id);
 /* PyTorch's free(): free_requested, allocation stats, then events or free_block. With
  * has_stream (cudaFreeAsync), `stream` is where the program stops using the block. */
 void alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,

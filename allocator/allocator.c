@@ -85,39 +85,6 @@ allocator_destroy(struct allocator *alloc)
     free(alloc);
 }
 
-/* Takes dev->lock with enough spares for one malloc and `aux` records. */
-static int
-lock_with_spares(struct alloc_device *dev, size_t aux)
-{
-    alloc_lock_acquire(&dev->lock);
-    while (!alloc_device_spares_ready_locked(dev, aux)) {
-        int rc = alloc_device_refill_unlocking(dev, aux);
-        if (rc != 0) {
-            alloc_lock_release(&dev->lock);
-            return rc;
-        }
-    }
-    return 0;
-}
-
-/* Doubles dev->map's buckets to `count` (from block_map_grow_count); mallocs unlocked. */
-static void
-grow_map(struct alloc_device *dev, size_t count)
-{
-    struct alloc_block **fresh = calloc(count, sizeof(*fresh));
-    struct alloc_block **old = NULL;
-    if (fresh == NULL)
-        return; /* longer chains, still correct */
-    alloc_lock_acquire(&dev->lock);
-    if (block_map_grow_count(&dev->map) == count) {
-        old = block_map_rehash(&dev->map, fresh, count);
-        fresh = NULL;
-    }
-    alloc_lock_release(&dev->lock);
-    free(old);
-    free(fresh);
-}
-
 /* What lock_owner does with the block it finds. */
 enum owner_mode {
     OWNER_GET,           /* leave it in the map */
@@ -153,101 +120,24 @@ allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stre
                  uint32_t stack_id, uint64_t *addr)
 {
     struct alloc_device *dev = device_at(alloc, device);
-    struct alloc_block *b = NULL;
     if (dev == NULL || addr == NULL)
         return -CUPROF_EINVAL;
     *addr = 0;
     if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
         return 0;
-    if ((uint64_t)size >= ALLOC_MAX_REQUEST) {
-        alloc_lock_acquire(&dev->lock);
-        snprintf(dev->oom_message, sizeof(dev->oom_message),
-                 "CUDA out of memory. Tried to allocate more than 1EB memory.");
-        alloc_lock_release(&dev->lock);
-        return -CUPROF_ENOMEM;
-    }
-    int rc = lock_with_spares(dev, 0);
-    if (rc != 0)
-        return rc;
-    if (alloc->config.caching)
-        rc = alloc_device_malloc_locked(dev, size, stream, stack_id, &b);
-    else
-        rc =
-            alloc_device_whole_segment_locked(dev, size, 0, stream, TRACE_POOL_TRACE, stack_id, &b);
-    size_t grow = 0;
-    if (rc == 0) {
-        if (block_map_insert(&dev->map, b))
-            grow = block_map_grow_count(&dev->map);
-        *addr = b->addr;
-    }
-    alloc_lock_release(&dev->lock);
-    if (grow)
-        grow_map(dev, grow);
-    return rc;
-}
-
-static int
-free_common(struct allocator *alloc, uint64_t addr, bool has_stream, uint64_t stream,
-            uint32_t stack_id)
-{
-    if (alloc == NULL)
-        return -CUPROF_EINVAL;
-    /* The real cudaFree/cuMemFree synchronizes the device before returning, and programs rely
-     * on that barrier: keep it, outside the lock, before the block becomes reusable. (Trace
-     * mode frees through the real call, which synchronizes by itself.) */
-    bool sync = !has_stream && alloc->sync_on_free;
-    struct alloc_block *b = NULL;
-    struct alloc_device *dev = NULL;
-    for (int d = 0; d < alloc->device_count && dev == NULL; d++) {
-        struct alloc_device *cand = &alloc->devices[d];
-        if (!alloc_device_may_own(cand, addr))
-            continue;
-        if (sync)
-            (void)alloc->ops.synchronize(alloc->ops.ctx, d);
-        alloc_lock_acquire(&cand->lock);
-        b = block_map_take(&cand->map, addr, false);
-        if (b != NULL)
-            dev = cand;
-        else
-            alloc_lock_release(&cand->lock);
-    }
-    if (dev == NULL)
-        return -CUPROF_ENOTOWNED;
-    if (b->seg->pool == TRACE_POOL_TRACE) {
-        int rc = alloc_free_whole_segment_locked(dev, b, stack_id);
-        alloc_lock_release(&dev->lock);
-        return rc > 0 ? rc : 0;
-    }
-    /* The block left the map, so it is ours while the lock is dropped for spares. */
-    for (;;) {
-        size_t need = alloc_free_aux_needed_locked(dev, b, has_stream, stream);
-        if (dev->spare_aux_count >= need)
-            break;
-        if (alloc_device_refill_unlocking(dev, need) != 0) {
-            /* No host memory for event records: wait for the device instead. */
-            (void)dev->ops->synchronize(dev->ops->ctx, dev->index);
-            has_stream = true;
-            stream = b->stream;
-            break;
-        }
-    }
-    if (has_stream)
-        alloc_device_note_stream_locked(dev, stream);
-    alloc_free_request_locked(dev, b, stack_id, has_stream, stream);
-    alloc_lock_release(&dev->lock);
-    return 0;
+    return alloc_device_malloc(dev, alloc->config.caching, size, stream, stack_id, addr);
 }
 
 int
 allocator_free(struct allocator *alloc, uint64_t addr, uint32_t stack_id)
 {
-    return free_common(alloc, addr, false, 0, stack_id);
+    return alloc_free_by_address(alloc, addr, false, 0, stack_id);
 }
 
 int
 allocator_free_on_stream(struct allocator *alloc, uint64_t addr, uint64_t stream, uint32_t stack_id)
 {
-    return free_common(alloc, addr, true, stream, stack_id);
+    return alloc_free_by_address(alloc, addr, true, stream, stack_id);
 }
 
 int
@@ -293,14 +183,14 @@ allocator_track_external(struct allocator *alloc, int device, uint64_t addr, siz
     struct alloc_block *b = NULL;
     if (dev == NULL || addr == 0)
         return -CUPROF_EINVAL;
-    int rc = lock_with_spares(dev, 0);
+    int rc = alloc_device_lock_with_spares(dev, 0);
     if (rc != 0)
         return rc;
     rc = alloc_device_whole_segment_locked(dev, size, addr, stream, pool, stack_id, &b);
     size_t grow = rc == 0 && block_map_insert(&dev->map, b) ? block_map_grow_count(&dev->map) : 0;
     alloc_lock_release(&dev->lock);
     if (grow)
-        grow_map(dev, grow);
+        alloc_device_grow_map(dev, grow);
     return rc;
 }
 
