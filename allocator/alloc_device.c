@@ -1,5 +1,6 @@
-/* alloc_device.c: per-device state, spares, the free-block sets and PyTorch's malloc path
- * (get_free_block, alloc_block, the retry order, the OOM message and alloc_found_block). */
+/* alloc_device.c: per-device state, spares, the free-block sets and PyTorch's malloc path from
+ * the lock on (get_free_block, alloc_block, the retry order, the OOM message, alloc_found_block
+ * and the pointer map). */
 #include "allocator/alloc_device.h"
 
 #include <stdalign.h>

@@ -1,6 +1,6 @@
-/* alloc_free.c: PyTorch's free side (free, free_block, try_merge_blocks, insert_events,
- * process_events, synchronize_and_free_events, release_block, release_cached_blocks,
- * release_available_cached_blocks, garbage_collect_cached_blocks). */
+/* alloc_free.c: PyTorch's free side (free from the address on, free_block, try_merge_blocks,
+ * insert_events, process_events, synchronize_and_free_events, release_block,
+ * release_cached_blocks, release_available_cached_blocks, garbage_collect_cached_blocks). */
 #include "allocator/alloc_free.h"
 
 #include "allocator/alloc_policy.h"

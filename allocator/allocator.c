@@ -1,5 +1,6 @@
-/* allocator.c: the public entry points: device selection and locking, spares refilled outside
- * the lock, the pointer map, trace mode and external memory, fraction, stats copies. */
+/* allocator.c: the public entry points: argument checks and device selection (malloc and free
+ * hand over to alloc_device_malloc and alloc_free_by_address), trace mode and external memory,
+ * the owner of a pointer, fraction, stats copies. */
 #include "allocator/allocator.h"
 
 #include <stdio.h>
