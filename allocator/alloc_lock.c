@@ -86,11 +86,17 @@ revoke_bias(struct alloc_lock *lock)
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
     }
-    /* The owner leaves within its critical section's time; it may be descheduled meanwhile. */
+    /* The owner leaves within its critical section's time, which may include a device
+     * allocation or a synchronization (milliseconds), and it may be descheduled meanwhile: spin
+     * briefly, then yield, then sleep in 50 us steps rather than burn a core. */
     for (unsigned spins = 0; atomic_load_explicit(&lock->owner_inside, memory_order_acquire) != 0;
          spins++) {
-        if (spins >= 64)
+        if (spins >= 1024) {
+            struct timespec step = {0, 50000};
+            nanosleep(&step, NULL);
+        } else if (spins >= 64) {
             sched_yield();
+        }
     }
     lock->revocations++;
 }
