@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "preload/layers.h"
 #include "preload/real_cuda.h"
 #include "preload/real_dl.h"
 #include "preload/shim_ctx.h"
@@ -143,26 +144,45 @@ hooks_dlsym(void *handle, const char *name, const void *caller)
      * caller, or a second preloaded library's dlsym(RTLD_NEXT) would get its own symbol back. */
     if (handle == RTLD_NEXT)
         return real_dl_next(caller, name);
-    void *sym = real_dl_dlsym(handle, name);
-    if (sym == NULL || name == NULL || strncmp(name, "cu", 2) != 0 ||
-        strncmp(name, "cuprof_", 7) == 0)
-        return sym;
+    layers_rebind_new_objects(); /* a library dlopen'ed while a layer precedes us */
+    if (name == NULL || strncmp(name, "cu", 2) != 0 || strncmp(name, "cuprof_", 7) == 0)
+        return real_dl_dlsym(handle, name);
     if (handle == RTLD_DEFAULT) {
+        void *sym = real_dl_dlsym(handle, name);
         /* Our CUDA exports must not make CUDA look present where it is not: without a real
          * definition after us, answer as the program would without the shim. */
-        if (real_dl_is_self(sym) && real_dl_dlsym(RTLD_NEXT, name) == NULL)
+        if (sym != NULL && real_dl_is_self(sym) && real_dl_dlsym(RTLD_NEXT, name) == NULL)
             return NULL;
         return sym;
     }
+    /* A driver name on a handle: asked of the next layer (another interposer's dlsym, or
+     * glibc's), so a layer after us still hands out its own entry points. */
+    void *sym = layers_dlsym(handle, name);
+    if (sym == NULL)
+        return NULL;
+    if (real_dl_is_self(sym)) /* a handle whose scope holds us (the global one): ours already */
+        return sym;
     void *wrapper = wrapper_for_name(name);
-    if (wrapper == NULL || real_dl_is_self(sym))
+    if (wrapper == NULL)
         return sym;
     count(&count_dlsym_hooked);
     return wrapper;
 }
 
+/* A pointer into libcuprof that the next layer handed back for an entry cuprof does not wrap
+ * (a driver whose table binds to the global scope): what stands for the same exported name. */
+static void *
+driver_own_instead_of_self(void *fn)
+{
+    Dl_info info;
+    if (dladdr(fn, &info) == 0 || info.dli_sname == NULL)
+        return NULL;
+    return real_cuda_instead_of_self(info.dli_sname);
+}
+
 static CUresult
-swap_in_wrapper(CUresult result, const char *symbol, void **pfn, int version, cuuint64_t flags)
+swap_in_wrapper(CUresult result, const char *symbol, void **pfn, int version, cuuint64_t flags,
+                CUdriverProcAddressQueryResult *status)
 {
     /* Only a symbol the driver really has gets a wrapper, and only for the ABI it returned. */
     if (result != CUDA_SUCCESS || pfn == NULL || *pfn == NULL || symbol == NULL)
@@ -171,6 +191,13 @@ swap_in_wrapper(CUresult result, const char *symbol, void **pfn, int version, cu
     if (wrapper != NULL) {
         *pfn = wrapper;
         count(&count_lookups_hooked);
+    } else if (real_dl_is_self(*pfn)) {
+        *pfn = driver_own_instead_of_self(*pfn);
+        if (*pfn == NULL) {
+            if (status != NULL)
+                *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+            return CUDA_ERROR_NOT_FOUND;
+        }
     }
     return result;
 }
@@ -189,7 +216,7 @@ hooks_get_proc_address_v2(const char *symbol, void **pfn, int version, cuuint64_
         return CUDA_ERROR_NOT_FOUND;
     }
     CUresult result = real->cuGetProcAddress_v2(symbol, pfn, version, flags, status);
-    return swap_in_wrapper(result, symbol, pfn, version, flags);
+    return swap_in_wrapper(result, symbol, pfn, version, flags, status);
 }
 
 CUresult
@@ -199,7 +226,7 @@ hooks_get_proc_address(const char *symbol, void **pfn, int version, cuuint64_t f
     if (real != NULL && real->cuGetProcAddress_v1 != NULL) {
         count(&count_lookups);
         CUresult result = real->cuGetProcAddress_v1(symbol, pfn, version, flags);
-        return swap_in_wrapper(result, symbol, pfn, version, flags);
+        return swap_in_wrapper(result, symbol, pfn, version, flags, NULL);
     }
     /* The v1 ABI has no fifth argument: never pass one through. */
     return hooks_get_proc_address_v2(symbol, pfn, version, flags, NULL);

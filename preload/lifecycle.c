@@ -8,6 +8,7 @@
 #include "preload/config.h"
 #include "preload/cuda_backend.h"
 #include "preload/dumper.h"
+#include "preload/layers.h"
 #include "preload/runtime.h"
 #include "preload/shim_vmm.h"
 #include "preload/stream_id.h"
@@ -28,7 +29,11 @@ static atomic_bool lifecycle_idle_child;
 __attribute__((constructor(101))) static void
 lifecycle_constructor(void)
 {
-    (void)runtime_config();
+    const struct cuprof_config *config = runtime_config();
+    /* Another interposer preloaded ahead of us would otherwise see every call first and forward
+     * it around us; off mode stays a pure pass-through. */
+    if ((enum cuprof_mode)config->mode != CUPROF_MODE_OFF)
+        layers_start(config->log >= CONFIG_LOG_INFO);
 }
 
 /* Fork: hold the dump lock and every device lock across fork() so the child's copies are

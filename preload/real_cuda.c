@@ -3,25 +3,75 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
+#include "preload/layers.h"
 #include "preload/real_dl.h"
+#include "preload/runtime.h"
 
 static struct real_cuda real;
 static bool real_found;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+static void *driver_handle; /* libcuda.so.1, open for the process lifetime */
 
-/* Prefers the driver's own versioned lookup; falls back to the exported name (the stub library
- * answers every cuGetProcAddress_v2 call with CUDA_ERROR_STUB_LIBRARY, old drivers lack it). */
+void *
+real_cuda_driver_own(const char *name)
+{
+    if (driver_handle == NULL || name == NULL)
+        return NULL;
+    void *fn = real_dl_dlsym(driver_handle, name);
+    return fn != NULL && !real_dl_is_self(fn) ? fn : NULL;
+}
+
+void *
+real_cuda_instead_of_self(const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    /* A layer after us that took its own wrapper's address through the global scope got ours:
+     * its own definition follows us. */
+    void *fn = real_dl_dlsym(RTLD_NEXT, name);
+    if (fn != NULL && !real_dl_is_self(fn))
+        return fn;
+    return real_cuda_driver_own(name);
+}
+
+/* One line the first time an entry point resolves to cuprof itself with no definition of the
+ * driver's own to fall back on. */
+static void
+say_missing(const char *name)
+{
+    static atomic_bool said;
+    if (atomic_exchange(&said, true) || !runtime_log_info())
+        return;
+    runtime_log("cuprof: the driver hands out cuprof's own %s as its entry point and has no "
+                "definition of its own: calls to it fail with CUDA_ERROR_NOT_FOUND",
+                name);
+}
+
+/* What the next layer (another interposer, else the driver) answers for (base, version, flags):
+ * its versioned lookup first, then the exported name (the stub library answers every
+ * cuGetProcAddress_v2 with CUDA_ERROR_STUB_LIBRARY, old drivers lack it). A pointer into
+ * libcuprof (a driver whose table binds to the global scope, a layer that resolved the driver
+ * by name) is never taken: the next definition of the name after us, or the driver object's own,
+ * replaces it. */
 static void *
 resolve(void *lib, const char *base, int version, cuuint64_t flags, const char *exported)
 {
     void *fn = NULL;
-    if (real.cuGetProcAddress_v2 != NULL &&
-        real.cuGetProcAddress_v2(base, &fn, version, flags, NULL) == CUDA_SUCCESS && fn != NULL)
+    if (real.cuGetProcAddress_v2 == NULL ||
+        real.cuGetProcAddress_v2(base, &fn, version, flags, NULL) != CUDA_SUCCESS)
+        fn = NULL;
+    if (fn == NULL)
+        fn = layers_dlsym(lib, exported);
+    if (fn == NULL || !real_dl_is_self(fn))
         return fn;
-    return real_dl_dlsym(lib, exported);
+    fn = real_cuda_instead_of_self(exported);
+    if (fn == NULL)
+        say_missing(exported);
+    return fn;
 }
 
 /* "cuGetProcAddress_v1" -> "cuGetProcAddress" (see REAL_CUDA_FUNCS). */
@@ -46,7 +96,11 @@ real_cuda_resolve(void)
     if (lib == NULL)
         return;
     /* The handle stays open for the process lifetime: the driver is never unloaded under us. */
-    void *gpa = real_dl_dlsym(lib, "cuGetProcAddress_v2");
+    driver_handle = lib;
+    /* The lookup itself comes from the next layer too, so a layer after us sees our calls. */
+    void *gpa = layers_dlsym(lib, "cuGetProcAddress_v2");
+    if (gpa != NULL && real_dl_is_self(gpa))
+        gpa = real_cuda_instead_of_self("cuGetProcAddress_v2");
     memcpy(&real.cuGetProcAddress_v2, &gpa, sizeof gpa);
 #define REAL_CUDA_RESOLVE(field, base, version, flags, type)                                       \
     {                                                                                              \

@@ -78,12 +78,24 @@ struct real_cuda {
  * not have are NULL. Loads the driver with dlopen(RTLD_NOLOAD) first, then RTLD_NOW. */
 const struct real_cuda *real_cuda_get(void);
 
-/* In a wrapper: declares `real` and returns CUDA_ERROR_NOT_INITIALIZED when the driver or the
- * entry point is missing (a program cannot reach a wrapper without a driver; answer as an
- * uninitialised driver would). */
+/* The driver object's own definition of an exported name (dlsym on the libcuda.so.1 handle),
+ * never one of cuprof's; NULL when it has none or the driver is not loaded yet. */
+void *real_cuda_driver_own(const char *name);
+
+/* What stands for one of cuprof's own exports that a lookup handed back as "real": the next
+ * definition of `name` after libcuprof (a layer's own wrapper), else the driver's own; NULL when
+ * neither exists. */
+void *real_cuda_instead_of_self(const char *name);
+
+/* In a wrapper: declares `real` and returns CUDA_ERROR_NOT_INITIALIZED when the driver is
+ * missing (a program cannot reach a wrapper without a driver; answer as an uninitialised driver
+ * would), CUDA_ERROR_NOT_FOUND when it has no entry point of its own (what its lookup answers
+ * for a missing one). */
 #define REAL_CUDA_OR_FAIL(real, field)                                                             \
     const struct real_cuda *real = real_cuda_get();                                                \
-    if (real == NULL || real->field == NULL)                                                       \
-        return CUDA_ERROR_NOT_INITIALIZED;
+    if (real == NULL)                                                                              \
+        return CUDA_ERROR_NOT_INITIALIZED;                                                         \
+    if (real->field == NULL)                                                                       \
+        return CUDA_ERROR_NOT_FOUND;
 
 #endif

@@ -116,8 +116,8 @@ same_name(const char *a, const char *b)
 
 /* libcuprof's own exported definition of `name`, read from its dynamic symbol table (linked
  * with --hash-style=both, so DT_HASH gives the symbol count). No dlopen, no allocation. */
-REAL_DL_UNINSTRUMENTED static void *
-own_symbol(const char *name)
+REAL_DL_UNINSTRUMENTED void *
+real_dl_own_symbol(const char *name)
 {
     const struct link_map *mine = map_of(&self_anchor);
     if (mine == NULL)
@@ -158,7 +158,7 @@ real_dl_next(const void *caller, const char *name)
         /* A caller loaded before us (a sanitizer runtime, another preload): what follows it is
          * us, then what follows us. Answered without dlopen, which allocates: sanitizer runtimes
          * ask while they initialise, when their malloc cannot run yet. */
-        void *sym = own_symbol(name);
+        void *sym = real_dl_own_symbol(name);
         return sym != NULL ? sym : real_dl_dlsym(RTLD_NEXT, name);
     }
     dlopen_fn open_fn = real_fn("dlopen");

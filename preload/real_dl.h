@@ -19,6 +19,10 @@ void *real_dl_dlsym(void *handle, const char *name);
  * an object loaded after the caller's object. */
 void *real_dl_next(const void *caller, const char *name);
 
+/* libcuprof's own exported definition of `name` (read from its dynamic symbol table: no dlopen,
+ * no allocation), or NULL. */
+void *real_dl_own_symbol(const char *name);
+
 /* True when addr lies inside libcuprof.so itself. */
 bool real_dl_is_self(const void *addr);
 

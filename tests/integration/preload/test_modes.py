@@ -3,7 +3,13 @@
 the snapshot written at exit (read back with pickle/json, checked by tests/golden/check_snapshot.py)
 has exactly the alloc/free events, segments and live bytes the program says it made.
 
-Usage: test_modes.py --lib LIBCUPROF --ld-path PATH --checker CHECK_SNAPSHOT_PY MODE PROGRAM...
+With --layer LIB --order before|after a second interposer (tests/integration/preload/
+stack_layer.c) is preloaded before or after libcuprof.so: the program still ends the same, every
+allocation is recorded exactly once, and the device allocations the layer saw (its LAYER_LOG) are
+exactly the snapshot's cuMemAlloc segments (none bypass it, none are invented).
+
+Usage: test_modes.py --lib LIBCUPROF --ld-path PATH --checker CHECK_SNAPSHOT_PY
+                     [--layer LIB --order before|after] MODE PROGRAM...
 """
 import argparse
 import collections
@@ -31,31 +37,83 @@ def expected_counts(name, out):
     return int(f["allocs"]), int(f["frees"]), live, 0
 
 
+def layer_log(path):
+    """The layer's device allocations and frees: (Counter of (addr, size), Counter of addr)."""
+    allocs, frees = collections.Counter(), collections.Counter()
+    if os.path.exists(path):
+        for line in open(path):
+            w = line.split()
+            if w[0] == "alloc":
+                allocs[(int(w[1]), int(w[2]))] += 1
+            elif w[0] == "free":
+                frees[int(w[1])] += 1
+    return allocs, frees
+
+
+def check_layer(check, name, snap, log_path):
+    """The snapshot's cuMemAlloc segments (entries of the cache, untagged, or of trace mode's
+    cuMemAlloc pool) are exactly the device allocations the layer passed on, and so are their
+    frees."""
+    allocs, frees = layer_log(log_path)
+    entries = [e for t in snap["device_traces"] for e in t
+               if e.get("cuprof_pool", "trace") == "trace"]
+    seg = collections.Counter((e["addr"], e["size"]) for e in entries
+                              if e["action"] == "segment_alloc")
+    seg_free = collections.Counter(e["addr"] for e in entries if e["action"] == "segment_free")
+    check(allocs, f"{name}: the layer saw no device allocation (cuprof went around it)")
+    check(seg == allocs, f"{name}: segments {sum(seg.values())} vs the layer's allocations "
+          f"{sum(allocs.values())}: only in the snapshot {list((seg - allocs).items())[:3]}, only "
+          f"in the layer {list((allocs - seg).items())[:3]}")
+    check(seg_free == frees, f"{name}: {sum(seg_free.values())} segment frees, the layer freed "
+          f"{sum(frees.values())}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("--checker", required=True)
+    ap.add_argument("--layer", help="a second interposer, preloaded with libcuprof")
+    ap.add_argument("--order", choices=("before", "after"), default="before",
+                    help="where the layer goes in LD_PRELOAD, relative to libcuprof")
     ap.add_argument("mode")
     ap.add_argument("programs", nargs="+")
     a = ap.parse_intermixed_args()
     checker = load_checker(a.checker)
     check = Checks()
 
+    preload = a.lib
+    if a.layer:
+        preload = f"{a.layer}:{a.lib}" if a.order == "before" else f"{a.lib}:{a.layer}"
     for i, prog in enumerate(a.programs):
-        name = os.path.basename(prog)
+        name = os.path.basename(prog) + (f" (layer {a.order})" if a.layer else "")
         base = run_shim([prog], a.ld_path, timeout=300)
         check(base[0] == 0, f"{name}: fails without cuprof: {base}")
         with tempfile.TemporaryDirectory() as tmp:
             ext = "pickle" if i % 2 == 0 else "json"  # both writers, read back independently
             env = {"CUPROF_MODE": a.mode, "CUPROF_SNAPSHOT": os.path.join(tmp, f"s-%n.{ext}")}
-            shim = run_shim([prog], a.ld_path, preload=a.lib, extra_env=env, timeout=300)
+            log_path = os.path.join(tmp, "layer.log")
+            if a.layer:
+                alone = run_shim([prog], a.ld_path, preload=a.layer, timeout=300,
+                                 extra_env={"LAYER_LOG": log_path + ".alone"})
+                check(alone[:2] == base[:2], f"{name}: the layer alone changes the program")
+                env["LAYER_LOG"] = log_path
+            shim = run_shim([prog], a.ld_path, preload=preload, extra_env=env, timeout=300)
+            if a.layer and a.order == "before" and a.mode != "off":
+                check("reach cuprof first" in shim[2],
+                      f"{name}: no word from cuprof about the layer ahead of it: {shim[2]!r}")
             check(shim[0] == base[0], f"{name}/{a.mode}: exit {shim[0]}, without cuprof {base[0]}")
             check(shim[1] == base[1],
                   f"{name}/{a.mode}: output differs:\n  without: {base[1]!r}\n  with: {shim[1]!r}")
-            files = dumps(tmp)
+            files = dumps(tmp, "s-*")
             if a.mode == "off":
                 check(not files, f"{name}/off: off mode wrote {files}")
+                if a.layer:  # a pure pass-through: the layer sees what it sees alone
+                    # Addresses move from run to run; sizes and counts do not.
+                    sizes = [(collections.Counter(sz for _, sz in al), sum(fr.values()))
+                             for al, fr in (layer_log(log_path), layer_log(log_path + ".alone"))]
+                    check(sizes[0] == sizes[1],
+                          f"{name}/off: the layer saw other allocations than without cuprof")
                 continue
             check(files, f"{name}/{a.mode}: no snapshot written; stderr {shim[2]!r}")
             if not files:
@@ -63,7 +121,9 @@ def main():
             snap = checker.load(files[-1])  # the exit dump is the last one
             problems = checker.check(snap, complete_history=True)
             check(not problems, f"{name}/{a.mode}: check_snapshot: {problems[:5]}")
-            allocs, frees, live, ooms = expected_counts(name, base[1])
+            if a.layer:
+                check_layer(check, f"{name}/{a.mode}", snap, log_path)
+            allocs, frees, live, ooms = expected_counts(os.path.basename(prog), base[1])
             trace = snap["device_traces"][0]
             c = collections.Counter(e["action"] for e in trace)
             check(c["alloc"] == allocs, f"{name}/{a.mode}: {c['alloc']} alloc events, {allocs} made")

@@ -1,0 +1,380 @@
+/* layers.c: other interposers, and binding imports to cuprof when one precedes it (see
+ * layers.h). */
+#include "preload/layers.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "preload/real_dl.h"
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+static _Atomic(dlsym_fn) next_dlsym;
+
+/* The first `dlsym` of the global scope that is not ours: a layer's when one is preloaded (before
+ * or after us), else glibc's. Idempotent: racing threads store the same pointer. */
+REAL_DL_UNINSTRUMENTED static dlsym_fn
+find_next_dlsym(void)
+{
+    void *p = real_dl_dlsym(RTLD_DEFAULT, "dlsym");
+    if (p == NULL || real_dl_is_self(p))
+        p = real_dl_dlsym(RTLD_NEXT, "dlsym"); /* relative to libcuprof: what follows us */
+    dlsym_fn fn = NULL;
+    if (p != NULL && !real_dl_is_self(p))
+        memcpy(&fn, &p, sizeof fn);
+    return fn;
+}
+
+REAL_DL_UNINSTRUMENTED void *
+layers_dlsym(void *handle, const char *name)
+{
+    dlsym_fn fn = atomic_load_explicit(&next_dlsym, memory_order_acquire);
+    if (fn == NULL) {
+        fn = find_next_dlsym();
+        if (fn == NULL)
+            return real_dl_dlsym(handle, name);
+        atomic_store_explicit(&next_dlsym, fn, memory_order_release);
+    }
+    return fn(handle, name);
+}
+
+/* ---- Binding imports when a layer precedes cuprof. */
+
+enum { MAX_OBJECTS = 1024 };
+
+struct loaded_object {
+    ElfW(Addr) base;
+    const ElfW(Dyn) * dynamic;
+    uintptr_t lo, hi;             /* extent of its PT_LOAD segments */
+    uintptr_t relro_lo, relro_hi; /* PT_GNU_RELRO: read-only once relocated */
+    const char *name;
+};
+
+static pthread_mutex_t rebind_lock = PTHREAD_MUTEX_INITIALIZER;
+/* protected by rebind_lock */
+static struct loaded_object objects[MAX_OBJECTS];
+static size_t object_count;
+static ElfW(Addr) bound_bases[MAX_OBJECTS]; /* objects already processed */
+static size_t bound_count;
+static unsigned long long seen_adds;
+static uintptr_t layer_lo, layer_hi; /* the layer ahead of us */
+static const char *layer_name;
+/* end protected by rebind_lock */
+static atomic_bool layer_ahead;
+static bool log_lines;
+
+struct collect {
+    unsigned long long adds;
+    bool first_only;
+};
+
+/* dl_iterate_phdr callback: records every object, in load order. No dl* call in here (the
+ * loader's write lock is held). */
+static int
+collect_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct collect *c = data;
+    (void)size;
+    c->adds = info->dlpi_adds;
+    if (c->first_only)
+        return 1;
+    if (object_count == MAX_OBJECTS)
+        return 1;
+    struct loaded_object *o = &objects[object_count++];
+    memset(o, 0, sizeof *o);
+    o->base = info->dlpi_addr;
+    o->name = info->dlpi_name != NULL ? info->dlpi_name : "";
+    o->lo = UINTPTR_MAX;
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD) {
+            if (start < o->lo)
+                o->lo = start;
+            if (start + ph->p_memsz > o->hi)
+                o->hi = start + ph->p_memsz;
+        } else if (ph->p_type == PT_DYNAMIC) {
+            o->dynamic = (const ElfW(Dyn) *)start;
+        } else if (ph->p_type == PT_GNU_RELRO) {
+            o->relro_lo = start;
+            o->relro_hi = start + ph->p_memsz;
+        }
+    }
+    return 0;
+}
+
+static bool
+contains(const struct loaded_object *o, uintptr_t addr)
+{
+    return addr >= o->lo && addr < o->hi;
+}
+
+static const struct loaded_object *
+object_at(uintptr_t addr)
+{
+    for (size_t i = 0; i < object_count; i++)
+        if (contains(&objects[i], addr))
+            return &objects[i];
+    return NULL;
+}
+
+/* Objects whose imports stay as they are: the loader, the vDSO, libc, the driver itself (its own
+ * internal references are the driver's business), sanitizer runtimes. */
+static bool
+never_rebound(const char *name)
+{
+    static const char *const skip[] = {"ld-linux", "linux-vdso", "libc.so", "libcuda.so",
+                                       "libasan",  "libubsan",   "libtsan", "liblsan"};
+    for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
+        if (strstr(name, skip[i]) != NULL)
+            return true;
+    return false;
+}
+
+/* One GOT slot to `target`, unprotecting a RELRO page for the store. 0 or an errno. */
+static int
+write_slot(const struct loaded_object *o, void **slot, void *target)
+{
+    uintptr_t at = (uintptr_t)slot;
+    bool relro = at >= o->relro_lo && at < o->relro_hi;
+    uintptr_t page = at & ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
+    size_t len = at + sizeof(void *) - page;
+    if (relro && mprotect((void *)page, len, PROT_READ | PROT_WRITE) != 0)
+        return errno;
+    __atomic_store_n(slot, target, __ATOMIC_RELEASE);
+    if (relro && mprotect((void *)page, len, PROT_READ) != 0)
+        return errno;
+    return 0;
+}
+
+struct dyn_tables {
+    const ElfW(Sym) * symtab;
+    const char *strtab;
+    const ElfW(Rela) * jmprel, *rela;
+    size_t jmprel_size, rela_size;
+    bool plt_is_rela;
+};
+
+static struct dyn_tables
+read_dynamic(const struct loaded_object *o)
+{
+    struct dyn_tables t = {.plt_is_rela = true};
+    for (const ElfW(Dyn) *d = o->dynamic; d != NULL && d->d_tag != DT_NULL; d++) {
+        /* ld.so has relocated these entries on this architecture; be safe if it has not. */
+        ElfW(Addr) p = d->d_un.d_ptr < o->base ? d->d_un.d_ptr + o->base : d->d_un.d_ptr;
+        switch (d->d_tag) {
+        case DT_SYMTAB:
+            t.symtab = (const ElfW(Sym) *)p;
+            break;
+        case DT_STRTAB:
+            t.strtab = (const char *)p;
+            break;
+        case DT_JMPREL:
+            t.jmprel = (const ElfW(Rela) *)p;
+            break;
+        case DT_PLTRELSZ:
+            t.jmprel_size = d->d_un.d_val;
+            break;
+        case DT_RELA:
+            t.rela = (const ElfW(Rela) *)p;
+            break;
+        case DT_RELASZ:
+            t.rela_size = d->d_un.d_val;
+            break;
+        case DT_PLTREL:
+            t.plt_is_rela = d->d_un.d_val == DT_RELA;
+            break;
+        default:
+            break;
+        }
+    }
+    return t;
+}
+
+static bool
+is_binding_reloc(ElfW(Xword) info)
+{
+#if defined(__x86_64__)
+    return ELF64_R_TYPE(info) == R_X86_64_JUMP_SLOT || ELF64_R_TYPE(info) == R_X86_64_GLOB_DAT;
+#elif defined(__aarch64__)
+    return ELF64_R_TYPE(info) == R_AARCH64_JUMP_SLOT || ELF64_R_TYPE(info) == R_AARCH64_GLOB_DAT;
+#else
+    (void)info;
+    return false;
+#endif
+}
+
+struct rebind_result {
+    unsigned slots;
+    int error;                /* first errno */
+    const char *error_object; /* where it happened */
+};
+
+/* Points o's imports of cuprof's names at cuprof where they are bound to the layer ahead, or not
+ * bound yet (lazy binding: the slot still points into o's own PLT). */
+static void
+rebind_relocs(const struct loaded_object *o, const struct dyn_tables *t, const ElfW(Rela) * rel,
+              size_t size, struct rebind_result *r)
+{
+    if (rel == NULL || t->symtab == NULL || t->strtab == NULL)
+        return;
+    for (size_t i = 0; i < size / sizeof *rel; i++) {
+        if (!is_binding_reloc(rel[i].r_info))
+            continue;
+        const ElfW(Sym) *sym = &t->symtab[ELF64_R_SYM(rel[i].r_info)];
+        const char *name = t->strtab + sym->st_name;
+        if (sym->st_shndx != SHN_UNDEF || (strncmp(name, "cu", 2) != 0 && strcmp(name, "dlsym")))
+            continue;
+        if (strncmp(name, "cuprof_", 7) == 0)
+            continue;
+        void *mine = real_dl_own_symbol(name);
+        if (mine == NULL)
+            continue;
+        void **slot = (void **)(o->base + rel[i].r_offset);
+        uintptr_t bound = (uintptr_t)__atomic_load_n(slot, __ATOMIC_ACQUIRE);
+        if (bound == (uintptr_t)mine)
+            continue;
+        if (!contains(o, bound) && !(bound >= layer_lo && bound < layer_hi))
+            continue; /* bound elsewhere on purpose (a version, DT_SYMBOLIC): left alone */
+        int error = write_slot(o, slot, mine);
+        if (error == 0) {
+            r->slots++;
+        } else if (r->error == 0) {
+            r->error = error;
+            r->error_object = o->name;
+        }
+    }
+}
+
+static bool
+already_bound(ElfW(Addr) base)
+{
+    for (size_t i = 0; i < bound_count; i++)
+        if (bound_bases[i] == base)
+            return true;
+    return false;
+}
+
+/* Collects the loaded objects and rebinds those not yet processed. Holds rebind_lock. */
+static struct rebind_result
+rebind_locked(size_t *objects_changed)
+{
+    struct rebind_result r = {0, 0, NULL};
+    struct collect c = {0, false};
+    object_count = 0;
+    dl_iterate_phdr(collect_object, &c);
+    seen_adds = c.adds;
+    const struct loaded_object *self = object_at((uintptr_t)(void *)layers_start);
+    *objects_changed = 0;
+    bool after_self = false;
+    for (size_t i = 0; i < object_count; i++) {
+        const struct loaded_object *o = &objects[i];
+        if (o == self) {
+            after_self = true;
+            continue;
+        }
+        /* The program itself, and what follows libcuprof; never the preloads ahead of us. */
+        if ((i != 0 && !after_self) || never_rebound(o->name) || o->dynamic == NULL ||
+            already_bound(o->base) || bound_count == MAX_OBJECTS)
+            continue;
+        bound_bases[bound_count++] = o->base;
+        struct dyn_tables t = read_dynamic(o);
+        unsigned before = r.slots;
+        if (t.plt_is_rela)
+            rebind_relocs(o, &t, t.jmprel, t.jmprel_size, &r);
+        rebind_relocs(o, &t, t.rela, t.rela_size, &r);
+        if (r.slots != before)
+            (*objects_changed)++;
+    }
+    return r;
+}
+
+static void
+say_failure(const struct rebind_result *r)
+{
+    if (r->error == 0 || !log_lines)
+        return;
+    char line[600];
+    int n = snprintf(line, sizeof line,
+                     "cuprof: %s is preloaded before libcuprof.so, and %s's imports could not be "
+                     "bound to cuprof (%s): calls made through it bypass cuprof; preload "
+                     "libcuprof.so first\n",
+                     layer_name, r->error_object[0] != '\0' ? r->error_object : "the program",
+                     strerror(r->error));
+    if (n > 0 && write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line) < 0)
+        return;
+}
+
+void
+layers_start(bool log_info)
+{
+    void *first = real_dl_dlsym(RTLD_DEFAULT, "dlsym");
+    if (first == NULL || real_dl_is_self(first))
+        return;
+    pthread_mutex_lock(&rebind_lock);
+    struct collect c = {0, false};
+    object_count = 0;
+    dl_iterate_phdr(collect_object, &c);
+    const struct loaded_object *self = object_at((uintptr_t)(void *)layers_start);
+    const struct loaded_object *layer = object_at((uintptr_t)first);
+    /* A layer is ahead when its dlsym comes from an object loaded before libcuprof (glibc's
+     * own always follows the preloads). */
+    bool ahead = self != NULL && layer != NULL && layer != &objects[0] && layer < self;
+    if (!ahead) {
+        pthread_mutex_unlock(&rebind_lock);
+        return;
+    }
+    layer_lo = layer->lo;
+    layer_hi = layer->hi;
+    layer_name = layer->name;
+    log_lines = log_info;
+    size_t changed = 0;
+    struct rebind_result r = rebind_locked(&changed);
+    atomic_store_explicit(&layer_ahead, true, memory_order_release);
+    pthread_mutex_unlock(&rebind_lock);
+    if (log_info) {
+        char line[600];
+        int n = snprintf(line, sizeof line,
+                         "cuprof: %s is preloaded before libcuprof.so and hands out its own CUDA "
+                         "entry points: %u imports in %zu objects now reach cuprof first, and "
+                         "cuprof's own driver calls go on through that layer\n",
+                         layer_name, r.slots, changed);
+        if (n > 0 &&
+            write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line) < 0)
+            return;
+    }
+    say_failure(&r);
+}
+
+void
+layers_rebind_new_objects(void)
+{
+    if (!atomic_load_explicit(&layer_ahead, memory_order_acquire))
+        return;
+    struct collect c = {0, true};
+    dl_iterate_phdr(collect_object, &c);
+    pthread_mutex_lock(&rebind_lock);
+    if (c.adds == seen_adds) {
+        pthread_mutex_unlock(&rebind_lock);
+        return;
+    }
+    size_t changed = 0;
+    struct rebind_result r = rebind_locked(&changed);
+    pthread_mutex_unlock(&rebind_lock);
+    say_failure(&r);
+}
+
+bool
+layers_ahead(void)
+{
+    return atomic_load_explicit(&layer_ahead, memory_order_acquire);
+}
