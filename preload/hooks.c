@@ -102,6 +102,37 @@ static const struct name_row name_rows[] = {
     {"cuStreamDestroy_v2", FN(shim_stream_destroy)},
 };
 
+/* The driver lookups dlsym swapped for cuprof's (a few distinct ones): where our lookup
+ * forwards when a driver that forwards to another driver through dlsym calls it back. */
+enum { SWAPPED_MAX = 4 };
+static _Atomic(void *) swapped_gpa_v2[SWAPPED_MAX];
+static _Atomic(void *) swapped_gpa_v1[SWAPPED_MAX];
+static _Thread_local int lookup_depth; /* our lookup is on this thread's stack */
+
+static void
+remember_swapped(_Atomic(void *) *slots, void *fn)
+{
+    for (int i = 0; i < SWAPPED_MAX; i++) {
+        void *expected = NULL;
+        if (atomic_load_explicit(&slots[i], memory_order_acquire) == fn ||
+            atomic_compare_exchange_strong(&slots[i], &expected, fn))
+            return;
+    }
+}
+
+/* A swapped lookup other than `in_use` (the driver cuprof forwards to, which is the one calling
+ * back), never one of ours; NULL when there is none: then the call fails instead of looping. */
+static void *
+swapped_other_than(_Atomic(void *) *slots, const void *in_use)
+{
+    for (int i = 0; i < SWAPPED_MAX; i++) {
+        void *fn = atomic_load_explicit(&slots[i], memory_order_acquire);
+        if (fn != NULL && fn != in_use && !real_dl_is_self(fn))
+            return fn;
+    }
+    return NULL;
+}
+
 static _Atomic uint64_t count_lookups;
 static _Atomic uint64_t count_lookups_hooked;
 static _Atomic uint64_t count_dlsym_hooked;
@@ -165,18 +196,24 @@ hooks_dlsym(void *handle, const char *name, const void *caller)
     void *wrapper = wrapper_for_name(name);
     if (wrapper == NULL)
         return sym;
+    if (strcmp(name, "cuGetProcAddress_v2") == 0)
+        remember_swapped(swapped_gpa_v2, sym);
+    else if (strcmp(name, "cuGetProcAddress") == 0)
+        remember_swapped(swapped_gpa_v1, sym);
     count(&count_dlsym_hooked);
     return wrapper;
 }
 
-/* A pointer into libcuprof that the next layer handed back for an entry cuprof does not wrap
- * (a driver whose table binds to the global scope): what stands for the same exported name. */
+/* What stands for a pointer into libcuprof that the next layer handed back as the driver's (a
+ * driver whose table binds to the global scope), by the exported name it has there. */
 static void *
-driver_own_instead_of_self(void *fn)
+instead_of_self(void *fn, const char **name)
 {
     Dl_info info;
+    *name = NULL;
     if (dladdr(fn, &info) == 0 || info.dli_sname == NULL)
         return NULL;
+    *name = info.dli_sname;
     return real_cuda_instead_of_self(info.dli_sname);
 }
 
@@ -187,25 +224,46 @@ swap_in_wrapper(CUresult result, const char *symbol, void **pfn, int version, cu
     /* Only a symbol the driver really has gets a wrapper, and only for the ABI it returned. */
     if (result != CUDA_SUCCESS || pfn == NULL || *pfn == NULL || symbol == NULL)
         return result;
-    void *wrapper = hooks_wrapper_for(symbol, version, flags);
-    if (wrapper != NULL) {
-        *pfn = wrapper;
-        count(&count_lookups_hooked);
-    } else if (real_dl_is_self(*pfn)) {
-        *pfn = driver_own_instead_of_self(*pfn);
-        if (*pfn == NULL) {
+    if (real_dl_is_self(*pfn)) {
+        const char *name;
+        *pfn = instead_of_self(*pfn, &name);
+        if (*pfn == NULL) { /* the driver has no such entry point of its own: say it has none */
+            real_cuda_say_missing(name != NULL ? name : symbol);
             if (status != NULL)
                 *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
             return CUDA_ERROR_NOT_FOUND;
         }
     }
+    void *wrapper = hooks_wrapper_for(symbol, version, flags);
+    if (wrapper != NULL) {
+        *pfn = wrapper;
+        count(&count_lookups_hooked);
+    }
     return result;
+}
+
+/* True when our lookup is re-entered on this thread: from inside the resolution of the entry
+ * points, or from the driver it forwards to. Waiting or forwarding again would loop. */
+static bool
+called_back(void)
+{
+    return lookup_depth > 0 || real_cuda_resolving();
 }
 
 CUresult
 hooks_get_proc_address_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                           CUdriverProcAddressQueryResult *status)
 {
+    if (called_back()) {
+        /* A driver that forwards to another driver through our dlsym: answer with that
+         * driver's lookup, untouched. */
+        void *p = swapped_other_than(swapped_gpa_v2, real_cuda_lookup_in_use());
+        if (p == NULL)
+            return CUDA_ERROR_NOT_FOUND;
+        PFN_cuGetProcAddress_v12000 fn;
+        memcpy(&fn, &p, sizeof fn);
+        return fn(symbol, pfn, version, flags, status);
+    }
     count(&count_lookups);
     const struct real_cuda *real = real_cuda_get();
     if (real == NULL || real->cuGetProcAddress_v2 == NULL) {
@@ -215,17 +273,29 @@ hooks_get_proc_address_v2(const char *symbol, void **pfn, int version, cuuint64_
             *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return CUDA_ERROR_NOT_FOUND;
     }
+    lookup_depth++;
     CUresult result = real->cuGetProcAddress_v2(symbol, pfn, version, flags, status);
+    lookup_depth--;
     return swap_in_wrapper(result, symbol, pfn, version, flags, status);
 }
 
 CUresult
 hooks_get_proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
+    if (called_back()) { /* as in hooks_get_proc_address_v2 */
+        void *p = swapped_other_than(swapped_gpa_v1, real_cuda_lookup_in_use());
+        if (p == NULL)
+            return hooks_get_proc_address_v2(symbol, pfn, version, flags, NULL);
+        PFN_cuGetProcAddress_v11030 fn;
+        memcpy(&fn, &p, sizeof fn);
+        return fn(symbol, pfn, version, flags);
+    }
     const struct real_cuda *real = real_cuda_get();
     if (real != NULL && real->cuGetProcAddress_v1 != NULL) {
         count(&count_lookups);
+        lookup_depth++;
         CUresult result = real->cuGetProcAddress_v1(symbol, pfn, version, flags);
+        lookup_depth--;
         return swap_in_wrapper(result, symbol, pfn, version, flags, NULL);
     }
     /* The v1 ABI has no fifth argument: never pass one through. */

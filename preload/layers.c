@@ -59,6 +59,12 @@ struct loaded_object {
     const char *name;
 };
 
+struct rebind_result {
+    unsigned slots;
+    int error;                /* first errno */
+    const char *error_object; /* where it happened */
+};
+
 static pthread_mutex_t rebind_lock = PTHREAD_MUTEX_INITIALIZER;
 /* protected by rebind_lock */
 static struct loaded_object objects[MAX_OBJECTS];
@@ -69,8 +75,11 @@ static unsigned long long seen_adds;
 static uintptr_t layer_lo, layer_hi; /* the layer ahead of us */
 static const char *layer_name;
 /* end protected by rebind_lock */
+static const char layers_anchor; /* an address inside libcuprof */
 static atomic_bool layer_ahead;
-static bool log_lines;
+static atomic_bool started_logged; /* layers_log_start said its line */
+static struct rebind_result start_result;
+static size_t start_objects;
 
 struct collect {
     unsigned long long adds;
@@ -213,12 +222,6 @@ is_binding_reloc(ElfW(Xword) info)
 #endif
 }
 
-struct rebind_result {
-    unsigned slots;
-    int error;                /* first errno */
-    const char *error_object; /* where it happened */
-};
-
 /* Points o's imports of cuprof's names at cuprof where they are bound to the layer ahead, or not
  * bound yet (lazy binding: the slot still points into o's own PLT). */
 static void
@@ -273,7 +276,7 @@ rebind_locked(size_t *objects_changed)
     object_count = 0;
     dl_iterate_phdr(collect_object, &c);
     seen_adds = c.adds;
-    const struct loaded_object *self = object_at((uintptr_t)(void *)layers_start);
+    const struct loaded_object *self = object_at((uintptr_t)&layers_anchor);
     *objects_changed = 0;
     bool after_self = false;
     for (size_t i = 0; i < object_count; i++) {
@@ -298,10 +301,11 @@ rebind_locked(size_t *objects_changed)
     return r;
 }
 
+/* One line saying why some imports still bypass cuprof; after the start-up line only. */
 static void
 say_failure(const struct rebind_result *r)
 {
-    if (r->error == 0 || !log_lines)
+    if (r->error == 0 || !atomic_load(&started_logged))
         return;
     char line[600];
     int n = snprintf(line, sizeof line,
@@ -315,7 +319,7 @@ say_failure(const struct rebind_result *r)
 }
 
 void
-layers_start(bool log_info)
+layers_start(void)
 {
     void *first = real_dl_dlsym(RTLD_DEFAULT, "dlsym");
     if (first == NULL || real_dl_is_self(first))
@@ -324,35 +328,36 @@ layers_start(bool log_info)
     struct collect c = {0, false};
     object_count = 0;
     dl_iterate_phdr(collect_object, &c);
-    const struct loaded_object *self = object_at((uintptr_t)(void *)layers_start);
+    const struct loaded_object *self = object_at((uintptr_t)&layers_anchor);
     const struct loaded_object *layer = object_at((uintptr_t)first);
     /* A layer is ahead when its dlsym comes from an object loaded before libcuprof (glibc's
      * own always follows the preloads). */
     bool ahead = self != NULL && layer != NULL && layer != &objects[0] && layer < self;
-    if (!ahead) {
-        pthread_mutex_unlock(&rebind_lock);
-        return;
+    if (ahead) {
+        layer_lo = layer->lo;
+        layer_hi = layer->hi;
+        layer_name = layer->name;
+        start_result = rebind_locked(&start_objects);
+        atomic_store_explicit(&layer_ahead, true, memory_order_release);
     }
-    layer_lo = layer->lo;
-    layer_hi = layer->hi;
-    layer_name = layer->name;
-    log_lines = log_info;
-    size_t changed = 0;
-    struct rebind_result r = rebind_locked(&changed);
-    atomic_store_explicit(&layer_ahead, true, memory_order_release);
     pthread_mutex_unlock(&rebind_lock);
-    if (log_info) {
-        char line[600];
-        int n = snprintf(line, sizeof line,
-                         "cuprof: %s is preloaded before libcuprof.so and hands out its own CUDA "
-                         "entry points: %u imports in %zu objects now reach cuprof first, and "
-                         "cuprof's own driver calls go on through that layer\n",
-                         layer_name, r.slots, changed);
-        if (n > 0 &&
-            write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line) < 0)
-            return;
-    }
-    say_failure(&r);
+}
+
+void
+layers_log_start(void)
+{
+    if (!atomic_load_explicit(&layer_ahead, memory_order_acquire) ||
+        atomic_exchange(&started_logged, true))
+        return;
+    char line[600];
+    int n = snprintf(line, sizeof line,
+                     "cuprof: %s is preloaded before libcuprof.so and hands out its own CUDA "
+                     "entry points: %u imports in %zu objects now reach cuprof first, and cuprof's "
+                     "own driver calls go on through that layer\n",
+                     layer_name, start_result.slots, start_objects);
+    if (n > 0 && write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line) < 0)
+        return;
+    say_failure(&start_result);
 }
 
 void

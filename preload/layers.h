@@ -17,8 +17,12 @@ void *layers_dlsym(void *handle, const char *name);
 /* At start-up (the constructor; not in off mode): when a layer that exports dlsym comes before
  * libcuprof in the global scope, binds the imports of cuprof's exported names in the program and
  * in every library loaded after libcuprof to cuprof's definitions, as if libcuprof had been
- * preloaded first, and says so in one line (or why it could not). */
-void layers_start(bool log_info);
+ * preloaded first. Silent: a process that never uses CUDA says nothing. */
+void layers_start(void);
+
+/* When cuprof starts serving a process (its first CUDA call): one line saying that a layer
+ * precedes cuprof and what was done about it, or why it could not be (CUPROF_LOG=info). */
+void layers_log_start(void);
 
 /* Binds the imports of objects loaded since the last call (dlopen'ed libraries); cheap when none
  * was. Does nothing unless layers_start found a layer ahead of cuprof. */

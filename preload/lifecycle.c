@@ -33,7 +33,7 @@ lifecycle_constructor(void)
     /* Another interposer preloaded ahead of us would otherwise see every call first and forward
      * it around us; off mode stays a pure pass-through. */
     if ((enum cuprof_mode)config->mode != CUPROF_MODE_OFF)
-        layers_start(config->log >= CONFIG_LOG_INFO);
+        layers_start();
 }
 
 /* Fork: hold the dump lock and every device lock across fork() so the child's copies are

@@ -14,7 +14,22 @@
 static struct real_cuda real;
 static bool real_found;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-static void *driver_handle; /* libcuda.so.1, open for the process lifetime */
+static void *driver_handle;          /* libcuda.so.1, open for the process lifetime */
+static _Thread_local bool resolving; /* this thread is inside real_cuda_resolve */
+
+bool
+real_cuda_resolving(void)
+{
+    return resolving;
+}
+
+void *
+real_cuda_lookup_in_use(void)
+{
+    void *fn;
+    memcpy(&fn, &real.cuGetProcAddress_v2, sizeof fn);
+    return fn;
+}
 
 void *
 real_cuda_driver_own(const char *name)
@@ -38,16 +53,30 @@ real_cuda_instead_of_self(const char *name)
     return real_cuda_driver_own(name);
 }
 
-/* One line the first time an entry point resolves to cuprof itself with no definition of the
- * driver's own to fall back on. */
-static void
-say_missing(const char *name)
+/* True the first time `name` is claimed (a few names at most: then every later one is quiet). */
+static bool
+first_time(const char *name)
 {
-    static atomic_bool said;
-    if (atomic_exchange(&said, true) || !runtime_log_info())
+    enum { SAID_MAX = 16 };
+    static _Atomic(const char *) said[SAID_MAX];
+    for (int i = 0; i < SAID_MAX; i++) {
+        const char *expected = NULL;
+        if (atomic_compare_exchange_strong(&said[i], &expected, name))
+            return true;
+        if (strcmp(expected, name) == 0)
+            return false;
+    }
+    return false;
+}
+
+void
+real_cuda_say_missing(const char *name)
+{
+    if (!first_time(name) || !runtime_log_info())
         return;
     runtime_log("cuprof: the driver hands out cuprof's own %s as its entry point and has no "
-                "definition of its own: calls to it fail with CUDA_ERROR_NOT_FOUND",
+                "definition of its own: cuprof answers as a driver without it "
+                "(CUDA_ERROR_NOT_FOUND)",
                 name);
 }
 
@@ -70,7 +99,7 @@ resolve(void *lib, const char *base, int version, cuuint64_t flags, const char *
         return fn;
     fn = real_cuda_instead_of_self(exported);
     if (fn == NULL)
-        say_missing(exported);
+        real_cuda_say_missing(exported);
     return fn;
 }
 
@@ -88,7 +117,7 @@ exported_name(const char *field)
 }
 
 static void
-real_cuda_resolve(void)
+real_cuda_resolve_driver(void)
 {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (lib == NULL)
@@ -110,6 +139,14 @@ real_cuda_resolve(void)
     REAL_CUDA_FUNCS(REAL_CUDA_RESOLVE)
 #undef REAL_CUDA_RESOLVE
     real_found = true;
+}
+
+static void
+real_cuda_resolve(void)
+{
+    resolving = true;
+    real_cuda_resolve_driver();
+    resolving = false;
 }
 
 const struct real_cuda *

@@ -6,6 +6,7 @@
 #define CUPROF_REAL_CUDA_H
 
 #include <cudaTypedefs.h>
+#include <stdbool.h>
 
 /* X(field, base name for cuGetProcAddress, cudaVersion, flags, PFN type). Versions are the ones
  * cudart 13 asks for (reference/cuda-interposition.md §1.2, §10 C). The field is the name libcuda
@@ -86,6 +87,18 @@ void *real_cuda_driver_own(const char *name);
  * definition of `name` after libcuprof (a layer's own wrapper), else the driver's own; NULL when
  * neither exists. */
 void *real_cuda_instead_of_self(const char *name);
+
+/* True on the thread that is resolving the entry points right now: a driver that forwards to
+ * another through dlsym reaches cuprof's own lookup again from inside the resolution. */
+bool real_cuda_resolving(void);
+
+/* The driver lookup cuprof forwards to (NULL before the resolution has found it); a plain read
+ * for comparisons, without waiting for the resolution. */
+void *real_cuda_lookup_in_use(void);
+
+/* One line (the first time for each name, CUPROF_LOG=info) saying that the driver handed out
+ * cuprof's own `name` and has no definition of its own to use instead. */
+void real_cuda_say_missing(const char *name);
 
 /* In a wrapper: declares `real` and returns CUDA_ERROR_NOT_INITIALIZED when the driver is
  * missing (a program cannot reach a wrapper without a driver; answer as an uninitialised driver

@@ -12,6 +12,7 @@
 #include "preload/config.h"
 #include "preload/cuda_backend.h"
 #include "preload/dumper.h"
+#include "preload/layers.h"
 #include "preload/lifecycle.h"
 #include "preload/real_cuda.h"
 #include "snapshot/stacks.h"
@@ -122,6 +123,8 @@ runtime_init(void)
     if (rt->mode == CUPROF_MODE_OFF)
         goto out;
 
+    if (runtime_log_info())
+        layers_log_start();
     rt->device_count = cuda_backend_device_count();
     if (rt->device_count <= 0) {
         if (runtime_log_debug())

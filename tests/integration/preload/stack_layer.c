@@ -209,7 +209,7 @@ EXPORT void *
 dlsym(void *handle, const char *name)
 {
     void *sym = libc_dlsym()(handle, name);
-    if (sym != NULL && handle != RTLD_NEXT && handle != RTLD_DEFAULT && name != NULL) {
+    if (sym != NULL && handle != RTLD_NEXT && handle != RTLD_DEFAULT) {
         void *mine = own(name);
         if (mine != NULL)
             return mine;

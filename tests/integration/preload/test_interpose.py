@@ -170,6 +170,21 @@ def case_memprobe(a, f, mode_env):
                     f"{mode}: live blocks at exit {live}")
 
 
+def case_selfish(a, f, mode_env):
+    """A driver that hands out cuprof's own export as an entry point and has no definition of
+    its own: no recursion, the program gets the answer of a driver without that entry point, and
+    cuprof says so in one line."""
+    for mode in ("cache", "trace", "off"):
+        for prog in a.programs:
+            name = f"{os.path.basename(prog)}/{mode}"
+            base = run_shim([prog], a.ld_path)
+            shim = run_shim([prog], a.ld_path, preload=a.lib, extra_env={"CUPROF_MODE": mode})
+            f.check("meminfo=0" not in base[1], f"{name}: the driver has cuMemGetInfo: {base}")
+            same_ending(f, name, base, shim)
+            lines = [l for l in shim[2].splitlines() if "hands out cuprof's own cuMemGetInfo_v2" in l]
+            f.check(len(lines) == 1, f"{name}: want one line naming cuMemGetInfo_v2: {shim[2]!r}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
@@ -187,7 +202,8 @@ def main():
     mode_env = {"CUPROF_MODE": a.mode} if a.mode else {}
     f = Checks()
     {"lookups": case_lookups, "same": case_same, "probe": case_probe,
-     "rtld_next": case_rtld_next, "memprobe": case_memprobe}[a.case](a, f, mode_env)
+     "rtld_next": case_rtld_next, "memprobe": case_memprobe,
+     "selfish": case_selfish}[a.case](a, f, mode_env)
     f.finish()
 
 

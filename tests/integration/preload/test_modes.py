@@ -20,7 +20,7 @@ import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402 (tests/integration/)
+from shimrun import Checks, dumps, load_checker, run_shim, sanitized  # noqa: E402 (tests/integration/)
 
 
 def fields(line):
@@ -76,9 +76,13 @@ def main():
     ap.add_argument("--layer", help="a second interposer, preloaded with libcuprof")
     ap.add_argument("--order", choices=("before", "after"), default="before",
                     help="where the layer goes in LD_PRELOAD, relative to libcuprof")
+    ap.add_argument("--sanitized-subset", type=int, default=0,
+                    help="under the asan setup, run only the first N programs (slow runs)")
     ap.add_argument("mode")
     ap.add_argument("programs", nargs="+")
     a = ap.parse_intermixed_args()
+    if a.sanitized_subset and sanitized():
+        a.programs = a.programs[:a.sanitized_subset]
     checker = load_checker(a.checker)
     check = Checks()
 
