@@ -25,7 +25,7 @@ DEBUG_RE = re.compile(r"cuprof: debug: driver lookups: cuGetProcAddress=(\d+) ho
 def strip_cuprof(stderr):
     """The program's own stderr: cuprof's and the sanitizers' lines removed."""
     return "\n".join(l for l in stderr.splitlines()
-                     if not l.startswith(("cuprof:", "spy:", "rtld_next_lib:")))
+                     if not l.startswith(("cuprof:", "spy:", "rtld_next_lib:", "layer:")))
 
 
 def same_ending(f, name, base, shim):
@@ -185,12 +185,39 @@ def case_selfish(a, f, mode_env):
             f.check(len(lines) == 1, f"{name}: want one line naming cuMemGetInfo_v2: {shim[2]!r}")
 
 
+def case_quota(a, f, mode_env):
+    """A layer that enforces a memory quota still enforces it on cuprof's device allocations, in
+    either preload order: the program gets what it gets under the layer alone, and cuprof records
+    the out-of-memory the layer answered."""
+    quota = 1 << 30
+    for prog in a.programs:
+        alone = run_shim([prog], a.ld_path, preload=a.layer, extra_env={"LAYER_QUOTA": quota})
+        for order in ("before", "after"):
+            name = f"{os.path.basename(prog)} (layer {order})"
+            preload = f"{a.layer}:{a.lib}" if order == "before" else f"{a.lib}:{a.layer}"
+            with tempfile.TemporaryDirectory() as tmp:
+                shim = run_shim([prog], a.ld_path, preload=preload,
+                                extra_env={"LAYER_QUOTA": quota,
+                                           "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle")})
+                same_ending(f, name, alone, shim)
+                peak = re.search(r"layer: allocs=\d+ frees=\d+ peak=(\d+)", shim[2])
+                f.check(peak and 0 < int(peak.group(1)) <= quota,
+                        f"{name}: the layer's peak {peak and peak.group(1)} is not within its quota")
+                files = dumps(tmp)
+                f.check(files, f"{name}: no snapshot")
+                if files:
+                    snap = load_checker().load(files[0])
+                    ooms = [e for t in snap["device_traces"] for e in t if e["action"] == "oom"]
+                    f.check(ooms, f"{name}: the layer's out-of-memory is not in the snapshot")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
     ap.add_argument("--lib", required=True)
     ap.add_argument("--spy")
     ap.add_argument("--rtld-next")
+    ap.add_argument("--layer")
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("--mode", default="")
     ap.add_argument("--checker")
@@ -203,7 +230,7 @@ def main():
     f = Checks()
     {"lookups": case_lookups, "same": case_same, "probe": case_probe,
      "rtld_next": case_rtld_next, "memprobe": case_memprobe,
-     "selfish": case_selfish}[a.case](a, f, mode_env)
+     "selfish": case_selfish, "quota": case_quota}[a.case](a, f, mode_env)
     f.finish()
 
 
