@@ -211,6 +211,51 @@ def case_quota(a, f, mode_env):
                     f.check(ooms, f"{name}: the layer's out-of-memory is not in the snapshot")
 
 
+PY_PROGRAM = """
+import ctypes
+rt = ctypes.CDLL("libcudart.so.13")
+ptrs = []
+for i in range(6):
+    p = ctypes.c_void_p()
+    assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t((i + 1) << 20)) == 0
+    ptrs.append(p)
+for p in ptrs[:4]:
+    assert rt.cudaFree(p) == 0
+print("py: allocs=6 frees=4")
+"""
+
+
+def case_python_layer(a, f, mode_env):
+    """Python's own interpreter loading the runtime with ctypes after start-up, with the layer
+    before and after cuprof: every allocation recorded once, and the layer saw exactly the
+    device allocations in the snapshot."""
+    cmd = [sys.executable, "-c", PY_PROGRAM]
+    base = run_shim(cmd, a.ld_path)
+    f.check(base[0] == 0 and "py: allocs=6" in base[1], f"python alone: {base}")
+    for order in ("before", "after"):
+        name = f"python (layer {order})"
+        preload = f"{a.layer}:{a.lib}" if order == "before" else f"{a.lib}:{a.layer}"
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "layer.log")
+            shim = run_shim(cmd, a.ld_path, preload=preload,
+                            extra_env={"LAYER_LOG": log,
+                                       "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle")})
+            same_ending(f, name, base, shim)
+            files = dumps(tmp, "s-*")
+            f.check(len(files) == 1, f"{name}: snapshots {files}; stderr {shim[2]!r}")
+            if not files:
+                continue
+            snap = load_checker().load(files[0])
+            trace = [e for t in snap["device_traces"] for e in t]
+            acts = collections.Counter(e["action"] for e in trace)
+            f.check(acts["alloc"] == 6 and acts["free_requested"] == 4,
+                    f"{name}: recorded {dict(acts)}")
+            segs = sorted((e["addr"], e["size"]) for e in trace if e["action"] == "segment_alloc")
+            seen = sorted((int(w[1]), int(w[2])) for w in map(str.split, open(log))
+                          if w[0] == "alloc") if os.path.exists(log) else []
+            f.check(segs and segs == seen, f"{name}: segments {segs}, the layer saw {seen}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
@@ -230,7 +275,8 @@ def main():
     f = Checks()
     {"lookups": case_lookups, "same": case_same, "probe": case_probe,
      "rtld_next": case_rtld_next, "memprobe": case_memprobe,
-     "selfish": case_selfish, "quota": case_quota}[a.case](a, f, mode_env)
+     "selfish": case_selfish, "quota": case_quota,
+     "python_layer": case_python_layer}[a.case](a, f, mode_env)
     f.finish()
 
 
