@@ -301,6 +301,8 @@ rebind_locked(size_t *objects_changed)
     return r;
 }
 
+static void layers_rebind_new_objects_slow(void);
+
 /* One line saying why some imports still bypass cuprof; after the start-up line only. */
 static void
 say_failure(const struct rebind_result *r)
@@ -360,11 +362,19 @@ layers_log_start(void)
     say_failure(&start_result);
 }
 
-void
+/* Reached from every dlsym, sanitizer runtimes' start-up included: the first check must not be
+ * instrumented (their shadow memory may not exist yet); a layer is never ahead by then. */
+REAL_DL_UNINSTRUMENTED void
 layers_rebind_new_objects(void)
 {
     if (!atomic_load_explicit(&layer_ahead, memory_order_acquire))
         return;
+    layers_rebind_new_objects_slow();
+}
+
+static void
+layers_rebind_new_objects_slow(void)
+{
     struct collect c = {0, true};
     dl_iterate_phdr(collect_object, &c);
     pthread_mutex_lock(&rebind_lock);
