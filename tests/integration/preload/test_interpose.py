@@ -211,6 +211,24 @@ def case_quota(a, f, mode_env):
                     f.check(ooms, f"{name}: the layer's out-of-memory is not in the snapshot")
 
 
+def case_layer_lookups(a, f, mode_env):
+    """With a layer before or after cuprof, every driver lookup the program's runtime makes still
+    reaches cuprof's cuGetProcAddress, and the same entries are swapped (NVIDIA's runtime too)."""
+    for prog in a.programs:
+        name = os.path.basename(prog)
+        env = {"CUPROF_LOG": "debug", **mode_env}
+        alone = run_shim([prog], a.ld_path, preload=a.lib, extra_env=env)
+        want = cuprof_counts(f, name, alone[2])
+        f.check(want[0] > 0 and want[1] >= 3, f"{name}: cuprof alone saw {want}")
+        for order in ("before", "after"):
+            preload = f"{a.layer}:{a.lib}" if order == "before" else f"{a.lib}:{a.layer}"
+            got = run_shim([prog], a.ld_path, preload=preload, extra_env=env)
+            same_ending(f, f"{name} (layer {order})", alone, got)
+            counts = cuprof_counts(f, name, got[2])
+            f.check(counts[:2] == want[:2], f"{name} (layer {order}): cuprof saw {counts[:2]} "
+                    f"lookups/swaps, {want[:2]} without the layer")
+
+
 PY_PROGRAM = """
 import ctypes
 rt = ctypes.CDLL("libcudart.so.13")
@@ -276,7 +294,7 @@ def main():
     {"lookups": case_lookups, "same": case_same, "probe": case_probe,
      "rtld_next": case_rtld_next, "memprobe": case_memprobe,
      "selfish": case_selfish, "quota": case_quota,
-     "python_layer": case_python_layer}[a.case](a, f, mode_env)
+     "python_layer": case_python_layer, "layer_lookups": case_layer_lookups}[a.case](a, f, mode_env)
     f.finish()
 
 
