@@ -15,6 +15,7 @@
 
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/static_cudart.h"
 
 static const char usage_text[] =
     "usage: cuprof run [OPTIONS] [--] PROG [ARGS...]\n\n"
@@ -33,7 +34,9 @@ static const char usage_text[] =
     "      --stacks S         CUPROF_STACKS: all, alloc (default) or none\n"
     "      --depth N          CUPROF_STACK_DEPTH: frames kept per stack (default 32)\n"
     "      --sim              run on the simulated CUDA device of the build tree (also chosen,\n"
-    "                         with a note, when no libcuda.so.1 can be loaded)\n"
+    "                         with a note, when no libcuda.so.1 can be loaded); a PROG carrying\n"
+    "                         NVIDIA's own runtime (nvcc's default -cudart static) cannot run\n"
+    "                         there, and cuprof says so before running it\n"
     "  -q, --quiet            no summary, only where the snapshots went\n"
     "  -h, --help             this text\n\n"
     "Example: cuprof run -o train-%p.pickle --alloc-conf max_split_size_mb:128 -- ./train 20\n";
@@ -339,6 +342,14 @@ cmd_run(int argc, char **argv)
         if (prepend_env("LD_LIBRARY_PATH", CUPROF_SIM_DRIVER_DIR ":" CUPROF_SIM_RUNTIME_DIR, ':') !=
             0)
             return CLI_BADUSE;
+        /* NVIDIA's runtime inside PROG never reaches the simulated runtime: say why every CUDA
+         * call will fail, once; the simulated driver would otherwise say it when refused. */
+        char prog[PATH_MAX];
+        if (static_cudart_resolve(argv[optind], prog, sizeof prog) && static_cudart_linked(prog)) {
+            fprintf(stderr, "cuprof: %s " STATIC_CUDART_NOTE "\n", argv[optind]);
+            if (set_option_env("SIMCUDA_EXPORT_TABLE_NOTE", "0") != 0)
+                return CLI_BADUSE;
+        }
     }
     if (set_preload(lib) != 0)
         return CLI_BADUSE;
