@@ -15,6 +15,7 @@
 
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/static_cudart.h"
 
 static const char usage_text[] =
     "usage: cuprof run [OPTIONS] [--] PROG [ARGS...]\n\n"
@@ -32,23 +33,19 @@ static const char usage_text[] =
     "      --history H        CUPROF_HISTORY: all (default), state or off\n"
     "      --stacks S         CUPROF_STACKS: all, alloc (default) or none\n"
     "      --depth N          CUPROF_STACK_DEPTH: frames kept per stack (default 32)\n"
-    "      --sim              run on the simulated CUDA device of the build tree (also chosen,\n"
-    "                         with a note, when no libcuda.so.1 can be loaded)\n"
+    "      --sim              run on the simulated CUDA device installed with cuprof (or of\n"
+    "                         its build tree); also chosen, with a note, when no libcuda.so.1\n"
+    "                         can be loaded. A PROG carrying NVIDIA's own runtime (nvcc's\n"
+    "                         default -cudart static) cannot run there: cuprof says so first\n"
     "  -q, --quiet            no summary, only where the snapshots went\n"
     "  -h, --help             this text\n\n"
     "Example: cuprof run -o train-%p.pickle --alloc-conf max_split_size_mb:128 -- ./train 20\n";
 
-#ifndef CUPROF_BUILD_PRELOAD_DIR
-#define CUPROF_BUILD_PRELOAD_DIR ""
+#ifndef CUPROF_INSTALL_BINDIR
+#define CUPROF_INSTALL_BINDIR "bin"
 #endif
 #ifndef CUPROF_INSTALL_LIBDIR
 #define CUPROF_INSTALL_LIBDIR "lib"
-#endif
-#ifndef CUPROF_SIM_DRIVER_DIR
-#define CUPROF_SIM_DRIVER_DIR ""
-#endif
-#ifndef CUPROF_SIM_RUNTIME_DIR
-#define CUPROF_SIM_RUNTIME_DIR ""
 #endif
 
 static bool
@@ -58,37 +55,98 @@ is_file(const char *path)
     return path[0] != '\0' && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* out = a/b, or "" and false when it does not fit. */
 static bool
-is_dir(const char *path)
+path_join(char *out, size_t len, const char *a, const char *b)
 {
-    struct stat st;
-    return path[0] != '\0' && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    int n = snprintf(out, len, "%s/%s", a, b);
+    if (n < 0 || (size_t)n >= len) {
+        out[0] = '\0';
+        return false;
+    }
+    return true;
 }
 
-/* libcuprof.so next to the installed binary (PREFIX/bin/../LIBDIR) or in the build tree. */
-static bool
-find_library(char *out, size_t len)
+/* Where this cuprof's companions are, found from its own location: no build path is baked in,
+ * so an installed copy never reaches back into a build tree. Installed: PREFIX/BINDIR/cuprof,
+ * PREFIX/LIBDIR/libcuprof.so and the simulated device in PREFIX/LIBDIR/cuprof/sim (a private
+ * folder: it must not shadow a real libcuda.so.1). Build tree: BUILD/cli/cuprof,
+ * BUILD/preload/libcuprof.so, BUILD/tests/sim/driver and BUILD/tests/sim/runtime. */
+struct run_paths {
+    char exe_dir[PATH_MAX];
+    char libdir[PATH_MAX];      /* PREFIX/LIBDIR as this cuprof would be installed */
+    char lib[PATH_MAX];         /* libcuprof.so (real path), "" when not found */
+    char sim[2 * PATH_MAX + 1]; /* the simulated device's LD_LIBRARY_PATH entries, or "" */
+};
+
+/* PREFIX/LIBDIR for a cuprof in exe_dir = PREFIX/BINDIR (PREFIX = exe_dir/.. otherwise); ""
+ * when it does not fit. */
+static void
+install_libdir(const char *exe_dir, char *out, size_t len)
 {
+    const char *bindir = CUPROF_INSTALL_BINDIR, *libdir = CUPROF_INSTALL_LIBDIR;
+    size_t n = strlen(exe_dir), b = strlen(bindir);
+    int w;
+    if (libdir[0] == '/')
+        w = snprintf(out, len, "%s", libdir);
+    else if (bindir[0] != '/' && n > b && exe_dir[n - b - 1] == '/' &&
+             strcmp(exe_dir + n - b, bindir) == 0)
+        w = snprintf(out, len, "%.*s/%s", (int)(n - b - 1), exe_dir, libdir);
+    else
+        w = snprintf(out, len, "%s/../%s", exe_dir, libdir);
+    if (w < 0 || (size_t)w >= len)
+        out[0] = '\0';
+}
+
+/* The real path of dir when it holds the simulated driver (and, unless driver_only, the
+ * simulated runtime too). */
+static bool
+sim_dir(const char *dir, bool driver_only, char *out)
+{
+    char f[PATH_MAX + 32];
+    if (!path_join(f, sizeof f, dir, driver_only ? "libcuda.so.1" : "libcudart.so.13") ||
+        !is_file(f) ||
+        (!driver_only && !(path_join(f, sizeof f, dir, "libcuda.so.1") && is_file(f))))
+        return false;
+    return realpath(dir, out) != NULL;
+}
+
+static void
+find_paths(struct run_paths *p)
+{
+    memset(p, 0, sizeof *p);
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash != NULL)
-            *slash = '\0';
-        const char *rel[] = {"../" CUPROF_INSTALL_LIBDIR, "../lib", "../lib64", "../preload"};
-        for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-            char candidate[PATH_MAX + 64];
-            snprintf(candidate, sizeof(candidate), "%s/%s/libcuprof.so", exe, rel[i]);
-            char real[PATH_MAX];
-            if (is_file(candidate) && realpath(candidate, real) != NULL) {
-                snprintf(out, len, "%s", real);
-                return true;
-            }
-        }
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    snprintf(p->exe_dir, sizeof p->exe_dir, "%s", exe);
+    install_libdir(p->exe_dir, p->libdir, sizeof p->libdir);
+    char candidate[PATH_MAX + 64];
+    const char *rel[] = {"../lib", "../lib64", "../preload"};
+    bool found =
+        path_join(candidate, sizeof candidate, p->libdir, "libcuprof.so") && is_file(candidate);
+    for (size_t i = 0; !found && i < sizeof(rel) / sizeof(rel[0]); i++)
+        found =
+            snprintf(candidate, sizeof candidate, "%s/%s/libcuprof.so", p->exe_dir, rel[i]) > 0 &&
+            is_file(candidate);
+    if (found && realpath(candidate, p->lib) == NULL)
+        p->lib[0] = '\0';
+    char drv[PATH_MAX], rt[PATH_MAX];
+    if (path_join(candidate, sizeof candidate, p->libdir, "cuprof/sim") &&
+        sim_dir(candidate, false, drv)) {
+        snprintf(p->sim, sizeof p->sim, "%s", drv);
+        return;
     }
-    snprintf(out, len, "%s/libcuprof.so", CUPROF_BUILD_PRELOAD_DIR);
-    return CUPROF_BUILD_PRELOAD_DIR[0] != '\0' && is_file(out);
+    char rt_candidate[PATH_MAX + 64];
+    if (path_join(candidate, sizeof candidate, p->exe_dir, "../tests/sim/driver") &&
+        path_join(rt_candidate, sizeof rt_candidate, p->exe_dir, "../tests/sim/runtime") &&
+        sim_dir(candidate, true, drv) && realpath(rt_candidate, rt) != NULL &&
+        path_join(candidate, sizeof candidate, rt, "libcudart.so.13") && is_file(candidate))
+        snprintf(p->sim, sizeof p->sim, "%s:%s", drv, rt);
 }
 
 static int
@@ -316,12 +374,13 @@ cmd_run(int argc, char **argv)
     }
     if (o.finished)
         return o.status;
-    char lib[PATH_MAX];
-    if (!find_library(lib, sizeof(lib))) {
+    static struct run_paths paths;
+    find_paths(&paths);
+    if (paths.lib[0] == '\0') {
         fprintf(stderr,
-                "cuprof: run: libcuprof.so not found next to this cuprof (../%s) or in "
-                "its build tree\n",
-                CUPROF_INSTALL_LIBDIR);
+                "cuprof: run: libcuprof.so not found next to this cuprof (%s) or in its "
+                "build tree\n",
+                paths.libdir[0] ? paths.libdir : CUPROF_INSTALL_LIBDIR);
         return CLI_BADUSE;
     }
     if (!sim && !driver_available()) {
@@ -330,17 +389,26 @@ cmd_run(int argc, char **argv)
                         "simulated device\n");
     }
     if (sim) {
-        if (!is_dir(CUPROF_SIM_DRIVER_DIR) || !is_dir(CUPROF_SIM_RUNTIME_DIR)) {
-            fprintf(stderr, "cuprof: run: the simulated device is not built (expected %s and %s)\n",
-                    CUPROF_SIM_DRIVER_DIR[0] ? CUPROF_SIM_DRIVER_DIR : "tests/sim/driver",
-                    CUPROF_SIM_RUNTIME_DIR[0] ? CUPROF_SIM_RUNTIME_DIR : "tests/sim/runtime");
+        if (paths.sim[0] == '\0') {
+            fprintf(stderr,
+                    "cuprof: run: the simulated device (libcuda.so.1, libcudart.so.13) is "
+                    "neither installed next to this cuprof (%s/cuprof/sim) nor built in its "
+                    "build tree (tests/sim)\n",
+                    paths.libdir);
             return CLI_BADUSE;
         }
-        if (prepend_env("LD_LIBRARY_PATH", CUPROF_SIM_DRIVER_DIR ":" CUPROF_SIM_RUNTIME_DIR, ':') !=
-            0)
+        if (prepend_env("LD_LIBRARY_PATH", paths.sim, ':') != 0)
             return CLI_BADUSE;
+        /* NVIDIA's runtime inside PROG never reaches the simulated runtime: say why every CUDA
+         * call will fail, once; the simulated driver would otherwise say it when refused. */
+        char prog[PATH_MAX];
+        if (static_cudart_resolve(argv[optind], prog, sizeof prog) && static_cudart_linked(prog)) {
+            fprintf(stderr, "cuprof: %s " STATIC_CUDART_NOTE "\n", argv[optind]);
+            if (set_option_env("SIMCUDA_EXPORT_TABLE_NOTE", "0") != 0)
+                return CLI_BADUSE;
+        }
     }
-    if (set_preload(lib) != 0)
+    if (set_preload(paths.lib) != 0)
         return CLI_BADUSE;
     const char *tmpl = getenv("CUPROF_SNAPSHOT");
     if (tmpl == NULL || tmpl[0] == '\0')

@@ -656,16 +656,6 @@ cuGetErrorString(CUresult error, const char **pStr)
     }
 }
 
-/* The simulator has none of the driver's private tables (cudart's cuGetExportTable UUIDs). */
-CUresult
-cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
-{
-    if (!ppExportTable || !pExportTableId)
-        return CUDA_ERROR_INVALID_VALUE;
-    *ppExportTable = NULL;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 void
 sim_busy_wait_us(unsigned long us)
 {

@@ -51,17 +51,20 @@ rt_driver_fill_dlsym(void)
 }
 
 /* Fills the table through the stored cuGetProcAddress pointer; a lookup that fails leaves the slot
- * NULL (RT_CALL then answers CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER like cudart's stubs). */
+ * NULL (RT_CALL then answers CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER like cudart's stubs).
+ * cuInit keeps the bootstrap's answer: NVIDIA's runtime asks each (name, version, flags) once. */
 static void
-rt_driver_fill_get_proc(void)
+rt_driver_fill_get_proc(void *init_fn)
 {
     size_t n = sizeof rt_driver_entries / sizeof rt_driver_entries[0];
     for (size_t i = 0; i < n; i++) {
         const struct rt_driver_entry *e = &rt_driver_entries[i];
         void *fn = NULL;
         CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
-        if (rt_drv.get_proc(e->name, &fn, e->version, e->flags, &st) != CUDA_SUCCESS ||
-            st != CU_GET_PROC_ADDRESS_SUCCESS)
+        if (e->offset == offsetof(struct rt_driver, cuInit))
+            fn = init_fn;
+        else if (rt_drv.get_proc(e->name, &fn, e->version, e->flags, &st) != CUDA_SUCCESS ||
+                 st != CU_GET_PROC_ADDRESS_SUCCESS)
             fn = NULL;
         rt_driver_store(e, fn);
     }
@@ -93,14 +96,15 @@ rt_driver_load_once(void)
     }
     /* cudart asks for cuInit and for cuGetProcAddress itself at 11030 and 12000, then sends every
      * later lookup through the 12000 answer (an interposer may hand back its own wrapper here). */
-    fn = NULL;
-    (void)rt_drv.get_proc("cuInit", &fn, 2000, 0, NULL);
+    void *init_fn = NULL;
+    if (rt_drv.get_proc("cuInit", &init_fn, 2000, 0, NULL) != CUDA_SUCCESS)
+        init_fn = NULL;
     fn = NULL;
     (void)rt_drv.get_proc("cuGetProcAddress", &fn, 11030, 0, NULL);
     fn = NULL;
     if (rt_drv.get_proc("cuGetProcAddress", &fn, 12000, 0, NULL) == CUDA_SUCCESS && fn != NULL)
         memcpy(&rt_drv.get_proc, &fn, sizeof fn);
-    rt_driver_fill_get_proc();
+    rt_driver_fill_get_proc(init_fn);
     rt_driver_status = CUDA_SUCCESS;
 }
 
