@@ -97,14 +97,7 @@ run_op(struct sim_op *op)
     case OP_HOSTFN:
         op->fn(op->arg);
         break;
-    case OP_RECORD:
-        pthread_mutex_lock(&op->ev->lock);
-        if (op->gen > op->ev->done_gen) {
-            op->ev->done_gen = op->gen;
-            clock_gettime(CLOCK_MONOTONIC, &op->ev->when);
-        }
-        pthread_cond_broadcast(&op->ev->cond);
-        pthread_mutex_unlock(&op->ev->lock);
+    case OP_RECORD: /* completed by complete_record, once the stream has counted it */
         break;
     case OP_WAIT_EVENT:
         pthread_mutex_lock(&op->ev->lock);
@@ -119,6 +112,21 @@ run_op(struct sim_op *op)
         break;
     }
     }
+}
+
+/* An event completes together with its stream's count of completed work (lock order: the
+ * stream's, then the event's): a thread woken by cuEventSynchronize finds the stream past the
+ * record, and one woken by cuStreamSynchronize finds the event done, as on a real device. */
+static void
+complete_record(struct sim_op *op)
+{
+    pthread_mutex_lock(&op->ev->lock);
+    if (op->gen > op->ev->done_gen) {
+        op->ev->done_gen = op->gen;
+        clock_gettime(CLOCK_MONOTONIC, &op->ev->when);
+    }
+    pthread_cond_broadcast(&op->ev->cond);
+    pthread_mutex_unlock(&op->ev->lock);
 }
 
 static void *
@@ -150,16 +158,18 @@ stream_worker(void *arg)
             }
         }
         run_op(op);
-        if (op->ev)
-            event_unref(op->ev);
         free(op->deps);
         pthread_mutex_lock(&s->lock);
         s->head = op->next;
         if (!s->head)
             s->tail = NULL;
         s->completed++;
+        if (op->type == OP_RECORD) /* under s->lock: no one sees the stream idle before it */
+            complete_record(op);
         pthread_cond_broadcast(&s->cond);
         pthread_mutex_unlock(&s->lock);
+        if (op->ev)
+            event_unref(op->ev);
         free(op);
     }
     return NULL;
