@@ -14,7 +14,6 @@
 #include "preload/real_cuda.h"
 #include "preload/shim_call.h"
 #include "preload/stream_id.h"
-#include "snapshot/stacks.h"
 
 CUresult
 shim_mem_alloc(CUdeviceptr *dptr, size_t size)
@@ -40,10 +39,8 @@ static CUresult
 free_unknown(const struct real_cuda *real, struct shim_call *call, CUdeviceptr dptr, bool async,
              CUstream stream, bool ptsz)
 {
-    uint32_t stack = 0;
     if (cuda_backend_owns(dptr)) {
-        stack = stacks_capture(0);
-        (void)double_free_report(call->rt, dptr, stack);
+        (void)double_free_report(call->rt, dptr);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUresult r;
@@ -55,8 +52,7 @@ free_unknown(const struct real_cuda *real, struct shim_call *call, CUdeviceptr d
         r = real->cuMemFreeAsync(dptr, stream);
     if (r != CUDA_SUCCESS) {
         /* trace mode: the segment went back to the driver, which now rejects the pointer. */
-        stack = stacks_capture(0);
-        (void)double_free_report(call->rt, dptr, stack);
+        (void)double_free_report(call->rt, dptr);
     }
     return r;
 }
