@@ -2,10 +2,12 @@
 #include "preload/cuda_backend.h"
 
 #include <cuda.h>
+#include <stdatomic.h>
 
 #include "allocator/cuprof_errors.h"
 #include "preload/addr_map.h"
 #include "preload/real_cuda.h"
+#include "preload/runtime.h"
 #include "preload/stream_id.h"
 
 /* Segment base -> (device, size): what cuprof holds from the driver. */
@@ -147,16 +149,24 @@ backend_event_record(void *ctx, void *event, uint64_t stream)
     return from_cu(real->cuEventRecord((CUevent)event, stream_id_to_cu(stream)));
 }
 
+/* The first cuEventQuery error not yet logged (0: none; -1: logged, never again). Set under an
+ * allocator lock, logged by cuda_backend_log_faults outside it. */
+static atomic_int event_query_failure;
+
 static int
-backend_event_query(void *ctx, void *event)
+backend_event_query(void *ctx, void *event, bool *complete)
 {
     (void)ctx;
     const struct real_cuda *real = real_cuda_get();
     if (real == NULL)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = real->cuEventQuery((CUevent)event);
-    if (r == CUDA_ERROR_NOT_READY)
-        return 1;
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY) {
+        *complete = r == CUDA_SUCCESS;
+        return 0;
+    }
+    int none = 0;
+    (void)atomic_compare_exchange_strong(&event_query_failure, &none, r > 0 ? (int)r : 1);
     return from_cu(r);
 }
 
@@ -237,6 +247,19 @@ cuda_backend_owns(uint64_t addr)
     if (real->cuMemGetAddressRange_v2(&base, &size, (CUdeviceptr)addr) != CUDA_SUCCESS)
         return false;
     return addr_map_get(&segments, base, NULL, NULL);
+}
+
+void
+cuda_backend_log_faults(void)
+{
+    if (atomic_load_explicit(&event_query_failure, memory_order_relaxed) <= 0)
+        return;
+    int code = atomic_exchange(&event_query_failure, -1);
+    if (code > 0 && runtime_log_info())
+        runtime_log("cuprof: cuEventQuery failed with CUresult %d; cuprof waits for the stream "
+                    "(or the device) before it reuses a block freed on another stream (logged "
+                    "once)",
+                    code);
 }
 
 void

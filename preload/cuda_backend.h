@@ -22,6 +22,11 @@ int cuda_backend_device_count(void);
 /* True when addr lies inside a segment cuprof allocated and still holds. */
 bool cuda_backend_owns(uint64_t addr);
 
+/* Logs, once per process, a driver error that a device_ops call met under an allocator lock
+ * (where nothing may be logged): today a cuEventQuery error. Call with no cuprof lock held; one
+ * relaxed load when there is nothing to say. */
+void cuda_backend_log_faults(void);
+
 /* The driver freed everything of `device` (context reset/destroy): forget its segments. */
 void cuda_backend_forget_device(int device);
 

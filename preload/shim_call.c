@@ -6,6 +6,7 @@
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
 #include "preload/call_tag.h"
+#include "preload/cuda_backend.h"
 #include "preload/config.h"
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
@@ -62,6 +63,7 @@ void
 shim_call_end(struct shim_call *call)
 {
     (void)call;
+    cuda_backend_log_faults();
     guard_leave();
 }
 

@@ -80,12 +80,15 @@ f_event_record(void *ctx, void *event, uint64_t stream)
 }
 
 static int
-f_event_query(void *ctx, void *event)
+f_event_query(void *ctx, void *event, bool *complete)
 {
     struct fake_device *f = ctx;
     struct fake_event *e = event;
     f->event_queries++;
-    return e->done ? 0 : 1;
+    if (f->event_query_error != 0)
+        return f->event_query_error;
+    *complete = e->done;
+    return 0;
 }
 
 static int
@@ -94,6 +97,8 @@ f_event_synchronize(void *ctx, void *event)
     struct fake_device *f = ctx;
     struct fake_event *e = event;
     f->event_syncs++;
+    if (f->event_sync_error != 0)
+        return f->event_sync_error;
     e->done = true;
     return 0;
 }

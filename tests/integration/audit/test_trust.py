@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""What cuprof trusts (issue 12, section 5): bad values from the driver, the environment and the
+file system, each made by the simulated device's fault injection (SIMCUDA_FAIL) or a small
+preloaded fake. In every case the program keeps the driver's answer and its own output, cuprof
+says at most one `cuprof:` line about it, and every snapshot it writes is consistent
+(tests/golden/check_snapshot.py).
+
+usage: test_trust.py CASE [ARGS...]
+  event-query APP LIBCUPROF LD_LIBRARY_PATH
+"""
+import collections
+import os
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+import shimrun  # noqa: E402
+
+
+def cuprof_lines(stderr):
+    return [l for l in stderr.splitlines()
+            if l.startswith("cuprof:") and not l.startswith("cuprof: snapshot written to ")]
+
+
+def load_dumps(f, label, tmp):
+    checker = shimrun.load_checker()
+    snaps = []
+    for path in shimrun.dumps(tmp):
+        snap = checker.load(path)
+        problems = checker.check(snap, complete_history=True)
+        f.check(not problems, f"{label}: {os.path.basename(path)}: {problems[:5]}")
+        snaps.append(snap)
+    return snaps
+
+
+def case_event_query(f, app, lib, ld_path):
+    """cuEventQuery failing with CUDA_ERROR_INVALID_VALUE (1, once read as "pending") or
+    CUDA_ERROR_INVALID_HANDLE (400): blocks freed on another stream still complete (cuprof
+    waits for the stream instead), one log line, the program's own query gets the error."""
+    for err in (1, 400):
+        fail = {"SIMCUDA_FAIL": f"event_query:every=1:err={err}"}
+        base = shimrun.run_shim([app], ld_path, extra_env=fail)
+        f.check(base.returncode == 0 and f"own query={err}\n" in base.stdout,
+                f"err={err} without cuprof: {base}")
+        for mode in ("cache", "trace"):
+            label = f"event_query err={err} {mode}"
+            with tempfile.TemporaryDirectory() as tmp:
+                env = dict(fail, CUPROF_MODE=mode,
+                           CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"))
+                shim = shimrun.run_shim([app], ld_path, preload=lib, extra_env=env)
+                snaps = load_dumps(f, label, tmp)
+            f.check(shim.returncode == base.returncode and shim.stdout == base.stdout,
+                    f"{label}: output changed: {shim.stdout!r} vs {base.stdout!r}")
+            lines = cuprof_lines(shim.stderr)
+            want = 1 if mode == "cache" else 0  # trace mode records no events
+            f.check(len(lines) == want and all(f"cuEventQuery failed with CUresult {err};" in l
+                                               for l in lines),
+                    f"{label}: want {want} cuEventQuery line(s), got {lines}")
+            if not f.check(len(snaps) == 1, f"{label}: {len(snaps)} snapshots"):
+                continue
+            states = collections.Counter(b["state"] for s in snaps[0]["segments"]
+                                         for b in s["blocks"])
+            f.check(states.get("active_pending_free", 0) == 0,
+                    f"{label}: blocks left pending on a failed event: {dict(states)}")
+            acts = collections.Counter(e["action"] for e in snaps[0]["device_traces"][0])
+            f.check(acts["free_completed"] == acts["alloc"] == 6,
+                    f"{label}: allocs and completed frees: {dict(acts)}")
+
+
+def main():
+    f = shimrun.Checks()
+    case = sys.argv[1]
+    if case == "event-query":
+        case_event_query(f, *sys.argv[2:5])
+    else:
+        f.check(False, f"unknown case {case}")
+    f.finish()
+
+
+if __name__ == "__main__":
+    main()
