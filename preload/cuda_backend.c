@@ -87,6 +87,12 @@ backend_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
     WITH_DEVICE(real, device, real->cuMemAlloc_v2(&ptr, size));
     if (r_ != CUDA_SUCCESS)
         return from_cu(r_);
+    /* CUDA_SUCCESS is not proof: a NULL, misaligned (every CUDA allocation is 256-byte aligned),
+     * wrapping pointer, or one inside a segment cuprof holds, would corrupt the cache. Such a
+     * pointer is neither used nor freed (it may be someone else's memory): it leaks. */
+    if (ptr == 0 || ptr % 256 != 0 || ptr + size < ptr ||
+        addr_map_overlaps(&segments, ptr, size, NULL))
+        return -CUPROF_EDRIVER;
     if (!addr_map_put(&segments, ptr, (uint64_t)device, size)) {
         (void)real->cuMemFree_v2(ptr);
         return -CUPROF_EHOSTMEM;
@@ -238,15 +244,10 @@ cuda_backend_device_count(void)
 bool
 cuda_backend_owns(uint64_t addr)
 {
-    const struct real_cuda *real = real_cuda_get();
-    if (real == NULL || real->cuMemGetAddressRange_v2 == NULL)
-        return false;
-    /* The driver knows which of its allocations contains addr; we know which are ours. */
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    if (real->cuMemGetAddressRange_v2(&base, &size, (CUdeviceptr)addr) != CUDA_SUCCESS)
-        return false;
-    return addr_map_get(&segments, base, NULL, NULL);
+    /* cuprof's own table, not cuMemGetAddressRange: a wrong answer from the driver would send a
+     * pointer inside cuprof's segment to cuMemFree, which frees the whole segment when the
+     * pointer is its base. An error path only: the scan is linear. */
+    return addr_map_overlaps(&segments, addr, 1, NULL);
 }
 
 void

@@ -7,6 +7,8 @@ says at most one `cuprof:` line about it, and every snapshot it writes is consis
 
 usage: test_trust.py CASE [ARGS...]
   event-query APP LIBCUPROF LD_LIBRARY_PATH
+  same APP LIBCUPROF LD_LIBRARY_PATH   (output and exit status as without cuprof, every mode)
+  bad-alloc APP LIBCUPROF LD_LIBRARY_PATH SIM_LIBCUDA   (LD_LIBRARY_PATH: the lying fake first)
 """
 import collections
 import os
@@ -68,11 +70,63 @@ def case_event_query(f, app, lib, ld_path):
                     f"{label}: allocs and completed frees: {dict(acts)}")
 
 
+def case_bad_alloc(f, app, lib, ld_path, sim_libcuda):
+    """cuMemAlloc_v2 says CUDA_SUCCESS with a NULL, misaligned or duplicate pointer (the fake
+    driver in fakecuda/). cuprof never takes such memory into its cache: it logs one line and
+    passes the request to the driver, so the program gets the same answers as without cuprof;
+    its snapshot stays consistent. A duplicate pointer makes the program free one block twice,
+    which cuprof reports as a double free, as the driver refuses it."""
+    for lie in ("zero", "unaligned", "dup"):
+        fake = {"FAKECUDA_REAL": sim_libcuda, "FAKECUDA_LIE": lie, "FAKECUDA_FROM": 2}
+        base = shimrun.run_shim([app], ld_path, extra_env=fake)
+        f.check(base.returncode == 0 and "b: rc=0" in base.stdout, f"{lie} without cuprof: {base}")
+        for mode in ("cache", "trace"):
+            label = f"bad alloc {lie} {mode}"
+            with tempfile.TemporaryDirectory() as tmp:
+                env = dict(fake, CUPROF_MODE=mode,
+                           CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"))
+                shim = shimrun.run_shim([app], ld_path, preload=lib, extra_env=env)
+                snaps = load_dumps(f, label, tmp)
+            f.check(shim.returncode == base.returncode and shim.stdout == base.stdout,
+                    f"{label}: output changed: {shim.stdout!r} vs {base.stdout!r}")
+            lines = cuprof_lines(shim.stderr)
+            told = [l for l in lines if "cuMemAlloc_v2 returned CUDA_SUCCESS with a NULL, "
+                    "misaligned or overlapping address" in l]
+            rest = [l for l in lines if l not in told
+                    and not (lie == "dup" and l.startswith("cuprof: double free"))]
+            f.check(len(told) == 1 and not rest, f"{label}: cuprof lines {lines}")
+            f.check(len(snaps) == 1, f"{label}: {len(snaps)} snapshots")
+            for s in snaps:
+                addrs = [seg["address"] for seg in s["segments"]]
+                f.check(0 not in addrs and all(a % 256 == 0 for a in addrs),
+                        f"{label}: a lie entered the snapshot: {[hex(a) for a in addrs]}")
+
+
+def case_same(f, app, lib, ld_path):
+    """The program's output and exit status are those of a run without cuprof, in every mode,
+    with no cuprof line but the snapshot's, and the snapshot is consistent."""
+    base = shimrun.run_shim([app], ld_path)
+    f.check(base.returncode == 0, f"without cuprof: {base}")
+    for mode in ("cache", "trace", "off"):
+        label = f"{os.path.basename(app)} {mode}"
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {"CUPROF_MODE": mode, "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle")}
+            shim = shimrun.run_shim([app], ld_path, preload=lib, extra_env=env)
+            load_dumps(f, label, tmp)
+        f.check(shim.returncode == base.returncode and shim.stdout == base.stdout,
+                f"{label}: {shim} vs {base}")
+        f.check(not cuprof_lines(shim.stderr), f"{label}: {cuprof_lines(shim.stderr)}")
+
+
 def main():
     f = shimrun.Checks()
     case = sys.argv[1]
     if case == "event-query":
         case_event_query(f, *sys.argv[2:5])
+    elif case == "same":
+        case_same(f, *sys.argv[2:5])
+    elif case == "bad-alloc":
+        case_bad_alloc(f, *sys.argv[2:6])
     else:
         f.check(False, f"unknown case {case}")
     f.finish()

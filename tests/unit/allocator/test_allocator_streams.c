@@ -142,6 +142,51 @@ test_event_query_error(void **state)
     fixture_free(fx);
 }
 
+/* A segment the device claims to have allocated at NULL, across the end of the address space,
+ * or over a segment the device already holds is refused with -CUPROF_EDRIVER and never enters
+ * the tables; the same for external memory (allocator_track_external). Later requests work. */
+static void
+test_implausible_device_answers(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p = must_malloc(a, 0, 4096, 0);    /* small segment at B */
+    uint64_t q = must_malloc(a, 0, 4 * MIB, 0); /* 20 MiB segment at B + 2 MiB */
+    const uint64_t lies[] = {0, UINT64_MAX - 4096 + 1, B + 4096, B + 3 * MIB, B + 2 * MIB - 512};
+    for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
+        fx->fake.lie_once = true;
+        fx->fake.lie_addr = lies[i];
+        uint64_t r = 0;
+        assert_int_equal(allocator_malloc(a, 0, 32 * MIB, 0, 0, &r), -CUPROF_EDRIVER);
+        expect_invariants(a);
+    }
+    /* Trace mode's whole segments and external memory go through the same check. */
+    assert_int_equal(
+        allocator_track_external(a, 0, B + 2 * MIB + 512, 4096, 0, TRACE_POOL_MANAGED, 0),
+        -CUPROF_EDRIVER);
+    assert_int_equal(allocator_track_external(a, 0, 0, 4096, 0, TRACE_POOL_MANAGED, 0),
+                     -CUPROF_EINVAL);
+    assert_int_equal(
+        allocator_track_external(a, 0, UINT64_MAX - 511, 4096, 0, TRACE_POOL_MANAGED, 0),
+        -CUPROF_EDRIVER);
+    expect_invariants(a);
+    struct memory_stats st;
+    allocator_get_stats(a, 0, &st);
+    assert_int_equal(st.segment[STAT_ALL].current, 2);
+    assert_int_equal(st.num_device_alloc, 2);
+    /* The device tells the truth again: served as usual. */
+    uint64_t r = must_malloc(a, 0, 32 * MIB, 0);
+    assert_true(r == B + 22 * MIB);
+    assert_int_equal(allocator_track_external(a, 0, 0x10000, 4096, 0, TRACE_POOL_MANAGED, 0), 0);
+    must_free(a, p);
+    must_free(a, q);
+    must_free(a, r);
+    assert_int_equal(allocator_untrack_external(a, 0x10000, 0), 0);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
 /* free_sync:device keeps cudaFree's barrier: one device sync per free, before it returns, and
  * none on reuse; none never syncs; events records one event per stream in use. */
 static void
@@ -437,9 +482,13 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_record_stream_pending_free), cmocka_unit_test(test_free_sync_modes),
-        cmocka_unit_test(test_event_query_error),          cmocka_unit_test(test_trace_mode),
-        cmocka_unit_test(test_external_and_ownership),     cmocka_unit_test(test_backend_error),
+        cmocka_unit_test(test_record_stream_pending_free),
+        cmocka_unit_test(test_free_sync_modes),
+        cmocka_unit_test(test_event_query_error),
+        cmocka_unit_test(test_implausible_device_answers),
+        cmocka_unit_test(test_trace_mode),
+        cmocka_unit_test(test_external_and_ownership),
+        cmocka_unit_test(test_backend_error),
         cmocka_unit_test(test_interleaved_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
