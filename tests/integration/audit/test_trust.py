@@ -9,6 +9,7 @@ usage: test_trust.py CASE [ARGS...]
   event-query APP LIBCUPROF LD_LIBRARY_PATH
   same APP LIBCUPROF LD_LIBRARY_PATH   (output and exit status as without cuprof, every mode)
   bad-alloc APP LIBCUPROF LD_LIBRARY_PATH SIM_LIBCUDA   (LD_LIBRARY_PATH: the lying fake first)
+  mem-info APP LIBCUPROF LD_LIBRARY_PATH SIM_LIBCUDA    (the same)
 """
 import collections
 import os
@@ -118,6 +119,33 @@ def case_same(f, app, lib, ld_path):
         f.check(not cuprof_lines(shim.stderr), f"{label}: {cuprof_lines(shim.stderr)}")
 
 
+def case_mem_info(f, app, lib, ld_path, sim_libcuda):
+    """cuMemGetInfo_v2 answers total 0, free > total or total SIZE_MAX, with
+    per_process_memory_fraction set: no limit comes from such an answer (a limit of 0 refused
+    every request the device served; SIZE_MAX * fraction overflowed a size_t), so the program's
+    allocations succeed as without cuprof."""
+    for lie in ("zero", "swapped", "max"):
+        fake = {"FAKECUDA_REAL": sim_libcuda, "FAKECUDA_MEMINFO": lie}
+        base = shimrun.run_shim([app], ld_path, extra_env=fake)
+        f.check(base.returncode == 0 and "b: rc=0" in base.stdout, f"{lie} without cuprof: {base}")
+        for mode in ("cache", "trace"):
+            label = f"mem info {lie} {mode}"
+            with tempfile.TemporaryDirectory() as tmp:
+                env = dict(fake, CUPROF_MODE=mode,
+                           CUPROF_ALLOC_CONF="per_process_memory_fraction:0.5",
+                           CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"))
+                shim = shimrun.run_shim([app], ld_path, preload=lib, extra_env=env)
+                snaps = load_dumps(f, label, tmp)
+            f.check(shim.returncode == base.returncode and shim.stdout == base.stdout,
+                    f"{label}: output changed: {shim.stdout!r} vs {base.stdout!r}")
+            lines = cuprof_lines(shim.stderr)
+            want = 0 if lie == "max" else 1  # SIZE_MAX total is only clamped
+            f.check(len(lines) == want and all("per_process_memory_fraction is not applied" in l
+                                               for l in lines),
+                    f"{label}: cuprof lines {lines}")
+            f.check(len(snaps) == 1, f"{label}: {len(snaps)} snapshots")
+
+
 def main():
     f = shimrun.Checks()
     case = sys.argv[1]
@@ -125,6 +153,8 @@ def main():
         case_event_query(f, *sys.argv[2:5])
     elif case == "same":
         case_same(f, *sys.argv[2:5])
+    elif case == "mem-info":
+        case_mem_info(f, *sys.argv[2:6])
     elif case == "bad-alloc":
         case_bad_alloc(f, *sys.argv[2:6])
     else:

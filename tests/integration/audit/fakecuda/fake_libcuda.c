@@ -1,7 +1,9 @@
 /* fake_libcuda.c: a libcuda.so.1 that is the simulated driver (FAKECUDA_REAL, a path) with one
  * lie: from the FAKECUDA_FROM-th successful cuMemAlloc_v2 on (default 2), the pointer it returns
  * is replaced as FAKECUDA_LIE says: "zero" (NULL), "unaligned" (the real one + 8), "dup" (the
- * last pointer it returned truthfully). The real allocation behind a lie is leaked. Everything
+ * last pointer it returned truthfully). The real allocation behind a lie is leaked. And
+ * cuMemGetInfo_v2 lies as FAKECUDA_MEMINFO says: "zero" (total 0), "swapped" (free > total),
+ * "max" (total SIZE_MAX). Everything
  * else is the simulator's: only cuGetProcAddress(_v2) is exported, which is all the runtime and
  * cuprof look up. A test fixture, never linked to anything. */
 /* The driver's own view of cuda.h: cuGetProcAddress is not macro-renamed to _v2. */
@@ -9,6 +11,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +20,12 @@ typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t,
                            CUdriverProcAddressQueryResult *);
 typedef CUresult (*gpa_v1_fn)(const char *, void **, int, cuuint64_t);
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*info_fn)(size_t *, size_t *);
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static gpa_fn sim_gpa;
 static alloc_fn sim_alloc;
+static info_fn sim_info;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static long successes, from = 2;
 static CUdeviceptr last_truth;
@@ -47,6 +52,9 @@ load(void)
     if (sim_gpa("cuMemAlloc", &fn, 3020, 0, NULL) != CUDA_SUCCESS || fn == NULL)
         abort();
     memcpy(&sim_alloc, &fn, sizeof fn);
+    if (sim_gpa("cuMemGetInfo", &fn, 3020, 0, NULL) != CUDA_SUCCESS || fn == NULL)
+        abort();
+    memcpy(&sim_info, &fn, sizeof fn);
     if (getenv("FAKECUDA_FROM") != NULL)
         from = atol(getenv("FAKECUDA_FROM"));
 }
@@ -72,6 +80,23 @@ fake_alloc(CUdeviceptr *dptr, size_t size)
     return CUDA_SUCCESS;
 }
 
+static CUresult
+fake_info(size_t *free_bytes, size_t *total_bytes)
+{
+    CUresult r = sim_info(free_bytes, total_bytes);
+    const char *lie = getenv("FAKECUDA_MEMINFO");
+    if (r != CUDA_SUCCESS || lie == NULL || free_bytes == NULL || total_bytes == NULL)
+        return r;
+    if (strcmp(lie, "zero") == 0) {
+        *total_bytes = 0;
+    } else if (strcmp(lie, "swapped") == 0) {
+        *free_bytes = *total_bytes + 1;
+    } else if (strcmp(lie, "max") == 0) {
+        *total_bytes = SIZE_MAX;
+    }
+    return r;
+}
+
 __attribute__((visibility("default"))) CUresult cuGetProcAddress(const char *symbol, void **pfn,
                                                                  int version, cuuint64_t flags);
 
@@ -85,6 +110,9 @@ cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flag
         return r;
     if (strcmp(symbol, "cuMemAlloc") == 0 && version >= 3020) {
         alloc_fn f = fake_alloc;
+        memcpy(pfn, &f, sizeof f);
+    } else if (strcmp(symbol, "cuMemGetInfo") == 0 && version >= 3020) {
+        info_fn f = fake_info;
         memcpy(pfn, &f, sizeof f);
     } else if (strcmp(symbol, "cuGetProcAddress") == 0) {
         /* Lookups through the returned lookup must keep the lie. */
