@@ -8,6 +8,7 @@ says at most one `cuprof:` line about it, and every snapshot it writes is consis
 usage: test_trust.py CASE [ARGS...]
   event-query APP LIBCUPROF LD_LIBRARY_PATH
   same APP LIBCUPROF LD_LIBRARY_PATH   (output and exit status as without cuprof, every mode)
+  outside APP LIBCUPROF LD_LIBRARY_PATH   (argv, RANK and the host name in the snapshot)
   bad-alloc APP LIBCUPROF LD_LIBRARY_PATH SIM_LIBCUDA   (LD_LIBRARY_PATH: the lying fake first)
   mem-info APP LIBCUPROF LD_LIBRARY_PATH SIM_LIBCUDA    (the same)
 """
@@ -146,6 +147,31 @@ def case_mem_info(f, app, lib, ld_path, sim_libcuda):
             f.check(len(snaps) == 1, f"{label}: {len(snaps)} snapshots")
 
 
+def case_outside(f, app, lib, ld_path):
+    """Text cuprof copies into its snapshot from outside: the command line (any bytes, from
+    /proc/self/cmdline), the rank variable and the host name in CUPROF_SNAPSHOT's %r and %h. The
+    snapshot still loads (invalid UTF-8 replaced, control characters kept as text) and a rank of
+    "../x" never names another directory."""
+    hostile = b"\xff\xfe bad \x01 \xc3"
+    with tempfile.TemporaryDirectory() as tmp:
+        inner = os.path.join(tmp, "inner")
+        os.mkdir(inner)
+        for fmt in ("pickle", "json"):
+            env = {"CUPROF_SNAPSHOT": os.path.join(inner, f"s-%r-%h-%n.{fmt}"),
+                   "RANK": "../../x/y"}
+            shim = shimrun.run([os.fsencode(app), hostile],
+                               shimrun.env(ld_path, lib, **env))
+            f.check(shim.returncode == 0, f"argv {fmt}: {shim}")
+        f.check(os.listdir(tmp) == ["inner"], f"a file outside the folder: {os.listdir(tmp)}")
+        names = sorted(os.listdir(inner))
+        f.check(len(names) == 2 and all(n.startswith("s-.._.._x_y-") for n in names),
+                f"snapshot names {names}")
+        for snap in load_dumps(f, "argv", inner):
+            argv = snap["cuprof"]["argv"]
+            f.check(len(argv) == 2 and argv[1].startswith("\ufffd") and " bad \x01 " in argv[1],
+                    f"argv in the snapshot: {argv!r}")
+
+
 def main():
     f = shimrun.Checks()
     case = sys.argv[1]
@@ -155,6 +181,8 @@ def main():
         case_same(f, *sys.argv[2:5])
     elif case == "mem-info":
         case_mem_info(f, *sys.argv[2:6])
+    elif case == "outside":
+        case_outside(f, *sys.argv[2:5])
     elif case == "bad-alloc":
         case_bad_alloc(f, *sys.argv[2:6])
     else:
