@@ -258,6 +258,30 @@ new_segment_stats_locked(struct alloc_device *dev, enum stat_pool sp, size_t siz
         memory_stats_increase(&dev->stats.oversize_segments, 1);
 }
 
+/* A range the device gave as new memory: not NULL, not wrapping, and overlapping no segment this
+ * device holds (segments never overlap, so the last one starting below the end decides). A
+ * device that says otherwise is not believed: the range never enters the tables. */
+static bool
+new_range_plausible_locked(const struct alloc_device *dev, uint64_t addr, size_t size)
+{
+    if (addr == 0 || size == 0 || addr + size < addr)
+        return false;
+    const struct avl_node *n = dev->segments.root;
+    while (n != NULL) {
+        const struct alloc_segment *s =
+            (const struct alloc_segment *)(const void *)((const char *)n -
+                                                         offsetof(struct alloc_segment, node));
+        if (s->addr < addr + size) {
+            if (s->addr + s->size > addr)
+                return false;
+            n = n->right;
+        } else {
+            n = n->left;
+        }
+    }
+    return true;
+}
+
 /* PyTorch's alloc_block: a new segment of alloc_size, as one free block not in the pool. */
 static int
 alloc_block_locked(struct alloc_device *dev, bool is_small, size_t alloc_size, uint64_t stream,
@@ -272,6 +296,8 @@ alloc_block_locked(struct alloc_device *dev, bool is_small, size_t alloc_size, u
     int rc = dev->ops->segment_alloc(dev->ops->ctx, dev->index, alloc_size, &addr);
     if (rc != 0)
         return rc;
+    if (!new_range_plausible_locked(dev, addr, alloc_size))
+        return -CUPROF_EDRIVER;
     dev->total_allocated += alloc_size;
     struct alloc_segment *seg = take_segment_locked(dev);
     struct alloc_block *b = alloc_device_take_block_locked(dev);
@@ -450,8 +476,11 @@ alloc_device_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_
             return report_oom_locked(dev, size, size, stream, stack_id);
         if (rc != 0)
             return rc;
-        st->num_device_alloc++;
     }
+    if (!new_range_plausible_locked(dev, addr, size))
+        return -CUPROF_EDRIVER;
+    if (!external)
+        st->num_device_alloc++;
     dev->total_allocated += size;
     struct alloc_segment *seg = take_segment_locked(dev);
     struct alloc_block *b = alloc_device_take_block_locked(dev);

@@ -395,6 +395,26 @@ event_done_locked(struct alloc_device *dev, struct alloc_aux *a)
         alloc_free_block_locked(dev, b);
 }
 
+/* True while the work before a's event is still running. An error from the query says nothing
+ * about that work. PyTorch raises it (cudaEventQuery other than cudaErrorNotReady); a profiler
+ * must not break the program, and neither "pending" (the block would stay out of the cache for
+ * good, its memory never reused nor released) nor "complete" unchecked (a kernel may still use
+ * the memory the next request gets) is safe. So cuprof waits: for the event, else for the whole
+ * device. If that fails too the context has a sticky error and runs no more work, so reusing the
+ * memory cannot race a kernel: the block completes either way. The backend logs the error once
+ * (outside this lock). */
+static bool
+event_pending_locked(struct alloc_device *dev, struct alloc_aux *a)
+{
+    bool complete = false;
+    int rc = dev->ops->event_query(dev->ops->ctx, a->event, &complete);
+    if (rc == 0)
+        return !complete;
+    if (dev->ops->event_synchronize(dev->ops->ctx, a->event) != 0)
+        (void)dev->ops->synchronize(dev->ops->ctx, dev->index);
+    return false;
+}
+
 void
 alloc_free_process_events_locked(struct alloc_device *dev)
 {
@@ -409,7 +429,7 @@ alloc_free_process_events_locked(struct alloc_device *dev)
         bool skip = false;
         for (size_t i = 0; i < nblocked; i++)
             skip = skip || blocked[i] == a->stream;
-        if (!skip && dev->ops->event_query(dev->ops->ctx, a->event) == 1) {
+        if (!skip && event_pending_locked(dev, a)) {
             if (nblocked < sizeof(blocked) / sizeof(blocked[0]))
                 blocked[nblocked++] = a->stream;
             skip = true;

@@ -29,7 +29,13 @@ set_fraction_locked(struct allocator *alloc, struct alloc_device *dev, double fr
     int rc = alloc->ops.mem_info(alloc->ops.ctx, dev->index, &free_b, &total_b);
     if (rc != 0)
         return rc;
-    dev->allowed_max = (size_t)(fraction * (double)total_b);
+    /* A device of no memory, or with more free than total, is a wrong answer: no limit from it
+     * (a limit of 0 would refuse every request the device would serve). */
+    if (total_b == 0 || free_b > total_b)
+        return -CUPROF_EDRIVER;
+    /* fraction * SIZE_MAX rounds up to 2^64, which no size_t holds (the conversion is UB). */
+    double allowed = fraction * (double)total_b;
+    dev->allowed_max = allowed >= 0x1p64 ? SIZE_MAX : (size_t)allowed;
     dev->set_fraction = true;
     dev->collects_garbage = dev->config->garbage_collection_threshold > 0.0;
     return 0;

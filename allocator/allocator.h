@@ -27,7 +27,9 @@ void allocator_destroy(struct allocator *alloc);
 
 /* Serves `size` bytes on `device` for `stream`. `stack_id` is kept on the block (0 = none).
  * Returns 0 and sets *addr (NULL-equivalent 0 for size 0), -CUPROF_ENOMEM after PyTorch's retry
- * sequence failed (the `oom` event was recorded), or a positive backend error. */
+ * sequence failed (the `oom` event was recorded), -CUPROF_EDRIVER when the device answered a
+ * segment request with a range that cannot be right (NULL, wrapping, overlapping a segment of
+ * the device: nothing recorded, the range left alone), or a positive backend error. */
 __attribute__((warn_unused_result)) int allocator_malloc(struct allocator *alloc, int device,
                                                          size_t size, uint64_t stream,
                                                          uint32_t stack_id, uint64_t *addr);
@@ -47,7 +49,9 @@ __attribute__((warn_unused_result)) int allocator_record_stream(struct allocator
 
 /* Records a device allocation made outside the cache (managed, VMM, the driver's own async pool,
  * or every allocation in trace mode's caller) as a one-block segment tagged with `pool`
- * (enum trace_pool): segment_alloc + alloc events and the stats, never cached. */
+ * (enum trace_pool): segment_alloc + alloc events and the stats, never cached. Returns 0,
+ * -CUPROF_EDRIVER when [addr, addr + size) is NULL, wraps or overlaps a segment the device holds
+ * (the driver's answer cannot be right: nothing recorded), or another -CUPROF_E*. */
 int allocator_track_external(struct allocator *alloc, int device, uint64_t addr, size_t size,
                              uint64_t stream, uint8_t pool, uint32_t stack_id);
 /* Forgets an external allocation (free_requested + free_completed + segment_free). Returns

@@ -14,6 +14,9 @@ enum cuprof_error {
     CUPROF_EHOSTMEM = 4,  /* host malloc failed (cuprof's own bookkeeping) */
     CUPROF_EIO = 5,       /* file could not be read or written */
     CUPROF_EFORMAT = 6,   /* input file is not in the expected format */
+    /* The device said success with a value that cannot be right (a NULL, misaligned, wrapping
+     * or overlapping allocation): the caller keeps cuprof out of that request. */
+    CUPROF_EDRIVER = 7,
 };
 
 #endif

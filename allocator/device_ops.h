@@ -5,6 +5,7 @@
 #ifndef CUPROF_DEVICE_OPS_H
 #define CUPROF_DEVICE_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,11 +18,14 @@ struct device_ops {
     int (*segment_alloc)(void *ctx, int device, size_t size, uint64_t *addr);
     int (*segment_free)(void *ctx, int device, uint64_t addr, size_t size);
     int (*mem_info)(void *ctx, int device, size_t *free_bytes, size_t *total_bytes);
-    /* Events: an opaque handle per recorded point in a stream. event_query returns 0 when the
-     * event completed, 1 when it is still pending, or an error. */
+    /* Events: an opaque handle per recorded point in a stream. event_query returns 0 and sets
+     * *complete (true: the work before the event finished; false: still pending), or returns an
+     * error and leaves *complete alone. "Pending" is never a return value: a positive value is
+     * always a backend error (CUDA_ERROR_INVALID_VALUE is 1, which once read as "pending" kept a
+     * block out of the cache forever). */
     int (*event_create)(void *ctx, int device, void **event);
     int (*event_record)(void *ctx, void *event, uint64_t stream);
-    int (*event_query)(void *ctx, void *event);
+    int (*event_query)(void *ctx, void *event, bool *complete);
     int (*event_synchronize)(void *ctx, void *event);
     int (*event_destroy)(void *ctx, void *event);
     /* Wait until all work queued on the device has finished. */

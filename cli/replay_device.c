@@ -92,10 +92,11 @@ fake_event_record(void *ctx, void *event, uint64_t stream)
 }
 
 static int
-fake_event_query(void *ctx, void *event)
+fake_event_query(void *ctx, void *event, bool *complete)
 {
     (void)ctx;
-    return ((struct fake_event *)event)->key != 0 ? 1 : 0;
+    *complete = ((struct fake_event *)event)->key == 0;
+    return 0;
 }
 
 /* Waiting for an event (empty_cache, a retry) completes it, as on a device. */

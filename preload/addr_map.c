@@ -104,6 +104,25 @@ addr_map_get(struct addr_map *map, uint64_t key, uint64_t *a, uint64_t *b)
 }
 
 bool
+addr_map_overlaps(struct addr_map *map, uint64_t lo, uint64_t size, uint64_t *base)
+{
+    uint64_t hi = lo + size < lo ? UINT64_MAX : lo + size;
+    bool found = false;
+    pthread_mutex_lock(&map->lock);
+    for (size_t i = 0; i < map->cap && !found; i++) {
+        const struct addr_map_slot *s = &map->slots[i];
+        uint64_t end = s->key + s->b < s->key ? UINT64_MAX : s->key + s->b;
+        if (s->key > DELETED && s->key < hi && end > lo) {
+            found = true;
+            if (base != NULL)
+                *base = s->key;
+        }
+    }
+    pthread_mutex_unlock(&map->lock);
+    return found;
+}
+
+bool
 addr_map_remove(struct addr_map *map, uint64_t key, uint64_t *a, uint64_t *b)
 {
     pthread_mutex_lock(&map->lock);

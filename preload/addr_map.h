@@ -33,6 +33,10 @@ __attribute__((warn_unused_result)) bool addr_map_put(struct addr_map *map, uint
                                                       uint64_t a, uint64_t b);
 /* Looks up; fills a and b (either may be NULL) when found. */
 bool addr_map_get(struct addr_map *map, uint64_t key, uint64_t *a, uint64_t *b);
+/* True when an entry's range [key, key + b) (b taken as a size) overlaps [lo, lo + size); the
+ * first such entry's key goes to *base when base is not NULL. A scan of the whole table: for
+ * cache misses and error paths only. */
+bool addr_map_overlaps(struct addr_map *map, uint64_t lo, uint64_t size, uint64_t *base);
 /* Removes; true when the key was present. */
 bool addr_map_remove(struct addr_map *map, uint64_t key, uint64_t *a, uint64_t *b);
 /* Removes every entry whose `a` equals `value` (e.g. every segment of one device). */

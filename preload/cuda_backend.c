@@ -2,10 +2,12 @@
 #include "preload/cuda_backend.h"
 
 #include <cuda.h>
+#include <stdatomic.h>
 
 #include "allocator/cuprof_errors.h"
 #include "preload/addr_map.h"
 #include "preload/real_cuda.h"
+#include "preload/runtime.h"
 #include "preload/stream_id.h"
 
 /* Segment base -> (device, size): what cuprof holds from the driver. */
@@ -85,6 +87,12 @@ backend_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
     WITH_DEVICE(real, device, real->cuMemAlloc_v2(&ptr, size));
     if (r_ != CUDA_SUCCESS)
         return from_cu(r_);
+    /* CUDA_SUCCESS is not proof: a NULL, misaligned (every CUDA allocation is 256-byte aligned),
+     * wrapping pointer, or one inside a segment cuprof holds, would corrupt the cache. Such a
+     * pointer is neither used nor freed (it may be someone else's memory): it leaks. */
+    if (ptr == 0 || ptr % 256 != 0 || ptr + size < ptr ||
+        addr_map_overlaps(&segments, ptr, size, NULL))
+        return -CUPROF_EDRIVER;
     if (!addr_map_put(&segments, ptr, (uint64_t)device, size)) {
         (void)real->cuMemFree_v2(ptr);
         return -CUPROF_EHOSTMEM;
@@ -147,16 +155,24 @@ backend_event_record(void *ctx, void *event, uint64_t stream)
     return from_cu(real->cuEventRecord((CUevent)event, stream_id_to_cu(stream)));
 }
 
+/* The first cuEventQuery error not yet logged (0: none; -1: logged, never again). Set under an
+ * allocator lock, logged by cuda_backend_log_faults outside it. */
+static atomic_int event_query_failure;
+
 static int
-backend_event_query(void *ctx, void *event)
+backend_event_query(void *ctx, void *event, bool *complete)
 {
     (void)ctx;
     const struct real_cuda *real = real_cuda_get();
     if (real == NULL)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = real->cuEventQuery((CUevent)event);
-    if (r == CUDA_ERROR_NOT_READY)
-        return 1;
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY) {
+        *complete = r == CUDA_SUCCESS;
+        return 0;
+    }
+    int none = 0;
+    (void)atomic_compare_exchange_strong(&event_query_failure, &none, r > 0 ? (int)r : 1);
     return from_cu(r);
 }
 
@@ -228,15 +244,23 @@ cuda_backend_device_count(void)
 bool
 cuda_backend_owns(uint64_t addr)
 {
-    const struct real_cuda *real = real_cuda_get();
-    if (real == NULL || real->cuMemGetAddressRange_v2 == NULL)
-        return false;
-    /* The driver knows which of its allocations contains addr; we know which are ours. */
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    if (real->cuMemGetAddressRange_v2(&base, &size, (CUdeviceptr)addr) != CUDA_SUCCESS)
-        return false;
-    return addr_map_get(&segments, base, NULL, NULL);
+    /* cuprof's own table, not cuMemGetAddressRange: a wrong answer from the driver would send a
+     * pointer inside cuprof's segment to cuMemFree, which frees the whole segment when the
+     * pointer is its base. An error path only: the scan is linear. */
+    return addr_map_overlaps(&segments, addr, 1, NULL);
+}
+
+void
+cuda_backend_log_faults(void)
+{
+    if (atomic_load_explicit(&event_query_failure, memory_order_relaxed) <= 0)
+        return;
+    int code = atomic_exchange(&event_query_failure, -1);
+    if (code > 0 && runtime_log_info())
+        runtime_log("cuprof: cuEventQuery failed with CUresult %d; cuprof waits for the stream "
+                    "(or the device) before it reuses a block freed on another stream (logged "
+                    "once)",
+                    code);
 }
 
 void

@@ -13,14 +13,22 @@
 #include "allocator/device_ops.h"
 
 /* CUDA_ERROR_OUT_OF_MEMORY becomes -CUPROF_ENOMEM; other CUresults are passed up as positive
- * codes. Every call goes to the real driver, never through cuprof's wrappers. */
+ * codes. A cuMemAlloc_v2 success with a NULL, misaligned, wrapping or overlapping pointer is
+ * -CUPROF_EDRIVER (the pointer is left alone). Every call goes to the real driver, never
+ * through cuprof's wrappers. */
 const struct device_ops *cuda_backend_ops(void);
 
 /* cuDeviceGetCount, or 0 when there is no usable driver (not initialised, no device). */
 int cuda_backend_device_count(void);
 
-/* True when addr lies inside a segment cuprof allocated and still holds. */
+/* True when addr lies inside a segment cuprof allocated and still holds (its own table; no
+ * driver call). */
 bool cuda_backend_owns(uint64_t addr);
+
+/* Logs, once per process, a driver error that a device_ops call met under an allocator lock
+ * (where nothing may be logged): today a cuEventQuery error. Call with no cuprof lock held; one
+ * relaxed load when there is nothing to say. */
+void cuda_backend_log_faults(void);
 
 /* The driver freed everything of `device` (context reset/destroy): forget its segments. */
 void cuda_backend_forget_device(int device);

@@ -11,6 +11,7 @@
 
 #include "allocator/allocator.h"
 #include "snapshot/stacks.h"
+#include "snapshot/symbolize.h"
 #include "snapshot/trace_ring.h"
 
 struct history_hit {
@@ -107,41 +108,105 @@ scan_device(struct cuprof_runtime *rt, int device, uint64_t addr, struct history
     free(records);
 }
 
-/* "fn+0x1a (libfoo.so) < main+0x20 (app)": innermost first, at most 8 frames. */
-static void
-format_stack(uint32_t id, char *buf, size_t len)
+/* The frames of a report: at most this many, from the first one outside CUDA and cuprof. */
+#define REPORT_FRAMES 8
+#define REPORT_STACK  2048 /* bytes of one formatted stack */
+
+/* True for an ip inside a CUDA library (libcuda*, libcudart*: NVIDIA's and the simulated ones
+ * share the sonames) or inside cuprof: a report starts at the program's first frame. */
+static bool
+cuda_or_cuprof_frame(uintptr_t ip)
 {
-    const uintptr_t *ips;
-    size_t count;
-    size_t used = 0;
+    Dl_info info;
+    if (ip == 0 || dladdr((void *)(ip - 1), &info) == 0 || info.dli_fname == NULL)
+        return false;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base != NULL ? base + 1 : info.dli_fname;
+    return strncmp(base, "libcuda", 7) == 0 || strncmp(base, "libcuprof", 9) == 0;
+}
+
+/* Appends one frame: "fn (file:line)", or "fn (file)" without a line. */
+static size_t
+append_frame(char *buf, size_t len, size_t used, const char *sep, const struct symbolized_frame *f)
+{
+    if (used >= len)
+        return used;
+    int n;
+    if (f->line > 0)
+        n = snprintf(buf + used, len - used, "%s%s (%s:%lld)", sep, f->name, f->filename,
+                     (long long)f->line);
+    else
+        n = snprintf(buf + used, len - used, "%s%s (%s)", sep, f->name, f->filename);
+    if (n < 0)
+        return used;
+    return used + (size_t)n < len ? used + (size_t)n : len;
+}
+
+/* "fn (file.c:12) < main (file.c:40)": innermost first, from the first frame outside CUDA and
+ * cuprof, at most REPORT_FRAMES (inlined frames counted). `sym` NULL (out of memory): raw
+ * addresses. `none` is written when there are no frames. */
+static void
+format_ips(struct symbolizer *sym, const uintptr_t *ips, size_t count, char *buf, size_t len,
+           const char *none)
+{
+    size_t first = 0;
+    while (first < count && cuda_or_cuprof_frame(ips[first]))
+        first++;
+    /* Only CUDA frames (a call from a CUDA library's own thread): show them rather than none. */
+    if (first == count)
+        first = 0;
+    size_t used = 0, shown = 0;
     buf[0] = '\0';
-    if (id == 0 || !stacks_get(id, &ips, &count)) {
-        snprintf(buf, len, "(no stack recorded)");
+    for (size_t i = first; i < count && shown < REPORT_FRAMES; i++) {
+        struct symbolized_frame frames[REPORT_FRAMES];
+        size_t n = 0;
+        if (sym == NULL || symbolizer_lookup(sym, ips[i], frames, REPORT_FRAMES, &n) != 0) {
+            frames[0] = (struct symbolized_frame){"??", "??", 0};
+            char raw[32];
+            (void)snprintf(raw, sizeof raw, "0x%lx", (unsigned long)ips[i]);
+            frames[0].name = raw;
+            used = append_frame(buf, len, used, shown ? " < " : "", &frames[0]);
+            shown++;
+            continue;
+        }
+        for (size_t k = 0; k < n && k < REPORT_FRAMES && shown < REPORT_FRAMES; k++, shown++)
+            used = append_frame(buf, len, used, shown ? " < " : "", &frames[k]);
+    }
+    if (shown == 0)
+        (void)snprintf(buf, len, "%s", none);
+}
+
+static void
+format_stack(struct symbolizer *sym, uint32_t id, char *buf, size_t len, const char *none)
+{
+    const uintptr_t *ips = NULL;
+    size_t count = 0;
+    if (id == 0 || !stacks_get(id, &ips, &count))
+        count = 0;
+    format_ips(sym, ips, count, buf, len, none);
+}
+
+/* Writes line[0..n) (n from snprintf into cap bytes); a cut line still ends in a newline. */
+static void
+write_line(char *line, int n, size_t cap)
+{
+    if (n <= 0)
         return;
-    }
-    for (size_t i = 0; i < count && i < 8 && used < len; i++) {
-        Dl_info info;
-        const char *sep = i ? " < " : "";
-        int n;
-        if (dladdr((void *)ips[i], &info) != 0 && info.dli_sname != NULL)
-            n = snprintf(buf + used, len - used, "%s%s+0x%lx", sep, info.dli_sname,
-                         (unsigned long)(ips[i] - (uintptr_t)info.dli_saddr));
-        else if (dladdr((void *)ips[i], &info) != 0 && info.dli_fname != NULL)
-            n = snprintf(buf + used, len - used, "%s%s+0x%lx", sep, info.dli_fname,
-                         (unsigned long)(ips[i] - (uintptr_t)info.dli_fbase));
-        else
-            n = snprintf(buf + used, len - used, "%s0x%lx", sep, (unsigned long)ips[i]);
-        if (n < 0)
-            break;
-        used += (size_t)n;
-    }
+    size_t len = (size_t)n < cap ? (size_t)n : cap - 1;
+    if (len == cap - 1)
+        line[len - 1] = '\n';
+    if (write(STDERR_FILENO, line, len) < 0)
+        return; /* stderr closed: nothing else to tell */
 }
 
 bool
-double_free_report(struct cuprof_runtime *rt, uint64_t addr, uint32_t this_free_stack)
+double_free_report(struct cuprof_runtime *rt, uint64_t addr)
 {
     if (rt == NULL || rt->alloc == NULL || rt->ring == NULL)
         return false;
+    /* The stack of this (bad) free is taken whatever CUPROF_STACKS says: an error path. */
+    uintptr_t again_ips[STACKS_MAX_DEPTH];
+    size_t again_count = stacks_backtrace(0, again_ips, STACKS_MAX_DEPTH);
     struct history_hit hit = {0};
     for (int d = 0; d < allocator_device_count(rt->alloc) && !hit.allocated; d++)
         scan_device(rt, d, addr, &hit);
@@ -149,28 +214,48 @@ double_free_report(struct cuprof_runtime *rt, uint64_t addr, uint32_t this_free_
         return false;
     if (!runtime_log_info())
         return true;
-    char alloc_stack[1024], first_free[1024], again[1024], line[3300];
-    format_stack(hit.alloc_stack, alloc_stack, sizeof alloc_stack);
-    format_stack(this_free_stack, again, sizeof again);
+    /* No lock is held here: symbolizing reads debug info and mallocs. */
+    struct symbolizer *sym = symbolizer_create();
+    const char *not_recorded = stacks_mode() == STACKS_NONE
+                                   ? "(stack not recorded: CUPROF_STACKS=none)"
+                                   : "(no stack recorded)";
+    char *alloc_stack = malloc(REPORT_STACK), *first_free = malloc(REPORT_STACK);
+    char *again = malloc(REPORT_STACK), *line = malloc(3 * REPORT_STACK + 512);
+    size_t cap = 3 * REPORT_STACK + 512;
+    if (alloc_stack == NULL || first_free == NULL || again == NULL || line == NULL) {
+        char oom[] = "cuprof: double free of a device pointer (no host memory to say more)\n";
+        write_line(oom, (int)sizeof oom - 1, sizeof oom);
+        goto out;
+    }
+    format_stack(sym, hit.alloc_stack, alloc_stack, REPORT_STACK, not_recorded);
+    format_ips(sym, again_ips, again_count, again, REPORT_STACK, "(no stack)");
     int n;
     if (freed_by_reset(hit.device, hit.free_time_us)) {
         /* The reset's free carries the alloc stack only as a stand-in: not a place to show. */
-        n = snprintf(line, sizeof line,
+        n = snprintf(line, cap,
                      "cuprof: stale free of device pointer 0x%llx (device %d): it was freed by "
                      "cudaDeviceReset/context reset of device %d; allocated at %s; freed again "
                      "at %s\n",
                      (unsigned long long)addr, hit.device, hit.device, alloc_stack, again);
     } else {
-        format_stack(hit.free_stack, first_free, sizeof first_free);
-        n = snprintf(line, sizeof line,
-                     "cuprof: double free of device pointer 0x%llx (device %d): allocated at %s; "
-                     "freed at %s; freed again at %s\n",
-                     (unsigned long long)addr, hit.device, alloc_stack, first_free, again);
+        /* Without a free stack the allocator records the alloc stack in its place (PyTorch's
+         * snapshots do the same): that is no place the block was freed. */
+        if (hit.free_stack == 0 || hit.free_stack == hit.alloc_stack)
+            (void)snprintf(first_free, REPORT_STACK,
+                           "(stack not recorded: CUPROF_STACKS=all records it)");
+        else
+            format_stack(sym, hit.free_stack, first_free, REPORT_STACK, "(no stack)");
+        n = snprintf(line, cap,
+                     "cuprof: double free of device pointer 0x%llx (device %d): freed at %s; "
+                     "allocated at %s; first freed at %s\n",
+                     (unsigned long long)addr, hit.device, again, alloc_stack, first_free);
     }
-    if (n > 0) {
-        size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
-        if (write(STDERR_FILENO, line, len) < 0)
-            return true;
-    }
+    write_line(line, n, cap);
+out:
+    free(alloc_stack);
+    free(first_free);
+    free(again);
+    free(line);
+    symbolizer_destroy(sym);
     return true;
 }

@@ -18,6 +18,9 @@
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
 
+/* More devices than any machine has: the driver's count is not believed. */
+#define RUNTIME_MAX_DEVICES 1024
+
 extern char **environ;
 
 static pthread_once_t runtime_config_once = PTHREAD_ONCE_INIT;
@@ -111,6 +114,24 @@ runtime_set_release_threshold(const struct alloc_config *conf, int device_count)
     }
 }
 
+/* per_process_memory_fraction is a share of the device's total: the allocator applies no limit
+ * from a total of 0 or a free count above it (allocator_set_memory_fraction); say so once. */
+static void
+runtime_check_mem_info(int device_count)
+{
+    const struct device_ops *ops = cuda_backend_ops();
+    for (int d = 0; d < device_count; d++) {
+        size_t free_b = 0, total_b = 0;
+        if (ops->mem_info(ops->ctx, d, &free_b, &total_b) == 0 &&
+            (total_b == 0 || free_b > total_b)) {
+            runtime_log("cuprof: cuMemGetInfo_v2 says device %d has %zu bytes free of %zu: "
+                        "per_process_memory_fraction is not applied to it",
+                        d, free_b, total_b);
+            return;
+        }
+    }
+}
+
 static void
 runtime_init(void)
 {
@@ -126,6 +147,14 @@ runtime_init(void)
     if (runtime_log_info())
         layers_log_start();
     rt->device_count = cuda_backend_device_count();
+    /* A count no machine has (the driver's answer sizes every per-device table). */
+    if (rt->device_count > RUNTIME_MAX_DEVICES) {
+        runtime_log("cuprof: cuDeviceGetCount says %d devices (more than %d): passing every call "
+                    "through",
+                    rt->device_count, RUNTIME_MAX_DEVICES);
+        rt->device_count = 0;
+        goto out;
+    }
     if (rt->device_count <= 0) {
         if (runtime_log_debug())
             runtime_log("cuprof: no CUDA device found: passing every call through");
@@ -152,6 +181,8 @@ runtime_init(void)
         rt->ring = NULL;
         goto out;
     }
+    if (alloc_conf.per_process_memory_fraction > 0.0)
+        runtime_check_mem_info(rt->device_count);
     lifecycle_register(rt);
     dumper_start(rt);
     atomic_store_explicit(&runtime_ready, true, memory_order_release);

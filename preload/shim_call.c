@@ -6,6 +6,7 @@
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
 #include "preload/call_tag.h"
+#include "preload/cuda_backend.h"
 #include "preload/config.h"
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
@@ -62,7 +63,29 @@ void
 shim_call_end(struct shim_call *call)
 {
     (void)call;
+    cuda_backend_log_faults();
     guard_leave();
+}
+
+void
+shim_call_log_bad_answer(const char *api)
+{
+    static atomic_bool logged;
+    if (atomic_exchange(&logged, true) || !runtime_log_info())
+        return;
+    runtime_log("cuprof: %s returned CUDA_SUCCESS with a NULL, misaligned or overlapping "
+                "address; cuprof leaves that memory alone and passes such requests to the driver "
+                "unrecorded (logged once)",
+                api);
+}
+
+void
+shim_call_track_external(const struct shim_call *call, int device, uint64_t addr, size_t size,
+                         uint64_t stream, uint8_t pool, const char *api)
+{
+    if (allocator_track_external(call->rt->alloc, device, addr, size, stream, pool,
+                                 call->stack_id) == -CUPROF_EDRIVER)
+        shim_call_log_bad_answer(api);
 }
 
 CUresult

@@ -34,6 +34,15 @@ struct cuprof_runtime *shim_call_runtime_if_ready(void);
  * capture when CUPROF_STACKS asks for it for this kind of call. */
 uint32_t shim_call_stack(enum shim_call_kind kind);
 
+/* The device answered with a value cuprof cannot believe (-CUPROF_EDRIVER from the allocator):
+ * logs one line per process naming `api`. Call outside every cuprof lock. */
+void shim_call_log_bad_answer(const char *api);
+
+/* allocator_track_external for a pointer the driver handed the program; a range the allocator
+ * refuses (-CUPROF_EDRIVER) goes unrecorded, logged once. The program's answer is unchanged. */
+void shim_call_track_external(const struct shim_call *call, int device, uint64_t addr, size_t size,
+                              uint64_t stream, uint8_t pool, const char *api);
+
 /* cuprof's int result (0, -CUPROF_E*, positive CUresult) as the CUresult the program sees. On
  * -CUPROF_ENOMEM it first lets the runtime write its OOM dump. */
 CUresult shim_call_result(const struct shim_call *call, int result);

@@ -14,7 +14,6 @@
 #include "preload/real_cuda.h"
 #include "preload/shim_call.h"
 #include "preload/stream_id.h"
-#include "snapshot/stacks.h"
 
 CUresult
 shim_mem_alloc(CUdeviceptr *dptr, size_t size)
@@ -26,6 +25,11 @@ shim_mem_alloc(CUdeviceptr *dptr, size_t size)
         return real->cuMemAlloc_v2(dptr, size);
     uint64_t addr = 0;
     int rc = allocator_malloc(call.rt->alloc, call.device, size, 0, call.stack_id, &addr);
+    if (rc == -CUPROF_EDRIVER) {
+        shim_call_end(&call);
+        shim_call_log_bad_answer("cuMemAlloc_v2");
+        return real->cuMemAlloc_v2(dptr, size);
+    }
     if (rc == 0)
         *dptr = (CUdeviceptr)addr;
     CUresult result = shim_call_result(&call, rc);
@@ -40,10 +44,8 @@ static CUresult
 free_unknown(const struct real_cuda *real, struct shim_call *call, CUdeviceptr dptr, bool async,
              CUstream stream, bool ptsz)
 {
-    uint32_t stack = 0;
     if (cuda_backend_owns(dptr)) {
-        stack = stacks_capture(0);
-        (void)double_free_report(call->rt, dptr, stack);
+        (void)double_free_report(call->rt, dptr);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUresult r;
@@ -55,8 +57,7 @@ free_unknown(const struct real_cuda *real, struct shim_call *call, CUdeviceptr d
         r = real->cuMemFreeAsync(dptr, stream);
     if (r != CUDA_SUCCESS) {
         /* trace mode: the segment went back to the driver, which now rejects the pointer. */
-        stack = stacks_capture(0);
-        (void)double_free_report(call->rt, dptr, stack);
+        (void)double_free_report(call->rt, dptr);
     }
     return r;
 }
@@ -98,26 +99,31 @@ shim_mem_free(CUdeviceptr dptr)
 
 /* The pitch the driver would choose: the smallest multiple of its pitch alignment >= width.
  * The alignment is asked of the driver once per device (a 1-byte-wide pitched allocation returns
- * it as its pitch) rather than assumed: it differs between GPUs (and the simulator). */
+ * it as its pitch) rather than assumed: it differs between GPUs (and the simulator). False when
+ * cuprof cannot know the pitch (the probe failed, its answer is no power of two up to 1 MiB, or
+ * the row would not fit in a size_t): the driver then serves the request itself. */
+#define PITCH_ALIGN_MAX ((size_t)1 << 20)
 static _Atomic size_t pitch_alignment[64];
 
-static CUresult
+static bool
 pitch_for(const struct real_cuda *real, int device, size_t width, size_t *pitch)
 {
     size_t align = device < 64 ? atomic_load(&pitch_alignment[device]) : 0;
     if (align == 0) {
         CUdeviceptr probe = 0;
-        CUresult r = real->cuMemAllocPitch_v2(&probe, &align, 1, 1, 4);
-        if (r != CUDA_SUCCESS)
-            return r;
+        if (real->cuMemAllocPitch_v2(&probe, &align, 1, 1, 4) != CUDA_SUCCESS)
+            return false;
         (void)real->cuMemFree_v2(probe);
-        if (align == 0)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (align == 0 || align > PITCH_ALIGN_MAX || (align & (align - 1)) != 0)
+            return false;
         if (device < 64)
             atomic_store(&pitch_alignment[device], align);
     }
+    /* A width near SIZE_MAX would wrap to a tiny row (and a division by zero below). */
+    if (width > SIZE_MAX - (align - 1))
+        return false;
     *pitch = (width + align - 1) / align * align;
-    return CUDA_SUCCESS;
+    return true;
 }
 
 CUresult
@@ -131,27 +137,28 @@ shim_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t heig
                  (element_size == 4 || element_size == 8 || element_size == 16);
     if (!valid || !shim_call_begin(&call, SHIM_CALL_ALLOC))
         return real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
-    CUresult result;
-    if (call.rt->mode == CUPROF_MODE_CACHE) {
-        size_t row = 0;
-        result = pitch_for(real, call.device, width, &row);
-        if (result == CUDA_SUCCESS && height > SIZE_MAX / row)
-            result = CUDA_ERROR_OUT_OF_MEMORY;
-        if (result == CUDA_SUCCESS) {
-            uint64_t addr = 0;
-            int rc = allocator_malloc(call.rt->alloc, call.device, row * height, 0, call.stack_id,
-                                      &addr);
-            if (rc == 0) {
-                *dptr = (CUdeviceptr)addr;
-                *pitch = row;
-            }
-            result = shim_call_result(&call, rc);
+    size_t row = 0;
+    int rc = -CUPROF_EDRIVER;
+    if (call.rt->mode == CUPROF_MODE_CACHE && pitch_for(real, call.device, width, &row) &&
+        height <= SIZE_MAX / row) {
+        uint64_t addr = 0;
+        rc = allocator_malloc(call.rt->alloc, call.device, row * height, 0, call.stack_id, &addr);
+        if (rc == 0) {
+            *dptr = (CUdeviceptr)addr;
+            *pitch = row;
         }
+        if (rc == -CUPROF_EDRIVER)
+            shim_call_log_bad_answer("cuMemAlloc_v2");
+    }
+    CUresult result;
+    if (rc != -CUPROF_EDRIVER) {
+        result = shim_call_result(&call, rc);
     } else {
+        /* Trace mode, or a request cuprof cannot size: the driver's own answer, recorded. */
         result = real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
-        if (result == CUDA_SUCCESS)
-            (void)allocator_track_external(call.rt->alloc, call.device, *dptr, *pitch * height, 0,
-                                           TRACE_POOL_TRACE, call.stack_id);
+        if (result == CUDA_SUCCESS && *pitch != 0 && height <= SIZE_MAX / *pitch)
+            shim_call_track_external(&call, call.device, *dptr, *pitch * height, 0,
+                                     TRACE_POOL_TRACE, "cuMemAllocPitch_v2");
     }
     shim_call_end(&call);
     return result;
@@ -166,8 +173,8 @@ shim_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned int flags)
         return real->cuMemAllocManaged(dptr, size, flags);
     CUresult result = real->cuMemAllocManaged(dptr, size, flags);
     if (result == CUDA_SUCCESS)
-        (void)allocator_track_external(call.rt->alloc, call.device, *dptr, size, 0,
-                                       TRACE_POOL_MANAGED, call.stack_id);
+        shim_call_track_external(&call, call.device, *dptr, size, 0, TRACE_POOL_MANAGED,
+                                 "cuMemAllocManaged");
     shim_call_end(&call);
     return result;
 }
@@ -195,14 +202,19 @@ alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdevic
     if (call.rt->mode == CUPROF_MODE_CACHE && !capturing(real, stream)) {
         uint64_t addr = 0;
         int rc = allocator_malloc(call.rt->alloc, call.device, size, sid, call.stack_id, &addr);
+        if (rc == -CUPROF_EDRIVER) {
+            shim_call_end(&call);
+            shim_call_log_bad_answer("cuMemAlloc_v2");
+            return fn(dptr, size, stream);
+        }
         if (rc == 0)
             *dptr = (CUdeviceptr)addr;
         result = shim_call_result(&call, rc);
     } else {
         result = fn(dptr, size, stream);
         if (result == CUDA_SUCCESS && call.rt->mode != CUPROF_MODE_CACHE)
-            (void)allocator_track_external(call.rt->alloc, call.device, *dptr, size, sid,
-                                           TRACE_POOL_ASYNC, call.stack_id);
+            shim_call_track_external(&call, call.device, *dptr, size, sid, TRACE_POOL_ASYNC,
+                                     "cuMemAllocAsync");
     }
     shim_call_end(&call);
     return result;
@@ -259,9 +271,8 @@ alloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 fn, CUdeviceptr *dptr, size_t
         return fn(dptr, size, pool, stream);
     CUresult result = fn(dptr, size, pool, stream);
     if (result == CUDA_SUCCESS)
-        (void)allocator_track_external(call.rt->alloc, call.device, *dptr, size,
-                                       stream_id_from_cu(stream, ptsz), TRACE_POOL_ASYNC,
-                                       call.stack_id);
+        shim_call_track_external(&call, call.device, *dptr, size, stream_id_from_cu(stream, ptsz),
+                                 TRACE_POOL_ASYNC, "cuMemAllocFromPoolAsync");
     shim_call_end(&call);
     return result;
 }

@@ -48,8 +48,7 @@ shim_vmm_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocation
     /* The memory lives on the handle's device, whichever context is current. */
     if (result == CUDA_SUCCESS && addr_map_get(&handles, handle, &device, NULL) &&
         device < (uint64_t)allocator_device_count(call.rt->alloc))
-        (void)allocator_track_external(call.rt->alloc, (int)device, ptr, size, 0, TRACE_POOL_VMM,
-                                       call.stack_id);
+        shim_call_track_external(&call, (int)device, ptr, size, 0, TRACE_POOL_VMM, "cuMemMap");
     shim_call_end(&call);
     return result;
 }

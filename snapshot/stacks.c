@@ -270,20 +270,23 @@ stacks_intern(const uintptr_t *ips, size_t count)
     return stacks_insert(h, ips, count);
 }
 
-__attribute__((noinline)) uint32_t
-stacks_capture(unsigned skip)
+/* Fills ips (room for STACKS_MAX_DEPTH) with at most `depth` frames of the calling thread,
+ * outermost cuprof frame and everything inside it dropped (see stacks_capture). Always inlined
+ * into its callers, so that `first` counts the same frames for each of them. */
+static inline __attribute__((always_inline)) size_t
+capture_ips(unsigned skip, unsigned depth, uintptr_t *ips)
 {
-    if (stacks_mode() == STACKS_NONE)
-        return 0;
     pthread_once(&g_once, stacks_init);
     if (skip > SKIP_MAX)
         skip = SKIP_MAX;
+    if (depth > STACKS_MAX_DEPTH)
+        depth = STACKS_MAX_DEPTH;
     void *buf[STACKS_MAX_DEPTH + SKIP_MAX + OWN_FRAMES + SPARE_FRAMES];
     unsigned first = skip + OWN_FRAMES;
     /* Inside libcuprof.so, a few spare frames so that dropping cuprof's own innermost frames
      * still leaves `depth`; linked into the program, there is nothing to drop. */
     unsigned spare = g_own_hi != 0 ? SPARE_FRAMES : 0;
-    int n = g_backtrace(buf, (int)(first + stacks_depth() + spare));
+    int n = g_backtrace(buf, (int)(first + depth + spare));
     if (n <= (int)first)
         return 0;
     /* Everything at or inside the outermost cuprof frame is cuprof's doing: a runtime wrapper of
@@ -293,15 +296,38 @@ stacks_capture(unsigned skip)
         if ((uintptr_t)buf[k] >= g_own_lo && (uintptr_t)buf[k] < g_own_hi)
             i = k + 1;
     size_t count = (size_t)n - i;
-    if (count > stacks_depth())
-        count = stacks_depth();
-    uintptr_t ips[STACKS_MAX_DEPTH];
+    if (count > depth)
+        count = depth;
     for (size_t k = 0; k < count; k++)
         ips[k] = (uintptr_t)buf[i + k];
+    return count;
+}
+
+__attribute__((noinline)) uint32_t
+stacks_capture(unsigned skip)
+{
+    if (stacks_mode() == STACKS_NONE)
+        return 0;
+    uintptr_t ips[STACKS_MAX_DEPTH];
+    size_t count = capture_ips(skip, stacks_depth(), ips);
     uint32_t id = stacks_intern(ips, count);
     /* Keeps this frame on the stack (no tail call), so OWN_FRAMES stays exact. */
     __asm__ volatile("" ::: "memory");
     return id;
+}
+
+__attribute__((noinline)) size_t
+stacks_backtrace(unsigned skip, uintptr_t *ips, size_t cap)
+{
+    uintptr_t all[STACKS_MAX_DEPTH];
+    size_t count = capture_ips(skip, STACKS_MAX_DEPTH, all);
+    if (count > cap)
+        count = cap;
+    if (count > 0)
+        memcpy(ips, all, count * sizeof(*ips));
+    /* As in stacks_capture: no tail call. */
+    __asm__ volatile("" ::: "memory");
+    return count;
 }
 
 bool

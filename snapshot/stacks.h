@@ -28,6 +28,11 @@ unsigned stacks_depth(void);
  * empty stack, or the intern table is full). */
 uint32_t stacks_capture(unsigned skip);
 
+/* For error reports: the same frames as stacks_capture (cuprof's own dropped), up to `cap` and
+ * at most STACKS_MAX_DEPTH, whatever CUPROF_STACKS and CUPROF_STACK_DEPTH say, written to ips
+ * and not interned. Returns how many. Not for the hot path's use (unbounded depth of unwind). */
+size_t stacks_backtrace(unsigned skip, uintptr_t *ips, size_t cap);
+
 /* Interns an instruction-pointer array (innermost first) without unwinding; count is clamped
  * to STACKS_MAX_DEPTH. Returns the id, or 0 for count 0 or a full table. Used by captures and
  * by tests and replays that build stacks by hand. */

@@ -65,6 +65,14 @@ b_ev(void *ctx, void *ev)
 }
 
 static int
+b_ev_query(void *ctx, void *ev, bool *complete)
+{
+    (void)ctx, (void)ev;
+    *complete = true;
+    return 0;
+}
+
+static int
 b_ev_rec(void *ctx, void *ev, uint64_t s)
 {
     (void)ctx, (void)ev, (void)s;
@@ -92,8 +100,8 @@ make(struct bump *b, int devices)
     static struct device_ops ops;
     struct alloc_config cfg;
     alloc_config_defaults(&cfg);
-    ops = (struct device_ops){b,        b_alloc, b_free, b_info, b_ev_create,
-                              b_ev_rec, b_ev,    b_ev,   b_ev,   b_sync};
+    ops = (struct device_ops){b,        b_alloc,    b_free, b_info, b_ev_create,
+                              b_ev_rec, b_ev_query, b_ev,   b_ev,   b_sync};
     atomic_store(&b->next[0], 0x7f0000000000ULL);
     atomic_store(&b->next[1], 0x7f0000000000ULL + (1ULL << 40));
     return allocator_create(&cfg, &ops, NULL, devices);

@@ -144,10 +144,11 @@ fake_event_record(void *ctx, void *event, uint64_t stream)
 }
 
 static int
-fake_event_query(void *ctx, void *event)
+fake_event_query(void *ctx, void *event, bool *complete)
 {
     (void)ctx;
-    return ((struct fake_event *)event)->done ? 0 : 1;
+    *complete = ((struct fake_event *)event)->done;
+    return 0;
 }
 
 static int

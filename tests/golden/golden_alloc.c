@@ -75,10 +75,10 @@ g_ev_record(void *ctx, void *ev, uint64_t stream)
 }
 
 static int
-g_ev_query(void *ctx, void *ev)
+g_ev_query(__attribute__((unused)) void *ctx, void *ev, bool *complete)
 {
-    (void)ctx;
-    return *(int *)ev == 1 ? 1 : 0;
+    *complete = *(int *)ev != 1;
+    return 0;
 }
 
 static int

@@ -27,6 +27,11 @@ f_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
     }
     if (size > f->capacity[device] - f->used[device])
         return -CUPROF_ENOMEM;
+    if (f->lie_once) {
+        f->lie_once = false;
+        *addr = f->lie_addr;
+        return 0;
+    }
     f->segment_allocs++;
     f->used[device] += size;
     *addr = f->next_addr[device];
@@ -80,12 +85,15 @@ f_event_record(void *ctx, void *event, uint64_t stream)
 }
 
 static int
-f_event_query(void *ctx, void *event)
+f_event_query(void *ctx, void *event, bool *complete)
 {
     struct fake_device *f = ctx;
     struct fake_event *e = event;
     f->event_queries++;
-    return e->done ? 0 : 1;
+    if (f->event_query_error != 0)
+        return f->event_query_error;
+    *complete = e->done;
+    return 0;
 }
 
 static int
@@ -94,6 +102,8 @@ f_event_synchronize(void *ctx, void *event)
     struct fake_device *f = ctx;
     struct fake_event *e = event;
     f->event_syncs++;
+    if (f->event_sync_error != 0)
+        return f->event_sync_error;
     e->done = true;
     return 0;
 }

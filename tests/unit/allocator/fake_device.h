@@ -28,8 +28,12 @@ struct fake_device {
     size_t capacity[FAKE_DEVICES];
     size_t used[FAKE_DEVICES];
     uint64_t next_addr[FAKE_DEVICES];
-    int fail_next_alloc; /* positive backend error returned once by segment_alloc */
-    bool auto_complete;  /* events complete as soon as they are recorded */
+    int fail_next_alloc;   /* positive backend error returned once by segment_alloc */
+    bool auto_complete;    /* events complete as soon as they are recorded */
+    int event_query_error; /* nonzero: every event_query returns it (a backend error) */
+    int event_sync_error;  /* nonzero: every event_synchronize returns it */
+    bool lie_once;         /* the next segment_alloc succeeds with lie_addr (a driver bug) */
+    uint64_t lie_addr;
     long segment_allocs, segment_frees, syncs, event_creates, event_records, event_queries;
     long event_syncs, event_destroys;
     struct fake_event events[FAKE_MAX_EVENTS];

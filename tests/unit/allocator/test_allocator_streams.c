@@ -90,6 +90,103 @@ test_record_stream_pending_free(void **state)
     fixture_free(fx);
 }
 
+/* An event query error is never read as "pending": CUDA_ERROR_INVALID_VALUE is 1, which the old
+ * contract took for "still pending", so the block stayed out of the cache forever. Now the
+ * allocator waits for the event (else the device) and completes the block. */
+static void
+test_event_query_error(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p = must_malloc(a, 0, 4096, 1);
+    assert_int_equal(allocator_record_stream(a, p, 2), 0);
+    must_free(a, p);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 0);
+    fx->fake.event_query_error = 1;                                /* CUDA_ERROR_INVALID_VALUE */
+    long queries = fx->fake.event_queries, syncs = fx->fake.syncs; /* free_sync:device syncs */
+    uint64_t q = must_malloc(a, 0, 4096, 1); /* polls the event: waits for it, reuses p */
+    assert_true(q == p);
+    assert_true(fx->fake.event_queries > queries);
+    assert_int_equal(fx->fake.event_syncs, 1);
+    assert_int_equal(fx->fake.syncs, syncs);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 1);
+    expect_invariants(a);
+    /* The event cannot be waited for either (a sticky error): the whole device is. */
+    fx->fake.event_query_error = 700;
+    fx->fake.event_sync_error = 700;
+    assert_int_equal(allocator_record_stream(a, q, 3), 0);
+    must_free(a, q);
+    syncs = fx->fake.syncs;
+    allocator_process_events(a, 0);
+    assert_int_equal(fx->fake.event_syncs, 2);
+    assert_int_equal(fx->fake.syncs, syncs + 1);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 2);
+    struct memory_stats st;
+    allocator_get_stats(a, 0, &st);
+    assert_int_equal(st.active[STAT_ALL].current, 0);
+    expect_invariants(a);
+    /* A pending event (no error) still waits. */
+    fx->fake.event_query_error = 0;
+    fx->fake.event_sync_error = 0;
+    uint64_t r = must_malloc(a, 0, 4096, 1);
+    assert_int_equal(allocator_record_stream(a, r, 4), 0);
+    must_free(a, r);
+    allocator_process_events(a, 0);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 2);
+    assert_int_equal(fx->fake.event_syncs, 2);
+    fake_device_complete(&fx->fake, 4);
+    allocator_process_events(a, 0);
+    assert_int_equal(count_action(&fx->fake, TRACE_FREE_COMPLETED), 3);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
+/* A segment the device claims to have allocated at NULL, across the end of the address space,
+ * or over a segment the device already holds is refused with -CUPROF_EDRIVER and never enters
+ * the tables; the same for external memory (allocator_track_external). Later requests work. */
+static void
+test_implausible_device_answers(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p = must_malloc(a, 0, 4096, 0);    /* small segment at B */
+    uint64_t q = must_malloc(a, 0, 4 * MIB, 0); /* 20 MiB segment at B + 2 MiB */
+    const uint64_t lies[] = {0, UINT64_MAX - 4096 + 1, B + 4096, B + 3 * MIB, B + 2 * MIB - 512};
+    for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
+        fx->fake.lie_once = true;
+        fx->fake.lie_addr = lies[i];
+        uint64_t r = 0;
+        assert_int_equal(allocator_malloc(a, 0, 32 * MIB, 0, 0, &r), -CUPROF_EDRIVER);
+        expect_invariants(a);
+    }
+    /* Trace mode's whole segments and external memory go through the same check. */
+    assert_int_equal(
+        allocator_track_external(a, 0, B + 2 * MIB + 512, 4096, 0, TRACE_POOL_MANAGED, 0),
+        -CUPROF_EDRIVER);
+    assert_int_equal(allocator_track_external(a, 0, 0, 4096, 0, TRACE_POOL_MANAGED, 0),
+                     -CUPROF_EINVAL);
+    assert_int_equal(
+        allocator_track_external(a, 0, UINT64_MAX - 511, 4096, 0, TRACE_POOL_MANAGED, 0),
+        -CUPROF_EDRIVER);
+    expect_invariants(a);
+    struct memory_stats st;
+    allocator_get_stats(a, 0, &st);
+    assert_int_equal(st.segment[STAT_ALL].current, 2);
+    assert_int_equal(st.num_device_alloc, 2);
+    /* The device tells the truth again: served as usual. */
+    uint64_t r = must_malloc(a, 0, 32 * MIB, 0);
+    assert_true(r == B + 22 * MIB);
+    assert_int_equal(allocator_track_external(a, 0, 0x10000, 4096, 0, TRACE_POOL_MANAGED, 0), 0);
+    must_free(a, p);
+    must_free(a, q);
+    must_free(a, r);
+    assert_int_equal(allocator_untrack_external(a, 0x10000, 0), 0);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
 /* free_sync:device keeps cudaFree's barrier: one device sync per free, before it returns, and
  * none on reuse; none never syncs; events records one event per stream in use. */
 static void
@@ -387,6 +484,8 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_record_stream_pending_free),
         cmocka_unit_test(test_free_sync_modes),
+        cmocka_unit_test(test_event_query_error),
+        cmocka_unit_test(test_implausible_device_answers),
         cmocka_unit_test(test_trace_mode),
         cmocka_unit_test(test_external_and_ownership),
         cmocka_unit_test(test_backend_error),
