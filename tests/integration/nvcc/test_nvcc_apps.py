@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Programs built by nvcc -cudart shared (tests/apps/nvcc_*.cu) on the simulated runtime.
 
-  sim     without cuprof: exit 0 and exactly the output this script derives itself;
+  sim     without cuprof: exit 0 and exactly the output this script derives itself (a *_ptsz
+          build, nvcc --default-stream per-thread, must import the _ptsz entry points);
   modes   under LD_PRELOAD=libcuprof.so in cache, trace and off modes: the same stdout and exit
           status as without it; in cache and trace modes the exit snapshot (read back with
           pickle, checked by tests/golden/check_snapshot.py) has exactly the allocations the
@@ -17,6 +18,7 @@ import argparse
 import collections
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -65,7 +67,7 @@ def expected_thrust():
 
 
 EXPECTED = {"nvcc_kernels": expected_kernels, "nvcc_streams": expected_streams,
-            "nvcc_thrust": expected_thrust}
+            "nvcc_streams_ptsz": expected_streams, "nvcc_thrust": expected_thrust}
 
 
 def marker_lines(source):
@@ -132,6 +134,11 @@ def main():
     want = EXPECTED[name]()
     check = shimrun.Checks()
 
+    if name.endswith("_ptsz"):  # the per-thread default stream build really uses those exports
+        undef = subprocess.run(["nm", "-D", "--undefined-only", a.program], capture_output=True,
+                               text=True, check=True).stdout
+        for sym in ("__cudaLaunchKernel_ptsz", "cudaMallocAsync_ptsz", "cudaFreeAsync_ptsz"):
+            check(f"{sym}@libcudart.so.13" in undef, f"{name}: does not import {sym}")
     base = shimrun.run_shim([a.program], a.ld_path, timeout=300)
     check(base.returncode == 0 and base.stdout == want,
           f"{name}: without cuprof: exit {base.returncode}\n  got:  {base.stdout!r}\n"
