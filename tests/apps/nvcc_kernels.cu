@@ -1,9 +1,10 @@
 /* nvcc_kernels: built by nvcc -cudart shared. Launches a kernel with <<<>>> (a good launch, an
  * empty grid, an oversized block, a host function that is no kernel), round-trips a __device__
- * variable through cudaMemcpyToSymbol/FromSymbol, uses cudaMallocManaged memory from the host and
- * leaves one cudaMalloc allocation live. Every allocating call carries an "alloc:NAME" comment:
- * tests/integration/nvcc finds its line there and prints nothing that depends on a kernel having
- * run, so the output is the same on the simulated device (where launches run no code) and a GPU.
+ * variable through cudaMemcpyToSymbol/FromSymbol, updates a __managed__ variable and
+ * cudaMallocManaged memory from the host, and leaves one cudaMalloc allocation live. Every
+ * allocating call carries an "alloc:NAME" comment, where tests/integration/nvcc finds its line.
+ * Nothing printed depends on a kernel having run, so the output is the same on the simulated
+ * device (where launches run no code) and on a GPU.
  * Output: "alloc NAME SIZE" per allocation, one "name=value" line per step, then
  *   nvcc_kernels: allocs=A frees=F live_bytes=B */
 #include <cstdio>
@@ -20,6 +21,7 @@
     } while (0)
 
 __device__ int scale;
+__managed__ int ticks;
 
 __global__ void
 add_scaled(int *a, int n)
@@ -58,6 +60,9 @@ main()
     CK(cudaMemcpyFromSymbol(&back, scale, sizeof back));
     CK(cudaGetSymbolSize(&size, scale));
     printf("symbol=%d size=%zu\n", back, size);
+    ticks += 41; // a __managed__ variable, used in place by host code
+    ticks++;
+    printf("managed_var=%d\n", ticks);
 
     add_scaled<<<(n + 255) / 256, 256>>>(dev, n);
     printf("launch=%s\n", cudaGetErrorName(cudaGetLastError()));

@@ -30,6 +30,7 @@ import shimrun  # noqa: E402 (tests/integration/)
 def expected_kernels():
     return ("alloc dev 16384\n"
             "symbol=7 size=4\n"
+            "managed_var=42\n"
             "launch=cudaSuccess\n"
             "sync=cudaSuccess\n"
             "empty_grid=cudaErrorInvalidConfiguration\n"
