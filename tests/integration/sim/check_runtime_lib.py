@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Checks the simulated libcudart.so.13 links like the real one: SONAME libcudart.so.13, no NEEDED
 libcuda, no undefined cu* symbol (the driver is reached only through dlopen + cuGetProcAddress),
-every cuda* export versioned @@libcudart.so.13; the apps reference those versioned names and
-static_style needs neither library.
+every cuda* and __cuda* (nvcc's generated host code) export versioned @@libcudart.so.13; the apps reference those versioned names and
+static_style needs neither library. With REAL_LIBCUDART (the toolkit's), every export must be
+one the real library exports under the same version.
 
-usage: check_runtime_lib.py LIBCUDART TRAIN_LOOP STATIC_STYLE
+usage: check_runtime_lib.py LIBCUDART TRAIN_LOOP STATIC_STYLE [REAL_LIBCUDART]
 """
 import re
 import subprocess
@@ -38,9 +39,9 @@ exports = [d for d in defined if not d.startswith("libcudart.so.13")]
 unversioned = [d for d in exports if not d.endswith("@@libcudart.so.13")]
 if unversioned:
     errors.append(f"exports without the libcudart.so.13 version: {unversioned}")
-non_cuda = [d for d in exports if not d.startswith("cuda")]
+non_cuda = [d for d in exports if not d.startswith(("cuda", "__cuda"))]
 if non_cuda:
-    errors.append(f"exports other than cuda*: {non_cuda}")
+    errors.append(f"exports other than cuda* and __cuda*: {non_cuda}")
 for name in ["cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFreeAsync",
              "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",
              "cudaMallocPitch", "cudaMalloc3D", "cudaMallocManaged", "cudaMallocHost",
@@ -54,7 +55,15 @@ for name in ["cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaMallocAsync_ptsz"
              "cudaEventRecord_ptsz", "cudaEventQuery", "cudaEventSynchronize", "cudaEventDestroy",
              "cudaGetLastError", "cudaPeekAtLastError", "cudaGetErrorName", "cudaGetErrorString",
              "cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion",
-             "cudaDeviceGetDefaultMemPool", "cudaDriverGetVersion", "cudaRuntimeGetVersion"]:
+             "cudaDeviceGetDefaultMemPool", "cudaDriverGetVersion", "cudaRuntimeGetVersion",
+             "__cudaRegisterFatBinary", "__cudaRegisterFatBinaryEnd", "__cudaRegisterFunction",
+             "__cudaRegisterVar", "__cudaRegisterManagedVar", "__cudaUnregisterFatBinary",
+             "__cudaInitModule", "__cudaPushCallConfiguration", "__cudaPopCallConfiguration",
+             "__cudaGetKernel", "__cudaLaunchKernel", "__cudaLaunchKernel_ptsz",
+             "cudaLaunchKernel", "cudaLaunchKernel_ptsz", "cudaFuncGetAttributes",
+             "cudaFuncSetAttribute", "cudaDeviceGetAttribute", "cudaMemcpyToSymbol",
+             "cudaMemcpyFromSymbol", "cudaGetSymbolAddress",
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"]:
     if name + "@@libcudart.so.13" not in exports:
         errors.append(f"missing export {name}@@libcudart.so.13")
 if "libcudart.so.13" not in needed(train_loop):
@@ -65,6 +74,14 @@ if "cudaMalloc@libcudart.so.13" not in tl_undef:
 bad = [n for n in needed(static_style) if n.startswith(("libcuda.", "libcudart."))]
 if bad:
     errors.append(f"static_style links to {bad}")
+if len(sys.argv) > 4:
+    real = {l.split()[-1] for l in out("nm", "-D", "--with-symbol-versions", "--defined-only",
+                                       sys.argv[4]).splitlines() if l.strip()}
+    ours = {l.split()[-1] for l in out("nm", "-D", "--with-symbol-versions", "--defined-only",
+                                       lib).splitlines() if l.strip()}
+    extra = sorted(n for n in ours - real if not n.startswith("libcudart.so.13"))
+    if extra:
+        errors.append(f"exports the toolkit's libcudart.so.13 does not have: {extra}")
 if errors:
     sys.exit("\n".join(errors))
 print(f"ok: {len(exports)} versioned exports, {len(undef)} imports, none cu*")

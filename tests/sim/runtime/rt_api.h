@@ -31,4 +31,41 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(
     const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
     enum cudaDriverEntryPointQueryResult *driverStatus);
 
+/* What nvcc's generated host code calls (crt/host_runtime.h and crt/device_functions.h declare
+ * them for C++ only): registration before main, <<<>>> configuration and kernel launch. */
+void **CUDARTAPI __cudaRegisterFatBinary(void *fatCubin);
+void CUDARTAPI __cudaRegisterFatBinaryEnd(void **fatCubinHandle);
+void CUDARTAPI __cudaUnregisterFatBinary(void **fatCubinHandle);
+void CUDARTAPI __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+                                      const char *deviceName, int thread_limit, uint3 *tid,
+                                      uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize);
+void CUDARTAPI __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
+                                 const char *deviceName, int ext, size_t size, int constant,
+                                 int global);
+void CUDARTAPI __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
+                                        char *deviceAddress, const char *deviceName, int ext,
+                                        size_t size, int constant, int global);
+char CUDARTAPI __cudaInitModule(void **fatCubinHandle);
+unsigned CUDARTAPI __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+                                               struct CUstream_st *stream);
+cudaError_t CUDARTAPI __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem,
+                                                 void *stream);
+cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t *kernel, const void *func);
+cudaError_t CUDARTAPI __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                                         void **args, size_t sharedMem, cudaStream_t stream);
+cudaError_t CUDARTAPI __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                                              void **args, size_t sharedMem, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
+                                            void **args, size_t sharedMem, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemcpyToSymbol_ptds(const void *symbol, const void *src, size_t count,
+                                              size_t offset, enum cudaMemcpyKind kind);
+cudaError_t CUDARTAPI cudaMemcpyFromSymbol_ptds(void *dst, const void *symbol, size_t count,
+                                                size_t offset, enum cudaMemcpyKind kind);
+cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *src,
+                                                   size_t count, size_t offset,
+                                                   enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol, size_t count,
+                                                     size_t offset, enum cudaMemcpyKind kind,
+                                                     cudaStream_t stream);
+
 #endif
