@@ -204,9 +204,9 @@ integer_of(const struct sval *v, bool *neg, uint64_t *mag, const char **why)
 
 /* How an unsigned field reads a value. */
 enum kind {
-    K_BITS,  /* addresses, streams: any 64-bit pattern (PyTorch writes pointers as int64) */
+    K_BITS,  /* any 64-bit pattern: addresses and streams (PyTorch writes pointers as int64),
+              * an OOM's request (any size_t; SIZE_MAX is written as -1, as cuprof writes it) */
     K_BYTES, /* sizes: 0..SNAP_MAX_BYTES */
-    K_COUNT, /* 0..2^64-1 (an OOM request can be any size_t) */
 };
 
 static int
@@ -224,7 +224,7 @@ field_u64(struct imp *im, const char *where, const struct sval *d, const char *k
             *out = neg ? 0 - mag : mag;
             return F_OK;
         }
-        if (!neg && (k == K_COUNT || mag <= SNAP_MAX_BYTES)) {
+        if (!neg && mag <= SNAP_MAX_BYTES) {
             *out = mag;
             return F_OK;
         }
@@ -575,11 +575,11 @@ import_entry(struct imp *im, size_t d, size_t i, const struct sval *t)
         (rc = warn(im, where, "addr", NULL, "", SKIP_ENTRY)) == 0)
         rc = F_BAD;
     if (rc == F_OK || rc == F_ABSENT)
-        rc = field_u64(im, where, t, "size", a == TRACE_OOM ? K_COUNT : K_BYTES, SKIP_ENTRY,
-                       &e.size);
+        rc =
+            field_u64(im, where, t, "size", a == TRACE_OOM ? K_BITS : K_BYTES, SKIP_ENTRY, &e.size);
     if (rc != F_OK && rc != F_ABSENT)
         return rc < 0 ? rc : 0;
-    if ((rc = field_u64(im, where, t, "device_free", K_COUNT, "ignored", &e.device_free)) < 0 ||
+    if ((rc = field_u64(im, where, t, "device_free", K_BITS, "ignored", &e.device_free)) < 0 ||
         (rc = field_u64(im, where, t, "stream", K_BITS, "read as 0", &e.stream)) < 0)
         return rc;
     /* Unix-epoch microseconds; the bound keeps every difference of two times in an int64. */
@@ -745,7 +745,8 @@ import_cuprof(struct imp *im, const struct sval *c)
         bool neg = false;
         uint64_t n = 0;
         const char *why = "negative";
-        if (!integer_of(v, &neg, &n, &why) || neg) {
+        if (!integer_of(v, &neg, &n, &why) || neg || n > INT64_MAX) {
+            why = neg ? "negative" : n > INT64_MAX ? "out of range" : why;
             if ((rc = warn(im, w, "dropped_entries", v, why, "read as 0")) < 0)
                 return rc;
             n = 0;
