@@ -39,6 +39,7 @@ struct imp {
     size_t frame_buf_cap;
     struct snap_block *blocks; /* one segment's blocks, staged until the segment is usable */
     size_t block_cap;
+    uint64_t *reserved;    /* per device: the sizes of its segments read so far */
     struct warned *warned; /* one per field name */
     size_t warned_len, warned_cap;
     const char *name; /* the file, for warnings */
@@ -432,6 +433,15 @@ import_block(struct imp *im, const char *where, const struct sval *b, uint64_t s
         st = BLOCK_INACTIVE;
     }
     blk->state = (uint8_t)st;
+    /* A live block's request was rounded up to its size, never down (an inactive block's is
+     * stale, PyTorch keeps it). */
+    if (st != BLOCK_INACTIVE && blk->requested_size > blk->size) {
+        const struct sval *v = sval_get(b, "requested_size");
+        if ((rc = warn(im, where, "requested_size", v != NULL ? v : sval_get(hist, "real_size"),
+                       "larger than the block", used)) < 0)
+            return rc;
+        blk->requested_size = blk->size;
+    }
     const struct sval *frames = sval_get(b, "frames");
     if (frames == NULL && hist != NULL)
         frames = sval_get(hist, "frames");
@@ -529,6 +539,16 @@ import_segment(struct imp *im, size_t i, const struct sval *s)
             seg.requested_size += blk->requested_size;
         }
     }
+    /* A device's segments fit its address space: this bounds every per-device sum (stats,
+     * reserved bytes) far from int64 overflow. */
+    if (im->reserved == NULL && (im->reserved = calloc(SNAPSHOT_MAX_DEVICES, 8)) == NULL)
+        return oom(im);
+    if (seg.total_size > SNAP_MAX_BYTES - im->reserved[device]) {
+        rc = warn(im, where, "total_size", sval_get(s, "total_size"),
+                  "the device's segments sum past 2^57 bytes", SKIP_SEGMENT);
+        return rc < 0 ? rc : 0;
+    }
+    im->reserved[device] += seg.total_size;
     if (snapshot_add_segment(im->snap, &seg) != 0)
         return oom(im);
     for (size_t b = 0; b < n; b++)
@@ -815,6 +835,7 @@ snapshot_import(struct snapshot *snap, const struct sval *root, const char *name
     free(im.slots);
     free(im.frame_buf);
     free(im.blocks);
+    free(im.reserved);
     free(im.warned);
     return rc;
 }

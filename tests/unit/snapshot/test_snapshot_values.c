@@ -204,6 +204,17 @@ test_unusable_fields(void **state)
     assert_int_equal(s->warning_count, 2);
     snapshot_free(s);
 
+    /* A live block's request cannot exceed its size; a device's segments fit 2^57 bytes. */
+    s = LOAD("{\"segments\": [{\"address\": 4096, \"blocks\": [{\"size\": 512, \"requested_size\": "
+             "4096, \"state\": \"active_allocated\"}]}, {\"address\": 0, \"total_size\": "
+             "144115188075855872}, {\"address\": 1, \"total_size\": 1}]}");
+    assert_int_equal(s->segment_count, 2);
+    assert_int_equal(s->blocks[0].requested_size, 512);
+    assert_true(warned(s, "field \"requested_size\" is 4096: larger than the block"));
+    assert_true(warned(s, "segments[1]: field \"total_size\" is 144115188075855872: the device's "
+                          "segments sum past 2^57 bytes; segment skipped"));
+    snapshot_free(s);
+
     /* Trace entries: a negative size or an address past 64 bits skips the entry; an odd time or
      * stream is ignored; an OOM request may be any size_t. */
     s = LOAD("{\"segments\": [], \"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, "
