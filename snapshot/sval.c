@@ -105,9 +105,13 @@ sval_text(const struct sval *v, char *buf, size_t len)
     case SVAL_FLOAT:
         snprintf(buf, len, "%.17g", v->u.f);
         break;
-    case SVAL_STR:
-        snprintf(buf, len, "\"%.40s%s\"", v->u.s, strlen(v->u.s) > 40 ? "..." : "");
+    case SVAL_STR: {
+        size_t n = strlen(v->u.s), cut = n > 40 ? 40 : n;
+        while (cut < n && cut > 0 && ((unsigned char)v->u.s[cut] & 0xc0) == 0x80)
+            cut--; /* not inside a UTF-8 sequence */
+        snprintf(buf, len, "\"%.*s%s\"", (int)cut, v->u.s, cut < n ? "..." : "");
         break;
+    }
     default:
         snprintf(buf, len, "a %s", sval_type_name(v));
         break;
