@@ -14,6 +14,7 @@
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
 #include "allocator/trace_sink.h"
+#include "snapshot/snapshot_field.h"
 #include "snapshot/snapshot_write.h"
 
 /* Pointer -> index cache: a frame dict or frame list shared through the pickle memo is
@@ -21,12 +22,6 @@
 struct ptr_slot {
     const void *key;
     uint32_t value;
-};
-
-struct warned {
-    const char *key;
-    const char *text;
-    size_t count;
 };
 
 struct imp {
@@ -39,10 +34,8 @@ struct imp {
     size_t frame_buf_cap;
     struct snap_block *blocks; /* one segment's blocks, staged until the segment is usable */
     size_t block_cap;
-    uint64_t *reserved;    /* per device: the sizes of its segments read so far */
-    struct warned *warned; /* one per field name */
-    size_t warned_len, warned_cap;
-    const char *name; /* the file, for warnings */
+    uint64_t *reserved;       /* per device: the sizes of its segments read so far */
+    struct snapshot_fields f; /* warnings, once per field name */
 };
 
 static int
@@ -102,190 +95,6 @@ cache_put(struct imp *im, const void *key, uint32_t value)
     return 0;
 }
 
-/* ---- Warnings: `where: field "key" is VALUE: why; what was done`, once per field name (later
- * ones are counted); the file name is added in front. */
-static int
-warn(struct imp *im, const char *where, const char *key, const struct sval *v, const char *why,
-     const char *then)
-{
-    for (size_t i = 0; i < im->warned_len; i++) {
-        if (strcmp(im->warned[i].key, key) == 0) {
-            im->warned[i].count++;
-            return 0;
-        }
-    }
-    if (im->warned_len == im->warned_cap) {
-        size_t cap = im->warned_cap ? im->warned_cap * 2 : 16;
-        struct warned *w = realloc(im->warned, cap * sizeof(*w));
-        if (w == NULL)
-            return oom(im);
-        im->warned = w;
-        im->warned_cap = cap;
-    }
-    char val[96], line[512];
-    if (v == NULL)
-        snprintf(line, sizeof(line), "%s: %s: field \"%s\" is missing; %s", im->name, where, key,
-                 then);
-    else
-        snprintf(line, sizeof(line), "%s: %s: field \"%s\" is %s: %s; %s", im->name, where, key,
-                 sval_text(v, val, sizeof(val)), why, then);
-    for (char *c = line; *c != '\0'; c++) /* one printable line, whatever the file holds */
-        if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            *c = '?';
-    const char *k = snapshot_intern(im->snap, key), *t = snapshot_intern(im->snap, line);
-    if (k == NULL || t == NULL)
-        return oom(im);
-    im->warned[im->warned_len++] = (struct warned){k, t, 1};
-    return 0;
-}
-
-/* Moves the warnings into the model, each with how many records it stands for. */
-static int
-publish_warnings(struct imp *im)
-{
-    if (im->warned_len == 0)
-        return 0;
-    struct snapshot *snap = im->snap;
-    snap->warnings = calloc(im->warned_len, sizeof(*snap->warnings));
-    if (snap->warnings == NULL)
-        return oom(im);
-    for (size_t i = 0; i < im->warned_len; i++) {
-        const struct warned *w = &im->warned[i];
-        char line[600];
-        if (w->count > 1)
-            snprintf(line, sizeof(line), "%s (and in %zu more records)", w->text, w->count - 1);
-        else
-            snprintf(line, sizeof(line), "%s", w->text);
-        if ((snap->warnings[i] = snapshot_intern(snap, line)) == NULL)
-            return oom(im);
-        snap->warning_count = i + 1;
-    }
-    return 0;
-}
-
-/* ---- Scalar fields. Each reader returns F_OK, F_ABSENT (absent or None: the caller's default)
- * or F_BAD (warned with `then`), or a negative error. */
-enum { F_OK = 0, F_ABSENT = 1, F_BAD = 2 };
-
-/* The integer a value holds, as sign and magnitude. Bools count, as in Python; so do whole
- * floats, which JSON tools write for integers (1e3, 1024.0). */
-static bool
-integer_of(const struct sval *v, bool *neg, uint64_t *mag, const char **why)
-{
-    switch (v->type) {
-    case SVAL_BOOL:
-        *neg = false;
-        *mag = v->u.b;
-        return true;
-    case SVAL_INT:
-        *neg = v->u.i < 0;
-        *mag = *neg ? (uint64_t)(-(v->u.i + 1)) + 1 : (uint64_t)v->u.i;
-        return true;
-    case SVAL_UINT:
-        *neg = false;
-        *mag = v->u.u;
-        return true;
-    case SVAL_FLOAT:
-        if (isfinite(v->u.f) && v->u.f == floor(v->u.f) && fabs(v->u.f) < 0x1p64) {
-            *neg = v->u.f < 0;
-            *mag = (uint64_t)fabs(v->u.f);
-            return true;
-        }
-        *why = !isfinite(v->u.f) || fabs(v->u.f) >= 0x1p64 ? "not a 64-bit integer"
-                                                           : "not a whole number";
-        return false;
-    case SVAL_BIGINT:
-        *why = "wider than 64 bits";
-        return false;
-    default:
-        *why = "not an integer";
-        return false;
-    }
-}
-
-/* How an unsigned field reads a value. */
-enum kind {
-    K_BITS,  /* any 64-bit pattern: addresses and streams (PyTorch writes pointers as int64),
-              * an OOM's request (any size_t; SIZE_MAX is written as -1, as cuprof writes it) */
-    K_BYTES, /* sizes: 0..SNAP_MAX_BYTES */
-};
-
-static int
-field_u64(struct imp *im, const char *where, const struct sval *d, const char *key, enum kind k,
-          const char *then, uint64_t *out)
-{
-    const struct sval *v = sval_get(d, key);
-    if (v == NULL || v->type == SVAL_NONE)
-        return F_ABSENT;
-    const char *why = NULL;
-    bool neg = false;
-    uint64_t mag = 0;
-    if (integer_of(v, &neg, &mag, &why)) {
-        if (k == K_BITS && (!neg || mag <= (uint64_t)INT64_MAX + 1)) {
-            *out = neg ? 0 - mag : mag;
-            return F_OK;
-        }
-        if (!neg && mag <= SNAP_MAX_BYTES) {
-            *out = mag;
-            return F_OK;
-        }
-        why = neg ? "negative" : "larger than any memory (2^57 bytes)";
-    }
-    int rc = warn(im, where, key, v, why, then);
-    return rc < 0 ? rc : F_BAD;
-}
-
-static int
-field_i64(struct imp *im, const char *where, const struct sval *d, const char *key, int64_t lo,
-          int64_t hi, const char *then, int64_t *out)
-{
-    const struct sval *v = sval_get(d, key);
-    if (v == NULL || v->type == SVAL_NONE)
-        return F_ABSENT;
-    const char *why = NULL;
-    bool neg = false;
-    uint64_t mag = 0;
-    if (integer_of(v, &neg, &mag, &why)) {
-        why = "out of range";
-        if (mag <= INT64_MAX || (neg && mag == (uint64_t)INT64_MAX + 1)) {
-            int64_t x = !neg ? (int64_t)mag : mag > INT64_MAX ? INT64_MIN : -(int64_t)mag;
-            if (x >= lo && x <= hi) {
-                *out = x;
-                return F_OK;
-            }
-            if (x < 0 && lo >= 0)
-                why = "negative";
-        }
-    }
-    int rc = warn(im, where, key, v, why, then);
-    return rc < 0 ? rc : F_BAD;
-}
-
-static int
-field_str(struct imp *im, const char *where, const struct sval *d, const char *key,
-          const char *then, const char **out)
-{
-    const struct sval *v = sval_get(d, key);
-    if (v == NULL || v->type == SVAL_NONE)
-        return F_ABSENT;
-    if (v->type == SVAL_STR) {
-        *out = v->u.s;
-        return F_OK;
-    }
-    int rc = warn(im, where, key, v, "not a string", then);
-    return rc < 0 ? rc : F_BAD;
-}
-
-static int
-field_bool(struct imp *im, const char *where, const struct sval *d, const char *key, bool *out)
-{
-    int64_t v = 0;
-    int rc = field_i64(im, where, d, key, INT64_MIN, INT64_MAX, "ignored", &v);
-    if (rc == F_OK)
-        *out = v != 0;
-    return rc;
-}
-
 /* ---- Frames and stacks: cosmetic, so nothing in them refuses a record. */
 
 /* A frame's line: 1..INT32_MAX (CPython's line numbers are C ints), else unknown. PyTorch writes
@@ -300,7 +109,7 @@ frame_line(struct imp *im, const char *where, const struct sval *f, int64_t *lin
     const char *why = "not a line number";
     bool neg = false;
     uint64_t mag = 0;
-    if (integer_of(v, &neg, &mag, &why)) {
+    if (snapshot_field_integer(v, &neg, &mag, &why)) {
         if (!neg && mag <= INT32_MAX) {
             *line = (int64_t)mag;
             return 0;
@@ -309,7 +118,7 @@ frame_line(struct imp *im, const char *where, const struct sval *f, int64_t *lin
             return 0;
         why = "not a line number";
     }
-    int rc = warn(im, where, "line", v, why, "read as unknown");
+    int rc = snapshot_field_warn(&im->f, where, "line", v, why, "read as unknown");
     return rc < 0 ? rc : 0;
 }
 
@@ -320,13 +129,14 @@ import_frame(struct imp *im, const char *where, const struct sval *f, uint32_t *
     int64_t line = SNAP_LINE_UNKNOWN;
     int rc;
     if (f->type != SVAL_DICT) {
-        if ((rc = warn(im, where, "frames", f, "a frame that is not a dict", "read as ??")) < 0)
+        if ((rc = snapshot_field_warn(&im->f, where, "frames", f, "a frame that is not a dict",
+                                      "read as ??")) < 0)
             return rc;
     } else {
         if (cache_get(im, f->u.seq, index))
             return 0;
-        if ((rc = field_str(im, where, f, "name", "read as ??", &name)) < 0 ||
-            (rc = field_str(im, where, f, "filename", "read as ??", &filename)) < 0 ||
+        if ((rc = snapshot_field_str(&im->f, where, f, "name", "read as ??", &name)) < 0 ||
+            (rc = snapshot_field_str(&im->f, where, f, "filename", "read as ??", &filename)) < 0 ||
             (rc = frame_line(im, where, f, &line)) < 0)
             return rc;
     }
@@ -344,7 +154,8 @@ import_stack(struct imp *im, const char *where, const struct sval *frames, uint3
     if (frames == NULL || frames->type == SVAL_NONE)
         return 0;
     if (frames->type != SVAL_LIST && frames->type != SVAL_TUPLE) {
-        int rc = warn(im, where, "frames", frames, "not a list", "read as no stack");
+        int rc =
+            snapshot_field_warn(&im->f, where, "frames", frames, "not a list", "read as no stack");
         return rc < 0 ? rc : 0;
     }
     size_t n = sval_len(frames);
@@ -401,34 +212,37 @@ import_block(struct imp *im, const char *where, const struct sval *b, uint64_t s
     if (b->type != SVAL_DICT)
         return fail(im, -CUPROF_EFORMAT, "%s: %s, expected dict", where, sval_type_name(b));
     *blk = (struct snap_block){.addr = seg_addr + offset};
-    int rc = field_u64(im, where, b, "size", K_BYTES, SKIP_SEGMENT, &blk->size);
-    if (rc == F_ABSENT && (rc = warn(im, where, "size", NULL, "", SKIP_SEGMENT)) == 0)
-        rc = F_BAD;
-    if (rc != F_OK)
+    int rc = snapshot_field_u64(&im->f, where, b, "size", FIELD_BYTES, SKIP_SEGMENT, &blk->size);
+    if (rc == FIELD_ABSENT &&
+        (rc = snapshot_field_warn(&im->f, where, "size", NULL, "", SKIP_SEGMENT)) == 0)
+        rc = FIELD_BAD;
+    if (rc != FIELD_OK)
         return rc < 0 ? rc : 1;
-    if ((rc = field_u64(im, where, b, "address", K_BITS, "ignored; placed after the previous block",
-                        &blk->addr)) < 0)
+    if ((rc = snapshot_field_u64(&im->f, where, b, "address", FIELD_BITS,
+                                 "ignored; placed after the previous block", &blk->addr)) < 0)
         return rc;
     /* PyTorch 1.13/2.0 blocks: no address and no frames, but an optional history list. */
     const struct sval *hist = sval_at(sval_get(b, "history"), 0);
     if (hist != NULL && hist->type != SVAL_DICT)
         hist = NULL;
     const char *used = "ignored; the block size is used";
-    rc = field_u64(im, where, b, "requested_size", K_BYTES, used, &blk->requested_size);
-    if (rc == F_ABSENT && hist != NULL)
-        rc = field_u64(im, where, hist, "real_size", K_BYTES, used, &blk->requested_size);
+    rc = snapshot_field_u64(&im->f, where, b, "requested_size", FIELD_BYTES, used,
+                            &blk->requested_size);
+    if (rc == FIELD_ABSENT && hist != NULL)
+        rc = snapshot_field_u64(&im->f, where, hist, "real_size", FIELD_BYTES, used,
+                                &blk->requested_size);
     if (rc < 0)
         return rc;
-    if (rc != F_OK)
+    if (rc != FIELD_OK)
         blk->requested_size = blk->size;
     const char *state = "inactive";
-    if ((rc = field_str(im, where, b, "state", "read as inactive", &state)) < 0)
+    if ((rc = snapshot_field_str(&im->f, where, b, "state", "read as inactive", &state)) < 0)
         return rc;
     int st = parse_state(state);
     if (st < 0) {
         const struct sval *v = sval_get(b, "state");
-        if ((rc = warn(im, where, "state", v, "not a block state cuprof knows",
-                       "read as inactive")) < 0)
+        if ((rc = snapshot_field_warn(&im->f, where, "state", v, "not a block state cuprof knows",
+                                      "read as inactive")) < 0)
             return rc;
         st = BLOCK_INACTIVE;
     }
@@ -437,8 +251,9 @@ import_block(struct imp *im, const char *where, const struct sval *b, uint64_t s
      * stale, PyTorch keeps it). */
     if (st != BLOCK_INACTIVE && blk->requested_size > blk->size) {
         const struct sval *v = sval_get(b, "requested_size");
-        if ((rc = warn(im, where, "requested_size", v != NULL ? v : sval_get(hist, "real_size"),
-                       "larger than the block", used)) < 0)
+        if ((rc = snapshot_field_warn(&im->f, where, "requested_size",
+                                      v != NULL ? v : sval_get(hist, "real_size"),
+                                      "larger than the block", used)) < 0)
             return rc;
         blk->requested_size = blk->size;
     }
@@ -462,17 +277,20 @@ import_segment(struct imp *im, size_t i, const struct sval *s)
     struct snap_segment seg = {0};
     int64_t device = 0;
     const char *type = NULL, *pool = NULL;
-    int rc = field_i64(im, where, s, "device", 0, SNAPSHOT_MAX_DEVICES - 1, SKIP_SEGMENT, &device);
-    if (rc == F_OK || rc == F_ABSENT) {
-        rc = field_u64(im, where, s, "address", K_BITS, SKIP_SEGMENT, &seg.addr);
-        if (rc == F_ABSENT && (rc = warn(im, where, "address", NULL, "", SKIP_SEGMENT)) == 0)
-            rc = F_BAD;
+    int rc = snapshot_field_i64(&im->f, where, s, "device", 0, SNAPSHOT_MAX_DEVICES - 1,
+                                SKIP_SEGMENT, &device);
+    if (rc == FIELD_OK || rc == FIELD_ABSENT) {
+        rc = snapshot_field_u64(&im->f, where, s, "address", FIELD_BITS, SKIP_SEGMENT, &seg.addr);
+        if (rc == FIELD_ABSENT &&
+            (rc = snapshot_field_warn(&im->f, where, "address", NULL, "", SKIP_SEGMENT)) == 0)
+            rc = FIELD_BAD;
     }
-    if (rc != F_OK)
+    if (rc != FIELD_OK)
         return rc < 0 ? rc : 0;
-    if ((rc = field_u64(im, where, s, "stream", K_BITS, "read as 0", &seg.stream)) < 0 ||
-        (rc = field_str(im, where, s, "segment_type", "ignored", &type)) < 0 ||
-        (rc = field_str(im, where, s, "cuprof_pool", "ignored", &pool)) < 0)
+    if ((rc = snapshot_field_u64(&im->f, where, s, "stream", FIELD_BITS, "read as 0",
+                                 &seg.stream)) < 0 ||
+        (rc = snapshot_field_str(&im->f, where, s, "segment_type", "ignored", &type)) < 0 ||
+        (rc = snapshot_field_str(&im->f, where, s, "cuprof_pool", "ignored", &pool)) < 0)
         return rc;
     seg.device = (int32_t)device;
     seg.is_small = type != NULL && strcmp(type, "small") == 0;
@@ -483,7 +301,8 @@ import_segment(struct imp *im, size_t i, const struct sval *s)
         bool neg;
         uint64_t mag;
         const char *why;
-        if (integer_of(sval_at(pid, k), &neg, &mag, &why)) /* MempoolId: two 64-bit ids */
+        if (snapshot_field_integer(sval_at(pid, k), &neg, &mag,
+                                   &why)) /* MempoolId: two 64-bit ids */
             memcpy(&seg.pool_id[k], &(uint64_t){neg ? 0 - mag : mag}, sizeof(uint64_t));
     }
     if (pool != NULL && parse_pool(pool) >= 0)
@@ -507,24 +326,27 @@ import_segment(struct imp *im, size_t i, const struct sval *s)
             return rc < 0 ? rc : 0;
         offset += im->blocks[b].size;
         if (offset > SNAP_MAX_BYTES) {
-            rc = warn(im, where, "blocks", blocks, "sizes that sum past 2^57 bytes", SKIP_SEGMENT);
+            rc = snapshot_field_warn(&im->f, where, "blocks", blocks,
+                                     "sizes that sum past 2^57 bytes", SKIP_SEGMENT);
             return rc < 0 ? rc : 0;
         }
     }
     const char *sum = "ignored; the sum of its blocks is used";
-    rc =
-        field_u64(im, where, s, "total_size", K_BYTES, n > 0 ? sum : SKIP_SEGMENT, &seg.total_size);
+    rc = snapshot_field_u64(&im->f, where, s, "total_size", FIELD_BYTES, n > 0 ? sum : SKIP_SEGMENT,
+                            &seg.total_size);
     if (rc < 0)
         return rc;
-    if (n == 0 && rc != F_OK) {
-        if (rc == F_ABSENT && (rc = warn(im, where, "total_size", NULL, "", SKIP_SEGMENT)) < 0)
+    if (n == 0 && rc != FIELD_OK) {
+        if (rc == FIELD_ABSENT &&
+            (rc = snapshot_field_warn(&im->f, where, "total_size", NULL, "", SKIP_SEGMENT)) < 0)
             return rc;
         return 0;
     }
-    if (n > 0 && rc == F_OK && seg.total_size != offset) {
+    if (n > 0 && rc == FIELD_OK && seg.total_size != offset) {
         char why[80];
         snprintf(why, sizeof(why), "its blocks sum to %" PRIu64, offset);
-        if ((rc = warn(im, where, "total_size", sval_get(s, "total_size"), why, sum)) < 0)
+        if ((rc = snapshot_field_warn(&im->f, where, "total_size", sval_get(s, "total_size"), why,
+                                      sum)) < 0)
             return rc;
     }
     if (n > 0)
@@ -544,8 +366,8 @@ import_segment(struct imp *im, size_t i, const struct sval *s)
     if (im->reserved == NULL && (im->reserved = calloc(SNAPSHOT_MAX_DEVICES, 8)) == NULL)
         return oom(im);
     if (seg.total_size > SNAP_MAX_BYTES - im->reserved[device]) {
-        rc = warn(im, where, "total_size", sval_get(s, "total_size"),
-                  "the device's segments sum past 2^57 bytes", SKIP_SEGMENT);
+        rc = snapshot_field_warn(&im->f, where, "total_size", sval_get(s, "total_size"),
+                                 "the device's segments sum past 2^57 bytes", SKIP_SEGMENT);
         return rc < 0 ? rc : 0;
     }
     im->reserved[device] += seg.total_size;
@@ -578,38 +400,42 @@ import_entry(struct imp *im, size_t d, size_t i, const struct sval *t)
     if (t->type != SVAL_DICT)
         return fail(im, -CUPROF_EFORMAT, "%s: %s, expected dict", where, sval_type_name(t));
     const char *action = NULL, *label = NULL, *pool = NULL;
-    int rc = field_str(im, where, t, "action", SKIP_ENTRY, &action);
-    if (rc == F_ABSENT)
-        rc = warn(im, where, "action", NULL, "", SKIP_ENTRY);
+    int rc = snapshot_field_str(&im->f, where, t, "action", SKIP_ENTRY, &action);
+    if (rc == FIELD_ABSENT)
+        rc = snapshot_field_warn(&im->f, where, "action", NULL, "", SKIP_ENTRY);
     if (action == NULL)
         return rc < 0 ? rc : 0;
     int a = parse_action(action);
     if (a < 0) { /* an action from a newer PyTorch */
-        rc = warn(im, where, "action", sval_get(t, "action"), "an action cuprof does not know",
-                  SKIP_ENTRY);
+        rc = snapshot_field_warn(&im->f, where, "action", sval_get(t, "action"),
+                                 "an action cuprof does not know", SKIP_ENTRY);
         return rc < 0 ? rc : 0;
     }
     struct snap_entry e = {.action = (uint8_t)a};
-    rc = field_u64(im, where, t, "addr", K_BITS, SKIP_ENTRY, &e.addr);
-    if (rc == F_ABSENT && a != TRACE_OOM &&
-        (rc = warn(im, where, "addr", NULL, "", SKIP_ENTRY)) == 0)
-        rc = F_BAD;
-    if (rc == F_OK || rc == F_ABSENT)
-        rc =
-            field_u64(im, where, t, "size", a == TRACE_OOM ? K_BITS : K_BYTES, SKIP_ENTRY, &e.size);
-    if (rc != F_OK && rc != F_ABSENT)
+    rc = snapshot_field_u64(&im->f, where, t, "addr", FIELD_BITS, SKIP_ENTRY, &e.addr);
+    if (rc == FIELD_ABSENT && a != TRACE_OOM &&
+        (rc = snapshot_field_warn(&im->f, where, "addr", NULL, "", SKIP_ENTRY)) == 0)
+        rc = FIELD_BAD;
+    if (rc == FIELD_OK || rc == FIELD_ABSENT)
+        rc = snapshot_field_u64(&im->f, where, t, "size", a == TRACE_OOM ? FIELD_BITS : FIELD_BYTES,
+                                SKIP_ENTRY, &e.size);
+    if (rc != FIELD_OK && rc != FIELD_ABSENT)
         return rc < 0 ? rc : 0;
-    if ((rc = field_u64(im, where, t, "device_free", K_BITS, "ignored", &e.device_free)) < 0 ||
-        (rc = field_u64(im, where, t, "stream", K_BITS, "read as 0", &e.stream)) < 0)
+    if ((rc = snapshot_field_u64(&im->f, where, t, "device_free", FIELD_BITS, "ignored",
+                                 &e.device_free)) < 0 ||
+        (rc = snapshot_field_u64(&im->f, where, t, "stream", FIELD_BITS, "read as 0", &e.stream)) <
+            0)
         return rc;
     /* Unix-epoch microseconds; the bound keeps every difference of two times in an int64. */
-    rc = field_i64(im, where, t, "time_us", INT64_MIN / 4, INT64_MAX / 4, "ignored", &e.time_us);
+    rc = snapshot_field_i64(&im->f, where, t, "time_us", INT64_MIN / 4, INT64_MAX / 4, "ignored",
+                            &e.time_us);
     if (rc < 0)
         return rc;
-    e.has_time = rc == F_OK;
-    if ((rc = field_str(im, where, t, "user_metadata", "ignored", &label)) < 0 ||
-        (label == NULL && (rc = field_str(im, where, t, "label", "ignored", &label)) < 0) ||
-        (rc = field_str(im, where, t, "cuprof_pool", "ignored", &pool)) < 0)
+    e.has_time = rc == FIELD_OK;
+    if ((rc = snapshot_field_str(&im->f, where, t, "user_metadata", "ignored", &label)) < 0 ||
+        (label == NULL &&
+         (rc = snapshot_field_str(&im->f, where, t, "label", "ignored", &label)) < 0) ||
+        (rc = snapshot_field_str(&im->f, where, t, "cuprof_pool", "ignored", &pool)) < 0)
         return rc;
     if (label != NULL && (label[0] != '\0' || a == TRACE_ANNOTATE))
         e.label = label;
@@ -626,15 +452,14 @@ import_entry(struct imp *im, size_t d, size_t i, const struct sval *t)
 
 /* PyTorch writes SIZE_MAX ("no limit") as -1; Python code may write it as 2^64-1. */
 static int
-size_max_field(struct imp *im, const char *where, const struct sval *d, const char *key,
+size_max_field(struct imp *im, const char *where, const char *key, const struct sval *v,
                int64_t *out)
 {
-    const struct sval *v = sval_get(d, key);
     if (v != NULL && v->type == SVAL_UINT && v->u.u == UINT64_MAX) {
         *out = -1;
-        return F_OK;
+        return FIELD_OK;
     }
-    return field_i64(im, where, d, key, -1, INT64_MAX, "ignored", out);
+    return snapshot_field_i64_value(&im->f, where, key, v, -1, INT64_MAX, "ignored", out);
 }
 
 static int
@@ -642,38 +467,41 @@ import_settings(struct imp *im, const struct sval *a)
 {
     const char *w = "allocator_settings";
     if (a->type != SVAL_DICT) {
-        int rc = warn(im, "snapshot", w, a, "not a dict", "ignored");
+        int rc = snapshot_field_warn(&im->f, "snapshot", w, a, "not a dict", "ignored");
         return rc < 0 ? rc : 0;
     }
     struct snap_allocator_settings *s = &im->snap->allocator_settings;
     im->snap->has_allocator_settings = true;
     int64_t v = 0;
     int rc;
-    if ((rc = field_str(im, w, a, "PYTORCH_CUDA_ALLOC_CONF", "ignored", &s->alloc_conf)) < 0 ||
-        (rc = size_max_field(im, w, a, "max_split_size", &s->max_split_size)) < 0 ||
-        (rc = field_i64(im, w, a, "pinned_num_register_threads", 0, INT32_MAX, "ignored",
-                        &s->pinned_num_register_threads)) < 0 ||
-        (rc = field_bool(im, w, a, "expandable_segments", &s->expandable_segments)) < 0 ||
-        (rc = field_bool(im, w, a, "release_lock_on_cudamalloc", &s->release_lock_on_cudamalloc)) <
+    if ((rc = snapshot_field_str(&im->f, w, a, "PYTORCH_CUDA_ALLOC_CONF", "ignored",
+                                 &s->alloc_conf)) < 0 ||
+        (rc = size_max_field(im, w, "max_split_size", sval_get(a, "max_split_size"),
+                             &s->max_split_size)) < 0 ||
+        (rc = snapshot_field_i64(&im->f, w, a, "pinned_num_register_threads", 0, INT32_MAX,
+                                 "ignored", &s->pinned_num_register_threads)) < 0 ||
+        (rc = snapshot_field_bool(&im->f, w, a, "expandable_segments", &s->expandable_segments)) <
             0 ||
-        (rc = field_bool(im, w, a, "pinned_use_cuda_host_register",
-                         &s->pinned_use_cuda_host_register)) < 0)
+        (rc = snapshot_field_bool(&im->f, w, a, "release_lock_on_cudamalloc",
+                                  &s->release_lock_on_cudamalloc)) < 0 ||
+        (rc = snapshot_field_bool(&im->f, w, a, "pinned_use_cuda_host_register",
+                                  &s->pinned_use_cuda_host_register)) < 0)
         return rc;
     const struct sval *g = sval_get(a, "garbage_collection_threshold");
     if (g != NULL && g->type == SVAL_FLOAT && isfinite(g->u.f))
         s->garbage_collection_threshold = g->u.f;
     else if (g != NULL && g->type == SVAL_INT)
         s->garbage_collection_threshold = (double)g->u.i;
-    else if (g != NULL &&
-             (rc = warn(im, w, "garbage_collection_threshold", g, "not a number", "ignored")) < 0)
+    else if (g != NULL && (rc = snapshot_field_warn(&im->f, w, "garbage_collection_threshold", g,
+                                                    "not a number", "ignored")) < 0)
         return rc;
     const struct sval *r = sval_get(a, "roundup_power2_divisions");
     for (int i = 0; i < 16 && r != NULL && r->type == SVAL_DICT; i++) {
         char key[8];
         snprintf(key, sizeof(key), "%d", 1 << i);
-        if ((rc = field_i64(im, w, r, key, 0, UINT32_MAX, "ignored", &v)) < 0)
+        if ((rc = snapshot_field_i64(&im->f, w, r, key, 0, UINT32_MAX, "ignored", &v)) < 0)
             return rc;
-        if (rc == F_OK)
+        if (rc == FIELD_OK)
             s->roundup_power2_divisions[i] = (uint32_t)v;
     }
     return 0;
@@ -686,7 +514,8 @@ import_stats(struct imp *im, size_t d, const struct sval *st)
     char w[48];
     snprintf(w, sizeof(w), "cuprof.stats[%zu]", d);
     if (st->type != SVAL_DICT) {
-        int rc = warn(im, "snapshot", "cuprof.stats", st, "not a dict", "ignored");
+        int rc =
+            snapshot_field_warn(&im->f, "snapshot", "cuprof.stats", st, "not a dict", "ignored");
         return rc < 0 ? rc : 0;
     }
     size_t n = st->u.seq->len, used = 0;
@@ -700,10 +529,10 @@ import_stats(struct imp *im, size_t d, const struct sval *st)
         if (k->type != SVAL_STR)
             continue;
         if (strcmp(k->u.s, "max_split_size") == 0)
-            rc = size_max_field(im, w, st, k->u.s, &v);
+            rc = size_max_field(im, w, k->u.s, k + 1, &v);
         else
-            rc = field_i64(im, w, st, k->u.s, 0, INT64_MAX, "ignored", &v);
-        if (rc == F_OK)
+            rc = snapshot_field_i64_value(&im->f, w, k->u.s, k + 1, 0, INT64_MAX, "ignored", &v);
+        if (rc == FIELD_OK)
             kv[used++] = (struct snap_stat){k->u.s, v};
     }
     if (rc >= 0 && snapshot_set_stats(im->snap, d, kv, used) != 0)
@@ -718,22 +547,25 @@ import_cuprof(struct imp *im, const struct sval *c)
     const char *w = "cuprof";
     struct snapshot *snap = im->snap;
     if (c->type != SVAL_DICT) {
-        int rc = warn(im, "snapshot", w, c, "not a dict", "ignored");
+        int rc = snapshot_field_warn(&im->f, "snapshot", w, c, "not a dict", "ignored");
         return rc < 0 ? rc : 0;
     }
     snap->cuprof.present = true;
     int rc;
-    if ((rc = field_str(im, w, c, "version", "ignored", &snap->cuprof.version)) < 0 ||
-        (rc = field_str(im, w, c, "mode", "ignored", &snap->cuprof.mode)) < 0 ||
-        (rc = field_str(im, w, c, "host", "ignored", &snap->cuprof.host)) < 0 ||
-        (rc = field_i64(im, w, c, "pid", INT64_MIN, INT64_MAX, "ignored", &snap->cuprof.pid)) < 0 ||
-        (rc = field_i64(im, w, c, "rank", -1, INT64_MAX, "ignored", &snap->cuprof.rank)) < 0)
+    if ((rc = snapshot_field_str(&im->f, w, c, "version", "ignored", &snap->cuprof.version)) < 0 ||
+        (rc = snapshot_field_str(&im->f, w, c, "mode", "ignored", &snap->cuprof.mode)) < 0 ||
+        (rc = snapshot_field_str(&im->f, w, c, "host", "ignored", &snap->cuprof.host)) < 0 ||
+        (rc = snapshot_field_i64(&im->f, w, c, "pid", INT64_MIN, INT64_MAX, "ignored",
+                                 &snap->cuprof.pid)) < 0 ||
+        (rc = snapshot_field_i64(&im->f, w, c, "rank", -1, INT64_MAX, "ignored",
+                                 &snap->cuprof.rank)) < 0)
         return rc;
     const struct sval *cfg = sval_get(c, "config");
     for (uint32_t i = 0; cfg != NULL && cfg->type == SVAL_DICT && i < cfg->u.seq->len; i++) {
         const struct sval *k = &cfg->u.seq->items[2 * i], *v = k + 1;
         if (k->type != SVAL_STR || v->type != SVAL_STR) {
-            if ((rc = warn(im, w, "config", v, "not a dict of strings", "entry ignored")) < 0)
+            if ((rc = snapshot_field_warn(&im->f, w, "config", v, "not a dict of strings",
+                                          "entry ignored")) < 0)
                 return rc;
             continue;
         }
@@ -748,7 +580,8 @@ import_cuprof(struct imp *im, const struct sval *c)
     for (size_t i = 0; i < argc; i++) {
         if (sval_at(argv, i)->type == SVAL_STR)
             args[used++] = sval_at(argv, i)->u.s;
-        else if ((rc = warn(im, w, "argv", sval_at(argv, i), "not a string", "ignored")) < 0)
+        else if ((rc = snapshot_field_warn(&im->f, w, "argv", sval_at(argv, i), "not a string",
+                                           "ignored")) < 0)
             break;
     }
     rc = rc < 0 ? rc : snapshot_set_argv(snap, args, used) != 0 ? oom(im) : 0;
@@ -765,9 +598,9 @@ import_cuprof(struct imp *im, const struct sval *c)
         bool neg = false;
         uint64_t n = 0;
         const char *why = "negative";
-        if (!integer_of(v, &neg, &n, &why) || neg || n > INT64_MAX) {
+        if (!snapshot_field_integer(v, &neg, &n, &why) || neg || n > INT64_MAX) {
             why = neg ? "negative" : n > INT64_MAX ? "out of range" : why;
-            if ((rc = warn(im, w, "dropped_entries", v, why, "read as 0")) < 0)
+            if ((rc = snapshot_field_warn(&im->f, w, "dropped_entries", v, why, "read as 0")) < 0)
                 return rc;
             n = 0;
         }
@@ -828,14 +661,17 @@ int
 snapshot_import(struct snapshot *snap, const struct sval *root, const char *name, char *err,
                 size_t err_len)
 {
-    struct imp im = {.snap = snap, .name = name, .err = err, .err_len = err_len};
+    struct imp im = {
+        .snap = snap, .err = err, .err_len = err_len, .f = {.snap = snap, .name = name}};
     int rc = import_all(&im, root);
     if (rc == 0)
-        rc = publish_warnings(&im);
+        rc = snapshot_field_publish(&im.f);
+    if (rc == -CUPROF_EHOSTMEM)
+        oom(&im);
     free(im.slots);
     free(im.frame_buf);
     free(im.blocks);
     free(im.reserved);
-    free(im.warned);
+    snapshot_field_free(&im.f);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include "allocator/allocator.h"
 #include "snapshot/json_reader.h"
 #include "snapshot/pickle_reader.h"
+#include "snapshot/snapshot_field.h"
 #include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_model.h"
 #include "snapshot/snapshot_read.h"
@@ -250,6 +251,25 @@ test_unusable_fields(void **state)
     snapshot_free(s);
 }
 
+/* Field names come from the file: past 32 of them, warnings are only counted. */
+static void
+test_warnings_are_bounded(void **state)
+{
+    (void)state;
+    char text[4096];
+    size_t n =
+        (size_t)snprintf(text, sizeof(text), "{\"segments\": [], \"cuprof\": {\"stats\": [{");
+    for (int i = 0; i < 40; i++)
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "%s\"k%d\": -1", i ? ", " : "", i);
+    snprintf(text + n, sizeof(text) - n, "}]}}");
+    struct snapshot *s = LOAD(text);
+    assert_int_equal(s->warning_count, SNAPSHOT_FIELD_MAX_WARNINGS + 1);
+    assert_non_null(strstr(s->warnings[SNAPSHOT_FIELD_MAX_WARNINGS],
+                           "odd.json: 8 more values in other fields could not be used"));
+    assert_int_equal(s->cuprof.stats_count[0], 0);
+    snapshot_free(s);
+}
+
 int
 main(void)
 {
@@ -257,6 +277,7 @@ main(void)
         cmocka_unit_test(test_pickle_ints),
         cmocka_unit_test(test_json_numbers),
         cmocka_unit_test(test_unusable_fields),
+        cmocka_unit_test(test_warnings_are_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
