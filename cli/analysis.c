@@ -68,7 +68,8 @@ map_total(const struct addr_map *map)
     uint64_t total = 0;
     for (size_t i = 0; i < map->cap; i++)
         if (map->slots[i].addr != 0)
-            total += map->slots[i].size;
+            total =
+                map->slots[i].size > UINT64_MAX - total ? UINT64_MAX : total + map->slots[i].size;
     return total;
 }
 
@@ -80,13 +81,13 @@ apply(struct addr_map *map, const struct snap_entry *e, int64_t *delta)
     *delta = 0;
     if (e->action == TRACE_ALLOC) {
         if (addr_map_remove(map, e->addr, &old))
-            *delta -= (int64_t)old.size;
+            *delta = -cli_i64(old.size);
         if (addr_map_put(map, e->addr, e->size, e->stack) != 0)
             return -1;
-        *delta += (int64_t)e->size;
+        *delta = cli_add_i64(*delta, cli_i64(e->size));
     } else if (e->action == TRACE_FREE_COMPLETED) {
         if (addr_map_remove(map, e->addr, &old))
-            *delta -= (int64_t)old.size;
+            *delta = -cli_i64(old.size);
     }
     return 0;
 }
@@ -97,10 +98,10 @@ reserved_delta(const struct snap_entry *e)
     switch (e->action) {
     case TRACE_SEGMENT_ALLOC:
     case TRACE_SEGMENT_MAP:
-        return (int64_t)e->size;
+        return cli_i64(e->size);
     case TRACE_SEGMENT_FREE:
     case TRACE_SEGMENT_UNMAP:
-        return -(int64_t)e->size;
+        return -cli_i64(e->size);
     default:
         return 0;
     }
@@ -148,12 +149,12 @@ analysis_run(const struct snapshot *snap, size_t device, bool series, struct dev
         return -1;
     }
     /* Reserved bytes at the first entry: the final segments minus what the trace added. */
-    int64_t reserved = (int64_t)out->table_reserved;
+    int64_t reserved = cli_i64(out->table_reserved);
     for (size_t i = 0; i < t->count; i++)
-        reserved -= reserved_delta(&t->entries[i]);
+        reserved = cli_add_i64(reserved, -reserved_delta(&t->entries[i]));
     if (reserved < 0)
         reserved = 0;
-    int64_t live = (int64_t)map_total(&map);
+    int64_t live = cli_i64(map_total(&map));
     out->start_live = (uint64_t)live;
     out->start_reserved = (uint64_t)reserved;
     out->mid_run = t->dropped > 0 || live > 0 || reserved > 0;
@@ -179,8 +180,8 @@ analysis_run(const struct snapshot *snap, size_t device, bool series, struct dev
             analysis_free(out);
             return -1;
         }
-        live += d;
-        reserved += reserved_delta(e);
+        live = cli_add_i64(live, d);
+        reserved = cli_add_i64(reserved, reserved_delta(e));
         if (reserved < 0)
             reserved = 0;
         if (e->action == TRACE_OOM)

@@ -43,6 +43,9 @@ cli_load(const char *path, struct snapshot **out)
                     strncmp(err, "cuprof: ", 8) == 0 ? err + 8 : err);
         return CLI_BADUSE;
     }
+    /* Fields the reader could not use: one line per field name, the rest of the file is read. */
+    for (size_t i = 0; i < (*out)->warning_count; i++)
+        fprintf(stderr, "cuprof: %s\n", (*out)->warnings[i]);
     return CLI_OK;
 }
 
@@ -96,6 +99,8 @@ cli_frame_text(const struct snapshot *snap, uint32_t frame, char *buf, size_t le
     const char *file = f->filename ? f->filename : "??";
     if (strcmp(file, "??") == 0 || file[0] == '\0')
         snprintf(buf, len, "%s", name);
+    else if (f->line == SNAP_LINE_UNKNOWN)
+        snprintf(buf, len, "%s (%s)", name, file);
     else
         snprintf(buf, len, "%s (%s:%" PRId64 ")", name, file, f->line);
 }

@@ -20,6 +20,22 @@ enum cli_exit {
     CLI_BADUSE = 2, /* bad usage or unreadable input */
 };
 
+/* Byte counts in signed arithmetic that saturates: a hostile snapshot (sizes near 2^57 added
+ * many times) gives absurd totals, never signed overflow. */
+static inline int64_t
+cli_i64(uint64_t v)
+{
+    return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+static inline int64_t
+cli_add_i64(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
 /* Reads a snapshot (pickle or JSON). On failure prints one line naming the file and returns
  * CLI_BADUSE; returns CLI_OK and sets *out otherwise. */
 __attribute__((warn_unused_result)) int cli_load(const char *path, struct snapshot **out);

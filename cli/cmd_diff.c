@@ -207,7 +207,7 @@ cmd_diff(int argc, char **argv)
     for (long i = 0, j = 0; i < na || j < nb;) {
         int cmp = i >= na ? 1 : j >= nb ? -1 : strcmp(sa[i].key, sb[j].key);
         struct diff_row r = {cmp <= 0 ? &sa[i] : NULL, cmp >= 0 ? &sb[j] : NULL, 0};
-        r.growth = (int64_t)(r.b ? r.b->bytes : 0) - (int64_t)(r.a ? r.a->bytes : 0);
+        r.growth = cli_add_i64(cli_i64(r.b ? r.b->bytes : 0), -cli_i64(r.a ? r.a->bytes : 0));
         rows[nr++] = r;
         i += cmp <= 0;
         j += cmp >= 0;
@@ -215,7 +215,7 @@ cmd_diff(int argc, char **argv)
     qsort(rows, nr, sizeof(*rows), cmp_growth);
     int64_t total = 0;
     for (size_t i = 0; i < nr; i++)
-        total += rows[i].growth;
+        total = cli_add_i64(total, rows[i].growth);
     char s1[32], s2[32], s3[32];
     if (json) {
         printf("{\"growth_bytes\": %" PRId64 ", \"sites\": [", total);
@@ -236,15 +236,16 @@ cmd_diff(int argc, char **argv)
         printf("]}\n");
     } else {
         printf("live bytes at the end: %s%s from %s to %s\n", total >= 0 ? "+" : "-",
-               cli_size((uint64_t)(total >= 0 ? total : -total), s1, sizeof(s1)), argv[optind],
-               argv[optind + 1]);
+               cli_size(total >= 0 ? (uint64_t)total : 0 - (uint64_t)total, s1, sizeof(s1)),
+               argv[optind], argv[optind + 1]);
         printf("by call site (largest growth first):\n");
         size_t shown = 0;
         for (size_t i = 0; i < nr && shown < top; i++) {
             if (rows[i].growth == 0)
                 continue;
             const struct diff_site *s = rows[i].b ? rows[i].b : rows[i].a;
-            uint64_t g = (uint64_t)(rows[i].growth > 0 ? rows[i].growth : -rows[i].growth);
+            uint64_t g =
+                rows[i].growth > 0 ? (uint64_t)rows[i].growth : 0 - (uint64_t)rows[i].growth;
             printf("  %s%s on device %zu (%s -> %s)\n", rows[i].growth > 0 ? "+" : "-",
                    cli_size(g, s1, sizeof(s1)), s->device,
                    cli_size(rows[i].a ? rows[i].a->bytes : 0, s2, sizeof(s2)),

@@ -1,5 +1,5 @@
-/* json_reader.h: reads a JSON snapshot (the same structure as the pickle) with jansson into the
- *   readers' value tree.
+/* json_reader.h: reads a JSON snapshot (the same structure as the pickle) into the readers' value
+ *   tree: integers of any size, Python's NaN/Infinity; hostile input gives a one-line error.
  * Locking: none: one reading thread.
  * Hot path: no. */
 #ifndef CUPROF_JSON_READER_H

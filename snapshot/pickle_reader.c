@@ -163,20 +163,81 @@ add_items(struct vm *vm, size_t first, bool dict)
     return 0;
 }
 
+/* Decimal text of the two's-complement little-endian integer p[0..n) (n <= BIG_TEXT_BYTES). */
+#define BIG_TEXT_BYTES 48
+static void
+big_text(const unsigned char *p, size_t n, char *out, size_t out_len)
+{
+    unsigned char mag[BIG_TEXT_BYTES];
+    bool neg = (p[n - 1] & 0x80u) != 0;
+    unsigned carry = 1;
+    for (size_t i = 0; i < n; i++) { /* magnitude: negate if negative */
+        unsigned b = neg ? (unsigned)(uint8_t)~p[i] + carry : p[i];
+        mag[i] = (unsigned char)b;
+        carry = neg ? b >> 8 : 0;
+    }
+    char digits[BIG_TEXT_BYTES * 3 + 2];
+    size_t nd = 0, top = n;
+    while (top > 0) { /* repeated division by 10, most significant byte first */
+        unsigned rem = 0;
+        for (size_t i = top; i-- > 0;) {
+            unsigned cur = (rem << 8) | mag[i];
+            mag[i] = (unsigned char)(cur / 10);
+            rem = cur % 10;
+        }
+        digits[nd++] = (char)('0' + rem);
+        while (top > 0 && mag[top - 1] == 0)
+            top--;
+    }
+    if (nd == 0)
+        digits[nd++] = '0';
+    size_t o = 0;
+    if (neg && o + 1 < out_len)
+        out[o++] = '-';
+    while (nd > 0 && o + 1 < out_len)
+        out[o++] = digits[--nd];
+    out[o] = '\0';
+}
+
+/* LONG1/LONG4: a Python int of any size, little-endian two's complement (CPython's
+ * encode_long). Values that fit int64 are SVAL_INT, [2^63, 2^64) SVAL_UINT (PyTorch writes an
+ * unknown size_t line as 2^64-1), anything wider SVAL_BIGINT: readable, and refused later only by
+ * the field that holds it. */
 static int
 long_value(struct vm *vm, uint64_t n)
 {
-    if (n > 8)
-        return fail(vm, -CUPROF_EFORMAT, "integer of %llu bytes does not fit in 64 bits",
-                    (unsigned long long)n);
-    int rc = need(vm, (size_t)n, "LONG");
+    int rc = need(vm, n > SIZE_MAX ? SIZE_MAX : (size_t)n, "LONG");
     if (rc != 0)
         return rc;
-    uint64_t u = le(vm->p, (size_t)n);
-    if (n > 0 && n < 8 && (vm->p[n - 1] & 0x80u))
-        u |= ~(uint64_t)0 << (8 * n); /* sign-extend */
+    const unsigned char *p = vm->p;
     vm->p += n;
-    return push(vm, (struct sval){.type = SVAL_INT, .u.i = (int64_t)u});
+    if (n == 0)
+        return push(vm, (struct sval){.type = SVAL_INT, .u.i = 0});
+    /* Drop sign-extension bytes CPython would not have written (a hand-made file might). */
+    size_t len = (size_t)n;
+    while (len > 1 && ((p[len - 1] == 0x00 && !(p[len - 2] & 0x80u)) ||
+                       (p[len - 1] == 0xff && (p[len - 2] & 0x80u))))
+        len--;
+    if (len <= 8) {
+        uint64_t u = le(p, len);
+        if (len < 8 && (p[len - 1] & 0x80u))
+            u |= ~(uint64_t)0 << (8 * len); /* sign-extend */
+        /* Two's complement to int64 without an implementation-defined conversion. */
+        int64_t i = u <= INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1;
+        return push(vm, (struct sval){.type = SVAL_INT, .u.i = i});
+    }
+    if (len == 9 && p[8] == 0x00)
+        return push(vm, (struct sval){.type = SVAL_UINT, .u.u = le(p, 8)});
+    char text[BIG_TEXT_BYTES * 3 + 32];
+    if (len <= BIG_TEXT_BYTES)
+        big_text(p, len, text, sizeof(text));
+    else
+        snprintf(text, sizeof(text), "a %s integer of %zu bytes",
+                 (p[len - 1] & 0x80u) ? "negative" : "positive", len);
+    const char *s = snapshot_intern(vm->strings, text);
+    if (s == NULL)
+        return fail(vm, -CUPROF_EHOSTMEM, "out of memory");
+    return push(vm, (struct sval){.type = SVAL_BIGINT, .u.s = s});
 }
 
 static int

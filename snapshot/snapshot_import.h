@@ -15,9 +15,13 @@
 /* Fills `snap` (fresh from snapshot_create(0); strings in `root` must live in its arena) from
  * `root`. Older layouts are completed as PyTorch's viewers do: block addresses from the segment
  * address plus earlier block sizes, requested sizes from `history[0].real_size` or the size,
- * segment sums from the blocks. Trace entries with an action cuprof does not know are skipped.
- * Returns 0, or -CUPROF_EFORMAT / -CUPROF_EHOSTMEM with one line in err naming the bad item. */
-__attribute__((warn_unused_result)) int
-snapshot_import(struct snapshot *snap, const struct sval *root, char *err, size_t err_len);
+ * segment sums from the blocks. A field whose value cannot be used adds one line to
+ * snap->warnings (once per field name, starting with `name`) and costs only the record that
+ * needs it: the segment for a block's size, the entry for an address; trace entries with an
+ * action cuprof does not know are skipped the same way. Returns 0, or -CUPROF_EFORMAT (a
+ * wrong shape, e.g. a segment that is not a dict) / -CUPROF_EHOSTMEM with one line in err. */
+__attribute__((warn_unused_result)) int snapshot_import(struct snapshot *snap,
+                                                        const struct sval *root, const char *name,
+                                                        char *err, size_t err_len);
 
 #endif

@@ -87,6 +87,7 @@ snapshot_free(struct snapshot *snap)
     free(snap->cuprof.stats);
     free(snap->cuprof.stats_count);
     free(snap->cuprof.dropped_entries);
+    free(snap->warnings);
     free(o->frame_table);
     free(o->stack_table);
     snapshot_arena_destroy(snap->arena);

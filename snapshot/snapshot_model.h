@@ -16,8 +16,14 @@
 struct snap_frame {
     const char *name;
     const char *filename;
-    int64_t line;
+    int64_t line; /* 1..INT32_MAX, or SNAP_LINE_UNKNOWN */
 };
+/* PyTorch's own "unknown" for C++ frames; the readers map size_t -1 and other impossible lines
+ * to it, so no writer or report ever shows 18446744073709551615. */
+#define SNAP_LINE_UNKNOWN 0
+/* No size in a snapshot can exceed the 57-bit virtual address space of 5-level paging: larger
+ * values are garbage, and refusing them keeps every sum cuprof forms far from 64-bit overflow. */
+#define SNAP_MAX_BYTES (UINT64_C(1) << 57)
 
 /* A stack is a run of frame indices, innermost first. stacks[0] is always the empty stack, so a
  * stack index of 0 means "frames: []". */
@@ -126,6 +132,11 @@ struct snapshot {
     bool has_allocator_settings;
     struct snap_allocator_settings allocator_settings;
     struct snap_cuprof cuprof;
+    /* Reading only: one line per field name the reader could not use, e.g. `run.pickle:
+     * segments[0].blocks[1]: field "size" is -5: not a size in bytes; segment skipped`. The
+     * command line prints them after "cuprof: ". */
+    const char **warnings;
+    size_t warning_count;
     struct snapshot_arena *arena; /* owns every string and array above */
 };
 

@@ -46,7 +46,7 @@ snapshot_read_mem(const void *data, size_t len, const char *name, struct snapsho
         rc = pickle ? pickle_read(p, len, tree, snap, &root, msg, sizeof(msg))
                     : json_read(p, len, tree, snap, &root, msg, sizeof(msg));
         if (rc == 0)
-            rc = snapshot_import(snap, &root, msg, sizeof(msg));
+            rc = snapshot_import(snap, &root, name, msg, sizeof(msg));
     }
     snapshot_arena_destroy(tree);
     if (rc != 0) {

@@ -12,7 +12,10 @@
 /* On success *out is a new model (free with snapshot_free) and 0 is returned. On failure returns
  * -CUPROF_EIO, -CUPROF_EFORMAT or -CUPROF_EHOSTMEM and writes one line naming the file and the
  * problem into err, e.g. `run.pickle: byte 1234: truncated pickle (string of 99 bytes)`; callers
- * print it after "cuprof: ". */
+ * print it after "cuprof: ". A file is refused only for its bytes or its shape (a segment that
+ * is not a dict); a field whose value cannot be used (a size past 2^57, a negative counter, an
+ * int past 64 bits where cuprof needs one) is named once in (*out)->warnings, and only the record
+ * that needs it is dropped. Python ints of any size are read. */
 __attribute__((warn_unused_result)) int snapshot_read_file(const char *path, struct snapshot **out,
                                                            char *err, size_t err_len);
 /* The same from memory; `name` stands for the file in messages. */

@@ -1,6 +1,8 @@
 /* sval.c: containers and lookups of the readers' value tree. */
 #include "snapshot/sval.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "allocator/cuprof_errors.h"
@@ -46,7 +48,7 @@ sval_get(const struct sval *dict, const char *key)
     if (dict == NULL || dict->type != SVAL_DICT)
         return NULL;
     const struct sval_seq *s = dict->u.seq;
-    for (uint32_t i = 0; i < s->len; i++) {
+    for (uint32_t i = s->len; i-- > 0;) {
         const struct sval *k = &s->items[2 * i];
         if (k->type == SVAL_STR && strcmp(k->u.s, key) == 0)
             return &s->items[2 * i + 1];
@@ -71,9 +73,48 @@ sval_at(const struct sval *v, size_t i)
 const char *
 sval_type_name(const struct sval *v)
 {
-    static const char *const names[] = {"None", "bool", "int",   "float",
-                                        "str",  "list", "tuple", "dict"};
+    static const char *const names[] = {"None",  "bool", "int",  "int",   "int",
+                                        "float", "str",  "list", "tuple", "dict"};
     if (v == NULL)
         return "missing";
     return v->type < sizeof(names) / sizeof(names[0]) ? names[v->type] : "?";
+}
+
+const char *
+sval_text(const struct sval *v, char *buf, size_t len)
+{
+    if (len == 0)
+        return buf;
+    if (v == NULL) {
+        snprintf(buf, len, "missing");
+        return buf;
+    }
+    switch (v->type) {
+    case SVAL_BOOL:
+        snprintf(buf, len, "%s", v->u.b ? "True" : "False");
+        break;
+    case SVAL_INT:
+        snprintf(buf, len, "%" PRId64, v->u.i);
+        break;
+    case SVAL_UINT:
+        snprintf(buf, len, "%" PRIu64, v->u.u);
+        break;
+    case SVAL_BIGINT:
+        snprintf(buf, len, "%s", v->u.s);
+        break;
+    case SVAL_FLOAT:
+        snprintf(buf, len, "%.17g", v->u.f);
+        break;
+    case SVAL_STR: {
+        size_t n = strlen(v->u.s), cut = n > 40 ? 40 : n;
+        while (cut < n && cut > 0 && ((unsigned char)v->u.s[cut] & 0xc0) == 0x80)
+            cut--; /* not inside a UTF-8 sequence */
+        snprintf(buf, len, "\"%.*s%s\"", (int)cut, v->u.s, cut < n ? "..." : "");
+        break;
+    }
+    default:
+        snprintf(buf, len, "a %s", sval_type_name(v));
+        break;
+    }
+    return buf;
 }

@@ -14,7 +14,9 @@ struct snapshot_arena;
 enum sval_type {
     SVAL_NONE = 0,
     SVAL_BOOL,
-    SVAL_INT,
+    SVAL_INT,    /* fits int64_t: u.i */
+    SVAL_UINT,   /* in [2^63, 2^64): u.u (PyTorch writes size_t -1 as 18446744073709551615) */
+    SVAL_BIGINT, /* any other Python int: out of range, u.s is its decimal text for messages */
     SVAL_FLOAT,
     SVAL_STR,
     SVAL_LIST,
@@ -29,6 +31,7 @@ struct sval {
     union {
         bool b;
         int64_t i;
+        uint64_t u;
         double f;
         const char *s;        /* interned in the target model's arena */
         struct sval_seq *seq; /* list, tuple, dict */
@@ -50,11 +53,15 @@ __attribute__((warn_unused_result)) int sval_seq_append(struct snapshot_arena *a
                                                         const struct sval *vals, size_t n,
                                                         bool pairs);
 
-/* Dict lookup by key string (NULL when absent or not a dict). */
+/* Dict lookup by key string (NULL when absent or not a dict); with a repeated key the last one
+ * wins, as in Python's dict. */
 const struct sval *sval_get(const struct sval *dict, const char *key);
 /* Sequence access for lists and tuples (NULL/0 for anything else). */
 size_t sval_len(const struct sval *v);
 const struct sval *sval_at(const struct sval *v, size_t i);
 const char *sval_type_name(const struct sval *v);
+/* The value as one short line for messages: 18446744073709551615, -5, 1.5, "text" (quoted,
+ * cut to ~40 bytes), or the type name for containers. Returns buf. */
+const char *sval_text(const struct sval *v, char *buf, size_t len);
 
 #endif

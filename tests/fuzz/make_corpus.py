@@ -46,6 +46,21 @@ put("pickle", "torch-p5.pickle", pickle.dumps(snap, protocol=5))
 put("pickle", "torch113-list.pickle", pickle.dumps([seg], protocol=2))
 put("pickle", "nested.pickle", pickle.dumps([[[[[[1, 2.5, None, True, "x" * 300]]]]]], protocol=4))
 put("pickle", "bigint.pickle", pickle.dumps({"segments": [], "n": 1 << 70, "m": -5}, protocol=3))
+# Odd values (issue 12): PyTorch's size_t -1 line, a size past int64, a 20-byte int under a key
+# cuprof does not use, negative counters; Python writes the big ones as LONG1.
+odd = json.loads(json.dumps(dict(snap, segments=[dict(seg, segment_pool_id=[0, 0])])))
+odd["segments"][0]["frames"] = [dict(frames[0], line=(1 << 64) - 1), frames[1]]
+odd["segments"][0]["blocks"][1]["size"] = (1 << 63) + 5
+odd["segments"][0]["mystery"] = (1 << 158) + 12345
+odd["device_traces"][0][1]["compile_context"] = -(1 << 158)
+odd["device_traces"][0][2]["size"] = -5
+odd["cuprof"] = {"stats": [{"num_ooms": -1, "max_split_size": (1 << 64) - 1}],
+                 "dropped_entries": [-3]}
+put("pickle", "odd-values-p2.pickle", pickle.dumps(odd, protocol=2))
+put("pickle", "odd-values-p4.pickle", pickle.dumps(odd, protocol=4))
+put("json", "odd-values.json", json.dumps(odd))
+put("json", "numbers.json", "[18446744073709551615, 18446744073709551616, -9223372036854775809,"
+    " 1e3, 2.097152e7, -0.0, NaN, Infinity, -Infinity, %d]" % (10 ** 60))
 put("json", "torch.json", json.dumps(dict(snap, segments=[dict(seg, segment_pool_id=[0, 0])])))
 put("json", "torch113-list.json", json.dumps([dict(seg, segment_pool_id=[0, 0])]))
 put("json", "nested.json", "[[[[[[1, 2.5e300, null, true, \"\\u00e9\\ud83d\\ude00\"]]]]]]")

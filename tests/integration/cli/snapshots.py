@@ -170,7 +170,10 @@ def format_size(n):
 def frame_text(f):
     if f["filename"] in ("", "??"):
         return f["name"]
-    return "%s (%s:%d)" % (f["name"], f["filename"], f["line"])
+    line = f["line"]
+    if not isinstance(line, int) or not 1 <= line <= 2**31 - 1:
+        return "%s (%s)" % (f["name"], f["filename"])   # unknown: 0 (PyTorch), size_t -1, ...
+    return "%s (%s:%d)" % (f["name"], f["filename"], line)
 
 
 def leaks_by_frames(snap):

@@ -20,6 +20,8 @@ main(int argc, char **argv)
         fprintf(stderr, "cuprof: %s\n", err);
         return 1;
     }
+    for (size_t i = 0; i < s->warning_count; i++)
+        fprintf(stderr, "cuprof: %s\n", s->warnings[i]);
     int rc = snapshot_write_file(argv[2], s, SNAPSHOT_FORMAT_AUTO);
     if (rc != 0)
         fprintf(stderr, "cuprof: %s: cannot write: %s\n", argv[2], strerror(errno));

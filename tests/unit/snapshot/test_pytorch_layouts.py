@@ -138,6 +138,17 @@ extra["device_traces"][0].append({"action": "some_future_action", "addr": 0, "si
                                   "stream": 0})
 case("torch2x_extra_keys", extra, 4, m)
 
+# PyTorch's size_t -1 for an unknown line (and a 20-byte int under a key cuprof does not use): read
+# as unknown and written back as PyTorch's other unknown, 0, never as a huge number.
+odd = copy.deepcopy(m)
+odd["segments"][0]["blocks"][0]["frames"][0]["line"] = (1 << 64) - 1
+odd["segments"][0]["mystery"] = (1 << 158) + 1
+odd["device_traces"][0][1]["compile_context"] = -(1 << 158)
+odd_want = copy.deepcopy(m)
+odd_want["segments"][0]["blocks"][0]["frames"][0]["line"] = 0
+for proto in (2, pickle.DEFAULT_PROTOCOL):
+    case(f"torch2x_unknown_line_p{proto}", odd, proto, odd_want)
+
 # PyTorch 2.1: no time_us, no allocator_settings.
 m21 = modern()
 del m21["allocator_settings"]
