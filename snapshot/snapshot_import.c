@@ -1,7 +1,9 @@
 /* snapshot_import.c: value tree -> snapshot model, schema-driven (never recursive on the input),
  * so shared or cyclic containers in a hostile pickle cannot make it loop. A scalar field whose
  * value cannot be used costs a warning (once per field name) and, where the record needs it, the
- * record: never the file. Only a wrong shape (a segment that is not a dict) refuses the file. */
+ * record: never the file. A record of the wrong shape (a segment or entry that is not a dict, a
+ * `blocks` that is not a list) is skipped the same way; only a file that is no memory snapshot at
+ * all (no `segments` list) is refused. */
 #include "snapshot/snapshot_import.h"
 
 #include <inttypes.h>
@@ -209,8 +211,10 @@ static int
 import_block(struct imp *im, const char *where, const struct sval *b, uint64_t seg_addr,
              uint64_t offset, struct snap_block *blk)
 {
-    if (b->type != SVAL_DICT)
-        return fail(im, -CUPROF_EFORMAT, "%s: %s, expected dict", where, sval_type_name(b));
+    if (b->type != SVAL_DICT) {
+        int rc = snapshot_field_warn(&im->f, where, "blocks[]", b, "not a dict", SKIP_SEGMENT);
+        return rc < 0 ? rc : 1;
+    }
     *blk = (struct snap_block){.addr = seg_addr + offset};
     int rc = snapshot_field_u64(&im->f, where, b, "size", FIELD_BYTES, SKIP_SEGMENT, &blk->size);
     if (rc == FIELD_ABSENT &&
@@ -269,11 +273,10 @@ import_segment(struct imp *im, size_t i, const struct sval *s)
     char where[64];
     snprintf(where, sizeof(where), "segments[%zu]", i);
     if (s->type != SVAL_DICT)
-        return fail(im, -CUPROF_EFORMAT, "%s: %s, expected dict", where, sval_type_name(s));
+        return snapshot_field_warn(&im->f, "segments", "segments[]", s, "not a dict", SKIP_SEGMENT);
     const struct sval *blocks = sval_get(s, "blocks");
     if (blocks != NULL && blocks->type != SVAL_LIST)
-        return fail(im, -CUPROF_EFORMAT, "%s: 'blocks' is %s, expected list", where,
-                    sval_type_name(blocks));
+        return snapshot_field_warn(&im->f, where, "blocks", blocks, "not a list", SKIP_SEGMENT);
     struct snap_segment seg = {0};
     int64_t device = 0;
     const char *type = NULL, *pool = NULL;
@@ -398,7 +401,7 @@ import_entry(struct imp *im, size_t d, size_t i, const struct sval *t)
     char where[64];
     snprintf(where, sizeof(where), "device_traces[%zu][%zu]", d, i);
     if (t->type != SVAL_DICT)
-        return fail(im, -CUPROF_EFORMAT, "%s: %s, expected dict", where, sval_type_name(t));
+        return snapshot_field_warn(&im->f, where, "device_traces[][]", t, "not a dict", SKIP_ENTRY);
     const char *action = NULL, *label = NULL, *pool = NULL;
     int rc = snapshot_field_str(&im->f, where, t, "action", SKIP_ENTRY, &action);
     if (rc == FIELD_ABSENT)
@@ -629,9 +632,12 @@ import_all(struct imp *im, const struct sval *root)
     for (size_t i = 0; i < sval_len(segs); i++)
         if ((rc = import_segment(im, i, sval_at(segs, i))) != 0)
             return rc;
-    if (traces != NULL && traces->type != SVAL_LIST)
-        return fail(im, -CUPROF_EFORMAT, "'device_traces' is %s, expected list",
-                    sval_type_name(traces));
+    if (traces != NULL && traces->type != SVAL_LIST) {
+        if ((rc = snapshot_field_warn(&im->f, "snapshot", "device_traces", traces, "not a list",
+                                      "read as no history")) < 0)
+            return rc;
+        traces = NULL;
+    }
     size_t nt = sval_len(traces);
     if (nt > SNAPSHOT_MAX_DEVICES)
         return fail(im, -CUPROF_EFORMAT, "'device_traces' has %zu devices", nt);
@@ -639,9 +645,12 @@ import_all(struct imp *im, const struct sval *root)
         return oom(im);
     for (size_t d = 0; d < nt; d++) {
         const struct sval *t = sval_at(traces, d);
-        if (t->type != SVAL_LIST)
-            return fail(im, -CUPROF_EFORMAT, "device_traces[%zu]: %s, expected list", d,
-                        sval_type_name(t));
+        if (t->type != SVAL_LIST) {
+            if ((rc = snapshot_field_warn(&im->f, "device_traces", "device_traces[]", t,
+                                          "not a list", "read as no history for that device")) < 0)
+                return rc;
+            continue;
+        }
         if (snapshot_reserve_entries(im->snap, d, sval_len(t)) != 0)
             return oom(im);
         for (size_t i = 0; i < sval_len(t); i++)

@@ -147,6 +147,24 @@ class OddValues(Base):
                 self.assertEqual(st["segment.all.current"], 1)
                 self.assertEqual(st["reserved_bytes.all.current"], 20 * S.MiB)
 
+    def test_records_of_the_wrong_shape(self):
+        """A segment that is not a dict, `blocks` that is not a list, a trace entry that is not a
+        dict and a device's history that is not a list: each record is skipped with one line,
+        the rest of the file is read."""
+        snap = pytorch_2x()
+        good_segment = snap["segments"][0]
+        snap["segments"].append(7)
+        snap["segments"].append(dict(good_segment, address=1 << 40, blocks=7))
+        snap["device_traces"][0].append("not an entry")
+        snap["device_traces"].append(5)
+        res = self.every_command(snap, "shapes", fields=[
+            ("segments[]", "7"), ("blocks", "7"), ("device_traces[][]", "not an entry"),
+            ("device_traces[]", "5")])
+        for (name, cmd, first), p in res.items():
+            if cmd == "stats":   # the two good segments are read, as without the bad records
+                st = json.loads(p.stdout)
+                self.assertEqual(st["segment.all.current"], 2, name)
+
     def test_big_int_under_unused_keys(self):
         snap = pytorch_2x()
         snap["mystery"] = BIG20

@@ -221,8 +221,10 @@ MAY_LOAD = {"trailing-garbage", "two-stops", "bom", "duplicate-keys", "huge-stri
             "unknown-action", "many-devices", "negative-sizes", "device-negative", "device-huge",
             "address-2^64", "frame-line-str", "nul-escape", "float-key-nan", "huge-number",
             "nan",
-            # a segment without an address is skipped with a one-line warning (issue 12)
-            "segment-missing-keys"}
+            # a segment without an address, a segment that is not a dict or `blocks` that is not a
+            # list is skipped with a one-line warning (issue 12)
+            "segment-missing-keys", "blocks-not-list", "top-array-of-ints", "self-list",
+            "self-nested", "segments-of-ints"}
 
 
 def run_stats(exe, path):
