@@ -267,6 +267,53 @@ import_block(struct imp *im, const char *where, const struct sval *b, uint64_t s
     return import_stack(im, where, frames, &blk->stack);
 }
 
+/* Stages the segment's blocks in im->blocks: a block without a usable size drops the segment
+ * before it is added. 0 (*offset = the blocks' sum), 1 (segment to be skipped: warned) or a
+ * negative error. */
+static int
+stage_blocks(struct imp *im, const char *where, const struct sval *blocks, uint64_t seg_addr,
+             uint64_t *offset)
+{
+    size_t n = sval_len(blocks);
+    if (n > im->block_cap) {
+        struct snap_block *b = realloc(im->blocks, n * sizeof(*b));
+        if (b == NULL)
+            return oom(im);
+        im->blocks = b;
+        im->block_cap = n;
+    }
+    *offset = 0;
+    for (size_t b = 0; b < n; b++) {
+        char bw[96];
+        snprintf(bw, sizeof(bw), "%s.blocks[%zu]", where, b);
+        int rc = import_block(im, bw, sval_at(blocks, b), seg_addr, *offset, &im->blocks[b]);
+        if (rc != 0)
+            return rc;
+        *offset += im->blocks[b].size;
+        if (*offset > SNAP_MAX_BYTES) {
+            rc = snapshot_field_warn(&im->f, where, "blocks", blocks,
+                                     "sizes that sum past 2^57 bytes", SKIP_SEGMENT);
+            return rc < 0 ? rc : 1;
+        }
+    }
+    return 0;
+}
+
+/* The segment's allocated, active and requested sums, from its blocks (older layouts lack some
+ * of them). */
+static void
+sum_blocks(struct snap_segment *seg, const struct snap_block *blocks, size_t n)
+{
+    for (size_t b = 0; b < n; b++) {
+        if (blocks[b].state == BLOCK_ACTIVE_ALLOCATED)
+            seg->allocated_size += blocks[b].size;
+        if (blocks[b].state != BLOCK_INACTIVE) {
+            seg->active_size += blocks[b].size;
+            seg->requested_size += blocks[b].requested_size;
+        }
+    }
+}
+
 static int
 import_segment(struct imp *im, size_t i, const struct sval *s)
 {
@@ -312,28 +359,10 @@ import_segment(struct imp *im, size_t i, const struct sval *s)
         seg.cuprof_pool = (uint8_t)parse_pool(pool);
     if ((rc = import_stack(im, where, sval_get(s, "frames"), &seg.stack)) != 0)
         return rc;
-    /* Blocks are staged: a block without a usable size drops the segment before it is added. */
     size_t n = sval_len(blocks);
-    if (n > im->block_cap) {
-        struct snap_block *b = realloc(im->blocks, n * sizeof(*b));
-        if (b == NULL)
-            return oom(im);
-        im->blocks = b;
-        im->block_cap = n;
-    }
     uint64_t offset = 0;
-    for (size_t b = 0; b < n; b++) {
-        char bw[96];
-        snprintf(bw, sizeof(bw), "%s.blocks[%zu]", where, b);
-        if ((rc = import_block(im, bw, sval_at(blocks, b), seg.addr, offset, &im->blocks[b])) != 0)
-            return rc < 0 ? rc : 0;
-        offset += im->blocks[b].size;
-        if (offset > SNAP_MAX_BYTES) {
-            rc = snapshot_field_warn(&im->f, where, "blocks", blocks,
-                                     "sizes that sum past 2^57 bytes", SKIP_SEGMENT);
-            return rc < 0 ? rc : 0;
-        }
-    }
+    if ((rc = stage_blocks(im, where, blocks, seg.addr, &offset)) != 0)
+        return rc < 0 ? rc : 0;
     const char *sum = "ignored; the sum of its blocks is used";
     rc = snapshot_field_u64(&im->f, where, s, "total_size", FIELD_BYTES, n > 0 ? sum : SKIP_SEGMENT,
                             &seg.total_size);
@@ -354,16 +383,7 @@ import_segment(struct imp *im, size_t i, const struct sval *s)
     }
     if (n > 0)
         seg.total_size = offset;
-    /* The other sums are recomputed from the blocks (older layouts lack some of them). */
-    for (size_t b = 0; b < n; b++) {
-        const struct snap_block *blk = &im->blocks[b];
-        if (blk->state == BLOCK_ACTIVE_ALLOCATED)
-            seg.allocated_size += blk->size;
-        if (blk->state != BLOCK_INACTIVE) {
-            seg.active_size += blk->size;
-            seg.requested_size += blk->requested_size;
-        }
-    }
+    sum_blocks(&seg, im->blocks, n);
     /* A device's segments fit its address space: this bounds every per-device sum (stats,
      * reserved bytes) far from int64 overflow. */
     if (im->reserved == NULL && (im->reserved = calloc(SNAPSHOT_MAX_DEVICES, 8)) == NULL)
