@@ -12,6 +12,7 @@
 #include "preload/runtime.h"
 #include "preload/shim_vmm.h"
 #include "preload/stream_id.h"
+#include "snapshot/python_frames.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
 
@@ -72,6 +73,7 @@ lifecycle_fork_child(void)
     shim_vmm_reset_after_fork();
     stream_id_reset_after_fork();
     stacks_reset_after_fork();
+    python_frames_reset_after_fork();
     dumper_fork_child();
     atomic_store(&lifecycle_oom_claimed, false);
     atomic_store(&lifecycle_exit_done, false);

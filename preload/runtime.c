@@ -15,6 +15,7 @@
 #include "preload/layers.h"
 #include "preload/lifecycle.h"
 #include "preload/real_cuda.h"
+#include "snapshot/python_frames.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
 
@@ -161,6 +162,7 @@ runtime_init(void)
         goto out;
     }
     stacks_configure((enum stack_mode)config->stacks, (unsigned)config->stack_depth);
+    python_frames_enable(config->python_frames == 0); /* "on" is choice 0 */
     stacks_warm_up();
     rt->ring = trace_ring_create(rt->device_count, (size_t)config->max_entries,
                                  (enum history_mode)config->history);

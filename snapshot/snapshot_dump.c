@@ -8,6 +8,7 @@
 
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
+#include "snapshot/python_frames.h"
 #include "snapshot/stacks.h"
 #include "snapshot/symbolize.h"
 #include "snapshot/snapshot_write.h"
@@ -257,6 +258,19 @@ add_cuprof(struct snapshot *snap, const struct dump_info *info)
             return -CUPROF_EHOSTMEM;
     if (info->argv != NULL && snapshot_set_argv(snap, info->argv, info->argc) != 0)
         return -CUPROF_EHOSTMEM;
+    struct python_frames_status py;
+    python_frames_status(&py);
+    if (py.interpreter != NULL) {
+        c->python = (struct snap_python){
+            .present = true,
+            .interpreter = snapshot_intern(snap, py.interpreter),
+            .frames = snapshot_intern(snap, py.frames != NULL ? py.frames : ""),
+            .captures_gil_held = (int64_t)py.captures_gil_held,
+            .captures_gil_released = (int64_t)py.captures_gil_released,
+        };
+        if (c->python.interpreter == NULL || c->python.frames == NULL)
+            return -CUPROF_EHOSTMEM;
+    }
     return 0;
 }
 

@@ -583,6 +583,20 @@ import_cuprof(struct imp *im, const struct sval *c)
         (rc = snapshot_field_i64(&im->f, w, c, "rank", -1, INT64_MAX, "ignored",
                                  &snap->cuprof.rank)) < 0)
         return rc;
+    const struct sval *py = sval_get(c, "python");
+    if (py != NULL && py->type == SVAL_DICT) {
+        struct snap_python *p = &snap->cuprof.python;
+        const char *pw = "cuprof.python";
+        p->present = true;
+        if ((rc = snapshot_field_str(&im->f, pw, py, "interpreter", "ignored", &p->interpreter)) <
+                0 ||
+            (rc = snapshot_field_str(&im->f, pw, py, "frames", "ignored", &p->frames)) < 0 ||
+            (rc = snapshot_field_i64(&im->f, pw, py, "captures_gil_held", 0, INT64_MAX, "ignored",
+                                     &p->captures_gil_held)) < 0 ||
+            (rc = snapshot_field_i64(&im->f, pw, py, "captures_gil_released", 0, INT64_MAX,
+                                     "ignored", &p->captures_gil_released)) < 0)
+            return rc;
+    }
     const struct sval *cfg = sval_get(c, "config");
     for (uint32_t i = 0; cfg != NULL && cfg->type == SVAL_DICT && i < cfg->u.seq->len; i++) {
         const struct sval *k = &cfg->u.seq->items[2 * i], *v = k + 1;

@@ -99,6 +99,14 @@ struct snap_allocator_settings {
     bool pinned_use_cuda_host_register;
 };
 
+/* "cuprof"."python": the interpreter cuprof found and whether its frames are in the stacks. */
+struct snap_python {
+    bool present;
+    const char *interpreter; /* "CPython 3.11.7" */
+    const char *frames;      /* "captured" or "native frames only: <reason>" */
+    int64_t captures_gil_held, captures_gil_released;
+};
+
 /* cuprof's own section ("cuprof" key); absent in snapshots PyTorch wrote. */
 struct snap_cuprof {
     bool present;
@@ -114,6 +122,7 @@ struct snap_cuprof {
     struct snap_stat **stats;  /* per device: an array of stats */
     size_t *stats_count;       /* per device */
     uint64_t *dropped_entries; /* per device (same as device_traces[d].dropped) */
+    struct snap_python python;
 };
 
 struct snapshot {

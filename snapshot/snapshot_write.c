@@ -274,6 +274,19 @@ emit_cuprof(const struct snapshot *snap, struct emitter *e)
     emitter_end(e);
     emitter_key(e, "trace_alloc_overflowed");
     emitter_bool(e, overflowed);
+    if (c->python.present) {
+        emitter_key(e, "python");
+        emitter_begin_dict(e);
+        emitter_key(e, "interpreter");
+        emitter_string(e, str_or_empty(c->python.interpreter));
+        emitter_key(e, "frames");
+        emitter_string(e, str_or_empty(c->python.frames));
+        emitter_key(e, "captures_gil_held");
+        emitter_int(e, c->python.captures_gil_held);
+        emitter_key(e, "captures_gil_released");
+        emitter_int(e, c->python.captures_gil_released);
+        emitter_end(e);
+    }
     emitter_end(e);
 }
 

@@ -6,6 +6,8 @@
 #define UNW_LOCAL_ONLY
 #include "snapshot/stacks.h"
 
+#include "snapshot/python_frames.h"
+
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <link.h>
@@ -298,8 +300,16 @@ capture_ips(unsigned skip, unsigned depth, uintptr_t *ips)
     size_t count = (size_t)n - i;
     if (count > depth)
         count = depth;
+    uintptr_t native[STACKS_MAX_DEPTH];
     for (size_t k = 0; k < count; k++)
-        ips[k] = (uintptr_t)buf[i + k];
+        native[k] = (uintptr_t)buf[i + k];
+    /* The thread's Python frames take the place of the eval loop's native frames; they come on
+     * top of the native depth (they are what a Python user wants to see, and cheap to read). */
+    struct python_capture py;
+    python_frames_capture(&py);
+    if (py.count > 0)
+        return python_frames_merge(native, count, &py, ips, STACKS_MAX_DEPTH);
+    memcpy(ips, native, count * sizeof(*ips));
     return count;
 }
 

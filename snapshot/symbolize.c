@@ -17,6 +17,7 @@
 
 #include "allocator/cuprof_errors.h"
 #include "snapshot/dw_api.h"
+#include "snapshot/python_frames.h"
 #include "snapshot/symbolize_cu.h"
 
 /* Frames one ip can expand to (inlining depth); deeper chains keep the innermost ones. */
@@ -379,6 +380,21 @@ int
 symbolizer_lookup(struct symbolizer *sym, uintptr_t ip, struct symbolized_frame *out, size_t cap,
                   size_t *count)
 {
+    if (python_frames_is_token(ip)) {
+        struct symbolized_frame py;
+        int line = 0;
+        if (!python_frames_get(ip, &py.name, &py.filename, &line)) {
+            py.name = sym_intern(sym, "<unknown Python frame>");
+            py.filename = sym_intern(sym, "??");
+            if (py.name == NULL || py.filename == NULL)
+                return -CUPROF_EHOSTMEM;
+        }
+        py.line = line;
+        if (cap > 0)
+            out[0] = py;
+        *count = 1;
+        return 0;
+    }
     if (ip == 0) { /* 0 marks an empty cache slot; no code lives there anyway */
         struct symbolized_frame unknown = {sym_intern(sym, "<unknown>"), sym_intern(sym, "??"), 0};
         if (unknown.name == NULL || unknown.filename == NULL)
