@@ -139,7 +139,7 @@ struct interpreter {
     char name[48];              /* "CPython 3.11.7" */
 };
 
-enum state { STATE_UNKNOWN, STATE_ABSENT, STATE_READY, STATE_UNSUPPORTED, STATE_OFF };
+enum state { STATE_UNKNOWN, STATE_ABSENT, STATE_READY, STATE_UNSUPPORTED };
 
 /* One interned thing: a code object (key: code, name, qualname, filename, first line) or a frame
  * (key: its code entry, instruction offset). */
@@ -311,21 +311,21 @@ coarse_seconds(void)
     return (long)ts.tv_sec;
 }
 
-/* The interpreter, or NULL. In a process without one, looks again at most once a second, and only
- * when an object was loaded since (an interpreter dlopen'ed by an embedding program). */
-static const struct interpreter *
-interpreter_get(void)
+/* Looks again when an object was loaded since the last look (an interpreter dlopen'ed by an
+ * embedding program), at most once a second unless `now`. Returns the state. */
+static int
+look_again(bool now)
 {
     int s = atomic_load_explicit(&g_state, memory_order_acquire);
-    if (s == STATE_READY)
-        return atomic_load_explicit(&g_enabled, memory_order_relaxed) ? &g_interp : NULL;
-    if (s == STATE_UNSUPPORTED || s == STATE_OFF || !atomic_load(&g_enabled))
-        return NULL;
-    long now = coarse_seconds();
-    if (s == STATE_ABSENT && now < atomic_load_explicit(&g_next_check, memory_order_relaxed))
-        return NULL;
-    if (pthread_mutex_trylock(&g_discover_lock) != 0)
-        return NULL; /* another thread is looking: this capture goes without */
+    long t = coarse_seconds();
+    if (s != STATE_UNKNOWN && s != STATE_ABSENT)
+        return s;
+    if (!now && s == STATE_ABSENT && t < atomic_load_explicit(&g_next_check, memory_order_relaxed))
+        return s;
+    if (now)
+        pthread_mutex_lock(&g_discover_lock);
+    else if (pthread_mutex_trylock(&g_discover_lock) != 0)
+        return s; /* another thread is looking: this capture goes without */
     s = atomic_load_explicit(&g_state, memory_order_relaxed);
     if (s == STATE_UNKNOWN || s == STATE_ABSENT) {
         unsigned long long loads = objects_loaded();
@@ -334,10 +334,19 @@ interpreter_get(void)
             s = discover_locked();
             atomic_store_explicit(&g_state, s, memory_order_release);
         }
-        atomic_store_explicit(&g_next_check, now + RECHECK_SECONDS, memory_order_relaxed);
+        atomic_store_explicit(&g_next_check, t + RECHECK_SECONDS, memory_order_relaxed);
     }
     pthread_mutex_unlock(&g_discover_lock);
-    return s == STATE_READY ? &g_interp : NULL;
+    return s;
+}
+
+/* The interpreter whose frames to read, or NULL. */
+static const struct interpreter *
+interpreter_get(void)
+{
+    if (!atomic_load_explicit(&g_enabled, memory_order_relaxed))
+        return NULL;
+    return look_again(false) == STATE_READY ? &g_interp : NULL;
 }
 
 /* ---- Interning ---------------------------------------------------------------------------- */
@@ -727,7 +736,7 @@ python_frames_merge(const uintptr_t *native, size_t native_count, const struct p
 void
 python_frames_status(struct python_frames_status *out)
 {
-    int s = atomic_load_explicit(&g_state, memory_order_acquire);
+    int s = look_again(true);
     *out = (struct python_frames_status){0};
     out->captures_gil_held = atomic_load(&g_gil_held);
     out->captures_gil_released = atomic_load(&g_gil_released);
