@@ -232,6 +232,7 @@ cuprof_record_memory_history(const char *enabled, const char *context, const cha
         max_entries = API_MAX_ENTRIES; /* PyTorch's default is sys.maxsize: "as many as fit" */
     /* PyTorch: enabled=None stops recording stacks too. */
     stacks_configure(e == 0 ? STACKS_NONE : stacks_of[c], (unsigned)rt->config->stack_depth);
+    stacks_set_python_only(s == 1);
     return api_result(trace_ring_set_mode(rt->ring, history_of[e], max_entries));
 }
 

@@ -34,7 +34,8 @@
  *                                  size_t max_entries);
  *     PyTorch's _record_memory_history: enabled NULL (stop and clear), "state" or "all";
  *     context NULL (no stacks), "state"/"alloc" (stack on alloc) or "all" (alloc and free);
- *     stacks NULL, "python" or "all" (cuprof records native stacks either way);
+ *     stacks NULL or "all" (native and Python frames), "python" (a thread running Python keeps
+ *     its Python frames only, as PyTorch's stacks="python" does);
  *     max_entries 0 keeps CUPROF_MAX_ENTRIES.
  * int cuprof_dump_snapshot(const char *path);  NULL: a new file named by CUPROF_SNAPSHOT;
  *     otherwise exactly `path` (.pickle/.pkl or .json), replaced atomically like PyTorch's.

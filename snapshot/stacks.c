@@ -40,6 +40,8 @@ struct stack_table {
 
 static _Atomic int g_mode = STACKS_ALLOC;
 static _Atomic unsigned g_depth = STACKS_DEFAULT_DEPTH;
+static _Atomic bool g_python_only;
+_Static_assert(PYTHON_FRAMES_MAX <= STACKS_MAX_DEPTH, "a Python-only stack must fit a stack");
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_insert_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -61,6 +63,12 @@ stacks_configure(enum stack_mode mode, unsigned depth)
     if (depth == 0)
         depth = STACKS_DEFAULT_DEPTH;
     atomic_store(&g_depth, depth > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : depth);
+}
+
+void
+stacks_set_python_only(bool python_only)
+{
+    atomic_store(&g_python_only, python_only);
 }
 
 enum stack_mode
@@ -307,6 +315,10 @@ capture_ips(unsigned skip, unsigned depth, uintptr_t *ips)
      * top of the native depth (they are what a Python user wants to see, and cheap to read). */
     struct python_capture py;
     python_frames_capture(&py);
+    if (py.count > 0 && atomic_load_explicit(&g_python_only, memory_order_relaxed)) {
+        memcpy(ips, py.tokens, py.count * sizeof(*ips));
+        return py.count;
+    }
     if (py.count > 0)
         return python_frames_merge(native, count, &py, ips, STACKS_MAX_DEPTH);
     memcpy(ips, native, count * sizeof(*ips));

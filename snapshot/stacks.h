@@ -18,6 +18,9 @@ enum stack_mode { STACKS_ALL, STACKS_ALLOC, STACKS_NONE };
 
 /* Process-wide settings; depth 0 means the default. Safe to call at any time (atomics). */
 void stacks_configure(enum stack_mode mode, unsigned depth);
+/* PyTorch's stacks="python": where the thread has Python frames, keep only those (a thread
+ * without any keeps its native frames). Off by default; any time (atomic). */
+void stacks_set_python_only(bool python_only);
 enum stack_mode stacks_mode(void);
 unsigned stacks_depth(void);
 

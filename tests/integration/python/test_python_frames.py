@@ -8,6 +8,7 @@ Cases (argv[1]):
   off           CUPROF_PYTHON_FRAMES=off: native frames only, and the snapshot says so.
   embed         a C program embedding the interpreter (argv: the program).
   no_python     a C program: no "python" section, no frame changed (argv: the program).
+  python_only   cuprof_record_memory_history(stacks="python"): Python frames only.
 """
 import argparse
 import glob
@@ -218,6 +219,40 @@ def case_off(f, a):
             f"off: config {snap['cuprof']['config'].get('CUPROF_PYTHON_FRAMES')!r}")
 
 
+PYTHON_ONLY = """
+import ctypes
+me = ctypes.CDLL(None)
+rt = ctypes.PyDLL("libcudart.so.13")
+def grab(size):
+    p = ctypes.c_void_p()
+    assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(size)) == 0
+    return p
+a = grab(1024)
+assert me.cuprof_record_memory_history(b"all", b"alloc", b"python", 0) == 0
+b = grab(2048)
+assert me.cuprof_record_memory_history(b"all", b"alloc", b"all", 0) == 0
+c = grab(3072)
+"""
+
+
+def case_python_only(f, a):
+    """cuprof_record_memory_history(stacks="python"), PyTorch's option: Python frames only while
+    it is on; "all" brings the native frames back."""
+    snap, _ = run_program(f, a, [sys.executable, "-c", PYTHON_ONLY], what="stacks=python")
+    if snap is None:
+        return
+    got = allocs(snap)
+    only = got.get(2048, [])
+    f.check([(fr["name"], fr["filename"], fr["line"]) for fr in only] ==
+            [("grab", "<string>", 7), ("<module>", "<string>", 11)],
+            f"stacks=python: {short(only)}")
+    for size in (1024, 3072):
+        frames = got.get(size, [])
+        f.check(len(frames) > 2 and frames[0]["filename"] != "<string>" and
+                [fr["name"] for fr in frames if fr["filename"] == "<string>"] == ["grab", "<module>"],
+                f"stacks=all ({size} B): {short(frames)}")
+
+
 def case_embed(f, a):
     snap, res = run_program(f, a, [a.program], what="embedded interpreter")
     if snap is None:
@@ -254,14 +289,14 @@ def case_no_python(f, a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["interpreters", "off", "embed", "no_python"])
+    ap.add_argument("case", choices=["interpreters", "off", "embed", "no_python", "python_only"])
     ap.add_argument("--lib", required=True)
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("--program")
     a = ap.parse_args()
     f = shimrun.Checks()
     {"interpreters": case_interpreters, "off": case_off, "embed": case_embed,
-     "no_python": case_no_python}[a.case](f, a)
+     "no_python": case_no_python, "python_only": case_python_only}[a.case](f, a)
     f.finish()
 
 
