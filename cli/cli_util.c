@@ -211,7 +211,9 @@ cli_next_option(struct cli_options *o, int argc, char **argv)
     int c = getopt_long(argc, argv, o->shortopts, o->longopts, NULL);
     if (c == -1) {
         int have = argc - optind;
-        if (o->operands >= 0 ? have != o->operands : have < 1) {
+        if (o->operands >= 0                  ? have != o->operands
+            : o->operands == CLI_ANY_OPERANDS ? false
+                                              : have < 1) {
             o->finished = true;
             o->status = cli_usage_error(o->cmd, "%s", o->operands_error);
         }

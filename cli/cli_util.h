@@ -79,16 +79,17 @@ void cli_json_frames(FILE *out, const struct snapshot *snap, uint32_t stack);
  * messages. -h/--help prints `usage` on stdout; an unknown option (or one missing its value) is
  * reported as "<unknown> \"ARG\"", and a wrong count of operands as `operands_error`, through
  * cli_usage_error. */
+#define CLI_ANY_OPERANDS (-2) /* the command counts its operands itself */
 struct cli_options {
     const char *cmd;               /* the subcommand's name, for messages */
     const char *usage;             /* its --help text */
     const char *shortopts;         /* getopt's string; must hold 'h' */
     const struct option *longopts; /* ends with a zero entry; must hold "help" as 'h' */
     const char *unknown;           /* e.g. "unknown option" */
-    int operands;                  /* operands wanted: exactly this many, or -1 for one or more */
-    const char *operands_error;    /* e.g. "expected one snapshot FILE" */
-    bool started;                  /* set by cli_next_option */
-    bool finished;                 /* the command ends now with `status` (help, or bad usage) */
+    int operands; /* operands wanted: exactly this many, -1 for one or more, CLI_ANY_OPERANDS */
+    const char *operands_error; /* e.g. "expected one snapshot FILE" */
+    bool started;               /* set by cli_next_option */
+    bool finished;              /* the command ends now with `status` (help, or bad usage) */
     int status;
 };
 /* Returns the next option character other than 'h' (optarg set as getopt_long does), or -1 when

@@ -225,7 +225,7 @@ dumper_publish(const char *temp, const char *final, char *chosen, size_t chosen_
 }
 
 static int
-dumper_dump_template(struct cuprof_runtime *rt)
+dumper_dump_template(struct cuprof_runtime *rt, char *written, size_t written_len)
 {
     char final[PATH_MAX], temp[PATH_MAX + 64], chosen[PATH_MAX + 16];
     uint64_t seq = dumper_seq++;
@@ -250,6 +250,8 @@ dumper_dump_template(struct cuprof_runtime *rt)
     }
     if (runtime_log_info())
         runtime_log("cuprof: snapshot written to %s", chosen);
+    if (written != NULL)
+        snprintf(written, written_len, "%s", chosen);
     return 0;
 }
 
@@ -287,7 +289,8 @@ dumper_restore_xfsz(const sigset_t *old, bool was_pending)
 /* One dump under the dump lock, with SIGXFSZ blocked; `async`: the dumper thread's, which is
  * skipped once the program is exiting. */
 static int
-dumper_dump_locked(struct cuprof_runtime *rt, const char *path, bool async)
+dumper_dump_locked(struct cuprof_runtime *rt, const char *path, bool async, char *written,
+                   size_t written_len)
 {
     int rc = 0;
     if (rt == NULL)
@@ -297,8 +300,9 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, bool async)
     pthread_mutex_lock(&dumper_lock);
     if (async && dumper_exiting) {
         /* the program is exiting: the exit dump (if any) has the newest state */
+        rc = -CUPROF_EINVAL;
     } else if (path == NULL) {
-        rc = dumper_dump_template(rt);
+        rc = dumper_dump_template(rt, written, written_len);
     } else {
         errno = 0;
         rc = dumper_write_snapshot(rt, path);
@@ -306,6 +310,8 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, bool async)
             dumper_log_failure(path, rc);
         else if (runtime_log_info())
             runtime_log("cuprof: snapshot written to %s", path);
+        if (rc == 0 && written != NULL)
+            snprintf(written, written_len, "%s", path);
     }
     pthread_mutex_unlock(&dumper_lock);
     dumper_restore_xfsz(&old_mask, xfsz_was_pending);
@@ -315,13 +321,19 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, bool async)
 int
 dumper_dump(struct cuprof_runtime *rt, const char *path)
 {
-    return dumper_dump_locked(rt, path, false);
+    return dumper_dump_locked(rt, path, false, NULL, 0);
+}
+
+int
+dumper_dump_named(struct cuprof_runtime *rt, const char *path, char *written, size_t written_len)
+{
+    return dumper_dump_locked(rt, path, true, written, written_len);
 }
 
 static int
 dumper_dump_async(struct cuprof_runtime *rt)
 {
-    return dumper_dump_locked(rt, NULL, true);
+    return dumper_dump_locked(rt, NULL, true, NULL, 0);
 }
 
 void

@@ -6,6 +6,8 @@
 #ifndef CUPROF_DUMPER_H
 #define CUPROF_DUMPER_H
 
+#include <stddef.h>
+
 struct cuprof_runtime;
 
 /* With `signal` in CUPROF_DUMP_ON: creates the self-pipe, starts the dumper thread (every signal
@@ -18,6 +20,11 @@ void dumper_start(struct cuprof_runtime *rt);
  * _dump_snapshot). Logs where it went (unless CUPROF_LOG=quiet) or one line on failure. Returns
  * 0 or a negative -CUPROF_E* code. Makes no device call; call it outside every cuprof lock. */
 __attribute__((warn_unused_result)) int dumper_dump(struct cuprof_runtime *rt, const char *path);
+
+/* For the control socket: like dumper_dump, but skipped (-CUPROF_EINVAL) once the program is
+ * exiting, as a signal dump is, and the file's final name is copied to `written`. */
+__attribute__((warn_unused_result)) int
+dumper_dump_named(struct cuprof_runtime *rt, const char *path, char *written, size_t written_len);
 
 /* At exit: waits for a signal dump in flight and lets no later one start (_exit would cut it off
  * and leave its temporary file behind). Dumps asked for by the program still run. */

@@ -6,6 +6,7 @@
 
 #include "allocator/allocator.h"
 #include "preload/config.h"
+#include "preload/control.h"
 #include "preload/cuda_backend.h"
 #include "preload/dumper.h"
 #include "preload/layers.h"
@@ -75,6 +76,7 @@ lifecycle_fork_child(void)
     stacks_reset_after_fork();
     python_frames_reset_after_fork();
     dumper_fork_child();
+    control_fork_child();
     atomic_store(&lifecycle_oom_claimed, false);
     atomic_store(&lifecycle_exit_done, false);
     atomic_store(&lifecycle_idle_child, true);
@@ -113,6 +115,7 @@ lifecycle_resume_after_fork_slow(struct cuprof_runtime *rt)
         return;
     atomic_store(&lifecycle_idle_child, false);
     dumper_resume(rt);
+    control_resume(rt);
 }
 
 bool

@@ -10,6 +10,7 @@
 
 #include "allocator/allocator.h"
 #include "preload/config.h"
+#include "preload/control.h"
 #include "preload/cuda_backend.h"
 #include "preload/dumper.h"
 #include "preload/layers.h"
@@ -187,6 +188,7 @@ runtime_init(void)
         runtime_check_mem_info(rt->device_count);
     lifecycle_register(rt);
     dumper_start(rt);
+    control_start(rt);
     atomic_store_explicit(&runtime_ready, true, memory_order_release);
 out:
     runtime_initializing = false;

@@ -1,0 +1,23 @@
+/* control.h: the process's control socket (CUPROF_CONTROL): a thread that answers `cuprof ps`,
+ *   `dump` and `top` (one request line, one reply line, CONTROL_PROTOCOL) and samples each
+ *   device's allocated and reserved bytes once a second for `top`'s history.
+ * Locking: its own state belongs to the control thread; it takes a device lock only to copy the
+ *   stats or the block table, and the dump lock through dumper_dump_named; never while talking.
+ * Hot path: no. */
+#ifndef CUPROF_CONTROL_H
+#define CUPROF_CONTROL_H
+
+struct cuprof_runtime;
+
+/* Called by the runtime init (the first CUDA call): binds `<dir>/<pid>.sock` and starts the
+ * thread. A failure is one log line; the program runs on without the socket. */
+void control_start(struct cuprof_runtime *rt);
+
+/* Fork child handler: forgets the parent's socket (closes the inherited descriptor, leaves the
+ * parent's file alone). Async-signal-safe. */
+void control_fork_child(void);
+
+/* The forked child's first intercepted call: a socket of its own. */
+void control_resume(struct cuprof_runtime *rt);
+
+#endif
