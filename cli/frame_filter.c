@@ -2,6 +2,7 @@
 #include "cli/frame_filter.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -22,7 +22,7 @@ bool frame_filter_hides(const struct snap_frame *frame, bool stack_has_python);
 /* Points every stack reference of `snap` (segments, blocks, trace entries) at the stack of its
  * frames that are not hidden; a stack whose every frame would be hidden stays as it is. Stacks
  * that differ only in hidden frames become one stack, so they are one call site.
- * Returns 0, or -1 when host memory runs out (snap is then unchanged). */
+ * Returns 0, or -1 when host memory runs out (then no reference has changed). */
 __attribute__((warn_unused_result)) int frame_filter_apply(struct snapshot *snap);
 
 /* cli_load, then frame_filter_apply unless `all_frames`; one line on stderr and CLI_BADUSE when
