@@ -293,6 +293,14 @@ class Built(unittest.TestCase, Checks):
     def test_every_command_default_and_all_frames(self):
         self.check_all(self.a_path, self.b_path, self.a, self.b)
 
+    def test_help_names_the_option(self):
+        for cmd in ("summary", "leaks", "diff", "flamegraph", "plot"):
+            out = cuprof(cmd, "--help", rc=0).stdout
+            self.assertIn("[--all-frames]", out.splitlines()[0], cmd)
+            self.assertIn("\n  --all-frames  ", out, cmd)
+            self.assertIn("frames of the allocation machinery", out.replace("\n    ", " ")
+                          .replace("\n", " "), cmd)
+
     def test_sites_named_by_the_users_first_frame(self):
         sites = {k[0]: v for (_, k), v in leak_sites(self.b, False)}
         # Three stacks through two routes from train.py:42 are one site with their bytes.
