@@ -7,16 +7,20 @@
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/frame_filter.h"
 
 static const char usage_text[] =
-    "usage: cuprof diff [--json] [--top N] A B\n\n"
+    "usage: cuprof diff [--json] [--top N] [--all-frames] A B\n\n"
     "Compares two snapshots (two dumps of one run, or two runs, or two ranks): live bytes at\n"
     "the end of each by call site (stacks are matched by their frames, so the files need not\n"
     "share indices), largest growth first, and reserved memory by segment: segments only in B\n"
-    "(new), only in A (released), and per device the reserved totals.\n\n"
-    "  --json      one JSON object with \"sites\" and \"devices\"\n"
-    "  --top N     call sites to list (default 20)\n"
-    "  -h, --help  this text\n";
+    "(new), only in A (released), and per device the reserved totals. Stacks that differ only\n"
+    "in frames of the allocation machinery (cuprof, CUDA, PyTorch's allocator, the Python\n"
+    "interpreter, libc start-up) are one call site, shown from the user's first frame.\n\n"
+    "  --json        one JSON object with \"sites\" and \"devices\"\n"
+    "  --top N       call sites to list (default 20)\n"
+    "  --all-frames  hide no frame: a call site is a whole stack, named by its innermost frame\n"
+    "  -h, --help    this text\n";
 
 struct diff_site {
     char *key; /* "device\x1fframes..." */
@@ -161,10 +165,11 @@ cmd_diff(int argc, char **argv)
     static const struct option options[] = {
         {"json", no_argument, NULL, 'j'},
         {"top", required_argument, NULL, 't'},
+        {"all-frames", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false;
+    bool json = false, all_frames = false;
     uint64_t top = 20;
     struct cli_options o = {.cmd = "diff",
                             .usage = usage_text,
@@ -183,14 +188,17 @@ cmd_diff(int argc, char **argv)
             if (!cli_parse_u64(optarg, &top))
                 return cli_usage_error("diff", "--top wants a number, not \"%s\"", optarg);
             break;
+        case 'A':
+            all_frames = true;
+            break;
         }
     }
     if (o.finished)
         return o.status;
     struct snapshot *a, *b;
-    if (cli_load(argv[optind], &a) != CLI_OK)
+    if (frame_filter_load(argv[optind], all_frames, &a) != CLI_OK)
         return CLI_BADUSE;
-    if (cli_load(argv[optind + 1], &b) != CLI_OK) {
+    if (frame_filter_load(argv[optind + 1], all_frames, &b) != CLI_OK) {
         snapshot_free(a);
         return CLI_BADUSE;
     }

@@ -8,19 +8,24 @@
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/frame_filter.h"
 
 static const char usage_text[] =
-    "usage: cuprof flamegraph [--at peak|end|ENTRY] [--device N] FILE\n\n"
+    "usage: cuprof flamegraph [--at peak|end|ENTRY] [--device N] [--all-frames] FILE\n\n"
     "Prints folded stacks, one line per call site: the frames from outermost to innermost\n"
     "joined by ';', a space, and the live bytes allocated there (requested sizes), as\n"
     "flamegraph.pl, inferno-flamegraph and speedscope read them:\n"
-    "  cuprof flamegraph run.pickle | flamegraph.pl --countname bytes > live.svg\n\n"
-    "  --at peak    the live peak of the history (default)\n"
-    "  --at end     the end of the history (what was still allocated when FILE was written)\n"
-    "  --at ENTRY   just after trace entry number ENTRY (0-based)\n"
-    "  --device N   the device (default: every device, prefixed with a \"device N\" frame when\n"
-    "               the snapshot has more than one)\n"
-    "  -h, --help   this text\n";
+    "  cuprof flamegraph run.pickle | flamegraph.pl --countname bytes > live.svg\n"
+    "Stacks that differ only in frames of the allocation machinery (cuprof, CUDA, PyTorch's\n"
+    "allocator, the Python interpreter, libc start-up) are one line, without those frames.\n"
+    "\n"
+    "  --at peak     the live peak of the history (default)\n"
+    "  --at end      the end of the history (what was still allocated when FILE was written)\n"
+    "  --at ENTRY    just after trace entry number ENTRY (0-based)\n"
+    "  --device N    the device (default: every device, prefixed with a \"device N\" frame when\n"
+    "                the snapshot has more than one)\n"
+    "  --all-frames  hide no frame: one line per whole stack\n"
+    "  -h, --help    this text\n";
 
 /* Frame text without the folded format's separators. */
 static void
@@ -72,10 +77,12 @@ cmd_flamegraph(int argc, char **argv)
     static const struct option options[] = {
         {"at", required_argument, NULL, 'a'},
         {"device", required_argument, NULL, 'd'},
+        {"all-frames", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *at = "peak";
+    bool all_frames = false;
     uint64_t device = UINT64_MAX, entry;
     struct cli_options o = {.cmd = "flamegraph",
                             .usage = usage_text,
@@ -99,12 +106,15 @@ cmd_flamegraph(int argc, char **argv)
             if (!cli_parse_u64(optarg, &device))
                 return cli_usage_error("flamegraph", "--device wants a number, not \"%s\"", optarg);
             break;
+        case 'A':
+            all_frames = true;
+            break;
         }
     }
     if (o.finished)
         return o.status;
     struct snapshot *snap;
-    int rc = cli_load(argv[optind], &snap);
+    int rc = frame_filter_load(argv[optind], all_frames, &snap);
     if (rc != CLI_OK)
         return rc;
     size_t ndev = analysis_device_count(snap);

@@ -8,18 +8,22 @@
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/frame_filter.h"
 
 static const char usage_text[] =
-    "usage: cuprof leaks [--json] [--top N] FILE\n\n"
+    "usage: cuprof leaks [--json] [--top N] [--all-frames] FILE\n\n"
     "Lists the blocks still allocated (state active_allocated) when FILE was written, grouped by\n"
     "allocation stack, largest total first, with block counts: compute-sanitizer's leak check,\n"
     "but it sees through the caching allocator (a block the program never freed stays\n"
-    "allocated even though cuprof keeps the segment cached).\n"
+    "allocated even though cuprof keeps the segment cached). Stacks that differ only in\n"
+    "frames of the allocation machinery (cuprof, CUDA, PyTorch's allocator, the Python\n"
+    "interpreter, libc start-up) are one call site, shown from the user's first frame.\n"
     "Exit status 1 when anything leaked, 0 when nothing did, 2 on bad input.\n\n"
-    "  --json      one JSON object: {\"leaked_bytes\", \"leaked_blocks\", \"sites\": [{device,\n"
-    "              bytes, requested_bytes, blocks, frames}]}\n"
-    "  --top N     call sites to list (default all)\n"
-    "  -h, --help  this text\n";
+    "  --json        one JSON object: {\"leaked_bytes\", \"leaked_blocks\", \"sites\": [{device,\n"
+    "                bytes, requested_bytes, blocks, frames}]}\n"
+    "  --top N       call sites to list (default all)\n"
+    "  --all-frames  hide no frame: a call site is a whole stack, named by its innermost frame\n"
+    "  -h, --help    this text\n";
 
 struct leak_site {
     int32_t device;
@@ -93,10 +97,11 @@ cmd_leaks(int argc, char **argv)
     static const struct option options[] = {
         {"json", no_argument, NULL, 'j'},
         {"top", required_argument, NULL, 't'},
+        {"all-frames", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false;
+    bool json = false, all_frames = false;
     uint64_t top = UINT64_MAX;
     struct cli_options o = {.cmd = "leaks",
                             .usage = usage_text,
@@ -115,13 +120,16 @@ cmd_leaks(int argc, char **argv)
             if (!cli_parse_u64(optarg, &top))
                 return cli_usage_error("leaks", "--top wants a number, not \"%s\"", optarg);
             break;
+        case 'A':
+            all_frames = true;
+            break;
         }
     }
     if (o.finished)
         return o.status;
     const char *path = argv[optind];
     struct snapshot *snap;
-    int rc = cli_load(path, &snap);
+    int rc = frame_filter_load(path, all_frames, &snap);
     if (rc != CLI_OK)
         return rc;
     struct leak_site *sites = NULL;

@@ -10,15 +10,19 @@
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/frame_filter.h"
 #include "cli/report_html.h"
 
 static const char usage_text[] =
-    "usage: cuprof plot [-o report.html] FILE\n\n"
+    "usage: cuprof plot [-o report.html] [--all-frames] FILE\n\n"
     "Writes one self-contained HTML file (no network, no CDN) showing, per device: the\n"
     "allocated and reserved timeline (click it to pick an event), the segment map at the chosen\n"
     "event with blocks coloured by call site (hover for sizes and stacks), and the top call\n"
-    "sites table. The peaks it shows are those `cuprof summary` prints.\n\n"
+    "sites table. The peaks it shows are those `cuprof summary` prints. Stacks that differ\n"
+    "only in frames of the allocation machinery (cuprof, CUDA, PyTorch's allocator, the Python\n"
+    "interpreter, libc start-up) are one call site, shown from the user's first frame.\n\n"
     "  -o, --output FILE  where to write (default: report.html)\n"
+    "  --all-frames       hide no frame: a call site is a whole stack\n"
     "  -h, --help         this text\n";
 
 #define PLOT_MAX_POINTS 4000 /* timeline points: bucket maxima beyond this */
@@ -305,10 +309,12 @@ cmd_plot(int argc, char **argv)
 {
     static const struct option options[] = {
         {"output", required_argument, NULL, 'o'},
+        {"all-frames", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *output = "report.html";
+    bool all_frames = false;
     struct cli_options o = {.cmd = "plot",
                             .usage = usage_text,
                             .shortopts = "o:h",
@@ -322,13 +328,16 @@ cmd_plot(int argc, char **argv)
         case 'o':
             output = optarg;
             break;
+        case 'A':
+            all_frames = true;
+            break;
         }
     }
     if (o.finished)
         return o.status;
     const char *path = argv[optind];
     struct snapshot *snap;
-    int rc = cli_load(path, &snap);
+    int rc = frame_filter_load(path, all_frames, &snap);
     if (rc != CLI_OK)
         return rc;
     const char *marker = "/*CUPROF_DATA*/";

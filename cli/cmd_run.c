@@ -15,6 +15,7 @@
 
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/frame_filter.h"
 #include "cli/static_cudart.h"
 
 static const char usage_text[] =
@@ -307,7 +308,7 @@ report_snapshots(const char *tmpl, pid_t pid, struct timespec started, bool quie
         fprintf(stderr, "cuprof: no snapshot was written (looked for %s)\n", pattern);
     } else if (!quiet) {
         struct snapshot *snap;
-        if (cli_load(last, &snap) == CLI_OK) {
+        if (frame_filter_load(last, false, &snap) == CLI_OK) {
             /* A file the shim did not write (no cuprof section) was announced by nobody. */
             if (announced && !snap->cuprof.present)
                 fprintf(stderr, "cuprof: snapshot written to %s\n", last);

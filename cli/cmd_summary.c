@@ -10,21 +10,26 @@
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/frame_filter.h"
 #include "stats/memory_stats.h"
 #include "stats/memory_summary.h"
 
 static const char usage_text[] =
-    "usage: cuprof summary [--top N] [--brief] FILE...\n\n"
+    "usage: cuprof summary [--top N] [--brief] [--all-frames] FILE...\n\n"
     "For every snapshot FILE (one per rank), and every device in it:\n"
     "  - PyTorch's memory_summary table (cuprof's counters, or rebuilt from the block table);\n"
     "  - peak reserved and peak live bytes and the trace entry where each happened (live bytes\n"
     "    are requested sizes of allocations not yet freed, as the trace records them);\n"
     "  - fragmentation: reserved minus allocated, largest free block against all free bytes;\n"
-    "  - the top call sites by live bytes at the end and at the live peak, with their stacks;\n"
+    "  - the top call sites by live bytes at the end and at the live peak, with their stacks\n"
+    "    from the user's first frame (stacks that differ only in frames of the allocation\n"
+    "    machinery: cuprof, CUDA, PyTorch's allocator, the Python interpreter, libc start-up,\n"
+    "    are one call site);\n"
     "  - OOM events: the request, what the device still had free, what was cached.\n\n"
-    "  --top N     call sites to list (default 10)\n"
-    "  --brief     one screen: no table, 5 call sites\n"
-    "  -h, --help  this text\n";
+    "  --top N       call sites to list (default 10)\n"
+    "  --brief       one screen: no table, 5 call sites\n"
+    "  --all-frames  hide no frame: a call site is a whole stack, named by its innermost frame\n"
+    "  -h, --help    this text\n";
 
 static void
 print_when(FILE *out, const struct snapshot *snap, size_t device, size_t at, int64_t t0)
@@ -206,11 +211,12 @@ cmd_summary(int argc, char **argv)
     static const struct option options[] = {
         {"top", required_argument, NULL, 't'},
         {"brief", no_argument, NULL, 'b'},
+        {"all-frames", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     uint64_t top = 10;
-    bool brief = false;
+    bool brief = false, all_frames = false;
     struct cli_options o = {.cmd = "summary",
                             .usage = usage_text,
                             .shortopts = "t:bh",
@@ -228,6 +234,9 @@ cmd_summary(int argc, char **argv)
         case 'b':
             brief = true;
             break;
+        case 'A':
+            all_frames = true;
+            break;
         }
     }
     if (o.finished)
@@ -237,7 +246,7 @@ cmd_summary(int argc, char **argv)
     int status = CLI_OK;
     for (int i = optind; i < argc; i++) {
         struct snapshot *snap;
-        if (cli_load(argv[i], &snap) != CLI_OK) {
+        if (frame_filter_load(argv[i], all_frames, &snap) != CLI_OK) {
             status = CLI_BADUSE;
             continue;
         }

@@ -189,3 +189,69 @@ def leaks_by_frames(snap):
             acc[1] += b["requested_size"]
             acc[2] += 1
     return out
+
+
+# ---- Call sites as reports show them: the allocation machinery's frames hidden ----
+
+def _base(path):
+    return path.rsplit("/", 1)[-1]
+
+
+def _in_folder(path, folder):
+    return path.startswith(folder) or ("/" + folder) in path
+
+
+def is_python_frame(f):
+    return f["filename"].endswith(".py")
+
+
+def machinery(f):
+    """Frames never the user's: cuprof, CUDA, PyTorch's allocator, libc start-up (the README's
+    list)."""
+    name, path = f["name"], f["filename"]
+    if _base(path).startswith(("libcuprof", "libcuda")) or _in_folder(path, "tests/sim/"):
+        return True
+    if name.startswith(("cudart::", "__cudart")):
+        return True
+    for api in ("cuda", "cu"):
+        if name.startswith(api) and name[len(api):len(api) + 1].isupper():
+            return True
+    if any(s in name for s in ("unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp",
+                               "CUDACachingAllocator::", "DeviceCachingAllocator::",
+                               "wrapper_CUDA_memory_format_empty", "wrapper_CUDA__empty")):
+        return True
+    if name.startswith(("torch::unwind::", "at::empty", "at::detail::empty_", "at::native::empty_",
+                        "at::cuda::empty", "at::_ops::empty", "c10::Dispatcher::", "c10::impl::",
+                        "c10::KernelFunction::", "c10::BoxedKernel::",
+                        "c10::callUnboxedKernelFunction", "torch::autograd::THPVariable_")):
+        return True
+    if any(s in path for s in ("core/boxing", "/Register", "/Redispatch")):
+        return True
+    return name in ("_start", "start_thread", "clone3") or \
+        name.startswith(("__libc_start_", "__clone"))
+
+
+def interpreter(f):
+    """The Python interpreter's C frames (hidden only where Python frames stand for them)."""
+    name, path = f["name"], f["filename"]
+    base = _base(path)
+    if base.startswith("python") and all(c in "0123456789.dmtu" for c in base[6:]):
+        return True
+    if base.startswith(("libpython", "libffi", "_ctypes")):
+        return True
+    if any(_in_folder(path, d) for d in ("Python/", "Objects/", "Modules/", "Include/", "Parser/",
+                                         "Programs/")):
+        return True
+    return name in ("Py_RunMain", "Py_BytesMain") or name.startswith((
+        "_PyEval_", "PyEval_", "_PyObject_", "PyObject_", "_PyFunction_", "PyFunction_",
+        "_PyVectorcall_", "PyVectorcall_", "_PyCFunction", "PyCFunction_", "method_vectorcall",
+        "cfunction_", "slot_tp_call", "_PyRun_", "PyRun_", "run_mod", "run_eval_code_obj",
+        "pymain_", "ffi_call", "_ctypes_", "PyCFuncPtr_call"))
+
+
+def user_frames(frames):
+    """The frames a report shows by default; all of them when every one would be hidden."""
+    python = any(is_python_frame(f) for f in frames)
+    kept = [f for f in frames if is_python_frame(f) or
+            not (machinery(f) or (python and interpreter(f)))]
+    return kept or frames

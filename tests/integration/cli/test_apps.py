@@ -221,14 +221,21 @@ class Flamegraph(unittest.TestCase):
         _, plive_at = S.peak([v[0] for v in ser])
         for at, index in (("peak", plive_at), ("end", None)):
             want = {}
+            whole = {}
             for size, frames in S.live_blocks(snap, 0, index).values():
-                key = ";".join(S.frame_text(f) for f in reversed(frames)) or "[no stack]"
+                key = ";".join(S.frame_text(f) for f in reversed(S.user_frames(frames)))
                 want[key] = want.get(key, 0) + size
-            got = {}
-            for line in cuprof("flamegraph", "--at", at, path, rc=0).stdout.splitlines():
-                stack, n = line.rsplit(" ", 1)
-                got[stack] = int(n)
-            self.assertEqual(got, want, at)
+                key = ";".join(S.frame_text(f) for f in reversed(frames))
+                whole[key] = whole.get(key, 0) + size
+            for options, expected in (((), want), (("--all-frames",), whole)):
+                got = {}
+                for line in cuprof("flamegraph", "--at", at, *options, path,
+                                   rc=0).stdout.splitlines():
+                    stack, n = line.rsplit(" ", 1)
+                    got[stack] = int(n)
+                self.assertEqual(got, expected, (at, options))
+            # libc's start-up frames are hidden: every folded stack starts at main.
+            self.assertTrue(all(k.startswith("main (") for k in want), want)
         self.assertEqual(sum(got.values()), int(res["leaked_bytes"]))
         self.assertEqual(sum(want.values()), int(res["leaked_bytes"]))
 
@@ -324,7 +331,7 @@ class Diff(unittest.TestCase):
         def by_site(snap):
             out = {}
             for _, blk in blocks(snap):
-                key = tuple(S.frame_text(f) for f in blk["frames"])
+                key = tuple(S.frame_text(f) for f in S.user_frames(blk["frames"]))
                 out[key] = out.get(key, 0) + blk["requested_size"]
             return out
         wa, wb = by_site(sa), by_site(sb)

@@ -62,6 +62,7 @@ def pytorch_2x(line_unknown=True):
 def commands(path, other):
     out = os.path.join(WORK, os.path.basename(path))
     return [("summary", [path]), ("leaks", [path]), ("leaks", ["--json", path]),
+            ("leaks", ["--all-frames", path]),
             ("diff", [other, path]), ("replay", ["--check", path]), ("flamegraph", [path]),
             ("timeline", [path, "-o", out + ".trace.json"]),
             ("plot", ["-o", out + ".html", path]), ("stats", [path])]
@@ -122,12 +123,19 @@ class OddValues(Base):
             if cmd == "leaks" and first == "--json":
                 got = json.loads(p.stdout)
                 lines = {f["line"] for s in got["sites"] for f in s["frames"]}
-                self.assertIn(0, lines)                   # unknown, as PyTorch writes C++ frames
+                self.assertNotIn(0, lines)                # the allocator's frame is hidden
                 self.assertIn(42, lines)
-            if cmd == "leaks" and first != "--json":
+                got = json.loads(run("leaks", "--json", "--all-frames",
+                                        os.path.join(WORK, name)).stdout)
+                lines = {f["line"] for s in got["sites"] for f in s["frames"]}
+                self.assertIn(0, lines)                   # unknown, as PyTorch writes C++ frames
+            if cmd == "leaks" and first == "--all-frames":
                 self.assertIn("c10::cuda::CUDACachingAllocator::malloc (CUDACachingAllocator.cpp)\n",
                               p.stdout)
                 self.assertIn("forward (model.c:42)", p.stdout)
+            if cmd == "leaks" and first not in ("--json", "--all-frames"):
+                self.assertNotIn("CUDACachingAllocator", p.stdout)
+                self.assertIn("      forward (model.c:42)", p.stdout)
         # The numbers are those of the same snapshot without the extra keys.
         plain = os.path.join(WORK, "plain.pickle")
         with open(plain, "wb") as f:
