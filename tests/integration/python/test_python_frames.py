@@ -9,6 +9,7 @@ Cases (argv[1]):
   embed         a C program embedding the interpreter (argv: the program).
   no_python     a C program: no "python" section, no frame changed (argv: the program).
   python_only   cuprof_record_memory_history(stacks="python"): Python frames only.
+  reports       `cuprof leaks` on a Python program's snapshot names sites by Python frames.
 """
 import argparse
 import glob
@@ -253,6 +254,41 @@ def case_python_only(f, a):
                 f"stacks=all ({size} B): {short(frames)}")
 
 
+def case_reports(f, a):
+    """cuprof's reports on a real Python program's snapshot: call sites named by the user's
+    first Python frame, the interpreter's and ctypes' C frames hidden, the three worker threads'
+    allocations one site; --all-frames shows everything."""
+    lines = markers(PROGRAM)
+    with tempfile.TemporaryDirectory() as tmp:
+        snap_path = os.path.join(tmp, "py.pickle")
+        res = shimrun.run_shim([sys.executable, PROGRAM], a.ld_path, preload=a.lib,
+                               extra_env={"CUPROF_SNAPSHOT": snap_path}, timeout=180)
+        f.check(res.returncode == 0 and os.path.exists(snap_path), f"reports: run {res}")
+        if not os.path.exists(snap_path):
+            return
+        leaks = subprocess.run([a.cuprof, "leaks", snap_path], capture_output=True, text=True)
+        out = leaks.stdout.splitlines()
+        f.check(leaks.returncode == 1 and "12 blocks still allocated" in out[0],
+                f"reports: leaks said {leaks.stdout[:300]!r} {leaks.stderr!r}")
+        site = f"alloc ({PROGRAM}:{lines['alloc']})"
+        worker = f"worker ({PROGRAM}:{lines['worker']})"
+        at = next((i for i, l in enumerate(out) if "in 3 blocks" in l), None)
+        f.check(at is not None and out[at].strip().startswith("15.00 KiB in 3 blocks") and
+                out[at + 1].strip() == site and out[at + 2].strip() == worker,
+                f"reports: the worker threads' site: {out[at:at + 3] if at is not None else out}")
+        sites = [l for l in out if l.startswith("  ") and not l.startswith("    ")]
+        f.check(len(sites) == 10, f"reports: {len(sites)} call sites, expected 10: {sites}")
+        frames = [l.strip() for l in out if l.startswith("    ")]
+        machinery = re.compile(r"_PyEval|_PyObject|PyObject_|ffi_call|_ctypes|cudaMalloc|"
+                               r"cuMemAlloc|libffi|libpython|/python3[.0-9]*[ :)]|tests/sim/")
+        hidden = [l for l in frames if not re.search(r"\.py:\d+\)$", l) and machinery.search(l)]
+        f.check(not hidden, f"reports: machinery frames shown: {hidden[:5]}")
+        every = subprocess.run([a.cuprof, "leaks", "--all-frames", snap_path],
+                               capture_output=True, text=True).stdout
+        f.check("ffi_call" in every and "cudaMalloc" in every,
+                "reports: --all-frames should show the ctypes and runtime frames")
+
+
 def case_embed(f, a):
     snap, res = run_program(f, a, [a.program], what="embedded interpreter")
     if snap is None:
@@ -289,14 +325,17 @@ def case_no_python(f, a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["interpreters", "off", "embed", "no_python", "python_only"])
+    ap.add_argument("case", choices=["interpreters", "off", "embed", "no_python", "python_only",
+                                     "reports"])
+    ap.add_argument("--cuprof")
     ap.add_argument("--lib", required=True)
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("--program")
     a = ap.parse_args()
     f = shimrun.Checks()
     {"interpreters": case_interpreters, "off": case_off, "embed": case_embed,
-     "no_python": case_no_python, "python_only": case_python_only}[a.case](f, a)
+     "no_python": case_no_python, "python_only": case_python_only,
+     "reports": case_reports}[a.case](f, a)
     f.finish()
 
 
