@@ -18,6 +18,9 @@ int cmd_flamegraph(int argc, char **argv);
 int cmd_timeline(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 /* The summary of one loaded snapshot; `brief` keeps it to one screen (used by `run`). Returns 0,
  * or -1 when host memory runs out. */

@@ -22,6 +22,9 @@ static const struct subcommand subcommands[] = {
     {"timeline", cmd_timeline, "Chrome trace-event / Perfetto JSON of memory over time"},
     {"plot", cmd_plot, "a self-contained HTML report (timeline, segment map, call sites)"},
     {"stats", cmd_stats, "the memory_stats dict as JSON, PyTorch's key names"},
+    {"ps", cmd_ps, "this user's running processes under cuprof, with their memory"},
+    {"dump", cmd_dump, "make a running process write a snapshot now (no signal)"},
+    {"top", cmd_top, "a live view of a running process's device memory and call sites"},
 };
 
 static void

@@ -377,6 +377,15 @@ read_request(int fd, char *line, size_t cap)
     line[used] = '\0';
     if (used + 1 >= cap) {
         reply(fd, "ERROR ", "request longer than 4096 bytes");
+        /* Read what is left (bounded, under the timeout): closing with unread bytes would reset
+         * the connection and lose the reply on its way. */
+        (void)shutdown(fd, SHUT_WR);
+        for (size_t drained = 0; drained < ((size_t)1 << 20);) {
+            ssize_t n = recv(fd, line, cap, 0);
+            if (n <= 0 && !(n < 0 && errno == EINTR))
+                break;
+            drained += n > 0 ? (size_t)n : 0;
+        }
         return false;
     }
     return true;

@@ -1,0 +1,132 @@
+/* cmd_ps.c: `cuprof ps`: this user's processes running under cuprof, from their control sockets:
+ *   pid, rank, host, mode, devices, allocated and reserved now and at peak, command. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli_commands.h"
+#include "cli/cli_util.h"
+#include "cli/control_client.h"
+
+static const char usage_text[] =
+    "usage: cuprof ps [--json]\n\n"
+    "Lists this user's running processes under cuprof (each one answers on its control socket\n"
+    "after its first CUDA call; see CUPROF_CONTROL), every rank of a job on this host included,\n"
+    "sorted by rank then pid. Sockets that dead processes left behind are removed.\n\n"
+    "  --json       one JSON list of the processes' INFO replies\n"
+    "  -h, --help   this text\n";
+
+/* The command line, its arguments joined by spaces and cut to `len`. */
+static void
+command_text(const struct sval *info, char *buf, size_t len)
+{
+    const struct sval *argv = sval_get(info, "argv");
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sval_len(argv) && used + 1 < len; i++) {
+        const struct sval *a = sval_at(argv, i);
+        if (a->type != SVAL_STR)
+            continue;
+        int n = snprintf(buf + used, len - used, "%s%s", used ? " " : "", a->u.s);
+        if (n < 0)
+            break;
+        used += (size_t)n < len - used ? (size_t)n : len - used - 1;
+    }
+}
+
+/* The devices' totals: allocated and reserved now and at peak, and the device list "0,1". */
+static void
+device_totals(const struct sval *info, int64_t sums[4], char *list, size_t len)
+{
+    static const char *const keys[4] = {"allocated", "reserved", "peak_allocated", "peak_reserved"};
+    const struct sval *devs = sval_get(info, "devices");
+    size_t used = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < sval_len(devs); i++) {
+        const struct sval *d = sval_at(devs, i);
+        for (int k = 0; k < 4; k++)
+            sums[k] += control_int(d, keys[k]);
+        int n = snprintf(list + used, len - used, "%s%lld", used ? "," : "",
+                         (long long)control_int(d, "device"));
+        if (n > 0 && (size_t)n < len - used)
+            used += (size_t)n;
+    }
+    if (used == 0)
+        snprintf(list, len, "-");
+}
+
+int
+cmd_ps(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    struct cli_options o = {.cmd = "ps",
+                            .usage = usage_text,
+                            .shortopts = "h",
+                            .longopts = longopts,
+                            .unknown = "unknown option",
+                            .operands = 0,
+                            .operands_error = "takes no operands"};
+    bool json = false;
+    int c;
+    while ((c = cli_next_option(&o, argc, argv)) != -1)
+        if (c == 'j')
+            json = true;
+    if (o.finished)
+        return o.status;
+    struct control_process *list;
+    size_t count, removed;
+    if (control_client_list(&list, &count, &removed) != 0) {
+        fprintf(stderr, "cuprof: ps: out of host memory\n");
+        return CLI_BADUSE;
+    }
+    if (removed > 0)
+        fprintf(stderr, "cuprof: ps: removed %zu socket%s left by processes that are gone\n",
+                removed, removed == 1 ? "" : "s");
+    if (json) {
+        printf("[");
+        for (size_t i = 0; i < count; i++) {
+            char text[256];
+            int64_t sums[4] = {0};
+            device_totals(&list[i].info.value, sums, text, sizeof(text));
+            printf("%s\n  {\"pid\": %ld, \"rank\": %lld, \"host\": ", i ? "," : "",
+                   (long)list[i].pid, (long long)control_int(&list[i].info.value, "rank"));
+            cli_json_string(stdout, control_str(&list[i].info.value, "host"));
+            printf(", \"mode\": ");
+            cli_json_string(stdout, control_str(&list[i].info.value, "mode"));
+            printf(", \"devices\": \"%s\", \"allocated\": %lld, \"reserved\": %lld, "
+                   "\"peak_allocated\": %lld, \"peak_reserved\": %lld, \"command\": ",
+                   text, (long long)sums[0], (long long)sums[1], (long long)sums[2],
+                   (long long)sums[3]);
+            command_text(&list[i].info.value, text, sizeof(text));
+            cli_json_string(stdout, text);
+            printf("}");
+        }
+        printf("%s]\n", count ? "\n" : "");
+    } else if (count == 0) {
+        printf("no process of this user runs under cuprof (one shows up after its first CUDA "
+               "call)\n");
+    } else {
+        printf("%-8s %-5s %-12s %-6s %-8s %-11s %-11s %-11s %-11s %s\n", "PID", "RANK", "HOST",
+               "MODE", "DEVICES", "ALLOCATED", "RESERVED", "PEAK ALLOC", "PEAK RESV", "COMMAND");
+        for (size_t i = 0; i < count; i++) {
+            const struct sval *info = &list[i].info.value;
+            char devs[64], cmd[200], s[4][32], rank[24];
+            int64_t sums[4] = {0};
+            device_totals(info, sums, devs, sizeof(devs));
+            command_text(info, cmd, sizeof(cmd));
+            for (int k = 0; k < 4; k++)
+                cli_size((uint64_t)sums[k], s[k], sizeof(s[k]));
+            int64_t r = control_int(info, "rank");
+            if (r < 0)
+                snprintf(rank, sizeof(rank), "-");
+            else
+                snprintf(rank, sizeof(rank), "%lld", (long long)r);
+            printf("%-8ld %-5s %-12.12s %-6s %-8s %-11s %-11s %-11s %-11s %s\n", (long)list[i].pid,
+                   rank, control_str(info, "host"), control_str(info, "mode"), devs, s[0], s[1],
+                   s[2], s[3], cmd);
+        }
+    }
+    control_client_list_free(list, count);
+    return CLI_OK;
+}

@@ -1,0 +1,83 @@
+/* live_sleeper.c: a program to watch while it runs. Allocates three blocks (1 MiB, 3 MiB and
+ * 1000 bytes), prints "ready PID", then sleeps SECONDS in 100 ms nanosleep steps without retrying
+ * a step a signal cut short (as many real programs sleep), and prints how long it slept and how
+ * many steps were cut short. With "fork", a child allocates 2 MiB of its own and sleeps too. */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void *
+live_alloc(size_t size)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, size) != cudaSuccess) {
+        fprintf(stderr, "live_sleeper: cudaMalloc(%zu) failed\n", size);
+        exit(1);
+    }
+    return p;
+}
+
+static double
+now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void
+sleep_in_steps(const char *who, double seconds)
+{
+    int steps = (int)(seconds * 10), cut = 0;
+    double t0 = now_ms();
+    for (int i = 0; i < steps; i++) {
+        struct timespec step = {0, 100 * 1000 * 1000};
+        if (nanosleep(&step, NULL) != 0 && errno == EINTR)
+            cut++;
+    }
+    printf("%s: slept %.0f ms, %d steps cut short\n", who, now_ms() - t0, cut);
+    fflush(stdout);
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: live_sleeper SECONDS [fork]\n");
+        return 2;
+    }
+    double seconds = atof(argv[1]);
+    void *a = live_alloc(1 << 20);
+    void *b = live_alloc(3 << 20);
+    void *c = live_alloc(1000);
+    pid_t child = -1;
+    if (argc > 2 && strcmp(argv[2], "fork") == 0) {
+        fflush(stdout);
+        child = fork();
+        if (child == 0) {
+            void *d = live_alloc(2 << 20);
+            printf("child ready %ld\n", (long)getpid());
+            fflush(stdout);
+            sleep_in_steps("child", seconds);
+            cudaFree(d);
+            return 0;
+        }
+    }
+    printf("ready %ld\n", (long)getpid());
+    fflush(stdout);
+    sleep_in_steps("parent", seconds);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+    if (child > 0) {
+        int status = 0;
+        waitpid(child, &status, 0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
+    return 0;
+}
