@@ -10,6 +10,7 @@
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/library_report.h"
 #include "stats/memory_stats.h"
 #include "stats/memory_summary.h"
 
@@ -20,6 +21,9 @@ static const char usage_text[] =
     "  - peak reserved and peak live bytes and the trace entry where each happened (live bytes\n"
     "    are requested sizes of allocations not yet freed, as the trace records them);\n"
     "  - fragmentation: reserved minus allocated, largest free block against all free bytes;\n"
+    "  - device memory by library (cuprof's snapshots): per shared object that made the device\n"
+    "    call, live and peak bytes in cuprof's cache and passed through, and the device's\n"
+    "    footprint as the driver reports it (device-wide) at start and at the dump;\n"
     "  - the top call sites by live bytes at the end and at the live peak, with their stacks;\n"
     "  - OOM events: the request, what the device still had free, what was cached.\n\n"
     "  --top N     call sites to list (default 10)\n"
@@ -145,6 +149,7 @@ summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief
                 cli_size(a.largest_free, s3, sizeof(s3)),
                 100.0 * (double)a.largest_free / (double)a.free_total);
     fprintf(out, "\n");
+    library_report_print(out, snap, device);
     size_t frames = brief ? 4 : 12;
     fprintf(out, "top call sites by live bytes at the end:\n");
     if (print_sites(out, snap, device, a.count, top, frames) != 0)

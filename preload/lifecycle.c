@@ -9,6 +9,7 @@
 #include "preload/cuda_backend.h"
 #include "preload/dumper.h"
 #include "preload/layers.h"
+#include "preload/library_usage.h"
 #include "preload/runtime.h"
 #include "preload/shim_vmm.h"
 #include "preload/stream_id.h"
@@ -72,6 +73,7 @@ lifecycle_fork_child(void)
     shim_vmm_reset_after_fork();
     stream_id_reset_after_fork();
     stacks_reset_after_fork();
+    library_usage_reset_after_fork();
     dumper_fork_child();
     atomic_store(&lifecycle_oom_claimed, false);
     atomic_store(&lifecycle_exit_done, false);

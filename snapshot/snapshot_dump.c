@@ -10,6 +10,7 @@
 #include "allocator/cuprof_errors.h"
 #include "snapshot/stacks.h"
 #include "snapshot/symbolize.h"
+#include "snapshot/snapshot_usage.h"
 #include "snapshot/snapshot_write.h"
 #include "snapshot/trace_ring.h"
 #include "stats/memory_stats.h"
@@ -256,6 +257,9 @@ add_cuprof(struct snapshot *snap, const struct dump_info *info)
         if (snapshot_add_config(snap, info->config[i].key, info->config[i].value) != 0)
             return -CUPROF_EHOSTMEM;
     if (info->argv != NULL && snapshot_set_argv(snap, info->argv, info->argc) != 0)
+        return -CUPROF_EHOSTMEM;
+    if (snapshot_set_libraries(snap, info->libraries, info->library_count) != 0 ||
+        snapshot_set_footprints(snap, info->footprints, info->footprint_count) != 0)
         return -CUPROF_EHOSTMEM;
     return 0;
 }

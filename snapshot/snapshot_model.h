@@ -99,6 +99,9 @@ struct snap_allocator_settings {
     bool pinned_use_cuda_host_register;
 };
 
+struct snap_library;
+struct snap_footprint;
+
 /* cuprof's own section ("cuprof" key); absent in snapshots PyTorch wrote. */
 struct snap_cuprof {
     bool present;
@@ -114,6 +117,10 @@ struct snap_cuprof {
     struct snap_stat **stats;  /* per device: an array of stats */
     size_t *stats_count;       /* per device */
     uint64_t *dropped_entries; /* per device (same as device_traces[d].dropped) */
+    struct snap_library *libraries; /* snapshot_usage.h: device memory by library */
+    size_t library_count;
+    struct snap_footprint *footprints; /* snapshot_usage.h: the driver's used bytes per device */
+    size_t footprint_count;
 };
 
 struct snapshot {

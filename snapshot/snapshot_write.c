@@ -11,6 +11,7 @@
 
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
+#include "snapshot/snapshot_usage.h"
 #include "allocator/trace_sink.h"
 
 static const char *const action_names[TRACE_ACTION_COUNT] = {
@@ -274,6 +275,7 @@ emit_cuprof(const struct snapshot *snap, struct emitter *e)
     emitter_end(e);
     emitter_key(e, "trace_alloc_overflowed");
     emitter_bool(e, overflowed);
+    snapshot_usage_emit(snap, e);
     emitter_end(e);
 }
 
