@@ -42,18 +42,20 @@ static void
 print_footprint(FILE *out, const struct snap_footprint *fp, uint64_t reserved, uint64_t passthrough)
 {
     char s[5][32];
-    fprintf(out, "device footprint (device-wide, other processes count too): at start %s, at dump %s",
+    fprintf(out,
+            "device footprint (device-wide, other processes count too): at start %s, at dump %s",
             fp->used_at_start >= 0 ? cli_size((uint64_t)fp->used_at_start, s[0], 32) : "unknown",
             fp->used_at_dump >= 0 ? cli_size((uint64_t)fp->used_at_dump, s[1], 32) : "unknown");
     if (fp->total >= 0)
         fprintf(out, " of %s", cli_size((uint64_t)fp->total, s[2], 32));
-    fprintf(out, "\n  cuprof's reserved total %s, pass-through %s",
-            cli_size(reserved, s[3], 32), cli_size(passthrough, s[4], 32));
+    fprintf(out, "\n  cuprof's reserved total %s, pass-through %s", cli_size(reserved, s[3], 32),
+            cli_size(passthrough, s[4], 32));
     /* What the driver counts and cuprof never saw: contexts (code, stacks, buffers), other
      * processes, and memory taken around cuprof. */
     if (fp->used_at_dump >= 0 && (uint64_t)fp->used_at_dump >= reserved + passthrough)
-        fprintf(out, "; not seen by cuprof: %s (contexts, other processes, memory taken around "
-                     "cuprof)",
+        fprintf(out,
+                "; not seen by cuprof: %s (contexts, other processes, memory taken around "
+                "cuprof)",
                 cli_size((uint64_t)fp->used_at_dump - reserved - passthrough, s[0], 32));
     fprintf(out, "\n");
 }

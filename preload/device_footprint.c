@@ -14,8 +14,8 @@ enum { NOT_SEEN, RECORDING, RECORDED };
 
 struct device_start {
     atomic_int state;
-    int64_t total;   /* written before state becomes RECORDED */
-    int64_t used;    /* written before state becomes RECORDED; -1: the query failed */
+    int64_t total; /* written before state becomes RECORDED */
+    int64_t used;  /* written before state becomes RECORDED; -1: the query failed */
 };
 
 static struct device_start *starts; /* set once by device_footprint_init */

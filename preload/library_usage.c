@@ -58,7 +58,8 @@ sub(struct usage_device *u, uint16_t library, enum usage_kind kind, uint64_t byt
 static void
 on_segment(struct usage_device *u, const struct trace_event *ev, bool alloc)
 {
-    enum usage_kind kind = ev->pool == TRACE_POOL_DEFAULT ? USAGE_CACHE_RESERVED : USAGE_PASSTHROUGH;
+    enum usage_kind kind =
+        ev->pool == TRACE_POOL_DEFAULT ? USAGE_CACHE_RESERVED : USAGE_PASSTHROUGH;
     uint64_t library = current_library, bytes = ev->size;
     if (alloc) {
         /* Without room to remember the owner the bytes could never be given back: not counted. */
@@ -97,7 +98,8 @@ usage_record(void *ctx, const struct trace_event *ev)
         break;
     case TRACE_FREE_REQUESTED:
         /* PyTorch's allocated counters drop at the request, not when other streams are done. */
-        if (ev->pool == TRACE_POOL_DEFAULT && addr_map_remove(&u->blocks, ev->addr, &library, &bytes))
+        if (ev->pool == TRACE_POOL_DEFAULT &&
+            addr_map_remove(&u->blocks, ev->addr, &library, &bytes))
             sub(u, (uint16_t)library, USAGE_CACHE_REQUESTED, bytes);
         break;
     default:

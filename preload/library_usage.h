@@ -20,9 +20,8 @@ struct snap_library;
 /* Before the allocator is created: per-device tables for `device_count` devices, and the sink
  * that counts each event and then hands it to `next`. False when host memory ran out (the caller
  * then uses `next` alone and no library is counted). */
-__attribute__((warn_unused_result)) bool library_usage_init(int device_count,
-                                                            struct trace_sink next,
-                                                            struct trace_sink *sink);
+__attribute__((warn_unused_result)) bool
+library_usage_init(int device_count, struct trace_sink next, struct trace_sink *sink);
 
 /* An allocating call is about to reach the allocator: its bytes belong to the library of
  * `stack_id`, or, without a stack, of the caller found by a short unwind. Call with no cuprof

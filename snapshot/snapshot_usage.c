@@ -154,8 +154,8 @@ import_footprint(struct snapshot_fields *f, const char *where, const struct sval
         return rc < 0 ? rc : 1;
     }
     int64_t device = 0;
-    int rc = snapshot_field_i64(f, where, v, "device", 0, INT32_MAX, "footprint row skipped",
-                                &device);
+    int rc =
+        snapshot_field_i64(f, where, v, "device", 0, INT32_MAX, "footprint row skipped", &device);
     if (rc != FIELD_OK)
         return rc < 0 ? rc : 1;
     *row = (struct snap_footprint){

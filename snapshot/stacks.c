@@ -333,8 +333,8 @@ stacks_backtrace(unsigned skip, uintptr_t *ips, size_t cap)
 __attribute__((noinline)) size_t
 stacks_callers(unsigned skip, uintptr_t *ips, size_t depth)
 {
-    size_t count = capture_ips(skip, depth < STACKS_MAX_DEPTH ? (unsigned)depth : STACKS_MAX_DEPTH,
-                               ips);
+    size_t count =
+        capture_ips(skip, depth < STACKS_MAX_DEPTH ? (unsigned)depth : STACKS_MAX_DEPTH, ips);
     /* As in stacks_capture: no tail call. */
     __asm__ volatile("" ::: "memory");
     return count;
