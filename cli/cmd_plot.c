@@ -11,6 +11,7 @@
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
 #include "cli/frame_filter.h"
+#include "cli/library_report.h"
 #include "cli/report_html.h"
 
 static const char usage_text[] =
@@ -214,6 +215,13 @@ emit_device(struct plot_ctx *p, size_t device)
             cli_size(a.peak_reserved, s[0], 32), cli_size(a.peak_live, s[1], 32),
             cli_size(a.table_reserved, s[2], 32), cli_size(a.end_live, s[3], 32),
             cli_size(a.free_total, s[4], 32), cli_size(a.largest_free, s[5], 32));
+    char *libraries = library_report_text(p->snap, device);
+    if (libraries != NULL) {
+        fprintf(out, "\"libraries_text\": ");
+        cli_json_string(out, libraries);
+        fprintf(out, ", ");
+        free(libraries);
+    }
     emit_series(out, &a);
 
     /* States offered in the segment map: start, peaks, end, and evenly spaced points. */

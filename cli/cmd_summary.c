@@ -11,6 +11,7 @@
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
 #include "cli/frame_filter.h"
+#include "cli/library_report.h"
 #include "stats/memory_stats.h"
 #include "stats/memory_summary.h"
 
@@ -21,6 +22,9 @@ static const char usage_text[] =
     "  - peak reserved and peak live bytes and the trace entry where each happened (live bytes\n"
     "    are requested sizes of allocations not yet freed, as the trace records them);\n"
     "  - fragmentation: reserved minus allocated, largest free block against all free bytes;\n"
+    "  - device memory by library (cuprof's snapshots): per shared object that made the device\n"
+    "    call, live and peak bytes in cuprof's cache and passed through, and the device's\n"
+    "    footprint as the driver reports it (device-wide) at start and at the dump;\n"
     "  - the top call sites by live bytes at the end and at the live peak, with their stacks\n"
     "    from the user's first frame (stacks that differ only in frames of the allocation\n"
     "    machinery: cuprof, CUDA, PyTorch's allocator, the Python interpreter, libc start-up,\n"
@@ -150,6 +154,7 @@ summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief
                 cli_size(a.largest_free, s3, sizeof(s3)),
                 100.0 * (double)a.largest_free / (double)a.free_total);
     fprintf(out, "\n");
+    library_report_print(out, snap, device);
     size_t frames = brief ? 4 : 12;
     fprintf(out, "top call sites by live bytes at the end:\n");
     if (print_sites(out, snap, device, a.count, top, frames) != 0)

@@ -8,9 +8,12 @@
 
 #include "allocator/cuprof_errors.h"
 #include "preload/config.h"
+#include "preload/device_footprint.h"
+#include "preload/library_usage.h"
 #include "preload/path_template.h"
 #include "preload/runtime.h"
 #include "snapshot/snapshot_dump.h"
+#include "snapshot/snapshot_usage.h"
 #include "snapshot/symbolize.h"
 
 #define DUMPER_CMDLINE_MAX 65536
@@ -74,7 +77,21 @@ dumper_write_snapshot(struct cuprof_runtime *rt, const char *path)
         .alloc_config = &rt->config->alloc_conf,
         .symbolizer = dumper_symbolizer,
     };
+    /* Counters first, then the device: the footprint is never older than the rows beside it. */
+    struct snap_library *libraries = NULL;
+    struct snap_footprint *footprints = calloc((size_t)rt->device_count, sizeof(*footprints));
+    if (footprints == NULL ||
+        library_usage_collect(rt->alloc, &libraries, &info.library_count) != 0) {
+        free(footprints);
+        free(cmdline);
+        return -CUPROF_EHOSTMEM;
+    }
+    info.libraries = libraries;
+    info.footprints = footprints;
+    info.footprint_count = device_footprint_collect(footprints, (size_t)rt->device_count);
     int rc = snapshot_dump_live(rt->alloc, rt->ring, &info, path);
+    free(libraries);
+    free(footprints);
     free(cmdline);
     return rc;
 }

@@ -10,6 +10,7 @@
 #include "preload/cuda_backend.h"
 #include "preload/dumper.h"
 #include "preload/layers.h"
+#include "preload/library_usage.h"
 #include "preload/runtime.h"
 #include "preload/shim_vmm.h"
 #include "preload/stream_id.h"
@@ -75,6 +76,7 @@ lifecycle_fork_child(void)
     stream_id_reset_after_fork();
     stacks_reset_after_fork();
     python_frames_reset_after_fork();
+    library_usage_reset_after_fork();
     dumper_fork_child();
     control_fork_child();
     atomic_store(&lifecycle_oom_claimed, false);

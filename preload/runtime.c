@@ -12,8 +12,10 @@
 #include "preload/config.h"
 #include "preload/control.h"
 #include "preload/cuda_backend.h"
+#include "preload/device_footprint.h"
 #include "preload/dumper.h"
 #include "preload/layers.h"
+#include "preload/library_usage.h"
 #include "preload/lifecycle.h"
 #include "preload/real_cuda.h"
 #include "snapshot/python_frames.h"
@@ -177,6 +179,12 @@ runtime_init(void)
     if (rt->mode == CUPROF_MODE_TRACE)
         alloc_conf.caching = false; /* trace: one device allocation per request */
     struct trace_sink sink = trace_ring_sink(rt->ring);
+    /* Device memory by library counts in front of the ring; without host memory for its tables
+     * the ring alone gets the events. */
+    if (!library_usage_init(rt->device_count, sink, &sink) ||
+        !device_footprint_init(rt->device_count))
+        runtime_log("cuprof: out of host memory for the per-library counters: snapshots will "
+                    "not show device memory by library");
     rt->alloc = allocator_create(&alloc_conf, cuda_backend_ops(), &sink, rt->device_count);
     if (rt->alloc == NULL) {
         runtime_log("cuprof: out of host memory for the allocator: passing every call through");

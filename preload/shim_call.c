@@ -7,6 +7,8 @@
 #include "allocator/cuprof_errors.h"
 #include "preload/call_tag.h"
 #include "preload/cuda_backend.h"
+#include "preload/device_footprint.h"
+#include "preload/library_usage.h"
 #include "preload/config.h"
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
@@ -56,6 +58,9 @@ shim_call_begin(struct shim_call *call, enum shim_call_kind kind)
     call->rt = rt;
     call->device = dev;
     call->stack_id = shim_call_stack(kind);
+    device_footprint_note_start(dev);
+    if (kind == SHIM_CALL_ALLOC)
+        library_usage_begin_alloc(call->stack_id);
     return true;
 }
 
@@ -63,6 +68,7 @@ void
 shim_call_end(struct shim_call *call)
 {
     (void)call;
+    library_usage_end_call();
     cuda_backend_log_faults();
     guard_leave();
 }

@@ -11,6 +11,7 @@
 #include "snapshot/python_frames.h"
 #include "snapshot/stacks.h"
 #include "snapshot/symbolize.h"
+#include "snapshot/snapshot_usage.h"
 #include "snapshot/snapshot_write.h"
 #include "snapshot/trace_ring.h"
 #include "stats/memory_stats.h"
@@ -271,6 +272,9 @@ add_cuprof(struct snapshot *snap, const struct dump_info *info)
         if (c->python.interpreter == NULL || c->python.frames == NULL)
             return -CUPROF_EHOSTMEM;
     }
+    if (snapshot_set_libraries(snap, info->libraries, info->library_count) != 0 ||
+        snapshot_set_footprints(snap, info->footprints, info->footprint_count) != 0)
+        return -CUPROF_EHOSTMEM;
     return 0;
 }
 

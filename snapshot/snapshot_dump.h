@@ -33,7 +33,11 @@ struct dump_info {
     const char *const *argv;
     size_t argc;
     const struct alloc_config *alloc_config; /* allocator_settings; NULL: PyTorch's defaults */
-    struct symbolizer *symbolizer; /* reused across dumps (its cache); NULL: one per dump */
+    struct symbolizer *symbolizer;        /* reused across dumps (its cache); NULL: one per dump */
+    const struct snap_library *libraries; /* cuprof.libraries (snapshot_usage.h) */
+    size_t library_count;
+    const struct snap_footprint *footprints; /* cuprof.device_footprint */
+    size_t footprint_count;
 };
 
 /* Builds the model of the live state: segments and blocks of every device, each device's trace

@@ -15,6 +15,7 @@
 
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
+#include "snapshot/snapshot_usage.h"
 #include "allocator/trace_sink.h"
 #include "snapshot/snapshot_field.h"
 #include "snapshot/snapshot_write.h"
@@ -646,7 +647,7 @@ import_cuprof(struct imp *im, const struct sval *c)
         snap->device_traces[d].dropped = n;
         snap->cuprof.dropped_entries[d] = n;
     }
-    return 0;
+    return snapshot_usage_import(&im->f, c);
 }
 
 static int

@@ -106,6 +106,8 @@ struct snap_python {
     const char *frames;      /* "captured" or "native frames only: <reason>" */
     int64_t captures_gil_held, captures_gil_released;
 };
+struct snap_library;
+struct snap_footprint;
 
 /* cuprof's own section ("cuprof" key); absent in snapshots PyTorch wrote. */
 struct snap_cuprof {
@@ -119,9 +121,13 @@ struct snap_cuprof {
     size_t argc;
     struct snap_setting *config;
     size_t config_count;
-    struct snap_stat **stats;  /* per device: an array of stats */
-    size_t *stats_count;       /* per device */
-    uint64_t *dropped_entries; /* per device (same as device_traces[d].dropped) */
+    struct snap_stat **stats;       /* per device: an array of stats */
+    size_t *stats_count;            /* per device */
+    uint64_t *dropped_entries;      /* per device (same as device_traces[d].dropped) */
+    struct snap_library *libraries; /* snapshot_usage.h: device memory by library */
+    size_t library_count;
+    struct snap_footprint *footprints; /* snapshot_usage.h: the driver's used bytes per device */
+    size_t footprint_count;
     struct snap_python python;
 };
 

@@ -11,6 +11,7 @@
 
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
+#include "snapshot/snapshot_usage.h"
 #include "allocator/trace_sink.h"
 
 static const char *const action_names[TRACE_ACTION_COUNT] = {
@@ -287,6 +288,7 @@ emit_cuprof(const struct snapshot *snap, struct emitter *e)
         emitter_int(e, c->python.captures_gil_released);
         emitter_end(e);
     }
+    snapshot_usage_emit(snap, e);
     emitter_end(e);
 }
 

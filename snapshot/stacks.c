@@ -352,6 +352,16 @@ stacks_backtrace(unsigned skip, uintptr_t *ips, size_t cap)
     return count;
 }
 
+__attribute__((noinline)) size_t
+stacks_callers(unsigned skip, uintptr_t *ips, size_t depth)
+{
+    size_t count =
+        capture_ips(skip, depth < STACKS_MAX_DEPTH ? (unsigned)depth : STACKS_MAX_DEPTH, ips);
+    /* As in stacks_capture: no tail call. */
+    __asm__ volatile("" ::: "memory");
+    return count;
+}
+
 bool
 stacks_get(uint32_t id, const uintptr_t **ips, size_t *count)
 {

@@ -36,6 +36,10 @@ uint32_t stacks_capture(unsigned skip);
  * and not interned. Returns how many. Not for the hot path's use (unbounded depth of unwind). */
 size_t stacks_backtrace(unsigned skip, uintptr_t *ips, size_t cap);
 
+/* The same frames again, but unwinding only as far as needed for `depth` of them: cheap enough
+ * for the hot path when CUPROF_STACKS=none still needs the caller (device memory by library). */
+size_t stacks_callers(unsigned skip, uintptr_t *ips, size_t depth);
+
 /* Interns an instruction-pointer array (innermost first) without unwinding; count is clamped
  * to STACKS_MAX_DEPTH. Returns the id, or 0 for count 0 or a full table. Used by captures and
  * by tests and replays that build stacks by hand. */

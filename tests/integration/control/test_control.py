@@ -31,7 +31,7 @@ CHECKER = None
 
 ALL_VARS = ("CUPROF_MODE, CUPROF_ALLOC_CONF, CUPROF_SNAPSHOT, CUPROF_HISTORY, "
             "CUPROF_MAX_ENTRIES, CUPROF_STACKS, CUPROF_STACK_DEPTH, CUPROF_PYTHON_FRAMES, "
-            "CUPROF_DUMP_ON, "
+            "CUPROF_CONTROL, CUPROF_DUMP_ON, "
             "CUPROF_SIGNAL, CUPROF_LOG")
 UINT_MSG = {"CUPROF_MAX_ENTRIES": "an integer from 1 to 100000000",
             "CUPROF_STACK_DEPTH": "an integer from 1 to 256"}
@@ -39,6 +39,7 @@ ENUM_MSG = {"CUPROF_MODE": "one of cache, trace, off",
             "CUPROF_HISTORY": "one of all, state, off",
             "CUPROF_STACKS": "one of all, alloc, none",
             "CUPROF_PYTHON_FRAMES": "one of on, off",
+            "CUPROF_CONTROL": "one of on, off",
             "CUPROF_LOG": "one of quiet, info, debug"}
 DUMP_ON_MSG = "a comma list of exit, signal, oom, or none"
 SIGNAL_MSG = "a signal number or name (SIGUSR1 or USR1), not SIGKILL, SIGSTOP or a fault signal"
@@ -87,6 +88,7 @@ class ConfigTests(unittest.TestCase):
         ("CUPROF_LOG", "info\n", ENUM_MSG["CUPROF_LOG"]),
         ("CUPROF_PYTHON_FRAMES", "yes", ENUM_MSG["CUPROF_PYTHON_FRAMES"]),
         ("CUPROF_PYTHON_FRAMES", "ON", ENUM_MSG["CUPROF_PYTHON_FRAMES"]),
+        ("CUPROF_CONTROL", "1", ENUM_MSG["CUPROF_CONTROL"]),
         ("CUPROF_MAX_ENTRIES", "", UINT_MSG["CUPROF_MAX_ENTRIES"]),
         ("CUPROF_MAX_ENTRIES", "-5", UINT_MSG["CUPROF_MAX_ENTRIES"]),
         ("CUPROF_MAX_ENTRIES", "0", UINT_MSG["CUPROF_MAX_ENTRIES"]),
@@ -167,7 +169,7 @@ class ConfigTests(unittest.TestCase):
         good = {"CUPROF_MODE": ["cache", "trace", "off"], "CUPROF_HISTORY": ["all", "state", "off"],
                 "CUPROF_MAX_ENTRIES": ["1", "100000000", "0010"],
                 "CUPROF_STACKS": ["all", "alloc", "none"], "CUPROF_STACK_DEPTH": ["1", "256"],
-                "CUPROF_PYTHON_FRAMES": ["on", "off"],
+                "CUPROF_PYTHON_FRAMES": ["on", "off"], "CUPROF_CONTROL": ["on", "off"],
                 "CUPROF_DUMP_ON": ["none", "exit", "oom,signal,exit,oom"],
                 "CUPROF_SIGNAL": ["SIGUSR2", "USR1", "12", "35"],
                 "CUPROF_SNAPSHOT": ["x.pkl", "d/%p-%r-%h-%n-%t-%%.json"],

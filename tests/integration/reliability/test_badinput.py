@@ -26,7 +26,7 @@ import relutil
 
 VARS = ["CUPROF_MODE", "CUPROF_ALLOC_CONF", "CUPROF_SNAPSHOT", "CUPROF_HISTORY",
         "CUPROF_MAX_ENTRIES", "CUPROF_STACKS", "CUPROF_STACK_DEPTH", "CUPROF_PYTHON_FRAMES",
-        "CUPROF_DUMP_ON",
+        "CUPROF_CONTROL", "CUPROF_DUMP_ON",
         "CUPROF_SIGNAL", "CUPROF_LOG"]
 LONG = "9" * 100000
 # One value per class; every one of them is wrong for every variable (paths: see below).

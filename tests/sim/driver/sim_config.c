@@ -208,6 +208,18 @@ config_parse(void)
                     getenv("SIMCUDA_STRICT_HANDLES"));
         config.error = CUDA_ERROR_INVALID_VALUE;
     }
+    /* A real context holds device memory of its own (code, stacks, printf buffer: hundreds of
+     * MiB); charged in whole pages like everything else. 0 by default, so capacity arithmetic in
+     * tests stays exact unless a test asks for it. */
+    v = getenv("SIMCUDA_CONTEXT_MEM");
+    if (v && (!sim_config_parse_size(v, &config.context_mem) ||
+              config.context_mem > ((size_t)1 << 44))) {
+        fprintf(stderr,
+                "cuprof: sim: SIMCUDA_CONTEXT_MEM=\"%s\" is not a size up to 16T "
+                "(digits with an optional K/M/G/T suffix)\n",
+                v);
+        config.error = CUDA_ERROR_INVALID_VALUE;
+    }
     v = getenv("SIMCUDA_FAIL");
     if (v && *v && !parse_fail(v))
         config.error = CUDA_ERROR_INVALID_VALUE;

@@ -21,6 +21,7 @@ struct sim_config {
     unsigned long malloc_us;
     unsigned long free_us;
     unsigned long strict_handles; /* 1: say so on stderr when a dead stream handle comes in */
+    size_t context_mem;           /* device memory each live context holds (whole 2 MiB pages) */
     int error; /* CUDA error cuInit returns when the environment is invalid, else 0 */
 };
 

@@ -76,6 +76,7 @@ device_init(struct sim_device *dev, int ordinal, size_t capacity)
     dev->heap.release = release_anon;
     dev->vmm_phys.release = release_memfd;
     dev->vmm_phys.release_arg = dev;
+    dev->context_pages = (sim_config_get()->context_mem + SIM_PAGE - 1) / SIM_PAGE;
     dev->primary = (struct CUctx_st){.dev = dev, .primary = true};
     dev->default_pool = (struct CUmemPoolHandle_st){.dev = dev, .is_default = true};
     return sim_stream_init_legacy(dev);
@@ -302,6 +303,23 @@ cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 
 /* ---- contexts ---- */
 
+/* A context takes its own device memory while it lives (SIMCUDA_CONTEXT_MEM), so cuMemGetInfo's
+ * used bytes exceed what the program allocated, as on a real GPU. False when it does not fit. */
+static bool
+ctx_charge_locked(struct sim_device *d)
+{
+    if (d->used_pages + d->context_pages > d->capacity / SIM_PAGE)
+        return false;
+    d->used_pages += d->context_pages;
+    return true;
+}
+
+static void
+ctx_uncharge_locked(struct sim_device *d)
+{
+    d->used_pages -= d->context_pages;
+}
+
 struct CUctx_st *
 sim_ctx_current(void)
 {
@@ -338,8 +356,12 @@ cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     if (!d)
         return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&d->lock);
-    d->primary_refs++;
+    bool fits = d->primary_refs > 0 || ctx_charge_locked(d);
+    if (fits)
+        d->primary_refs++;
     pthread_mutex_unlock(&d->lock);
+    if (!fits)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     *pctx = &d->primary;
     return CUDA_SUCCESS;
 }
@@ -367,6 +389,8 @@ cuDevicePrimaryCtxRelease_v2(CUdevice dev)
         return CUDA_ERROR_INVALID_CONTEXT;
     }
     bool last = --d->primary_refs == 0;
+    if (last)
+        ctx_uncharge_locked(d);
     pthread_mutex_unlock(&d->lock);
     /* The last release destroys the primary context with all its memory. */
     if (last)
@@ -577,6 +601,11 @@ cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int
     c->flags = flags;
     /* Kept on the device list after destruction so stale handles stay readable. */
     pthread_mutex_lock(&d->lock);
+    if (!ctx_charge_locked(d)) {
+        pthread_mutex_unlock(&d->lock);
+        free(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     c->next = d->created;
     d->created = c;
     pthread_mutex_unlock(&d->lock);
@@ -598,6 +627,8 @@ cuCtxDestroy_v2(CUcontext ctx)
     pthread_mutex_lock(&ctx->dev->lock);
     bool was = ctx->destroyed;
     ctx->destroyed = true;
+    if (!was)
+        ctx_uncharge_locked(ctx->dev);
     pthread_mutex_unlock(&ctx->dev->lock);
     if (was)
         return CUDA_ERROR_INVALID_CONTEXT;

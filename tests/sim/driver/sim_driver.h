@@ -75,7 +75,8 @@ struct sim_device {
     void *base;               /* the device-memory reservation */
     size_t reserve;           /* bytes reserved (capacity + slack) */
     size_t capacity;          /* bytes of "physical" memory */
-    size_t used_pages;        /* protected by lock; shared by heap and vmm_phys */
+    size_t used_pages;        /* protected by lock; shared by heap, vmm_phys and contexts */
+    size_t context_pages;     /* SIMCUDA_CONTEXT_MEM in pages: what each live context holds */
     struct sim_heap heap;     /* protected by lock */
     int memfd;                /* backs cuMemCreate handles */
     struct sim_heap vmm_phys; /* offsets into memfd; protected by lock */

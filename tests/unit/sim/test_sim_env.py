@@ -30,6 +30,11 @@ class BadEnvironment(unittest.TestCase):
             with self.subTest(bad=bad):
                 self.check("SIMCUDA_MEM", bad, bad)
 
+    def test_context_mem(self):
+        for bad in ["3X", "", "-2M", "1.5M", "17T"]:
+            with self.subTest(bad=bad):
+                self.check("SIMCUDA_CONTEXT_MEM", bad, bad)
+
     def test_devices(self):
         self.check("SIMCUDA_DEVICES", "two", "two")
 

@@ -404,6 +404,52 @@ test_capacity_oom(void **state)
     assert_int_equal(free_mem(), 64 * MiB);
 }
 
+/* ---- SIMCUDA_MEM=64M SIMCUDA_CONTEXT_MEM=3M: each live context holds two 2 MiB pages ---- */
+
+static void
+test_context_footprint(void **state)
+{
+    (void)state;
+    size_t f, t;
+    CUcontext primary, created;
+    assert_int_equal(cuInit(0), CUDA_SUCCESS);
+    /* No context yet: nothing to ask, and nothing held. */
+    assert_int_equal(cuMemGetInfo(&f, &t), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 60 * MiB);
+    /* A second retain of the same primary context costs nothing more. */
+    assert_int_equal(cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 60 * MiB);
+    assert_int_equal(cuCtxCreate(&created, NULL, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 56 * MiB);
+    CUdeviceptr p;
+    assert_int_equal(cuMemAlloc(&p, 2 * MiB), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 54 * MiB);
+    assert_int_equal(cuCtxDestroy(created), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    /* The destroyed context's allocation went with it. */
+    assert_int_equal(free_mem(), 60 * MiB);
+    /* A context needs room like any allocation: with 8 MiB left two more fit, a third does not. */
+    assert_int_equal(cuMemAlloc(&p, 52 * MiB), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 8 * MiB);
+    CUcontext more[2];
+    assert_int_equal(cuCtxCreate(&more[0], NULL, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxCreate(&more[1], NULL, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxCreate(&created, NULL, 0, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuCtxDestroy(more[1]), CUDA_SUCCESS);
+    assert_int_equal(cuCtxDestroy(more[0]), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 60 * MiB);
+    /* The last release gives the primary context's pages back. */
+    assert_int_equal(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 60 * MiB);
+}
+
 /* ---- SIMCUDA_FAIL="alloc:nth=3;alloc:above=1G;free:nth=2;event_query:every=2" ---- */
 
 static void
@@ -573,6 +619,9 @@ main(int argc, char **argv)
     static const struct CMUnitTest oom[] = {
         cmocka_unit_test_setup(test_capacity_oom, sim_test_setup),
     };
+    static const struct CMUnitTest context[] = {
+        cmocka_unit_test(test_context_footprint),
+    };
     static const struct CMUnitTest fail[] = {
         cmocka_unit_test_setup(test_fail_rules, sim_test_setup),
     };
@@ -588,6 +637,7 @@ main(int argc, char **argv)
     static const struct sim_test_group groups[] = {
         {"basic", basic, sizeof(basic) / sizeof(basic[0])},
         {"oom", oom, 1},
+        {"context", context, 1},
         {"fail", fail, 1},
         {"multi", multi, 1},
         {"fork", fork_group, 1},
