@@ -10,6 +10,7 @@
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/cross_rank.h"
 #include "cli/frame_filter.h"
 #include "cli/library_report.h"
 #include "stats/memory_stats.h"
@@ -29,10 +30,19 @@ static const char usage_text[] =
     "    from the user's first frame (stacks that differ only in frames of the allocation\n"
     "    machinery: cuprof, CUDA, PyTorch's allocator, the Python interpreter, libc start-up,\n"
     "    are one call site);\n"
-    "  - OOM events: the request, what the device still had free, what was cached.\n\n"
+    "  - OOM events: the request, what the device still had free, what was cached.\n"
+    "Given several files (a job's ranks), it opens with a cross-rank view: per file its rank,\n"
+    "host, pid, peak allocated and reserved, OOMs and fragmentation at the live peak; the\n"
+    "spread (max/min) and the outlier ranks (peak reserved more than 10% from the median);\n"
+    "then the call sites whose live bytes at the end differ most between ranks. The files are\n"
+    "read in parallel, one snapshot per thread in memory. The per-file reports follow for up\n"
+    "to 16 files (--each for more).\n\n"
     "  --top N       call sites to list (default 10)\n"
     "  --brief       one screen: no table, 5 call sites\n"
     "  --all-frames  hide no frame: a call site is a whole stack, named by its innermost frame\n"
+    "  --each        per-file reports after the cross-rank view, however many files\n"
+    "  --ranks-only  the cross-rank view alone\n"
+    "  --jobs N      files read at once (default: the number of CPUs, at most 16)\n"
     "  -h, --help    this text\n";
 
 static void
@@ -214,14 +224,13 @@ int
 cmd_summary(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"top", required_argument, NULL, 't'},
-        {"brief", no_argument, NULL, 'b'},
-        {"all-frames", no_argument, NULL, 'A'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"top", required_argument, NULL, 't'},  {"brief", no_argument, NULL, 'b'},
+        {"all-frames", no_argument, NULL, 'A'}, {"each", no_argument, NULL, 'E'},
+        {"ranks-only", no_argument, NULL, 'R'}, {"jobs", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
     };
-    uint64_t top = 10;
-    bool brief = false, all_frames = false;
+    uint64_t top = 10, jobs = 0;
+    bool brief = false, all_frames = false, each = false, ranks_only = false;
     struct cli_options o = {.cmd = "summary",
                             .usage = usage_text,
                             .shortopts = "t:bh",
@@ -242,6 +251,16 @@ cmd_summary(int argc, char **argv)
         case 'A':
             all_frames = true;
             break;
+        case 'E':
+            each = true;
+            break;
+        case 'R':
+            ranks_only = true;
+            break;
+        case 'j':
+            if (!cli_parse_u64(optarg, &jobs) || jobs == 0 || jobs > 16)
+                return cli_usage_error("summary", "--jobs wants 1 to 16, not \"%s\"", optarg);
+            break;
         }
     }
     if (o.finished)
@@ -249,6 +268,16 @@ cmd_summary(int argc, char **argv)
     if (brief && top == 10)
         top = 5;
     int status = CLI_OK;
+    int files = argc - optind;
+    if (files > 1) {
+        int rc = cross_rank_print(stdout, argv + optind, (size_t)files, all_frames, (size_t)top,
+                                  (unsigned)jobs);
+        if (rc != 0)
+            status = CLI_BADUSE;
+        if (ranks_only || (files > 16 && !each))
+            return status;
+        printf("\n");
+    }
     for (int i = optind; i < argc; i++) {
         struct snapshot *snap;
         if (frame_filter_load(argv[i], all_frames, &snap) != CLI_OK) {

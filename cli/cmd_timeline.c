@@ -12,12 +12,14 @@
 #include "cli/cli_util.h"
 
 static const char usage_text[] =
-    "usage: cuprof timeline [-o trace.json] FILE\n\n"
-    "Writes FILE's history as Chrome trace-event JSON, which ui.perfetto.dev and\n"
+    "usage: cuprof timeline [-o trace.json] FILE...\n\n"
+    "Writes the history of each FILE as Chrome trace-event JSON, which ui.perfetto.dev and\n"
     "chrome://tracing open: per device a counter track of allocated bytes (live requested\n"
     "sizes) and one of reserved bytes (segments), instant events for every OOM and every\n"
     "segment_alloc/segment_free, and annotations. Times are microseconds since the first\n"
-    "entry; a history without times uses the entry number as the time.\n\n"
+    "entry; a history without times uses the entry number as the time. Several files (a job's\n"
+    "ranks) each get a process track of their own, named by rank, host and pid, aligned on\n"
+    "wall-clock time: the earliest entry of all the files is time 0.\n\n"
     "  -o, --output FILE  where to write (default: standard output)\n"
     "  -h, --help         this text\n";
 
@@ -25,6 +27,8 @@ struct tl_writer {
     FILE *out;
     bool first;
     int64_t pid;
+    bool shared_clock; /* every file has times: t0 is the earliest of them all */
+    int64_t t0;
 };
 
 static void
@@ -52,8 +56,8 @@ device_events(struct tl_writer *w, const struct snapshot *snap, size_t device)
         return -1;
     const struct snap_device_trace *t =
         device < snap->device_count ? &snap->device_traces[device] : NULL;
-    int64_t t0 = 0;
-    for (size_t i = 0; t != NULL && i < t->count; i++)
+    int64_t t0 = w->t0;
+    for (size_t i = 0; !w->shared_clock && t != NULL && i < t->count; i++)
         if (t->entries[i].has_time) {
             t0 = t->entries[i].time_us;
             break;
@@ -63,9 +67,15 @@ device_events(struct tl_writer *w, const struct snapshot *snap, size_t device)
             "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %" PRId64
             ", \"tid\": %zu, \"args\": {\"name\": \"device %zu\"}}",
             w->pid, device, device);
-    counter(w, "allocated", device, 0, a.live_series[0]);
-    counter(w, "reserved", device, 0, a.reserved_series[0]);
+    /* On a shared clock a device's tracks start at its own first entry. */
     double last_ts = 0;
+    for (size_t i = 0; w->shared_clock && t != NULL && i < t->count; i++)
+        if (t->entries[i].has_time) {
+            last_ts = (double)(t->entries[i].time_us - t0);
+            break;
+        }
+    counter(w, "allocated", device, last_ts, a.live_series[0]);
+    counter(w, "reserved", device, last_ts, a.reserved_series[0]);
     for (size_t i = 0; t != NULL && i < t->count; i++) {
         const struct snap_entry *e = &t->entries[i];
         double ts = a.has_time ? (e->has_time ? (double)(e->time_us - t0) : last_ts) : (double)i;
@@ -99,6 +109,47 @@ device_events(struct tl_writer *w, const struct snapshot *snap, size_t device)
     return 0;
 }
 
+/* The earliest entry time of a snapshot, or INT64_MAX when it has none. */
+static int64_t
+first_time(const struct snapshot *snap)
+{
+    int64_t t = INT64_MAX;
+    for (size_t d = 0; d < snap->device_count; d++)
+        for (size_t i = 0; i < snap->device_traces[d].count; i++)
+            if (snap->device_traces[d].entries[i].has_time) {
+                if (snap->device_traces[d].entries[i].time_us < t)
+                    t = snap->device_traces[d].entries[i].time_us;
+                break;
+            }
+    return t;
+}
+
+/* The process track's name: "cuprof rank R (host) pid P", or the file's name. */
+static void
+process_name(struct tl_writer *w, const struct snapshot *snap, const char *path)
+{
+    event_begin(w);
+    fprintf(w->out,
+            "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %" PRId64
+            ", \"args\": {\"name\": ",
+            w->pid);
+    char name[512];
+    if (snap->cuprof.present && snap->cuprof.rank >= 0)
+        snprintf(name, sizeof(name), "cuprof rank %" PRId64 " (%s) pid %" PRId64, snap->cuprof.rank,
+                 snap->cuprof.host ? snap->cuprof.host : "?", snap->cuprof.pid);
+    else
+        snprintf(name, sizeof(name), "%s", path);
+    cli_json_string(w->out, name);
+    fprintf(w->out, "}}");
+    if (snap->cuprof.present && snap->cuprof.rank >= 0) {
+        event_begin(w); /* Perfetto orders process tracks by this */
+        fprintf(w->out,
+                "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %" PRId64
+                ", \"args\": {\"sort_index\": %" PRId64 "}}",
+                w->pid, snap->cuprof.rank);
+    }
+}
+
 int
 cmd_timeline(int argc, char **argv)
 {
@@ -113,8 +164,8 @@ cmd_timeline(int argc, char **argv)
                             .shortopts = "o:h",
                             .longopts = options,
                             .unknown = "unknown option or missing value",
-                            .operands = 1,
-                            .operands_error = "expected one snapshot FILE"};
+                            .operands = -1,
+                            .operands_error = "expected at least one snapshot FILE"};
     int c;
     while ((c = cli_next_option(&o, argc, argv)) != -1) {
         switch (c) {
@@ -125,44 +176,57 @@ cmd_timeline(int argc, char **argv)
     }
     if (o.finished)
         return o.status;
-    struct snapshot *snap;
-    int rc = cli_load(argv[optind], &snap);
-    if (rc != CLI_OK)
-        return rc;
+    /* First pass: the earliest time of every file, so ranks line up on the wall clock. One
+     * file is in memory at a time. */
+    int files = argc - optind;
+    bool shared_clock = files > 1;
+    int64_t t0 = INT64_MAX;
+    for (int f = optind; shared_clock && f < argc; f++) {
+        struct snapshot *snap;
+        int rc = cli_load(argv[f], &snap);
+        if (rc != CLI_OK)
+            return rc;
+        int64_t first = first_time(snap);
+        shared_clock = first != INT64_MAX;
+        t0 = first < t0 ? first : t0;
+        snapshot_free(snap);
+    }
     FILE *out = output ? fopen(output, "w") : stdout;
     if (out == NULL) {
         fprintf(stderr, "cuprof: %s: %s\n", output, strerror(errno));
-        snapshot_free(snap);
         return CLI_BADUSE;
     }
-    struct tl_writer w = {out, true, snap->cuprof.present ? snap->cuprof.pid : 0};
     fprintf(out, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [");
-    event_begin(&w);
-    fprintf(out,
-            "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %" PRId64
-            ", \"args\": {\"name\": ",
-            w.pid);
-    char name[256];
-    if (snap->cuprof.present && snap->cuprof.rank >= 0)
-        snprintf(name, sizeof(name), "cuprof rank %" PRId64 " pid %" PRId64, snap->cuprof.rank,
-                 snap->cuprof.pid);
-    else
-        snprintf(name, sizeof(name), "%s", argv[optind]);
-    cli_json_string(out, name);
-    fprintf(out, "}}");
+    struct tl_writer w = {out, true, 0, shared_clock, shared_clock ? t0 : 0};
     int status = CLI_OK;
-    size_t ndev = analysis_device_count(snap);
-    for (size_t d = 0; d < ndev; d++)
-        if (device_events(&w, snap, d) != 0) {
-            fprintf(stderr, "cuprof: %s: out of memory\n", argv[optind]);
-            status = CLI_BADUSE;
+    int64_t *pids = calloc((size_t)files, sizeof(*pids));
+    for (int f = optind; f < argc && status == CLI_OK; f++) {
+        struct snapshot *snap;
+        status = cli_load(argv[f], &snap);
+        if (status != CLI_OK)
             break;
-        }
+        /* A track per file: the process's pid, unless another file (another host) had it. */
+        w.pid = snap->cuprof.present ? snap->cuprof.pid : 0;
+        for (int k = 0; pids != NULL && k < f - optind; k++)
+            if (pids[k] == w.pid)
+                w.pid = -(int64_t)(f - optind) - 1;
+        if (pids != NULL)
+            pids[f - optind] = w.pid;
+        process_name(&w, snap, argv[f]);
+        size_t ndev = analysis_device_count(snap);
+        for (size_t d = 0; d < ndev; d++)
+            if (device_events(&w, snap, d) != 0) {
+                fprintf(stderr, "cuprof: %s: out of memory\n", argv[f]);
+                status = CLI_BADUSE;
+                break;
+            }
+        snapshot_free(snap);
+    }
+    free(pids);
     fprintf(out, "\n]}\n");
     if (output != NULL && fclose(out) != 0) {
         fprintf(stderr, "cuprof: %s: %s\n", output, strerror(errno));
         status = CLI_BADUSE;
     }
-    snapshot_free(snap);
     return status;
 }

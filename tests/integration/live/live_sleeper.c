@@ -1,7 +1,8 @@
 /* live_sleeper.c: a program to watch while it runs. Allocates three blocks (1 MiB, 3 MiB and
  * 1000 bytes), prints "ready PID", then sleeps SECONDS in 100 ms nanosleep steps without retrying
  * a step a signal cut short (as many real programs sleep), and prints how long it slept and how
- * many steps were cut short. With "fork", a child allocates 2 MiB of its own and sleeps too. */
+ * many steps were cut short. With "fork", a child allocates 2 MiB of its own and sleeps too.
+ * LIVE_EXTRA_MIB=N allocates N MiB more from a call site of its own (and keeps it). */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +21,13 @@ live_alloc(size_t size)
         exit(1);
     }
     return p;
+}
+
+/* Its own function, so that its allocation is a call site of its own. */
+__attribute__((noinline)) static void *
+extra_alloc(size_t size)
+{
+    return live_alloc(size);
 }
 
 static double
@@ -55,6 +63,10 @@ main(int argc, char **argv)
     void *a = live_alloc(1 << 20);
     void *b = live_alloc(3 << 20);
     void *c = live_alloc(1000);
+    /* LIVE_EXTRA_MIB: a rank that holds more than the others (the cross-rank tests). */
+    const char *extra_mib = getenv("LIVE_EXTRA_MIB");
+    if (extra_mib != NULL && atoi(extra_mib) > 0)
+        (void)extra_alloc((size_t)atoi(extra_mib) << 20);
     pid_t child = -1;
     if (argc > 2 && strcmp(argv[2], "fork") == 0) {
         fflush(stdout);

@@ -11,6 +11,8 @@ Cases (argv[1]):
             refused by the peer check
   cleanup   no socket after exit; after kill -9 the next `cuprof ps` removes it; a forked
             child that allocates gets a socket of its own, and neither is left behind
+  ranks     four ranks' files: summary's cross-rank view (rows, spread, outliers, the call
+            site that differs) and timeline's per-rank tracks on one clock
 """
 import argparse
 import json
@@ -299,9 +301,66 @@ def case_cleanup(f, a):
         f.check(not any(os.path.exists(p) for p in paths), "cleanup: a socket left after fork")
 
 
+def case_ranks(f, a):
+    """A job of four ranks (rank 2 keeps 8 MiB more): summary's cross-rank view and timeline's
+    per-rank tracks on one clock."""
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for rank in range(4):
+            prog = Program(a, 0, tmp, {"RANK": str(rank), "LIVE_EXTRA_MIB": "8" if rank == 2 else "0",
+                                       "CUPROF_SNAPSHOT": os.path.join(tmp, "rank%r.pickle")})
+            f.check(prog.finish() == 0, f"ranks: rank {rank} exit {prog.lines} {prog.stderr!r}")
+            files.append((rank, prog.pid, os.path.join(tmp, f"rank{rank}.pickle")))
+        paths = [p for _, _, p in files]
+        r = cuprof(a, "summary", "--ranks-only", "--jobs", "2", *reversed(paths))
+        out = r.stdout.splitlines()
+        f.check(r.returncode == 0 and out[0] == "== cross-rank view: 4 files",
+                f"ranks: {r.returncode} {r.stdout[:300]!r} {r.stderr!r}")
+        rows = [l.split() for l in out[2:6]]
+        host = socket.gethostname()[:16]
+        for (rank, pid, path), row in zip(files, rows):
+            peak = "12.00" if rank == 2 else "4.00"
+            frag = "10.00" if rank == 2 else "18.00"
+            f.check(row == [str(rank), host, str(pid), peak, "MiB", "22.00", "MiB", "0", frag,
+                            "MiB", path], f"ranks: row {row}")
+        text = "\n".join(out)
+        for line in ["spread of peak allocated: max/min 3.00x (highest rank 2: 12.00 MiB, "
+                     "lowest rank 0: 4.00 MiB)",
+                     "outliers of peak allocated (more than 10% from the median 4.00 MiB): "
+                     "rank 2 12.00 MiB (+200%)",
+                     "outliers of peak reserved (more than 10% from the median 22.00 MiB): none"]:
+            f.check(line in out, f"ranks: no line {line!r} in\n{text}")
+        diffs = [l for l in out if l.startswith("  8.00 MiB more on rank 2 (8.00 MiB) than on rank 0")]
+        f.check(len(diffs) == 1 and "live_alloc (" in diffs[0] and "< main (" in diffs[0],
+                f"ranks: site differences in\n{text}")
+        # Two files: the cross-rank view, then each file's own report.
+        both = cuprof(a, "summary", "--brief", paths[0], paths[1]).stdout
+        f.check(both.startswith("== cross-rank view: 2 files") and
+                f"== {paths[0]}" in both and f"== {paths[1]}" in both,
+                f"ranks: summary of two files: {both[:400]!r}")
+        # timeline: one process track per rank, named, sorted by rank, on one wall clock.
+        tl = cuprof(a, "timeline", *paths)
+        events = json.loads(tl.stdout)["traceEvents"] if tl.returncode == 0 else []
+        names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+        f.check(sorted(names.values()) == sorted(f"cuprof rank {rank} ({socket.gethostname()}) "
+                                                 f"pid {pid}" for rank, pid, _ in files),
+                f"ranks: timeline tracks {names}")
+        first = {}
+        for e in events:
+            if e.get("ph") == "C":
+                first.setdefault(e["pid"], e["ts"])
+        starts = [first.get(pid) for _, pid, _ in files]
+        f.check(None not in starts and min(starts) == 0 and starts == sorted(starts) and
+                starts[3] > starts[0], f"ranks: first counter times per rank {starts}")
+        sort = {e["pid"]: e["args"]["sort_index"] for e in events
+                if e.get("name") == "process_sort_index"}
+        f.check(sort == {pid: rank for rank, pid, _ in files}, f"ranks: sort indexes {sort}")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["ps", "dump", "top", "protocol", "peer", "cleanup"])
+    ap.add_argument("case", choices=["ps", "dump", "top", "protocol", "peer", "cleanup",
+                                     "ranks"])
     ap.add_argument("--lib", required=True)
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("--cuprof", required=True)
