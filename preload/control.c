@@ -28,12 +28,13 @@
 #include "snapshot/stacks.h"
 #include "snapshot/symbolize.h"
 
-#define CONTROL_SAMPLES     600 /* ten minutes of one-second samples for `top` */
-#define CONTROL_IO_MS       2000
-#define CONTROL_SITES_MAX   1000
-#define CONTROL_SITE_FRAMES 24
-#define CONTROL_DEVICES_MAX 64
-#define CONTROL_CMDLINE_MAX 4096
+#define CONTROL_SAMPLES         600 /* ten minutes of one-second samples for `top` */
+#define CONTROL_IO_MS           2000
+#define CONTROL_MIN_INTERVAL_MS 20 /* 50 requests a second at most */
+#define CONTROL_SITES_MAX       1000
+#define CONTROL_SITE_FRAMES     24
+#define CONTROL_DEVICES_MAX     64
+#define CONTROL_CMDLINE_MAX     4096
 
 struct control_state {
     struct cuprof_runtime *rt;
@@ -501,6 +502,11 @@ control_thread(void *arg)
             if (client >= 0) {
                 serve(client, rt);
                 close(client);
+                /* At most one request per interval: a flood of clients waits in the backlog
+                 * instead of taking the program's CPU and device locks. */
+                struct timespec pause = {0, CONTROL_MIN_INTERVAL_MS * 1000000L};
+                while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+                }
             }
         } else if (r > 0) {
             return NULL; /* the socket was closed under us (fork child, exit) */

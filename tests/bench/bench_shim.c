@@ -2,12 +2,14 @@
  * ns for 4 KiB and 32 MiB under the shim (cache mode with CUPROF_STACKS=alloc at depth 32 and with
  * none, trace mode, off) against the raw simulated pair, and the dump stall: the longest gap
  * between consecutive allocations of one thread while another writes a snapshot of a full
- * 100k-entry history, against the longest gap in an equal window without a dump.
+ * 100k-entry history, against the longest gap in an equal window without a dump; and the pair
+ * while another thread floods the control socket with TOP requests, against the pair without.
  * The program re-executes itself: a child without LD_PRELOAD measures the baseline and a child
  * under it the candidate, back to back in every repetition, so load slows both sides alike.
  * Prints `name: value unit (ratio× baseline)`; figures are medians of REPS repetitions.
  * Usage: bench_shim [--lib PATH/libcuprof.so] [--sim-path DIR:DIR]  (defaults: the build tree) */
 #include <cuda_runtime_api.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -19,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +38,9 @@
 #define STALL_ENTRIES 100000
 #define STALL_LIVE    1000
 #define STALL_STAMPS  ((size_t)1 << 22)
+#define ENV_COMMON_FLOOD                                                                           \
+    "SIMCUDA_MALLOC_US=0", "SIMCUDA_FREE_US=0", "CUPROF_LOG=quiet", "CUPROF_DUMP_ON=none",         \
+        "CUPROF_MODE=cache", "CUPROF_STACKS=alloc", "CUPROF_STACK_DEPTH=32"
 
 extern char **environ;
 
@@ -124,6 +132,86 @@ child_pairs(size_t size, long n)
     struct leaf leaf = {size, n, 0};
     (void)deep_a(CALL_DEPTH, 0, leaf_pairs_cb, &leaf);
     printf("%.3f\n", leaf.ns);
+    return 0;
+}
+
+/* ---- control socket under a request flood ---- */
+
+static void pin_cpu(int which);
+
+static atomic_bool flood_stop;
+static atomic_long flood_requests;
+
+/* Asks the process's own control socket for TOP 20 (a copy of the block table and symbolized
+ * call sites each time) as fast as it answers. */
+static void *
+flood_thread(void *arg)
+{
+    const char *path = arg;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    char buf[65536];
+    while (!atomic_load(&flood_stop)) {
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        static const char req[] = "CUPROF/1 TOP 20\n";
+        if (write(fd, req, sizeof(req) - 1) == (ssize_t)sizeof(req) - 1)
+            while (read(fd, buf, sizeof(buf)) > 0) {
+            }
+        close(fd);
+        atomic_fetch_add(&flood_requests, 1);
+    }
+    return NULL;
+}
+
+/* Puts every other thread of the process (the control thread, the flood) on the first CPU, so
+ * the timed thread has the second to itself and meets the server only through cuprof's locks. */
+static void
+other_threads_to_cpu0(void)
+{
+    cpu_set_t set, one;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 2)
+        return;
+    int first = 0;
+    while (!CPU_ISSET(first, &set))
+        first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    DIR *dir = opendir("/proc/self/task");
+    struct dirent *e;
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    while (dir != NULL && (e = readdir(dir)) != NULL) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        if (tid > 0 && tid != self)
+            (void)sched_setaffinity(tid, sizeof(one), &one);
+    }
+    if (dir != NULL)
+        closedir(dir);
+}
+
+/* Pairs timed while (with `flood`) another thread floods the control socket with requests. */
+static int
+child_flood(size_t size, long n, bool flood)
+{
+    pair(size); /* the first CUDA call opens the control socket */
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    static char path[4096];
+    snprintf(path, sizeof(path), "%s/cuprof/%ld.sock", xdg ? xdg : "/tmp", (long)getpid());
+    pthread_t t;
+    if (flood && pthread_create(&t, NULL, flood_thread, path) != 0)
+        die("pthread_create", 0);
+    pin_cpu(1);
+    other_threads_to_cpu0();
+    struct leaf leaf = {size, n, 0};
+    (void)deep_a(CALL_DEPTH, 0, leaf_pairs_cb, &leaf);
+    atomic_store(&flood_stop, true);
+    if (flood)
+        pthread_join(t, NULL);
+    printf("%.3f %ld\n", leaf.ns, atomic_load(&flood_requests));
     return 0;
 }
 
@@ -438,6 +526,35 @@ raw_figure(const struct setup *st, const char *name, size_t size, long n)
     fflush(stdout);
 }
 
+/* Pairs while the control socket answers a flood of TOP requests, against the same child without
+ * them (issue 15: at most 5% slower). */
+static void
+flood_figure(const struct setup *st)
+{
+    char xdg[4200];
+    snprintf(xdg, sizeof(xdg), "XDG_RUNTIME_DIR=%s", st->tmpdir);
+    const char *const env[] = {ENV_COMMON_FLOOD, xdg, NULL};
+    double quiet[REPS], flooded[REPS], ratio[REPS], rate[REPS];
+    for (int r = 0; r < REPS; r++) {
+        const char *a_quiet[] = {"--child-flood", "4096", "200000", "0", NULL};
+        const char *a_flood[] = {"--child-flood", "4096", "200000", "1", NULL};
+        char *q = run_child(st, true, env, a_quiet);
+        char *f = run_child(st, true, env, a_flood);
+        char *end;
+        quiet[r] = strtod(q, NULL);
+        flooded[r] = strtod(f, &end);
+        double requests = strtod(end, NULL);
+        ratio[r] = flooded[r] / quiet[r];
+        rate[r] = requests / (flooded[r] * 200000 / 1e9);
+        free(q);
+        free(f);
+    }
+    printf("shim_pair_4k_under_control_flood: %.1f ns (%.3fx pair_4k_control_idle)\n",
+           median(flooded, REPS), median(ratio, REPS));
+    printf("shim_control_flood_requests: %.0f requests/s\n", median(rate, REPS));
+    fflush(stdout);
+}
+
 static void
 stall_figure(const struct setup *st)
 {
@@ -493,6 +610,9 @@ main(int argc, char **argv)
         return child_pairs(strtoull(argv[2], NULL, 10), strtol(argv[3], NULL, 10));
     if (argc == 3 && strcmp(argv[1], "--child-stall") == 0)
         return child_stall(argv[2]);
+    if (argc == 5 && strcmp(argv[1], "--child-flood") == 0)
+        return child_flood(strtoull(argv[2], NULL, 10), strtol(argv[3], NULL, 10),
+                           strcmp(argv[4], "1") == 0);
     struct setup st = {BENCH_LIBCUPROF, BENCH_SIM_PATH, NULL};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) {
@@ -534,6 +654,10 @@ main(int argc, char **argv)
         pair_figure(&st, name, off_env, sizes[i].size, sizes[i].n);
     }
     stall_figure(&st);
+    flood_figure(&st);
+    char sockets[4200];
+    snprintf(sockets, sizeof(sockets), "%s/cuprof", tmpdir);
+    rmdir(sockets);
     rmdir(tmpdir);
     return 0;
 }
