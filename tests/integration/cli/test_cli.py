@@ -135,9 +135,16 @@ class Summary(Base):
         a = write("rank0.pickle", S.pytorch_snapshot())
         b = write("rank1.pickle", S.pytorch_snapshot(mid_run=True))
         out = run("summary", "--brief", a, b, check_rc=0).stdout
-        self.assertEqual(out.count("== "), 2)
+        # The cross-rank view first (PyTorch's files have no rank: "-"), then each file's report.
+        self.assertEqual(out.count("== "), 3)
+        self.assertTrue(out.startswith("== cross-rank view: 2 files\n"), out[:200])
         self.assertIn("== " + a, out)
         self.assertIn("== " + b, out)
+        rows = [l.split() for l in out.splitlines()[2:4]]
+        self.assertEqual([r[0] for r in rows], ["-", "-"])
+        self.assertEqual(sorted(r[-1] for r in rows), sorted([a, b]))
+        only = run("summary", "--ranks-only", a, b, check_rc=0).stdout
+        self.assertNotIn("== " + a, only)
 
 
 class Stats(Base):
