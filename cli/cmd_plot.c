@@ -10,18 +10,22 @@
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/cross_rank.h"
 #include "cli/frame_filter.h"
 #include "cli/library_report.h"
 #include "cli/report_html.h"
 
 static const char usage_text[] =
-    "usage: cuprof plot [-o report.html] [--all-frames] FILE\n\n"
+    "usage: cuprof plot [-o report.html] [--all-frames] FILE...\n\n"
     "Writes one self-contained HTML file (no network, no CDN) showing, per device: the\n"
     "allocated and reserved timeline (click it to pick an event), the segment map at the chosen\n"
     "event with blocks coloured by call site (hover for sizes and stacks), and the top call\n"
     "sites table. The peaks it shows are those `cuprof summary` prints. Stacks that differ\n"
     "only in frames of the allocation machinery (cuprof, CUDA, PyTorch's allocator, the Python\n"
-    "interpreter, libc start-up) are one call site, shown from the user's first frame.\n\n"
+    "interpreter, libc start-up) are one call site, shown from the user's first frame.\n"
+    "Several files (a job's ranks): the report opens with summary's cross-rank view (rank,\n"
+    "peaks, OOMs, fragmentation, spread, outliers, the call sites that differ most), and the\n"
+    "per-device sections show the first FILE.\n\n"
     "  -o, --output FILE  where to write (default: report.html)\n"
     "  --all-frames       hide no frame: a call site is a whole stack\n"
     "  -h, --help         this text\n";
@@ -328,8 +332,8 @@ cmd_plot(int argc, char **argv)
                             .shortopts = "o:h",
                             .longopts = options,
                             .unknown = "unknown option or missing value",
-                            .operands = 1,
-                            .operands_error = "expected one snapshot FILE"};
+                            .operands = -1,
+                            .operands_error = "expected at least one snapshot FILE"};
     int c;
     while ((c = cli_next_option(&o, argc, argv)) != -1) {
         switch (c) {
@@ -361,6 +365,7 @@ cmd_plot(int argc, char **argv)
     }
     fwrite(report_html, 1, (size_t)(split - report_html), out);
     struct plot_ctx p = {out, snap, {NULL, 0, 0}, NULL, 0};
+    int status = CLI_OK;
     fprintf(out, "{\"file\": ");
     cli_json_string(out, path);
     char meta[512] = "written by PyTorch (no cuprof section)";
@@ -372,8 +377,25 @@ cmd_plot(int argc, char **argv)
                  snap->cuprof.host ? snap->cuprof.host : "?");
     fprintf(out, ", \"meta\": ");
     cli_json_string(out, meta);
+    if (argc - optind > 1) {
+        /* summary's cross-rank view, as text, above the first file's sections */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        int crc = mem != NULL ? cross_rank_print(mem, argv + optind, (size_t)(argc - optind),
+                                                 all_frames, 10, 0)
+                              : -1;
+        if (mem != NULL)
+            fclose(mem);
+        if (crc != 0)
+            status = CLI_BADUSE;
+        if (text != NULL) {
+            fprintf(out, ", \"cross_rank_text\": ");
+            cli_json_string(out, text);
+        }
+        free(text);
+    }
     fprintf(out, ", \"devices\": [");
-    int status = CLI_OK;
     size_t ndev = analysis_device_count(snap);
     for (size_t d = 0; d < ndev; d++) {
         fprintf(out, "%s", d ? ",\n" : "\n");

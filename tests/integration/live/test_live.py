@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import pickle
+import re
 import shutil
 import signal
 import socket
@@ -338,6 +339,19 @@ def case_ranks(f, a):
         f.check(both.startswith("== cross-rank view: 2 files") and
                 f"== {paths[0]}" in both and f"== {paths[1]}" in both,
                 f"ranks: summary of two files: {both[:400]!r}")
+        # plot: the same cross-rank view, embedded above the first file's sections.
+        html = os.path.join(tmp, "job.html")
+        pr = cuprof(a, "plot", "-o", html, *paths)
+        data = {}
+        if pr.returncode == 0:
+            page = open(html, encoding="utf-8").read()
+            m = re.search(r'<script id="cuprof-data" type="application/json">(.*?)</script>',
+                          page, re.S)
+            data = json.loads(m.group(1)) if m else {}
+        same = cuprof(a, "summary", "--ranks-only", *paths).stdout
+        f.check(data.get("cross_rank_text") == same and data.get("file") == paths[0],
+                f"ranks: plot's cross-rank text {data.get('cross_rank_text', '')[:200]!r} "
+                f"{pr.stderr!r}")
         # timeline: one process track per rank, named, sorted by rank, on one wall clock.
         tl = cuprof(a, "timeline", *paths)
         events = json.loads(tl.stdout)["traceEvents"] if tl.returncode == 0 else []
