@@ -141,7 +141,8 @@ make_row(struct rank_row *row, const char *path, bool all_frames)
     if (rc != 0)
         return -1;
     /* One entry per key (two devices, or two stacks that print the same). */
-    qsort(row->sites, row->site_count, sizeof(*row->sites), site_by_key);
+    if (row->site_count > 1)
+        qsort(row->sites, row->site_count, sizeof(*row->sites), site_by_key);
     size_t out = 0;
     for (size_t i = 0; i < row->site_count; i++) {
         if (out > 0 && strcmp(row->sites[out - 1].key, row->sites[i].key) == 0) {
@@ -323,7 +324,8 @@ print_site_differences(FILE *out, const struct rank_row *rows, size_t n, size_t 
         }
     }
     free(at);
-    qsort(all, count, sizeof(*all), by_difference);
+    if (count > 1)
+        qsort(all, count, sizeof(*all), by_difference);
     fprintf(out, "call sites whose live bytes at the end differ most between ranks:\n");
     size_t shown = 0;
     for (size_t i = 0; i < count && shown < top; i++) {

@@ -309,7 +309,8 @@ put_sites(struct jbuf *b, struct cuprof_runtime *rt, size_t top)
     for (int d = 0; d < rt->device_count && d < CONTROL_DEVICES_MAX; d++)
         if (collect_sites(rt, d, &sites, &n, &cap) != 0)
             b->failed = true;
-    qsort(sites, n, sizeof(*sites), site_order);
+    if (n > 1)
+        qsort(sites, n, sizeof(*sites), site_order);
     jb_printf(b, ",\"live_sites\":%zu,\"sites\":[", n);
     for (size_t i = 0; i < n && i < top; i++) {
         jb_printf(b, "%s{\"device\":%d,\"bytes\":%llu,\"count\":%llu,\"frames\":", i ? "," : "",
