@@ -13,7 +13,9 @@
 
 struct alloc_block;
 
-/* A device allocation: the chain of blocks from `head` tiles [addr, addr + size). */
+/* A device allocation: the chain of blocks from `head` tiles [addr, addr + size). An expandable
+ * segment is a reserved virtual range instead: its blocks tile the whole reservation, and the
+ * unmapped ones (no device memory behind them) are in their pool's `unmapped` set. */
 struct alloc_segment {
     struct avl_node node; /* dev->segments, ordered by addr */
     uint64_t addr;
@@ -23,8 +25,10 @@ struct alloc_segment {
     struct alloc_segment *next_spare;
     uint32_t stack_id; /* stack of the request that allocated the segment */
     bool is_small;
-    uint8_t pool;  /* enum trace_pool */
-    bool external; /* allocator_track_external: never cached, never freed by us */
+    uint8_t pool;    /* enum trace_pool */
+    bool external;   /* allocator_track_external: never cached, never freed by us */
+    bool expandable; /* expandable_segments: grows and shrinks by mapping pages */
+    size_t page;     /* expandable: bytes per mapped page (2 MiB small pool, 20 MiB large) */
 };
 
 /* A stream use (PyTorch's stream_uses entry) or, once recorded, an outstanding event. */
@@ -36,7 +40,8 @@ struct alloc_aux {
 };
 
 struct alloc_block {
-    struct avl_node node;     /* pool->blocks while free, ordered by (stream, size, addr) */
+    struct avl_node node;     /* pool->blocks while free, ordered by (stream, size, addr);
+                                 pool->unmapped while unmapped, ordered by (stream, addr) */
     struct alloc_block *prev; /* address neighbours inside the segment */
     struct alloc_block *next;
     struct alloc_block *hash_next; /* dev->map chain (protected by the device lock) */
@@ -54,6 +59,7 @@ struct alloc_block {
     bool allocated;
     bool is_small;
     bool in_pool;
+    bool unmapped; /* expandable segments: free address space with no memory behind it */
 };
 
 #endif

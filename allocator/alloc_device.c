@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator/alloc_expand.h"
 #include "allocator/alloc_free.h"
 #include "allocator/alloc_policy.h"
 #include "allocator/cuprof_errors.h"
@@ -26,6 +27,9 @@ alloc_device_init(struct alloc_device *dev, int index, const struct alloc_config
     dev->config = config;
     dev->ops = ops;
     dev->sink = sink != NULL && sink->record != NULL ? sink : NULL; /* one test per event */
+    /* Without VMM calls in the backend, expandable_segments:True gets ordinary segments. */
+    dev->expandable = config->expandable_segments && ops->vmm_reserve != NULL &&
+                      ops->vmm_map != NULL && ops->vmm_unmap != NULL && ops->vmm_release != NULL;
     dev->small.is_small = true;
     dev->large.is_small = false;
     atomic_init(&dev->range.lo, UINT64_MAX);
@@ -65,7 +69,7 @@ chunk_new(size_t count, size_t item_size, struct alloc_chunk **hdr)
 int
 alloc_device_refill_unlocking(struct alloc_device *dev, size_t aux)
 {
-    size_t nb = dev->spare_block_count < 2 ? SPARE_BATCH : 0;
+    size_t nb = dev->spare_block_count < alloc_device_blocks_per_malloc(dev) ? SPARE_BATCH : 0;
     size_t ns = dev->spare_segment_count < 1 ? SPARE_BATCH / 4 : 0;
     size_t na = dev->spare_aux_count < aux ? aux + SPARE_BATCH : 0;
     struct alloc_chunk *hb = NULL, *hs = NULL, *ha = NULL;
@@ -108,8 +112,29 @@ alloc_device_refill_unlocking(struct alloc_device *dev, size_t aux)
     return rc;
 }
 
-static struct alloc_segment *
-take_segment_locked(struct alloc_device *dev)
+int
+alloc_device_reserve_blocks_unlocking(struct alloc_device *dev, size_t blocks)
+{
+    while (dev->spare_block_count < blocks) {
+        size_t n = blocks - dev->spare_block_count;
+        struct alloc_chunk *hb = NULL;
+        if (n < SPARE_BATCH)
+            n = SPARE_BATCH;
+        alloc_lock_release(&dev->lock);
+        struct alloc_block *more = chunk_new(n, sizeof(*more), &hb);
+        alloc_lock_acquire(&dev->lock);
+        if (more == NULL)
+            return -CUPROF_EHOSTMEM;
+        hb->next = dev->chunks;
+        dev->chunks = hb;
+        for (size_t i = 0; i < n; i++)
+            alloc_device_put_block_locked(dev, &more[i]);
+    }
+    return 0;
+}
+
+struct alloc_segment *
+alloc_device_take_segment_locked(struct alloc_device *dev)
 {
     struct alloc_segment *s = dev->spare_segments;
     dev->spare_segments = s->next_spare;
@@ -222,14 +247,15 @@ get_free_block_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_
     struct alloc_block *b = alloc_device_pool_lower_bound_locked(pool, stream, size);
     if (b == NULL || b->stream != stream)
         return NULL;
+    if (b->seg->expandable && (b = alloc_expand_pick_locked(dev, pool, stream, size, b)) == NULL)
+        return NULL;
     if (!alloc_policy_may_use(dev->config, size, b->size))
         return NULL;
     return b; /* still in the pool: alloc_found_block_locked rekeys or erases it */
 }
 
-/* Adds a segment to dev->segments (ordered by address) and widens the device's range. */
-static void
-segment_link_locked(struct alloc_device *dev, struct alloc_segment *seg)
+void
+alloc_device_link_segment_locked(struct alloc_device *dev, struct alloc_segment *seg)
 {
     /* Only this device's lock holder writes the range; readers tolerate a stale (narrower)
      * value only for pointers they cannot have been handed yet. */
@@ -258,11 +284,10 @@ new_segment_stats_locked(struct alloc_device *dev, enum stat_pool sp, size_t siz
         memory_stats_increase(&dev->stats.oversize_segments, 1);
 }
 
-/* A range the device gave as new memory: not NULL, not wrapping, and overlapping no segment this
- * device holds (segments never overlap, so the last one starting below the end decides). A
- * device that says otherwise is not believed: the range never enters the tables. */
-static bool
-new_range_plausible_locked(const struct alloc_device *dev, uint64_t addr, size_t size)
+/* Segments never overlap, so the last one starting below the end decides. A device that says
+ * otherwise is not believed: the range never enters the tables. */
+bool
+alloc_device_new_range_plausible_locked(const struct alloc_device *dev, uint64_t addr, size_t size)
 {
     if (addr == 0 || size == 0 || addr + size < addr)
         return false;
@@ -282,24 +307,30 @@ new_range_plausible_locked(const struct alloc_device *dev, uint64_t addr, size_t
     return true;
 }
 
-/* PyTorch's alloc_block: a new segment of alloc_size, as one free block not in the pool. */
+/* PyTorch's alloc_block: a new segment of alloc_size, as one free block not in the pool; with
+ * expandable segments, pages mapped for the rounded `size` instead. */
 static int
-alloc_block_locked(struct alloc_device *dev, bool is_small, size_t alloc_size, uint64_t stream,
-                   uint32_t stack_id, bool is_retry, struct alloc_block **out)
+alloc_block_locked(struct alloc_device *dev, struct alloc_pool *pool, size_t size,
+                   size_t alloc_size, uint64_t stream, uint32_t stack_id, bool is_retry,
+                   struct alloc_block **out)
 {
     uint64_t addr = 0;
+    bool is_small = pool->is_small;
     if (is_retry)
         dev->stats.num_alloc_retries++;
-    /* PyTorch: the fraction limit fails the request without asking the device. */
+    /* PyTorch: the fraction limit fails the request without asking the device (checked against
+     * the segment size even when expandable segments map less). */
     if (dev->set_fraction && dev->total_allocated + alloc_size > dev->allowed_max)
         return -CUPROF_ENOMEM;
+    if (dev->expandable)
+        return alloc_expand_allocate_locked(dev, pool, stream, size, stack_id, out);
     int rc = dev->ops->segment_alloc(dev->ops->ctx, dev->index, alloc_size, &addr);
     if (rc != 0)
         return rc;
-    if (!new_range_plausible_locked(dev, addr, alloc_size))
+    if (!alloc_device_new_range_plausible_locked(dev, addr, alloc_size))
         return -CUPROF_EDRIVER;
     dev->total_allocated += alloc_size;
-    struct alloc_segment *seg = take_segment_locked(dev);
+    struct alloc_segment *seg = alloc_device_take_segment_locked(dev);
     struct alloc_block *b = alloc_device_take_block_locked(dev);
     seg->addr = addr;
     seg->size = alloc_size;
@@ -313,7 +344,7 @@ alloc_block_locked(struct alloc_device *dev, bool is_small, size_t alloc_size, u
     b->size = alloc_size;
     b->stream = stream;
     b->is_small = is_small;
-    segment_link_locked(dev, seg);
+    alloc_device_link_segment_locked(dev, seg);
     new_segment_stats_locked(dev, memory_stats_pool(is_small), alloc_size);
     dev->stats.num_device_alloc++;
     alloc_device_trace_locked(dev, TRACE_SEGMENT_ALLOC, TRACE_POOL_DEFAULT, addr, alloc_size,
@@ -330,7 +361,8 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_pool *pool, stru
 {
     enum stat_pool sp = memory_stats_pool(b->is_small);
     struct memory_stats *st = &dev->stats;
-    bool already_split = b->prev != NULL || b->next != NULL;
+    /* PyTorch: expandable blocks never count as inactive splits (their free pages can go). */
+    bool already_split = (b->prev != NULL || b->next != NULL) && !b->seg->expandable;
     if (split) {
         /* PyTorch: a new block takes the front; the old one stays as the remainder. */
         struct alloc_block *front = alloc_device_take_block_locked(dev);
@@ -355,7 +387,7 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_pool *pool, stru
             alloc_device_pool_insert_locked(pool, rest);
         if (already_split) {
             memory_stats_sub_pool(st->inactive_split_bytes, sp, (int64_t)size);
-        } else {
+        } else if (!rest->seg->expandable) {
             memory_stats_add_pool(st->inactive_split_bytes, sp, (int64_t)rest->size);
             memory_stats_add_pool(st->inactive_split, sp, 1);
         }
@@ -436,19 +468,18 @@ malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t stream, uint3
     if (dev->events != NULL)
         alloc_free_process_events_locked(dev);
     size_t size = alloc_policy_round_size(cfg, orig_size);
-    bool is_small = alloc_policy_is_small(size);
-    struct alloc_pool *pool = alloc_device_pool_of(dev, is_small);
+    struct alloc_pool *pool = alloc_device_pool_of(dev, alloc_policy_is_small(size));
     struct alloc_block *b = get_free_block_locked(dev, pool, stream, size);
     if (b == NULL) {
         size_t alloc_size = alloc_policy_segment_size(size);
         if (dev->collects_garbage)
             alloc_free_garbage_collect_locked(dev);
-        int rc = alloc_block_locked(dev, is_small, alloc_size, stream, stack_id, false, &b);
+        int rc = alloc_block_locked(dev, pool, size, alloc_size, stream, stack_id, false, &b);
         if (rc == -CUPROF_ENOMEM && alloc_free_release_available_locked(dev, pool, stream, size))
-            rc = alloc_block_locked(dev, is_small, alloc_size, stream, stack_id, false, &b);
+            rc = alloc_block_locked(dev, pool, size, alloc_size, stream, stack_id, false, &b);
         if (rc == -CUPROF_ENOMEM) {
             alloc_free_release_cached_locked(dev);
-            rc = alloc_block_locked(dev, is_small, alloc_size, stream, stack_id, true, &b);
+            rc = alloc_block_locked(dev, pool, size, alloc_size, stream, stack_id, true, &b);
         }
         if (rc == -CUPROF_ENOMEM)
             return report_oom_locked(dev, size, alloc_size, stream, stack_id);
@@ -477,12 +508,12 @@ alloc_device_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_
         if (rc != 0)
             return rc;
     }
-    if (!new_range_plausible_locked(dev, addr, size))
+    if (!alloc_device_new_range_plausible_locked(dev, addr, size))
         return -CUPROF_EDRIVER;
     if (!external)
         st->num_device_alloc++;
     dev->total_allocated += size;
-    struct alloc_segment *seg = take_segment_locked(dev);
+    struct alloc_segment *seg = alloc_device_take_segment_locked(dev);
     struct alloc_block *b = alloc_device_take_block_locked(dev);
     seg->addr = addr;
     seg->size = size;
@@ -500,7 +531,7 @@ alloc_device_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_
     b->is_small = is_small;
     b->allocated = true;
     b->stack_id = stack_id;
-    segment_link_locked(dev, seg);
+    alloc_device_link_segment_locked(dev, seg);
     new_segment_stats_locked(dev, sp, size);
     alloc_device_trace_locked(dev, TRACE_SEGMENT_ALLOC, pool, addr, size, stream, stack_id, 0);
     alloc_device_trace_locked(dev, TRACE_ALLOC, pool, addr, size, stream, stack_id, 0);

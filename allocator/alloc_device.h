@@ -40,6 +40,7 @@ struct alloc_pool {
      * pool's set is `blocks` plus `recent`; whoever walks `blocks` flushes `recent` first. */
     struct alloc_block *recent;
     uint64_t get_free_blocks_call_count;
+    struct avl_tree unmapped; /* expandable segments' unmapped blocks by (stream, addr) */
     bool is_small;
 };
 
@@ -63,6 +64,8 @@ struct alloc_device {
     size_t allowed_max;        /* protected by lock */
     bool set_fraction;         /* protected by lock */
     bool collects_garbage;     /* protected by lock: set_fraction and a GC threshold */
+    bool expandable;           /* read-only: expandable_segments:True and a VMM backend */
+    size_t expandable_count;   /* protected by lock: live expandable segments */
     struct alloc_aux *events;  /* protected by lock: outstanding events, oldest first */
     struct alloc_aux *events_tail;
     struct alloc_aux *event_pool;               /* protected by lock: idle created events */
@@ -99,18 +102,31 @@ alloc_device_may_own(const struct alloc_device *dev, uint64_t addr)
 /* Frees host bookkeeping (spares, chunks, map); device memory is left alone. */
 void alloc_device_destroy(struct alloc_device *dev);
 
-/* With the lock held: true when the spares can serve one malloc (2 blocks, 1 segment) and
- * `aux` more stream-use/event records. */
+/* Spare blocks one malloc may take: the split, the new segment's block; with expandable
+ * segments also the new reservation's unmapped block and the one a partial mapping leaves. */
+static inline size_t
+alloc_device_blocks_per_malloc(const struct alloc_device *dev)
+{
+    return dev->expandable ? 4 : 2;
+}
+
+/* With the lock held: true when the spares can serve one malloc (alloc_device_blocks_per_malloc
+ * blocks, 1 segment) and `aux` more stream-use/event records. */
 static inline bool
 alloc_device_spares_ready_locked(const struct alloc_device *dev, size_t aux)
 {
-    return dev->spare_block_count >= 2 && dev->spare_segment_count >= 1 &&
-           dev->spare_aux_count >= aux;
+    return dev->spare_block_count >= alloc_device_blocks_per_malloc(dev) &&
+           dev->spare_segment_count >= 1 && dev->spare_aux_count >= aux;
 }
 /* Drops the lock, mallocs spares (blocks, segments, `aux` records), retakes the lock.
  * Returns 0 or -CUPROF_EHOSTMEM (lock held again either way). */
 __attribute__((warn_unused_result)) int alloc_device_refill_unlocking(struct alloc_device *dev,
                                                                       size_t aux);
+
+/* Drops the lock until at least `blocks` spare blocks are there (a release that unmaps pages
+ * needs two per block it may cut). Returns 0 or -CUPROF_EHOSTMEM (lock held again either way). */
+__attribute__((warn_unused_result)) int
+alloc_device_reserve_blocks_unlocking(struct alloc_device *dev, size_t blocks);
 
 /* A spare block, zeroed but for its device (inline: one per split, on the hot path). */
 static inline struct alloc_block *
@@ -133,6 +149,13 @@ alloc_device_put_block_locked(struct alloc_device *dev, struct alloc_block *b)
     dev->spare_blocks = b;
     dev->spare_block_count++;
 }
+/* A spare segment, zeroed. */
+struct alloc_segment *alloc_device_take_segment_locked(struct alloc_device *dev);
+/* Adds a segment to dev->segments (ordered by address) and widens the device's range. */
+void alloc_device_link_segment_locked(struct alloc_device *dev, struct alloc_segment *seg);
+/* True when [addr, addr + size) can be new memory: not NULL, not wrapping, no overlap. */
+bool alloc_device_new_range_plausible_locked(const struct alloc_device *dev, uint64_t addr,
+                                             size_t size);
 /* Unlinks a segment from dev->segments and keeps its struct as a spare. */
 void alloc_device_drop_segment_locked(struct alloc_device *dev, struct alloc_segment *seg);
 struct alloc_aux *alloc_device_take_aux_locked(struct alloc_device *dev);

@@ -3,6 +3,7 @@
  * release_cached_blocks, release_available_cached_blocks, garbage_collect_cached_blocks). */
 #include "allocator/alloc_free.h"
 
+#include "allocator/alloc_expand.h"
 #include "allocator/alloc_policy.h"
 #include "allocator/allocator_state.h"
 #include "allocator/cuprof_errors.h"
@@ -157,8 +158,11 @@ free_block_locked(struct alloc_device *dev, struct alloc_block *b)
         net_blocks += 1;
         net_bytes += (int64_t)b->size;
     }
-    memory_stats_net_pool(st->inactive_split, sp, net_blocks);
-    memory_stats_net_pool(st->inactive_split_bytes, sp, net_bytes);
+    /* PyTorch: expandable blocks are left out of inactive_split (their free pages can go). */
+    if (!b->seg->expandable) {
+        memory_stats_net_pool(st->inactive_split, sp, net_blocks);
+        memory_stats_net_pool(st->inactive_split_bytes, sp, net_bytes);
+    }
     memory_stats_sub_pool(st->active, sp, 1);
     memory_stats_sub_pool(st->active_bytes, sp, (int64_t)original_size);
     memory_stats_sub_pool(st->requested_bytes, sp, (int64_t)requested);
@@ -378,6 +382,10 @@ alloc_free_forget_segment_locked(struct alloc_device *dev, struct alloc_segment 
             alloc_free_request_locked(dev, b, 0, true, b->stream);
         }
     }
+    if (seg->expandable) {
+        alloc_expand_forget_segment_locked(dev, seg);
+        return;
+    }
     /* Every block is free and merged now: one cached block spans the segment. */
     struct alloc_block *b = seg->head;
     alloc_device_pool_erase_locked(alloc_device_pool_of(dev, b->is_small), b);
@@ -460,25 +468,39 @@ alloc_free_sync_events_locked(struct alloc_device *dev)
     }
 }
 
+/* PyTorch's release_blocks: whole free segments go first, then (in a second pass, as PyTorch
+ * gathers them before unmapping) the free pages of expandable blocks. */
 static void
-release_blocks_locked(struct alloc_device *dev, struct alloc_pool *pool)
+release_blocks_locked(struct alloc_device *dev, struct alloc_pool *pool, bool unmap)
 {
     alloc_device_pool_flush_locked(pool);
     struct alloc_block *b = alloc_block_or_null(avl_first(&pool->blocks));
     while (b != NULL) {
         struct alloc_block *next = alloc_block_or_null(avl_next(&b->node));
-        if (!is_split(b))
+        if (!is_split(b) && !b->seg->expandable)
             alloc_free_release_block_locked(dev, b);
         b = next;
     }
+    if (unmap)
+        alloc_expand_release_pool_locked(dev, pool);
 }
 
 void
 alloc_free_release_cached_locked(struct alloc_device *dev)
 {
     alloc_free_sync_events_locked(dev);
-    release_blocks_locked(dev, &dev->large);
-    release_blocks_locked(dev, &dev->small);
+    /* Unmapping cuts blocks: the spares for it (and for the malloc that may follow) are made
+     * with the lock dropped. Without host memory for them the pages stay mapped. */
+    bool unmap = true;
+    while (unmap && dev->expandable_count > 0) {
+        size_t need =
+            alloc_expand_release_blocks_needed_locked(dev) + alloc_device_blocks_per_malloc(dev);
+        if (dev->spare_block_count >= need)
+            break;
+        unmap = alloc_device_reserve_blocks_unlocking(dev, need) == 0;
+    }
+    release_blocks_locked(dev, &dev->large, unmap);
+    release_blocks_locked(dev, &dev->small, unmap);
 }
 
 bool
@@ -491,6 +513,9 @@ alloc_free_release_available_locked(struct alloc_device *dev, struct alloc_pool 
     size_t key = size < ms ? ms : size;
     alloc_device_pool_flush_locked(pool); /* the walk below steps through the tree */
     struct alloc_block *b = alloc_device_pool_lower_bound_locked(pool, stream, key);
+    /* Expandable blocks are never released whole (PyTorch's newer allocators skip them). */
+    while (b != NULL && b->stream == stream && b->seg->expandable)
+        b = alloc_block_or_null(avl_next(&b->node));
     if (b != NULL && b->stream == stream) {
         if (is_split(b))
             return false;
@@ -503,7 +528,7 @@ alloc_free_release_available_locked(struct alloc_device *dev, struct alloc_pool 
     size_t released = 0;
     while (cur != NULL && released < key && cur->size >= ms && cur->stream == stream) {
         struct alloc_block *prev = alloc_block_or_null(avl_prev(&cur->node));
-        if (!is_split(cur)) {
+        if (!is_split(cur) && !cur->seg->expandable) {
             released += cur->size;
             alloc_free_release_block_locked(dev, cur);
         }
@@ -525,7 +550,7 @@ alloc_free_garbage_collect_locked(struct alloc_device *dev)
     alloc_device_pool_flush_locked(pool);
     for (struct avl_node *n = avl_first(&pool->blocks); n != NULL; n = avl_next(n)) {
         struct alloc_block *b = alloc_block_or_null(n);
-        if (!is_split(b)) {
+        if (!is_split(b) && !b->seg->expandable) {
             total_age += pool->get_free_blocks_call_count - b->gc_count_base;
             count++;
         }
@@ -539,7 +564,7 @@ alloc_free_garbage_collect_locked(struct alloc_device *dev)
         while (b != NULL) {
             struct alloc_block *next = alloc_block_or_null(avl_next(&b->node));
             size_t age = pool->get_free_blocks_call_count - b->gc_count_base;
-            if (!is_split(b) && (double)age >= threshold) {
+            if (!is_split(b) && !b->seg->expandable && (double)age >= threshold) {
                 freed = true;
                 reclaimed += b->size;
                 total_age -= age;

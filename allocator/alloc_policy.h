@@ -79,9 +79,9 @@ alloc_policy_should_split(const struct alloc_config *config, bool small, size_t 
                           size_t size)
 {
     size_t remaining = block_size - size;
-    /* cuprof serves expandable_segments with ordinary segments, so their 512-byte split rule
-     * is not applied: the large-pool rule below holds whatever that key says. */
-    if (small)
+    /* PyTorch: with expandable_segments:True the small pool's 512-byte rule holds for every
+     * block, expandable or not (the setting decides, not the block). */
+    if (small || config->expandable_segments)
         return remaining >= ALLOC_MIN_BLOCK_SIZE;
     /* PyTorch: large-pool leftovers of 1 MiB or less stay attached to the allocation. */
     return size < config->max_split_size && remaining > ALLOC_SMALL_SIZE;

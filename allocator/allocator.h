@@ -129,8 +129,9 @@ struct segment_info {
     uint32_t stack_id;    /* stack of the segment's allocation */
     uint32_t first_block; /* index into the block array */
     uint32_t block_count;
-    uint8_t is_small; /* segment_type "small" vs "large" */
-    uint8_t pool;     /* enum trace_pool */
+    uint8_t is_small;   /* segment_type "small" vs "large" */
+    uint8_t pool;       /* enum trace_pool */
+    uint8_t expandable; /* is_expandable: one mapped run of an expandable segment */
 };
 
 void allocator_lock_device(struct allocator *alloc, int device);
@@ -138,7 +139,9 @@ void allocator_unlock_device(struct allocator *alloc, int device);
 /* With the device lock held: how many segments and blocks a copy needs. */
 void allocator_count_locked(struct allocator *alloc, int device, size_t *segments, size_t *blocks);
 /* With the device lock held: copies segments (sorted by address) and their blocks (address
- * order). Returns -CUPROF_EINVAL if the arrays are too small (count again and retry). */
+ * order). An expandable segment is copied as PyTorch's snapshot reports it: one segment per
+ * contiguous run of mapped blocks, its unmapped blocks left out. Returns -CUPROF_EINVAL if the
+ * arrays are too small (count again and retry). */
 int allocator_copy_locked(struct allocator *alloc, int device, struct segment_info *segments,
                           size_t segment_cap, struct block_info *blocks, size_t block_cap,
                           size_t *segment_count, size_t *block_count);

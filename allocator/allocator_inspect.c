@@ -22,9 +22,13 @@ allocator_count_locked(struct allocator *alloc, int device, size_t *segments, si
     if (alloc != NULL && device >= 0 && device < alloc->device_count) {
         struct alloc_device *dev = &alloc->devices[device];
         for (struct avl_node *n = avl_first(&dev->segments); n != NULL; n = avl_next(n)) {
-            ns++;
-            for (struct alloc_block *b = seg_of(n)->head; b != NULL; b = b->next)
-                nb++;
+            struct alloc_segment *seg = seg_of(n);
+            ns += !seg->expandable;
+            for (struct alloc_block *b = seg->head; b != NULL; b = b->next) {
+                nb += !b->unmapped;
+                /* An expandable segment counts once per run of mapped blocks. */
+                ns += seg->expandable && !b->unmapped && (b->prev == NULL || b->prev->unmapped);
+            }
         }
     }
     *segments = ns;
@@ -43,18 +47,27 @@ allocator_copy_locked(struct allocator *alloc, int device, struct segment_info *
     struct alloc_device *dev = &alloc->devices[device];
     for (struct avl_node *n = avl_first(&dev->segments); n != NULL; n = avl_next(n)) {
         struct alloc_segment *seg = seg_of(n);
-        if (ns >= segment_cap)
-            return -CUPROF_EINVAL;
-        struct segment_info *si = &segments[ns++];
-        si->addr = seg->addr;
-        si->total_size = seg->size;
-        si->stream = seg->stream;
-        si->stack_id = seg->stack_id;
-        si->first_block = (uint32_t)nb;
-        si->block_count = 0;
-        si->is_small = seg->is_small;
-        si->pool = seg->pool;
+        struct segment_info *si = NULL;
         for (struct alloc_block *b = seg->head; b != NULL; b = b->next) {
+            if (b->unmapped) {
+                si = NULL; /* PyTorch: a snapshot segment is a contiguous mapped run */
+                continue;
+            }
+            if (si == NULL) {
+                if (ns >= segment_cap)
+                    return -CUPROF_EINVAL;
+                si = &segments[ns++];
+                si->addr = b->addr;
+                si->total_size = 0;
+                si->stream = seg->stream;
+                /* The segment's stack stays with the run at its start. */
+                si->stack_id = b->addr == seg->addr ? seg->stack_id : 0;
+                si->first_block = (uint32_t)nb;
+                si->block_count = 0;
+                si->is_small = seg->is_small;
+                si->pool = seg->pool;
+                si->expandable = seg->expandable;
+            }
             if (nb >= block_cap)
                 return -CUPROF_EINVAL;
             struct block_info *bi = &blocks[nb++];
@@ -71,6 +84,7 @@ allocator_copy_locked(struct allocator *alloc, int device, struct segment_info *
                 bi->state = BLOCK_INACTIVE;
                 bi->stack_id = 0;
             }
+            si->total_size += b->size;
             si->block_count++;
         }
     }
@@ -121,6 +135,21 @@ check_pool(const struct alloc_pool *pool, int d, char *msg, size_t len)
     if (r != NULL && (!r->in_pool || r->allocated || r->is_small != pool->is_small))
         return fail(msg, len, "device %d: recent block 0x%llx in the wrong free set", d,
                     (unsigned long long)r->addr);
+    if (avl_check(&pool->unmapped) != 0)
+        return fail(msg, len, "device %d: unmapped tree is unbalanced or miscounted", d);
+    prev = NULL;
+    for (struct avl_node *n = avl_first(&pool->unmapped); n != NULL; n = avl_next(n)) {
+        const struct alloc_block *b = alloc_block_or_null(n);
+        if (prev != NULL &&
+            (prev->stream > b->stream || (prev->stream == b->stream && prev->addr >= b->addr)))
+            return fail(msg, len, "device %d: unmapped set out of order at 0x%llx", d,
+                        (unsigned long long)b->addr);
+        if (!b->unmapped || b->in_pool || b->allocated || b->is_small != pool->is_small ||
+            b->seg == NULL || !b->seg->expandable)
+            return fail(msg, len, "device %d: block 0x%llx in the wrong unmapped set", d,
+                        (unsigned long long)b->addr);
+        prev = b;
+    }
     return 0;
 }
 
@@ -140,7 +169,7 @@ add3(int64_t *a, enum stat_pool sp, int64_t v)
 
 static int
 check_segment(struct alloc_device *dev, struct alloc_segment *seg, struct recount *rc,
-              size_t *in_pool, int *events, char *msg, size_t len)
+              size_t *in_pool, size_t *unmapped, int *events, char *msg, size_t len)
 {
     int d = dev->index;
     size_t ms = dev->config->max_split_size;
@@ -151,14 +180,26 @@ check_segment(struct alloc_device *dev, struct alloc_segment *seg, struct recoun
         return fail(msg, len, "device %d: segment 0x%llx has no head block", d,
                     (unsigned long long)seg->addr);
     for (struct alloc_block *b = seg->head; b != NULL; prev = b, b = b->next) {
-        bool pending = !b->allocated && !b->in_pool;
+        bool pending = !b->allocated && !b->in_pool && !b->unmapped;
         if (b->seg != seg || b->prev != prev || b->addr != at || b->size == 0 ||
             b->stream != seg->stream || b->is_small != seg->is_small || b->device != d)
             return fail(msg, len, "device %d: blocks do not tile segment 0x%llx at 0x%llx", d,
                         (unsigned long long)seg->addr, (unsigned long long)at);
-        if (prev != NULL && prev->in_pool && b->in_pool)
+        if (prev != NULL && ((prev->in_pool && b->in_pool) || (prev->unmapped && b->unmapped)))
             return fail(msg, len, "device %d: free blocks 0x%llx and 0x%llx left unmerged", d,
                         (unsigned long long)prev->addr, (unsigned long long)b->addr);
+        if (b->unmapped) {
+            /* Unmapped blocks are whole pages of an expandable segment, nothing else. */
+            if (!seg->expandable || b->allocated || b->event_count != 0 ||
+                (b->addr - seg->addr) % seg->page != 0 || b->size % seg->page != 0)
+                return fail(msg, len, "device %d: bad unmapped block 0x%llx", d,
+                            (unsigned long long)b->addr);
+            *unmapped += 1;
+            at += b->size;
+            continue;
+        }
+        if (seg->expandable)
+            add3(rc->reserved_bytes, sp, (int64_t)b->size);
         if (pending != (b->event_count > 0))
             return fail(msg, len, "device %d: block 0x%llx pending without events", d,
                         (unsigned long long)b->addr);
@@ -171,7 +212,7 @@ check_segment(struct alloc_device *dev, struct alloc_segment *seg, struct recoun
             add3(rc->active, sp, 1);
             add3(rc->active_bytes, sp, (int64_t)b->size);
             add3(rc->requested_bytes, sp, (int64_t)b->requested_size);
-        } else if (b->prev != NULL || b->next != NULL) {
+        } else if ((b->prev != NULL || b->next != NULL) && !seg->expandable) {
             add3(rc->inactive_split, sp, 1);
             add3(rc->inactive_split_bytes, sp, (int64_t)b->size);
         }
@@ -182,6 +223,8 @@ check_segment(struct alloc_device *dev, struct alloc_segment *seg, struct recoun
     if (at != seg->addr + seg->size)
         return fail(msg, len, "device %d: blocks of segment 0x%llx cover %llu of %zu bytes", d,
                     (unsigned long long)seg->addr, (unsigned long long)(at - seg->addr), seg->size);
+    if (seg->expandable)
+        return 0; /* PyTorch: mappings move reserved_bytes only, never the segment counts */
     add3(rc->segment, sp, 1);
     add3(rc->reserved_bytes, sp, (int64_t)seg->size);
     rc->oversize_segments += seg->size >= ms;
@@ -200,7 +243,7 @@ check_device_locked(struct alloc_device *dev, char *msg, size_t len)
 {
     int d = dev->index;
     struct recount rc;
-    size_t in_pool = 0;
+    size_t in_pool = 0, unmapped = 0, expandable = 0;
     int events = 0, queued = 0;
     uint64_t end = 0;
     memset(&rc, 0, sizeof(rc));
@@ -214,7 +257,8 @@ check_device_locked(struct alloc_device *dev, char *msg, size_t len)
             return fail(msg, len, "device %d: segment 0x%llx overlaps the one before", d,
                         (unsigned long long)seg->addr);
         end = seg->addr + seg->size;
-        int r = check_segment(dev, seg, &rc, &in_pool, &events, msg, len);
+        expandable += seg->expandable;
+        int r = check_segment(dev, seg, &rc, &in_pool, &unmapped, &events, msg, len);
         if (r != 0)
             return r;
     }
@@ -222,6 +266,12 @@ check_device_locked(struct alloc_device *dev, char *msg, size_t len)
     if (in_pool != pooled)
         return fail(msg, len, "device %d: %zu free blocks but %zu in the free sets", d, in_pool,
                     pooled);
+    if (unmapped != dev->small.unmapped.count + dev->large.unmapped.count)
+        return fail(msg, len, "device %d: %zu unmapped blocks but %zu in the unmapped sets", d,
+                    unmapped, dev->small.unmapped.count + dev->large.unmapped.count);
+    if (expandable != dev->expandable_count)
+        return fail(msg, len, "device %d: %zu expandable segments, %zu counted", d, expandable,
+                    dev->expandable_count);
     for (struct alloc_aux *a = dev->events; a != NULL; a = a->next)
         queued++;
     if (queued != events)

@@ -1,7 +1,8 @@
 /* device_ops.h: what the allocator asks of a device (segments, free memory, events, sync).
  * Locking: implementations must be callable with the allocator's device lock held and must not
  *   call back into the allocator.
- * Hot path: segment_alloc/free only on a cache miss; event_* on stream-ordered frees. */
+ * Hot path: segment_alloc/free and vmm_* only on a cache miss or a release; event_* on
+ *   stream-ordered frees. */
 #ifndef CUPROF_DEVICE_OPS_H
 #define CUPROF_DEVICE_OPS_H
 
@@ -30,6 +31,29 @@ struct device_ops {
     int (*event_destroy)(void *ctx, void *event);
     /* Wait until all work queued on the device has finished. */
     int (*synchronize)(void *ctx, int device);
+
+    /* Expandable segments (PyTorch's ExpandableSegment). Optional: a backend that leaves
+     * vmm_reserve NULL serves expandable_segments:True with ordinary segments. Addresses and
+     * sizes given to vmm_map/vmm_unmap/vmm_release are multiples of the granularity.
+     * vmm_granularity: the device's mapping granularity (cuMemGetAllocationGranularity, minimum).
+     * vmm_reserve: reserves `size` bytes of virtual address space, nothing mapped
+     *   (cuMemAddressReserve); -CUPROF_ENOMEM when no range is left.
+     * vmm_map: backs [addr, addr + count * page) with `count` physical allocations of `page`
+     *   bytes each, one per page (cuMemCreate, cuMemMap), readable and writable by `device`
+     *   (cuMemSetAccess). All or nothing: on any failure every page created or mapped by this
+     *   call is unmapped and released again before it returns, so the range is as it was;
+     *   -CUPROF_ENOMEM when the device has no memory for a page, else a backend error.
+     * vmm_unmap: unmaps the `count` pages at addr, mapped by earlier vmm_map calls, and returns
+     *   their memory to the device (cuMemUnmap, cuMemRelease). Does not wait for the device: the
+     *   allocator calls stream_synchronize first, as PyTorch does.
+     * vmm_release: gives back a reservation with nothing mapped in it (cuMemAddressFree).
+     * stream_synchronize: waits for the work queued on `stream` (cudaStreamSynchronize). */
+    int (*vmm_granularity)(void *ctx, int device, size_t *granularity);
+    int (*vmm_reserve)(void *ctx, int device, size_t size, uint64_t *addr);
+    int (*vmm_map)(void *ctx, int device, uint64_t addr, size_t page, size_t count);
+    int (*vmm_unmap)(void *ctx, int device, uint64_t addr, size_t page, size_t count);
+    int (*vmm_release)(void *ctx, int device, uint64_t addr, size_t size);
+    int (*stream_synchronize)(void *ctx, int device, uint64_t stream);
 };
 
 #endif

@@ -139,6 +139,13 @@ struct replay_mode {
     struct addr_map *remainders;
 };
 
+/* A segment going back to the device: freed, or (expandable segments) pages unmapped. */
+static bool
+is_release(uint8_t action)
+{
+    return action == TRACE_SEGMENT_FREE || action == TRACE_SEGMENT_UNMAP;
+}
+
 static int
 replay_once(const struct snapshot *snap, size_t device, const char *conf, struct replay_mode *mode,
             uint64_t capacity, struct replay_result *res)
@@ -209,7 +216,7 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
                 goto oom;
             continue;
         }
-        if (e->action == TRACE_SEGMENT_ALLOC) {
+        if (e->action == TRACE_SEGMENT_ALLOC || e->action == TRACE_SEGMENT_MAP) {
             if (seg_count == 0)
                 seg_first = i;
             if (seg_count < 8)
@@ -217,17 +224,20 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
             seg_count++;
             continue;
         }
-        if (e->action == TRACE_SEGMENT_FREE &&
-            (i == 0 || t->entries[i - 1].action != TRACE_SEGMENT_FREE)) {
-            /* Segment frees that no request's retry explains: the program emptied the cache. */
+        if (is_release(e->action) && (i == 0 || !is_release(t->entries[i - 1].action))) {
+            /* Segment frees (or unmaps) that no request's retry explains: the program emptied
+             * the cache. */
             size_t j = i;
-            while (j < t->count && t->entries[j].action == TRACE_SEGMENT_FREE)
+            while (j < t->count && is_release(t->entries[j].action))
                 j++;
             if (j == t->count ||
-                (t->entries[j].action != TRACE_SEGMENT_ALLOC && t->entries[j].action != TRACE_OOM))
+                (t->entries[j].action != TRACE_SEGMENT_ALLOC &&
+                 t->entries[j].action != TRACE_SEGMENT_MAP && t->entries[j].action != TRACE_OOM))
                 (void)allocator_empty_cache(r.alloc, (int)device);
             continue;
         }
+        if (is_release(e->action))
+            continue;
         if (e->action == TRACE_ALLOC || e->action == TRACE_OOM) {
             r.dev.made_count = 0;
             /* Offer the recorded segment address only to the request that made it. */
@@ -329,24 +339,6 @@ learn_remainders(const struct snapshot *snap, size_t device, const char *conf, u
             return rc;
     }
     return CLI_OK;
-}
-
-/* True when PyTorch recorded with expandable segments (one segment grows by mapping pages): the
- * replay serves those requests with ordinary segments, so its decisions may differ. */
-static bool
-recorded_expandable(const struct snapshot *snap, size_t device)
-{
-    if (snap->has_allocator_settings && snap->allocator_settings.expandable_segments)
-        return true;
-    for (size_t i = 0; i < snap->segment_count; i++)
-        if (snap->segments[i].is_expandable)
-            return true;
-    const struct snap_device_trace *t = &snap->device_traces[device];
-    for (size_t i = 0; i < t->count; i++)
-        if (t->entries[i].action == TRACE_SEGMENT_MAP ||
-            t->entries[i].action == TRACE_SEGMENT_UNMAP)
-            return true;
-    return false;
 }
 
 static uint64_t
@@ -464,11 +456,6 @@ cmd_replay(int argc, char **argv)
                 argv[optind], err);
         confs[0] = "";
     }
-    if (recorded_expandable(snap, (size_t)device))
-        fprintf(stderr,
-                "cuprof: %s: recorded with expandable segments, which the replay serves with "
-                "ordinary segments: expect differences from the recording\n",
-                argv[optind]);
     uint64_t capacity = memory ? memory : capacity_from_ooms(snap, (size_t)device);
     struct replay_result res[REPLAY_MAX_CONFS + 1];
     memset(res, 0, sizeof(res));

@@ -15,6 +15,9 @@
 #include "cli/addr_map.h"
 #include "snapshot/snapshot_model.h"
 
+/* Card size an unlimited replay reports (expandable reservations are 1 1/8 of it). */
+#define REPLAY_VMM_TOTAL ((uint64_t)80 << 30)
+
 /* The fake device: recorded segment addresses where the sizes agree, else fresh ones. */
 struct fake_device {
     const struct snap_device_trace *trace;
@@ -30,6 +33,11 @@ struct fake_device {
      * any other completes at once. */
     uint64_t event_key;
     struct addr_map pending_events; /* key -> the pending event (its address as the size) */
+    /* Expandable reservations (one per stream and pool: a handful). */
+    struct {
+        uint64_t addr, size;
+    } reserved[64];
+    size_t nreserved;
 };
 
 /* The device_ops of a fake device (ctx is f). */

@@ -1,6 +1,7 @@
 /* replay_device.c: the in-process fake device of `cuprof replay`: recorded segment addresses where
- *   the sizes agree, else fresh ones above every recorded address; events complete at once, or
- *   when the replay reaches the recorded free_completed they stand for. */
+ *   the sizes agree, else fresh ones above every recorded address; expandable reservations where
+ *   the recording mapped; events complete at once, or when the replay reaches the recorded
+ *   free_completed they stand for. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -59,6 +60,79 @@ fake_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total)
     (void)device;
     *free_bytes = f->capacity - f->used;
     *total = f->capacity;
+    /* An unlimited replay still needs a card size for expandable reservations (1 1/8 of it). */
+    if (f->capacity > REPLAY_VMM_TOTAL)
+        *total = REPLAY_VMM_TOTAL;
+    return 0;
+}
+
+/* ---- Expandable segments: a reservation starts where the request's next recorded segment_map
+ * outside every live reservation does (PyTorch maps a new reservation from its base), else at a
+ * fresh address; pages are charged to the capacity. */
+
+static int
+fake_vmm_reserve(void *ctx, int device, size_t size, uint64_t *addr)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    *addr = 0;
+    for (size_t i = f->cursor; *addr == 0 && f->trace && i < f->trace->count; i++) {
+        const struct snap_entry *e = &f->trace->entries[i];
+        if (e->action != TRACE_SEGMENT_MAP)
+            break;
+        bool inside = false;
+        for (size_t k = 0; k < f->nreserved && !inside; k++)
+            inside = e->addr >= f->reserved[k].addr &&
+                     e->addr - f->reserved[k].addr < f->reserved[k].size;
+        if (!inside)
+            *addr = e->addr;
+    }
+    if (*addr == 0) {
+        *addr = f->bump;
+        f->bump += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+    }
+    if (f->nreserved == sizeof(f->reserved) / sizeof(f->reserved[0]))
+        return -CUPROF_ENOMEM;
+    f->reserved[f->nreserved].addr = *addr;
+    f->reserved[f->nreserved++].size = size;
+    return 0;
+}
+
+static int
+fake_vmm_release(void *ctx, int device, uint64_t addr, size_t size)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    (void)size;
+    for (size_t k = 0; k < f->nreserved; k++)
+        if (f->reserved[k].addr == addr) {
+            f->reserved[k] = f->reserved[--f->nreserved];
+            break;
+        }
+    return 0;
+}
+
+static int
+fake_vmm_map(void *ctx, int device, uint64_t addr, size_t page, size_t count)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    (void)addr;
+    if (f->used + page * count > f->capacity)
+        return -CUPROF_ENOMEM;
+    f->used += page * count;
+    if (f->made_count < sizeof(f->made) / sizeof(f->made[0]))
+        f->made[f->made_count++] = page * count;
+    return 0;
+}
+
+static int
+fake_vmm_unmap(void *ctx, int device, uint64_t addr, size_t page, size_t count)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    (void)addr;
+    f->used -= page * count;
     return 0;
 }
 
@@ -157,5 +231,9 @@ replay_device_ops(struct fake_device *f, struct device_ops *ops)
         .event_synchronize = fake_event_synchronize,
         .event_destroy = fake_event_destroy,
         .synchronize = fake_synchronize,
+        .vmm_reserve = fake_vmm_reserve,
+        .vmm_map = fake_vmm_map,
+        .vmm_unmap = fake_vmm_unmap,
+        .vmm_release = fake_vmm_release,
     };
 }

@@ -211,6 +211,156 @@ backend_synchronize(void *ctx, int device)
     return from_cu(r_);
 }
 
+/* ---- Expandable segments: PyTorch's ExpandableSegment calls, made on the real driver (never
+ * through cuprof's own exports, so the program's VMM records never see them). */
+
+static CUmemAllocationProp
+page_prop(int device)
+{
+    /* PyTorch asks for POSIX file descriptor handles (IPC); cuprof shares nothing: none. */
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device}};
+    return prop;
+}
+
+static int
+backend_vmm_granularity(void *ctx, int device, size_t *granularity)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUmemAllocationProp prop = page_prop(device);
+    return from_cu(
+        real->cuMemGetAllocationGranularity(granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+}
+
+static int
+backend_vmm_reserve(void *ctx, int device, size_t size, uint64_t *addr)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUdeviceptr ptr = 0;
+    CUresult r_;
+    WITH_DEVICE(real, device, real->cuMemAddressReserve(&ptr, size, 0, 0, 0));
+    if (r_ != CUDA_SUCCESS)
+        return from_cu(r_);
+    if (ptr == 0 || ptr + size < ptr || addr_map_overlaps(&segments, ptr, size, NULL))
+        return -CUPROF_EDRIVER;
+    /* In cuprof's table like a segment: frees of pointers inside it are cuprof's to judge. */
+    if (!addr_map_put(&segments, ptr, (uint64_t)device, size)) {
+        (void)real->cuMemAddressFree(ptr, size);
+        return -CUPROF_EHOSTMEM;
+    }
+    *addr = ptr;
+    return 0;
+}
+
+static int
+backend_vmm_release(void *ctx, int device, uint64_t addr, size_t size)
+{
+    (void)ctx;
+    (void)device;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    (void)addr_map_remove(&segments, addr, NULL, NULL);
+    CUresult r = real->cuMemAddressFree((CUdeviceptr)addr, size);
+    if (r == CUDA_ERROR_DEINITIALIZED || r == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        return 0;
+    return from_cu(r);
+}
+
+/* Unmaps `count` pages from addr; each mapping held its page's memory (its handle was released
+ * once mapped), so the memory goes back to the device with it. */
+static CUresult
+unmap_pages(const struct real_cuda *real, uint64_t addr, size_t page, size_t count)
+{
+    CUresult first = CUDA_SUCCESS;
+    for (size_t i = 0; i < count; i++) {
+        CUresult r = real->cuMemUnmap((CUdeviceptr)(addr + i * page), page);
+        if (first == CUDA_SUCCESS)
+            first = r;
+    }
+    return first;
+}
+
+/* PyTorch's ExpandableSegment::map: every page's handle first (cuMemCreate), then cuMemMap each
+ * and cuMemSetAccess over the range. Unlike PyTorch, a handle is released as soon as it is
+ * mapped: the mapping keeps the memory (the driver frees it at the last unmap), so cuprof keeps
+ * no handle table and needs no host memory under the allocator's lock. */
+static CUresult
+map_pages(const struct real_cuda *real, int device, uint64_t addr, size_t page, size_t count)
+{
+    CUmemAllocationProp prop = page_prop(device);
+    CUmemGenericAllocationHandle h[16];
+    CUresult r = CUDA_SUCCESS;
+    size_t done = 0;
+    /* In batches of 16 pages: each batch is created whole before any of it is mapped. */
+    while (done < count && r == CUDA_SUCCESS) {
+        size_t n = count - done < 16 ? count - done : 16, made = 0, mapped = 0;
+        for (; made < n && r == CUDA_SUCCESS; made += r == CUDA_SUCCESS)
+            r = real->cuMemCreate(&h[made], page, &prop, 0);
+        for (; mapped < made && r == CUDA_SUCCESS; mapped += r == CUDA_SUCCESS)
+            r = real->cuMemMap((CUdeviceptr)(addr + (done + mapped) * page), page, 0, h[mapped], 0);
+        for (size_t i = 0; i < made; i++)
+            (void)real->cuMemRelease(h[i]);
+        if (r != CUDA_SUCCESS) {
+            (void)unmap_pages(real, addr + done * page, page, mapped);
+            break;
+        }
+        done += n;
+    }
+    if (r == CUDA_SUCCESS) {
+        CUmemAccessDesc desc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
+                                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        r = real->cuMemSetAccess((CUdeviceptr)addr, count * page, &desc, 1);
+    }
+    if (r != CUDA_SUCCESS) /* all or nothing: what this call mapped goes again */
+        (void)unmap_pages(real, addr, page, done);
+    return r;
+}
+
+static int
+backend_vmm_map(void *ctx, int device, uint64_t addr, size_t page, size_t count)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r_;
+    WITH_DEVICE(real, device, map_pages(real, device, addr, page, count));
+    return from_cu(r_);
+}
+
+static int
+backend_vmm_unmap(void *ctx, int device, uint64_t addr, size_t page, size_t count)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r_;
+    WITH_DEVICE(real, device, unmap_pages(real, addr, page, count));
+    if (r_ == CUDA_ERROR_DEINITIALIZED || r_ == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        return 0;
+    return from_cu(r_);
+}
+
+static int
+backend_stream_synchronize(void *ctx, int device, uint64_t stream)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r_;
+    WITH_DEVICE(real, device, real->cuStreamSynchronize(stream_id_to_cu(stream)));
+    return from_cu(r_);
+}
+
 static const struct device_ops backend_ops = {
     .ctx = NULL,
     .segment_alloc = backend_segment_alloc,
@@ -222,6 +372,12 @@ static const struct device_ops backend_ops = {
     .event_synchronize = backend_event_synchronize,
     .event_destroy = backend_event_destroy,
     .synchronize = backend_synchronize,
+    .vmm_granularity = backend_vmm_granularity,
+    .vmm_reserve = backend_vmm_reserve,
+    .vmm_map = backend_vmm_map,
+    .vmm_unmap = backend_vmm_unmap,
+    .vmm_release = backend_vmm_release,
+    .stream_synchronize = backend_stream_synchronize,
 };
 
 const struct device_ops *

@@ -73,6 +73,28 @@ on_segment(struct usage_device *u, const struct trace_event *ev, bool alloc)
     }
 }
 
+/* Expandable segments map and unmap pages, and an unmap need not match a map (it takes the free
+ * pages of a block, wherever they were mapped from): each 2 MiB piece, the driver's smallest page,
+ * remembers the library whose request mapped it. */
+#define USAGE_MAP_PIECE ((uint64_t)2 << 20)
+
+static void
+on_map(struct usage_device *u, const struct trace_event *ev, bool map)
+{
+    for (uint64_t at = ev->addr; at < ev->addr + ev->size; at += USAGE_MAP_PIECE) {
+        uint64_t library = current_library, bytes = USAGE_MAP_PIECE;
+        if (map) {
+            if (!addr_map_put(&u->segments, at, library, bytes))
+                continue;
+            add(u, (uint16_t)library, USAGE_CACHE_RESERVED, bytes);
+            add(u, (uint16_t)library, USAGE_DEVICE, bytes);
+        } else if (addr_map_remove(&u->segments, at, &library, &bytes)) {
+            sub(u, (uint16_t)library, USAGE_CACHE_RESERVED, bytes);
+            sub(u, (uint16_t)library, USAGE_DEVICE, bytes);
+        }
+    }
+}
+
 /* Runs under the device's allocator lock, like every sink. */
 static void
 usage_record(void *ctx, const struct trace_event *ev)
@@ -90,6 +112,12 @@ usage_record(void *ctx, const struct trace_event *ev)
         break;
     case TRACE_SEGMENT_FREE:
         on_segment(u, ev, false);
+        break;
+    case TRACE_SEGMENT_MAP:
+        on_map(u, ev, true);
+        break;
+    case TRACE_SEGMENT_UNMAP:
+        on_map(u, ev, false);
         break;
     case TRACE_ALLOC:
         /* Pass-through blocks are their segments: counted once, there. */

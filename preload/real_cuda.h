@@ -34,6 +34,10 @@
     X(cuMemUnmap, "cuMemUnmap", 10020, 0, PFN_cuMemUnmap_v10020)                                   \
     X(cuMemAddressReserve, "cuMemAddressReserve", 10020, 0, PFN_cuMemAddressReserve_v10020)        \
     X(cuMemAddressFree, "cuMemAddressFree", 10020, 0, PFN_cuMemAddressFree_v10020)                 \
+    X(cuMemSetAccess, "cuMemSetAccess", 10020, 0, PFN_cuMemSetAccess_v10020)                       \
+    X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", 10020, 0,                    \
+      PFN_cuMemGetAllocationGranularity_v10020)                                                    \
+    X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 0, PFN_cuStreamSynchronize_v2000)          \
     X(cuPointerGetAttribute, "cuPointerGetAttribute", 4000, 0, PFN_cuPointerGetAttribute_v4000)    \
     X(cuPointerGetAttributes, "cuPointerGetAttributes", 7000, 0, PFN_cuPointerGetAttributes_v7000) \
     X(cuDevicePrimaryCtxReset_v1, "cuDevicePrimaryCtxReset", 7000, 0,                              \

@@ -155,6 +155,7 @@ add_device(struct snapshot *snap, struct trace_ring *ring, struct dump_stacks *d
                                    .total_size = si->total_size,
                                    .stream = si->stream,
                                    .is_small = si->is_small != 0,
+                                   .is_expandable = si->expandable != 0,
                                    .cuprof_pool = si->pool};
         if ((rc = stack_index(snap, ds, si->stack_id, &seg.stack)) != 0 ||
             (rc = snapshot_add_segment(snap, &seg)) != 0)

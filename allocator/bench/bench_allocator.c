@@ -100,8 +100,16 @@ make(struct bump *b, int devices)
     static struct device_ops ops;
     struct alloc_config cfg;
     alloc_config_defaults(&cfg);
-    ops = (struct device_ops){b,        b_alloc,    b_free, b_info, b_ev_create,
-                              b_ev_rec, b_ev_query, b_ev,   b_ev,   b_sync};
+    ops = (struct device_ops){.ctx = b,
+                              .segment_alloc = b_alloc,
+                              .segment_free = b_free,
+                              .mem_info = b_info,
+                              .event_create = b_ev_create,
+                              .event_record = b_ev_rec,
+                              .event_query = b_ev_query,
+                              .event_synchronize = b_ev,
+                              .event_destroy = b_ev,
+                              .synchronize = b_sync};
     atomic_store(&b->next[0], 0x7f0000000000ULL);
     atomic_store(&b->next[1], 0x7f0000000000ULL + (1ULL << 40));
     return allocator_create(&cfg, &ops, NULL, devices);

@@ -184,7 +184,38 @@ def _replay(snap, segs, device, trace, complete, dropped, problems):
             if addr in segments:
                 problems.append(f"{ew}: segment_free of a segment that still exists")
             segments[addr] = ev.get("size", 0)
-        elif act in ("segment_map", "segment_unmap", "oom", "snapshot", "annotate"):
+        elif act == "segment_map":
+            # Undone as MemoryViz does: the mapped pages leave the run that holds them.
+            size = ev.get("size", 0)
+            hold = [a for a, n in segments.items() if a <= addr and addr + size <= a + n]
+            if not hold:
+                problems.append(f"{ew}: segment_map of pages not mapped after it")
+                continue
+            a = hold[0]
+            n = segments.pop(a)
+            if addr > a:
+                segments[a] = addr - a
+            if addr + size < a + n:
+                segments[addr + size] = a + n - addr - size
+            live = [b for b in blocks if addr <= b < addr + size]
+            if live:
+                problems.append(f"{ew}: pages mapped while blocks {live[0]:#x}.. were live")
+        elif act == "segment_unmap":
+            # Undone: the pages were mapped, joining the runs on either side.
+            size = ev.get("size", 0)
+            if any(a < addr + size and addr < a + n for a, n in segments.items()):
+                problems.append(f"{ew}: segment_unmap of pages still mapped after it")
+                continue
+            start, end = addr, addr + size
+            for a, n in list(segments.items()):
+                if a + n == start:
+                    start = a
+                    del segments[a]
+                elif a == end:
+                    end = a + n
+                    del segments[a]
+            segments[start] = end - start
+        elif act in ("oom", "snapshot", "annotate"):
             pass
         else:
             problems.append(f"{ew}: unknown action")

@@ -142,15 +142,104 @@ def pending_peak(cuprof, work):
     assert p.returncode == 0 and "reproduced 3/3 allocations\n" in p.stdout, p.stdout + p.stderr
     assert table_row(p.stdout, "peak allocated")[0] == S.format_size(100352), p.stdout
     assert "expandable" not in p.stderr, p.stderr
-    # Recorded with expandable segments (PyTorch maps pages into one growing segment): the
-    # replay, which serves them with ordinary segments, says so in one line.
+
+
+def expandable_history(cuprof, work):
+    """A PyTorch-layout history recorded with expandable_segments:True (large pool, 20 MiB pages,
+    one reservation at R), replayed allocation by allocation: A, B and C grow the range; B's
+    free and the program's empty_cache unmap the two whole pages under it (the 10 MiB before them
+    stay mapped); E (5 MiB) takes the free 10 MiB at R + 50 MiB: both free blocks are 10 MiB, and
+    each counts the unmapped pages behind it in best fit (the one at R + 130 MiB has the rest of
+    the reservation), so the lower address wins; D (20 MiB) fills the hole at its lowest
+    address, mapping one page after the 5 MiB left at R + 55 MiB."""
+    r, m = 0x7F4000000000, S.MiB
+    trace = [S.entry("segment_map", r, 60 * m, S.F_ACT, t=0),
+             S.entry("alloc", r, 50 * m, S.F_ACT, t=1),
+             S.entry("segment_map", r + 60 * m, 40 * m, S.F_TMP, t=2),
+             S.entry("alloc", r + 50 * m, 50 * m, S.F_TMP, t=3),
+             S.entry("segment_map", r + 100 * m, 40 * m, S.F_ACT, t=4),
+             S.entry("alloc", r + 100 * m, 30 * m, S.F_ACT, t=5),
+             S.entry("free_requested", r + 50 * m, 50 * m, S.F_TMP, t=6),
+             S.entry("free_completed", r + 50 * m, 50 * m, S.F_TMP, t=7),
+             S.entry("segment_unmap", r + 60 * m, 40 * m, S.F_ACT, t=8),
+             S.entry("alloc", r + 50 * m, 5 * m, S.F_SMALL, t=9),
+             S.entry("segment_map", r + 60 * m, 20 * m, S.F_ACT, t=10),
+             S.entry("alloc", r + 55 * m, 20 * m, S.F_ACT, t=11)]
+
+    def seg(addr, blocks):
+        live = [b for b in blocks if b["state"] == "active_allocated"]
+        return {"device": 0, "address": addr, "total_size": sum(b["size"] for b in blocks),
+                "allocated_size": sum(b["size"] for b in live),
+                "active_size": sum(b["size"] for b in live),
+                "requested_size": sum(b["requested_size"] for b in live), "stream": 0,
+                "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": True,
+                "frames": S.F_ACT if addr == r else [], "blocks": blocks}
+
+    segments = [seg(r, [S.block(r, 50 * m, 50 * m, "active_allocated", S.F_ACT),
+                        S.block(r + 50 * m, 5 * m, 5 * m, "active_allocated", S.F_SMALL),
+                        S.block(r + 55 * m, 20 * m, 20 * m, "active_allocated", S.F_ACT),
+                        S.block(r + 75 * m, 5 * m, 0, "inactive", [])]),
+                seg(r + 100 * m, [S.block(r + 100 * m, 30 * m, 30 * m, "active_allocated", S.F_ACT),
+                                  S.block(r + 130 * m, 10 * m, 0, "inactive", [])])]
     settings = dict(S.allocator_settings("expandable_segments:True"), expandable_segments=True)
-    pickle.dump(dict(snap, allocator_settings=settings), open(path, "wb"), protocol=4)
-    p = run(cuprof, path)
+    path = os.path.join(work, "expandable.pickle")
+    pickle.dump({"segments": segments, "device_traces": [trace], "allocator_settings": settings},
+                open(path, "wb"), protocol=4)
+    p = run(cuprof, "--check", path)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stderr == ("cuprof: %s: recorded with expandable segments, which the replay serves "
-                        "with ordinary segments: expect differences from the recording\n"
-                        % path), p.stderr
+    assert p.stderr == "", p.stderr  # no "differences are expected" note any more
+    assert "reproduced 5/5 allocations\n" in p.stdout, p.stdout
+    assert table_row(p.stdout, "peak reserved")[0] == "140.00 MiB", p.stdout
+    assert table_row(p.stdout, "segments allocated")[0] == "4", p.stdout  # maps count
+
+
+def expandable_avoids_oom(cuprof, work):
+    """Default settings on a 60 MiB device: three 20 MiB segments hold 8 MiB blocks; after two
+    frees 36 MiB are cached, but split into 8 and 4 MiB pieces that cannot be released, and a
+    16 MiB request runs out of memory. Replayed with expandable_segments:True beside the recorded
+    settings, the same requests tile one growing range and the 16 MiB request maps a fourth page."""
+    m = S.MiB
+    s1, s2, s3 = S.BASE, S.BASE + 0x2000000, S.BASE + 0x4000000
+    trace = [S.entry("segment_alloc", s1, 20 * m, S.F_ACT, t=0),
+             S.entry("alloc", s1, 8 * m, S.F_ACT, t=1),
+             S.entry("alloc", s1 + 8 * m, 8 * m, S.F_ACT, t=2),
+             S.entry("segment_alloc", s2, 20 * m, S.F_ACT, t=3),
+             S.entry("alloc", s2, 8 * m, S.F_ACT, t=4),
+             S.entry("alloc", s2 + 8 * m, 8 * m, S.F_ACT, t=5),
+             S.entry("segment_alloc", s3, 20 * m, S.F_ACT, t=6),
+             S.entry("alloc", s3, 8 * m, S.F_ACT, t=7),
+             S.entry("free_requested", s1, 8 * m, S.F_ACT, t=8),
+             S.entry("free_completed", s1, 8 * m, S.F_ACT, t=9),
+             S.entry("free_requested", s2, 8 * m, S.F_ACT, t=10),
+             S.entry("free_completed", s2, 8 * m, S.F_ACT, t=11),
+             S.entry("oom", 0, 16 * m, S.F_OOM, t=12, device_free=0)]
+
+    def seg(addr, blocks):
+        live = [b for b in blocks if b["state"] == "active_allocated"]
+        return {"device": 0, "address": addr, "total_size": 20 * m,
+                "allocated_size": sum(b["size"] for b in live),
+                "active_size": sum(b["size"] for b in live),
+                "requested_size": sum(b["requested_size"] for b in live), "stream": 0,
+                "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False,
+                "frames": S.F_ACT, "blocks": blocks}
+
+    def held(addr):
+        return [S.block(addr, 8 * m, 0, "inactive", []),
+                S.block(addr + 8 * m, 8 * m, 8 * m, "active_allocated", S.F_ACT),
+                S.block(addr + 16 * m, 4 * m, 0, "inactive", [])]
+
+    segments = [seg(s1, held(s1)), seg(s2, held(s2)),
+                seg(s3, [S.block(s3, 8 * m, 8 * m, "active_allocated", S.F_ACT),
+                         S.block(s3 + 8 * m, 12 * m, 0, "inactive", [])])]
+    path = os.path.join(work, "fragmented.pickle")
+    pickle.dump({"segments": segments, "device_traces": [trace],
+                 "allocator_settings": S.allocator_settings()}, open(path, "wb"), protocol=4)
+    p = run(cuprof, "--check", "--alloc-conf", "expandable_segments:True", path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "reproduced 5/5 allocations\n" in p.stdout, p.stdout
+    assert table_row(p.stdout, "peak reserved") == ["60.00 MiB", "60.00 MiB"], p.stdout
+    assert table_row(p.stdout, "OOMs (recorded)") == ["1 (1)", "0 (1)"], p.stdout
+    print(p.stdout)
 
 
 def oversize_block(cuprof, work):
@@ -189,6 +278,8 @@ def main():
     hidden_remainder(cuprof, work)
     pending_free(cuprof, work)
     pending_peak(cuprof, work)
+    expandable_history(cuprof, work)
+    expandable_avoids_oom(cuprof, work)
     oversize_block(cuprof, work)
     for scenario in ("basic", "streams"):
         d = os.path.join(work, scenario)

@@ -9,7 +9,8 @@ frames), and a footprint whose used bytes exceed cuprof's segments by exactly th
 memory. `cuprof summary` and `cuprof plot` show the same numbers.
 
 Usage: test_library_usage.py --lib LIBCUPROF --ld-path PATH --cuprof CUPROF --checker CHECK_PY
-                             MODE PROGRAM          (MODE: cache, trace, cache-nostacks)
+                             MODE PROGRAM          (MODE: cache, trace, cache-nostacks,
+                                                 cache-expandable)
 """
 import argparse
 import json
@@ -173,12 +174,19 @@ def main():
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("--cuprof", required=True)
     ap.add_argument("--checker", required=True)
-    ap.add_argument("mode", choices=["cache", "trace", "cache-nostacks"])
+    ap.add_argument("mode", choices=["cache", "trace", "cache-nostacks", "cache-expandable"])
     ap.add_argument("program")
     args = ap.parse_args()
     checker = load_checker(args.checker)
     mode = args.mode.split("-")[0]
     expected = EXPECTED[mode]
+    # Expandable segments map pages instead of making segments: what each library asked for is
+    # the same, its reserved bytes are the pages mapped for it (checked against the total).
+    expandable = args.mode.endswith("expandable")
+    if expandable:
+        expected = {lib: {k: v for k, v in want.items()
+                          if k in ("cache_requested_bytes", "passthrough_bytes")}
+                    for lib, want in expected.items()}
     checks = Checks()
     with tempfile.TemporaryDirectory(prefix="cuprof-libs-") as tmp:
         snaps = {}
@@ -187,6 +195,8 @@ def main():
             extra = {"SIMCUDA_MEM": "1G", "SIMCUDA_CONTEXT_MEM": "3M", "CUPROF_MODE": mode,
                      "CUPROF_SNAPSHOT": path,
                      "CUPROF_STACKS": "none" if args.mode.endswith("nostacks") else "alloc"}
+            if expandable:
+                extra["CUPROF_ALLOC_CONF"] = "expandable_segments:True"
             res = run_shim([args.program], args.ld_path, args.lib, extra)
             checks.check(res.returncode == 0 and res.stdout.strip() == "lib_users: ok",
                          f"{ext}: lib_users rc {res.returncode}: {res.stdout}{res.stderr}")
@@ -205,7 +215,12 @@ def main():
             rows = rows_by_library(snap, checks, ext)
             check_rows(rows, expected, checks, ext)
             fp = check_footprint(snap, checks, ext)
-            if mode == "cache" and not args.mode.endswith("nostacks"):
+            if expandable:
+                maps = [e for e in snap["device_traces"][0] if e["action"] == "segment_map"]
+                checks.check(maps and all(seg["is_expandable"] for seg in snap["segments"]
+                                          if "cuprof_pool" not in seg),
+                             f"{ext}: expandable segments expected: {len(maps)} maps")
+            if mode == "cache" and not args.mode.endswith("nostacks") and not expandable:
                 live, peak = segments_from_trace(snap, checks)
                 for lib in expected:
                     got = (rows.get(lib, {}).get("cache_reserved_bytes"),
@@ -213,7 +228,7 @@ def main():
                     checks.check(got == (live.get(lib, 0), peak.get(lib, 0)),
                                  f"{ext}: {lib} reserved {got}, the trace says "
                                  f"{(live.get(lib, 0), peak.get(lib, 0))}")
-            if fp is not None:
+            if fp is not None and not expandable:
                 check_summary(args, path, expected, fp, checks)
         if "pickle" in snaps:
             check_plot(args, snaps["pickle"][0], tmp, checks)

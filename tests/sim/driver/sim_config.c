@@ -119,6 +119,9 @@ parse_rule(char *text, struct sim_fail_rule *r)
     if (strcmp(op, "alloc") == 0) {
         r->op = SIM_FAIL_ALLOC;
         r->err = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (strcmp(op, "create") == 0) {
+        r->op = SIM_FAIL_CREATE;
+        r->err = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (strcmp(op, "free") == 0) {
         r->op = SIM_FAIL_FREE;
         r->err = CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -140,7 +143,8 @@ parse_rule(char *text, struct sim_fail_rule *r)
             r->nth = n;
         } else if (strcmp(kv, "every") == 0 && parse_ulong(val, &n) && n > 0 && !r->every) {
             r->every = n;
-        } else if (strcmp(kv, "above") == 0 && r->op == SIM_FAIL_ALLOC && !r->has_above &&
+        } else if (strcmp(kv, "above") == 0 &&
+                   (r->op == SIM_FAIL_ALLOC || r->op == SIM_FAIL_CREATE) && !r->has_above &&
                    sim_config_parse_size(val, &r->above)) {
             r->has_above = true;
         } else if (strcmp(kv, "err") == 0 && parse_ulong(val, &n) && n > 0 && n <= INT_MAX) {

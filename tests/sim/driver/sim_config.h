@@ -9,6 +9,7 @@
 
 enum sim_fail_op {
     SIM_FAIL_ALLOC,
+    SIM_FAIL_CREATE, /* cuMemCreate only (an expandable segment's page) */
     SIM_FAIL_FREE,
     SIM_FAIL_EVENT_QUERY,
     SIM_FAIL_PROC,

@@ -89,20 +89,40 @@ sim_vmm_reserved(uintptr_t ptr)
     return found;
 }
 
+/* The accessible mapping holding ptr, or NULL. */
+static struct sim_vmm_map *
+map_at_locked(uintptr_t ptr)
+{
+    for (struct sim_vmm_map *m = maps; m; m = m->next)
+        if (ptr >= m->start && ptr - m->start < m->size && m->accessible)
+            return m;
+    return NULL;
+}
+
+/* Like the driver, an access may run across mappings that lie back to back in one reserved
+ * range (an expandable segment maps one handle per page): every byte must be mapped. */
 CUresult
 sim_vmm_lookup(uintptr_t ptr, size_t len, struct sim_device **dev, uintptr_t *base, size_t *size)
 {
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&vmm_lock);
-    for (struct sim_vmm_map *m = maps; m; m = m->next)
-        if (ptr >= m->start && ptr - m->start < m->size && len <= m->size - (ptr - m->start) &&
-            m->accessible) {
-            *dev = m->h->dev;
-            *base = m->start;
-            *size = m->size;
-            r = CUDA_SUCCESS;
-            break;
+    struct sim_vmm_map *first = map_at_locked(ptr);
+    if (first) {
+        uintptr_t end = first->start + first->size;
+        bool covered = true;
+        while (covered && len > end - ptr) {
+            struct sim_vmm_map *m = map_at_locked(end);
+            covered = m != NULL && m->h->dev == first->h->dev;
+            if (covered)
+                end = m->start + m->size;
         }
+        if (covered) {
+            *dev = first->h->dev;
+            *base = first->start;
+            *size = first->size;
+            r = CUDA_SUCCESS;
+        }
+    }
     pthread_mutex_unlock(&vmm_lock);
     return r;
 }
@@ -137,9 +157,11 @@ cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAlloca
     if (!dev)
         return CUDA_ERROR_INVALID_DEVICE;
     sim_busy_wait_us(sim_config_get()->malloc_us);
+    /* Both rules count this call: `alloc` counts every device allocation, `create` this one. */
     int err = sim_fail_check(SIM_FAIL_ALLOC, size);
-    if (err)
-        return (CUresult)err;
+    int create_err = sim_fail_check(SIM_FAIL_CREATE, size);
+    if (err || create_err)
+        return (CUresult)(err ? err : create_err);
     struct sim_vmm_handle *h = calloc(1, sizeof(*h));
     if (!h)
         return CUDA_ERROR_OUT_OF_MEMORY;

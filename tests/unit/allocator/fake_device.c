@@ -12,6 +12,7 @@ fake_device_init(struct fake_device *fake, size_t capacity)
     for (int d = 0; d < FAKE_DEVICES; d++) {
         fake->capacity[d] = capacity;
         fake->next_addr[d] = FAKE_BASE + ((uint64_t)d << 40);
+        fake->vmm_next[d] = FAKE_VMM_BASE + ((uint64_t)d << 40);
     }
     fake->keep_trace = true;
 }
@@ -126,8 +127,137 @@ f_synchronize(void *ctx, int device)
     return 0;
 }
 
+static int
+f_vmm_granularity(void *ctx, int device, size_t *granularity)
+{
+    (void)ctx;
+    (void)device;
+    *granularity = FAKE_GRANULARITY;
+    return 0;
+}
+
+static int
+f_vmm_reserve(void *ctx, int device, size_t size, uint64_t *addr)
+{
+    struct fake_device *f = ctx;
+    if (size == 0 || size % FAKE_GRANULARITY != 0)
+        return 1; /* CUDA_ERROR_INVALID_VALUE */
+    f->vmm_reserves++;
+    *addr = f->vmm_next[device];
+    f->vmm_next[device] += size;
+    return 0;
+}
+
+static int
+f_vmm_release(void *ctx, int device, uint64_t addr, size_t size)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    for (size_t i = 0; i < f->page_count; i++)
+        if (f->page_addr[i] >= addr && f->page_addr[i] < addr + size)
+            return 1; /* still mapped: the driver refuses */
+    f->vmm_releases++;
+    return 0;
+}
+
+static size_t
+page_index(const struct fake_device *f, uint64_t addr)
+{
+    for (size_t i = 0; i < f->page_count; i++)
+        if (f->page_addr[i] == addr)
+            return i;
+    return SIZE_MAX;
+}
+
+bool
+fake_device_mapped(const struct fake_device *fake, uint64_t addr)
+{
+    for (size_t i = 0; i < fake->page_count; i++)
+        if (addr >= fake->page_addr[i] && addr - fake->page_addr[i] < fake->page_size[i])
+            return true;
+    return false;
+}
+
+static int
+f_vmm_map(void *ctx, int device, uint64_t addr, size_t page, size_t count)
+{
+    struct fake_device *f = ctx;
+    if (page == 0 || page % FAKE_GRANULARITY != 0 || addr % FAKE_GRANULARITY != 0 || count == 0)
+        return 1;
+    if (f->vmm_error != 0) {
+        int rc = f->vmm_error;
+        f->vmm_error = 0;
+        return rc;
+    }
+    for (size_t i = 0; i < count; i++)
+        if (page_index(f, addr + i * page) != SIZE_MAX || f->page_count + count > FAKE_MAX_PAGES)
+            return 1;
+    /* cuMemCreate one page at a time; a failure releases the pages of this call again. */
+    for (size_t i = 0; i < count; i++) {
+        if (f->fail_create_at > 0 && --f->fail_create_at == 0)
+            return -CUPROF_ENOMEM;
+        if (page > f->capacity[device] - f->used[device] - i * page)
+            return -CUPROF_ENOMEM;
+        f->pages_created++;
+    }
+    for (size_t i = 0; i < count; i++) {
+        f->page_addr[f->page_count] = addr + i * page;
+        f->page_size[f->page_count] = page;
+        f->page_device[f->page_count++] = device;
+    }
+    f->used[device] += count * page;
+    f->pages_mapped += (long)count;
+    f->vmm_map_calls++;
+    return 0;
+}
+
+static int
+f_vmm_unmap(void *ctx, int device, uint64_t addr, size_t page, size_t count)
+{
+    struct fake_device *f = ctx;
+    for (size_t i = 0; i < count; i++) {
+        size_t k = page_index(f, addr + i * page);
+        if (k == SIZE_MAX || f->page_size[k] != page || f->page_device[k] != device)
+            return 1;
+    }
+    for (size_t i = 0; i < count; i++) {
+        size_t k = page_index(f, addr + i * page);
+        f->page_count--;
+        f->page_addr[k] = f->page_addr[f->page_count];
+        f->page_size[k] = f->page_size[f->page_count];
+        f->page_device[k] = f->page_device[f->page_count];
+    }
+    f->used[device] -= count * page;
+    f->pages_unmapped += (long)count;
+    f->vmm_unmap_calls++;
+    return 0;
+}
+
+static int
+f_stream_synchronize(void *ctx, int device, uint64_t stream)
+{
+    struct fake_device *f = ctx;
+    (void)device;
+    f->stream_syncs++;
+    f->last_stream_sync = stream;
+    return 0;
+}
+
 struct device_ops
 fake_device_ops(struct fake_device *fake)
+{
+    struct device_ops ops = fake_device_ops_no_vmm(fake);
+    ops.vmm_granularity = f_vmm_granularity;
+    ops.vmm_reserve = f_vmm_reserve;
+    ops.vmm_map = f_vmm_map;
+    ops.vmm_unmap = f_vmm_unmap;
+    ops.vmm_release = f_vmm_release;
+    ops.stream_synchronize = f_stream_synchronize;
+    return ops;
+}
+
+struct device_ops
+fake_device_ops_no_vmm(struct fake_device *fake)
 {
     struct device_ops ops = {
         .ctx = fake,

@@ -1,5 +1,7 @@
 /* fake_device.h: an in-process device for allocator tests: bump-pointer segments from
- *   0x7f0000000000 with 2 MiB alignment, a capacity, events completed by hand, call counters.
+ *   0x7f0000000000 with 2 MiB alignment, a VMM (reservations from FAKE_VMM_BASE, pages mapped
+ *   at 2 MiB granularity and charged to the capacity), a capacity, events completed by hand,
+ *   call counters.
  * Locking: none; tests drive it from the thread that calls the allocator (or accept races in
  *   counters only).
  * Hot path: no (tests only). */
@@ -13,10 +15,13 @@
 #include "allocator/device_ops.h"
 #include "allocator/trace_sink.h"
 
-#define FAKE_BASE       0x7f0000000000ULL
-#define FAKE_MAX_EVENTS 4096
-#define FAKE_MAX_TRACE  4096
-#define FAKE_DEVICES    4
+#define FAKE_BASE        0x7f0000000000ULL
+#define FAKE_MAX_EVENTS  4096
+#define FAKE_MAX_TRACE   4096
+#define FAKE_DEVICES     4
+#define FAKE_VMM_BASE    0x7f8000000000ULL /* device d's reservations: + d * 2^40 */
+#define FAKE_GRANULARITY ((size_t)2 << 20)
+#define FAKE_MAX_PAGES   4096
 
 struct fake_event {
     uint64_t stream;
@@ -36,6 +41,17 @@ struct fake_device {
     uint64_t lie_addr;
     long segment_allocs, segment_frees, syncs, event_creates, event_records, event_queries;
     long event_syncs, event_destroys;
+    /* VMM: mapped pages (address, size), any device; reservations bump per device. */
+    uint64_t vmm_next[FAKE_DEVICES];
+    uint64_t page_addr[FAKE_MAX_PAGES];
+    size_t page_size[FAKE_MAX_PAGES];
+    int page_device[FAKE_MAX_PAGES];
+    size_t page_count;
+    long fail_create_at; /* >0: the fail_create_at-th page created from now on fails (OOM) */
+    int vmm_error;       /* nonzero: the next vmm_map fails with this backend error */
+    long vmm_reserves, vmm_releases, pages_created, pages_mapped, pages_unmapped, stream_syncs;
+    long vmm_map_calls, vmm_unmap_calls; /* successful ones */
+    uint64_t last_stream_sync;
     struct fake_event events[FAKE_MAX_EVENTS];
     size_t event_count;
     /* trace sink */
@@ -47,6 +63,10 @@ struct fake_device {
 /* Device d's segments start at FAKE_BASE + d * 2^40. */
 void fake_device_init(struct fake_device *fake, size_t capacity);
 struct device_ops fake_device_ops(struct fake_device *fake);
+/* The same without the vmm_* calls (expandable_segments:True then gets ordinary segments). */
+struct device_ops fake_device_ops_no_vmm(struct fake_device *fake);
+/* True when the page at addr is mapped. */
+bool fake_device_mapped(const struct fake_device *fake, uint64_t addr);
 struct trace_sink fake_device_sink(struct fake_device *fake);
 /* Completes every recorded event on `stream` (UINT64_MAX: all streams). */
 void fake_device_complete(struct fake_device *fake, uint64_t stream);

@@ -120,7 +120,13 @@ test_should_split(void **state)
         {"", false, 2 * MIB + 512, MIB + 512, false}, /* exactly 1 MiB left */
         {"max_split_size_mb:128", false, 200 * MIB, 50 * MIB, true},
         {"max_split_size_mb:128", false, 200 * MIB, 150 * MIB, false}, /* oversize: never */
-        {"expandable_segments:True", false, 20 * MIB, 19 * MIB, false},
+        /* PyTorch: expandable_segments:True applies the 512-byte rule to every block. */
+        {"expandable_segments:True", false, 20 * MIB, 19 * MIB, true},
+        {"expandable_segments:True", false, 20 * MIB, 20 * MIB - 512, true},
+        {"expandable_segments:True", false, 20 * MIB, 20 * MIB - 511, false},
+        {"expandable_segments:True", false, 20 * MIB, 20 * MIB, false},
+        {"expandable_segments:True,max_split_size_mb:128", false, 200 * MIB, 150 * MIB, true},
+        {"expandable_segments:False", false, 20 * MIB, 19 * MIB, false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct alloc_config c = config_with(cases[i].config);

@@ -79,7 +79,9 @@ check_pools_against_blocks(struct allocator *a, const struct memory_stats *st)
         int pools[2] = {STAT_ALL, sg->is_small ? STAT_SMALL_POOL : STAT_LARGE_POOL};
         for (int k = 0; k < 2; k++) {
             int p = pools[k];
-            segment[p]++;
+            /* PyTorch: an expandable segment's mappings are reserved bytes, not segments, and
+             * its free blocks are never inactive splits. */
+            segment[p] += !sg->expandable;
             reserved[p] += (int64_t)sg->total_size;
             for (uint32_t j = sg->first_block; j < sg->first_block + sg->block_count; j++) {
                 const struct block_info *b = &blocks[j];
@@ -90,7 +92,7 @@ check_pools_against_blocks(struct allocator *a, const struct memory_stats *st)
                 if (b->state != BLOCK_INACTIVE) {
                     active[p]++;
                     active_bytes[p] += (int64_t)b->size;
-                } else if (sg->block_count > 1) {
+                } else if (sg->block_count > 1 && !sg->expandable) {
                     split[p]++;
                     split_bytes[p] += (int64_t)b->size;
                 }
@@ -137,8 +139,8 @@ check_against_model(struct alloc_fixture *fx, struct model *m, bool settled)
     assert_int_equal(st.allocation[STAT_ALL].current, (int64_t)m->count);
     assert_int_equal(st.allocated_bytes[STAT_ALL].current, block_bytes);
     assert_int_equal(st.reserved_bytes[STAT_ALL].current, (int64_t)fx->fake.used[0]);
-    assert_int_equal(st.num_device_alloc, fx->fake.segment_allocs);
-    assert_int_equal(st.num_device_free, fx->fake.segment_frees);
+    assert_int_equal(st.num_device_alloc, fx->fake.segment_allocs + fx->fake.vmm_map_calls);
+    assert_int_equal(st.num_device_free, fx->fake.segment_frees + fx->fake.vmm_unmap_calls);
     check_pools_against_blocks(a, &st);
     for (int p = 0; p < STAT_POOL_COUNT; p++) {
         const struct stat_counter *arrays[] = {
@@ -219,6 +221,7 @@ run_model(const char *conf, long ops, uint64_t seed)
     assert_int_equal(st.reserved_bytes[STAT_ALL].current, 0);
     assert_int_equal(st.num_ooms, ooms);
     assert_int_equal(fx->fake.used[0], 0);
+    assert_int_equal(fx->fake.page_count, 0);
     assert_true(ooms > 0); /* the 3 GiB device did run out now and then */
     assert_true(mallocs > ops / 3);
     if (getenv("MODEL_VERBOSE"))
@@ -259,13 +262,30 @@ test_model_gc_fraction(void **state)
               scaled(300000), 0x13198a2e03707344ULL);
 }
 
+/* Expandable segments: growth, shrinking on empty_cache and the OOM retry, three streams. */
+static void
+test_model_expandable(void **state)
+{
+    (void)state;
+    run_model("expandable_segments:True", scaled(300000), 0xa4093822299f31d0ULL);
+}
+
+static void
+test_model_expandable_limits(void **state)
+{
+    (void)state;
+    run_model("expandable_segments:True,max_split_size_mb:64,per_process_memory_fraction:0.8,"
+              "garbage_collection_threshold:0.6,free_sync:events",
+              scaled(200000), 0x082efa98ec4e6c89ULL);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_model_default),
-        cmocka_unit_test(test_model_max_split),
-        cmocka_unit_test(test_model_gc_fraction),
+        cmocka_unit_test(test_model_default),           cmocka_unit_test(test_model_max_split),
+        cmocka_unit_test(test_model_gc_fraction),       cmocka_unit_test(test_model_expandable),
+        cmocka_unit_test(test_model_expandable_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

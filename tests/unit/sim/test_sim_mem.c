@@ -479,6 +479,62 @@ test_fail_rules(void **state)
     assert_int_equal(cuEventDestroy(e), CUDA_SUCCESS);
 }
 
+/* ---- SIMCUDA_MEM=64M SIMCUDA_FAIL=create:nth=2 ---- */
+
+/* What an expandable segment asks of the driver: one handle per 2 MiB page mapped back to back,
+ * copies across them, granularity errors, a cuMemCreate failing (injected, then for want of
+ * memory) with nothing made. */
+static void
+test_vmm_pages(void **state)
+{
+    (void)state;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle h[40];
+    CUdeviceptr va, a;
+    assert_int_equal(cuMemAddressReserve(&va, 3 * MiB, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemAddressReserve(&va, 72 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemCreate(&h[0], 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    /* The injected failure: the 2nd cuMemCreate; cuMemAlloc does not count for `create`. */
+    assert_int_equal(cuMemAlloc(&a, 512), CUDA_SUCCESS);
+    assert_int_equal(cuMemCreate(&h[1], 2 * MiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(free_mem(), 62 * MiB - 2 * MiB);
+    assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemCreate(&h[1], 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va + MiB, 2 * MiB, 0, h[0], 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemMap(va, 2 * MiB, MiB, h[0], 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemMap(va, 2 * MiB, 0, h[0], 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va + 2 * MiB, 2 * MiB, 0, h[1], 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemSetAccess(va, 4 * MiB, &acc, 1), CUDA_SUCCESS);
+    /* One copy across the two mappings, as into an expandable segment's block. */
+    static char buf[2 * MiB], back[2 * MiB];
+    memset(buf, 0x5a, sizeof(buf));
+    assert_int_equal(cuMemcpyHtoD(va + MiB, buf, sizeof(buf)), CUDA_SUCCESS);
+    assert_int_equal(cuMemcpyDtoH(back, va + MiB, sizeof(back)), CUDA_SUCCESS);
+    assert_memory_equal(buf, back, sizeof(buf));
+    assert_int_equal(cuMemsetD8(va + MiB, 0, 3 * MiB), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8(va + MiB, 0, 4 * MiB), CUDA_ERROR_INVALID_VALUE); /* unmapped */
+    /* Fill the device page by page: the page it has no room for fails and makes nothing. */
+    size_t n = 2;
+    CUresult r;
+    while ((r = cuMemCreate(&h[n], 2 * MiB, &prop, 0)) == CUDA_SUCCESS)
+        n++;
+    assert_int_equal(r, CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(n, 32);
+    assert_int_equal(free_mem(), 0);
+    for (size_t i = 2; i < n; i++)
+        assert_int_equal(cuMemRelease(h[i]), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 60 * MiB);
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal(cuMemRelease(h[i]), CUDA_SUCCESS);
+    assert_int_equal(cuMemUnmap(va, 2 * MiB), CUDA_SUCCESS);
+    assert_int_equal(cuMemUnmap(va + 2 * MiB, 2 * MiB), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 64 * MiB);
+    assert_int_equal(cuMemAddressFree(va, 72 * MiB), CUDA_SUCCESS);
+}
+
 /* ---- SIMCUDA_DEVICES=2 SIMCUDA_MEM=64M ---- */
 
 static void
@@ -625,6 +681,9 @@ main(int argc, char **argv)
     static const struct CMUnitTest fail[] = {
         cmocka_unit_test_setup(test_fail_rules, sim_test_setup),
     };
+    static const struct CMUnitTest vmm_pages[] = {
+        cmocka_unit_test_setup(test_vmm_pages, sim_test_setup),
+    };
     static const struct CMUnitTest multi[] = {
         cmocka_unit_test(test_two_devices),
     };
@@ -639,6 +698,7 @@ main(int argc, char **argv)
         {"oom", oom, 1},
         {"context", context, 1},
         {"fail", fail, 1},
+        {"vmm", vmm_pages, 1},
         {"multi", multi, 1},
         {"fork", fork_group, 1},
         {"bad_env", bad_env, 1},
