@@ -325,21 +325,31 @@ put_sites(struct jbuf *b, struct cuprof_runtime *rt, size_t top)
 
 /* ---- Serving ------------------------------------------------------------------------------ */
 
+/* One reply line, written with as few sends as it takes (a short reply in one). */
 static void
 reply(int fd, const char *status, const char *text)
 {
-    size_t n = strlen(text);
-    (void)send(fd, status, strlen(status), MSG_NOSIGNAL);
+    size_t slen = strlen(status), tlen = strlen(text);
+    char small[512];
+    char *line = slen + tlen + 1 <= sizeof(small) ? small : malloc(slen + tlen + 1);
+    if (line == NULL)
+        return; /* out of host memory: the client sees the connection close */
+    memcpy(line, status, slen);
+    memcpy(line + slen, text, tlen);
+    line[slen + tlen] = '\n';
+    const char *p = line;
+    size_t n = slen + tlen + 1;
     while (n > 0) {
-        ssize_t w = send(fd, text, n, MSG_NOSIGNAL);
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return; /* the client went away or stalled past the timeout */
-        text += w;
+            break; /* the client went away or stalled past the timeout */
+        p += w;
         n -= (size_t)w;
     }
-    (void)send(fd, "\n", 1, MSG_NOSIGNAL);
+    if (line != small)
+        free(line);
 }
 
 static void

@@ -258,7 +258,8 @@ def case_peer(f, a):
         # The server may answer and close before the request is sent: the reply still comes.
         client = ("import socket,sys\ns=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
                   "try: s.sendall(b'CUPROF/1 INFO\\n')\nexcept OSError: pass\n"
-                  "print(s.recv(4096).decode().strip())")
+                  "data = b''\nwhile True:\n    d = s.recv(4096)\n    if not d: break\n"
+                  "    data += d\nprint(data.decode().strip())")
         # uid 65534 keeps CAP_DAC_OVERRIDE, so the directory's mode lets it reach the socket:
         # only the peer check stands in its way.
         r = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",

@@ -24,8 +24,8 @@
 #define USED(n, c, p, a, f, bc, bp, ba, bf)                                                        \
     LARGE("allocation", c, p, a, f)                                                                \
     LARGE("active", c, p, a, f)                                                                    \
-    LARGE("allocated_bytes", bc, bp, ba, bf) LARGE("active_bytes", bc, bp, ba, bf)                 \
-        LARGE("requested_bytes", bc, bp, ba, bf)
+    LARGE("allocated_bytes", bc, bp, ba, bf)                                                       \
+    LARGE("active_bytes", bc, bp, ba, bf) LARGE("requested_bytes", bc, bp, ba, bf)
 
 /* Page sizes and reservation sizes per pool (PyTorch: 2 MiB / 20 MiB pages, 1 1/8 of memory). */
 static void
