@@ -287,6 +287,35 @@ alloc_expand_allocate_locked(struct alloc_device *dev, struct alloc_pool *pool, 
     return 0;
 }
 
+int
+alloc_expand_map_at_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream,
+                           uint64_t addr, size_t size)
+{
+    struct alloc_block *u = unmapped_lower_bound_locked(pool, stream);
+    while (u != NULL && u->stream == stream && !(u->addr <= addr && addr - u->addr < u->size))
+        u = alloc_block_or_null(avl_next(&u->node));
+    if (u == NULL || u->stream != stream) {
+        int rc = new_segment_locked(dev, pool, stream, &u);
+        if (rc != 0)
+            return rc;
+    }
+    struct alloc_segment *seg = u->seg;
+    if (addr < u->addr || addr - u->addr >= u->size || size == 0 || size > u->size ||
+        addr - u->addr > u->size - size || (addr - seg->addr) % seg->page != 0 ||
+        size % seg->page != 0)
+        return -CUPROF_EINVAL;
+    if (addr > u->addr) {
+        /* The pages before the range stay unmapped, as their own block. */
+        unmapped_erase_locked(pool, u);
+        struct alloc_block *before = new_piece_locked(dev, u, u->prev, u->addr, addr - u->addr);
+        u->size -= before->size;
+        u->addr = addr;
+        unmapped_insert_locked(pool, before);
+        unmapped_insert_locked(pool, u);
+    }
+    return map_block_locked(dev, pool, u, size, 0);
+}
+
 /* ---- Shrinking. */
 
 size_t

@@ -43,6 +43,16 @@ __attribute__((warn_unused_result)) int
 alloc_expand_allocate_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream,
                              size_t size, uint32_t stack_id, struct alloc_block **out);
 
+/* For a tool that rebuilds a recorded state (cuprof replay): maps the pages [addr, addr + size)
+ * of the (stream, pool) reservation whose unmapped space holds them, reserving a new range first
+ * when none does (the device picks its address); they become one free cached block, counted and
+ * traced as map_block does. Needs 4 spare blocks and 1 segment. Returns 0, -CUPROF_EINVAL when the
+ * range is not whole unmapped pages of one reservation, or the backend's error. */
+__attribute__((warn_unused_result)) int alloc_expand_map_at_locked(struct alloc_device *dev,
+                                                                   struct alloc_pool *pool,
+                                                                   uint64_t stream, uint64_t addr,
+                                                                   size_t size);
+
 /* Spare blocks that alloc_expand_release_pool_locked may take on both pools: two per free
  * mapped expandable block (the free pieces before and after the pages it unmaps). */
 size_t alloc_expand_release_blocks_needed_locked(struct alloc_device *dev);

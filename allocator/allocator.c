@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator/alloc_expand.h"
 #include "allocator/alloc_free.h"
 #include "allocator/alloc_policy.h"
 #include "allocator/allocator_state.h"
@@ -374,6 +375,25 @@ allocator_set_roundup_divisions(struct allocator *alloc,
            sizeof(alloc->config.roundup_power2_divisions));
     for (int d = alloc->device_count; d-- > 0;)
         alloc_lock_release(&alloc->devices[d].lock);
+}
+
+int
+allocator_map_expandable(struct allocator *alloc, int device, uint64_t stream, bool is_small,
+                         uint64_t addr, size_t size)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL || dev->ops->vmm_reserve == NULL || dev->ops->vmm_map == NULL)
+        return -CUPROF_EINVAL;
+    int rc = alloc_device_lock_with_spares(dev, 0);
+    if (rc != 0)
+        return rc;
+    /* A new reservation's block, the unmapped pieces before and after the range. */
+    rc = alloc_device_reserve_blocks_unlocking(dev, 4);
+    if (rc == 0)
+        rc = alloc_expand_map_at_locked(dev, alloc_device_pool_of(dev, is_small), stream, addr,
+                                        size);
+    alloc_lock_release(&dev->lock);
+    return rc;
 }
 
 void

@@ -92,6 +92,16 @@ int allocator_set_memory_fraction(struct allocator *alloc, int device, double fr
 void allocator_set_roundup_divisions(struct allocator *alloc,
                                      const uint32_t divisions[ALLOC_CONFIG_ROUNDUP_INTERVALS]);
 
+/* For a tool that rebuilds a recorded state (cuprof replay): maps the whole pages [addr, addr +
+ * size) of the expandable reservation of (stream, pool) that holds them unmapped, reserving one
+ * first when none does (vmm_reserve picks its base); they become one free cached block, counted
+ * as PyTorch's map_block counts. Returns 0, -CUPROF_EINVAL (no vmm calls, or not whole unmapped
+ * pages of one reservation), or the device's error. */
+__attribute__((warn_unused_result)) int allocator_map_expandable(struct allocator *alloc,
+                                                                 int device, uint64_t stream,
+                                                                 bool is_small, uint64_t addr,
+                                                                 size_t size);
+
 /* Copies of the per-device counters (PyTorch's memory_stats), and their resets. */
 void allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *out);
 /* The same with the device lock already held (a dump copies stats with the block table). */

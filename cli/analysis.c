@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator/alloc_policy.h"
 #include "allocator/allocator.h"
 #include "allocator/trace_sink.h"
 #include "cli/cli_util.h"
@@ -336,26 +337,188 @@ analysis_where(char *buf, size_t len, const struct snapshot *snap, size_t device
         snprintf(buf + n, len - (size_t)n, ", t=+%.6f s", (double)(t - *t0) / 1e6);
 }
 
-/* Segments live after `at` entries: the final ones with later segment events undone. */
-int
-analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, struct addr_map *segs)
+/* A growable array of ranges kept sorted by address. */
+struct seg_list {
+    struct analysis_segment *v;
+    size_t n, cap;
+};
+
+/* Index of the first range that ends after addr. */
+static size_t
+seg_list_lower(const struct seg_list *l, uint64_t addr)
 {
-    addr_map_init(segs);
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (l->v[mid].addr + l->v[mid].size <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int
+seg_list_insert(struct seg_list *l, size_t at, const struct analysis_segment *s)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        struct analysis_segment *v = realloc(l->v, cap * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    memmove(&l->v[at + 1], &l->v[at], (l->n - at) * sizeof(*l->v));
+    l->v[at] = *s;
+    l->n++;
+    return 0;
+}
+
+static void
+seg_list_erase(struct seg_list *l, size_t at)
+{
+    memmove(&l->v[at], &l->v[at + 1], (l->n - at - 1) * sizeof(*l->v));
+    l->n--;
+}
+
+/* Undoes a segment_map: the pages [addr, end) were not mapped before it. A run may lose its
+ * head or tail, or be cut in two (the map joined two runs). */
+static int
+undo_map(struct seg_list *l, uint64_t addr, uint64_t end)
+{
+    for (size_t i = seg_list_lower(l, addr); i < l->n && l->v[i].addr < end;) {
+        struct analysis_segment *s = &l->v[i];
+        uint64_t s_end = s->addr + s->size;
+        if (!s->is_expandable) {
+            i++;
+            continue;
+        }
+        if (s->addr < addr && s_end > end) {
+            struct analysis_segment right = *s;
+            right.addr = end;
+            right.size = s_end - end;
+            s->size = addr - s->addr;
+            return seg_list_insert(l, i + 1, &right);
+        }
+        if (s->addr < addr) {
+            s->size = addr - s->addr;
+            i++;
+        } else if (s_end > end) {
+            s->size = s_end - end;
+            s->addr = end;
+            i++;
+        } else {
+            seg_list_erase(l, i);
+        }
+    }
+    return 0;
+}
+
+/* Undoes a segment_unmap: the pages [addr, addr + size) were mapped before it, joined to the runs
+ * of the same reservation that touch them. */
+static int
+undo_unmap(struct seg_list *l, const struct snap_entry *e)
+{
+    struct analysis_segment run = {e->addr, e->size, e->stream, UINT32_MAX, false, true};
+    size_t i = seg_list_lower(l, e->addr);
+    if (i < l->n && l->v[i].addr < e->addr + e->size)
+        return 0; /* already mapped: not a history this snapshot can end */
+    if (i > 0 && l->v[i - 1].is_expandable && l->v[i - 1].stream == e->stream &&
+        l->v[i - 1].addr + l->v[i - 1].size == e->addr) {
+        l->v[i - 1].size += e->size;
+        if (i < l->n && l->v[i].is_expandable && l->v[i].stream == e->stream &&
+            l->v[i].addr == e->addr + e->size) {
+            l->v[i - 1].size += l->v[i].size;
+            if (l->v[i - 1].index == UINT32_MAX) {
+                l->v[i - 1].index = l->v[i].index;
+                l->v[i - 1].is_small = l->v[i].is_small;
+            }
+            seg_list_erase(l, i);
+        }
+        return 0;
+    }
+    if (i < l->n && l->v[i].is_expandable && l->v[i].stream == e->stream &&
+        l->v[i].addr == e->addr + e->size) {
+        l->v[i].addr = e->addr;
+        l->v[i].size += e->size;
+        return 0;
+    }
+    return seg_list_insert(l, i, &run);
+}
+
+int
+analysis_segment_list_at(const struct snapshot *snap, size_t device, size_t at,
+                         struct analysis_segment **out, size_t *n)
+{
+    struct seg_list l = {NULL, 0, 0};
+    *out = NULL;
+    *n = 0;
     for (size_t i = 0; i < snap->segment_count; i++) {
         const struct snap_segment *s = &snap->segments[i];
-        if ((size_t)s->device == device &&
-            addr_map_put(segs, s->addr, s->total_size,
-                         (uint32_t)(s->is_small ? 1 : 0) | (uint32_t)(i << 1)) != 0)
-            return -1;
+        if ((size_t)s->device != device)
+            continue;
+        struct analysis_segment a = {s->addr,     s->total_size, s->stream,
+                                     (uint32_t)i, s->is_small,   s->is_expandable};
+        if (seg_list_insert(&l, seg_list_lower(&l, s->addr), &a) != 0)
+            goto oom;
     }
     const struct snap_device_trace *t = trace_of(snap, device);
     for (size_t i = t->count; i-- > at;) {
         const struct snap_entry *e = &t->entries[i];
-        if (e->action == TRACE_SEGMENT_ALLOC || e->action == TRACE_SEGMENT_MAP)
-            (void)addr_map_remove(segs, e->addr, NULL);
-        else if ((e->action == TRACE_SEGMENT_FREE || e->action == TRACE_SEGMENT_UNMAP) &&
-                 addr_map_put(segs, e->addr, e->size, ANALYSIS_SEGMENT_UNKNOWN) != 0)
-            return -1;
+        size_t k;
+        switch (e->action) {
+        case TRACE_SEGMENT_ALLOC:
+            k = seg_list_lower(&l, e->addr);
+            if (k < l.n && l.v[k].addr == e->addr && !l.v[k].is_expandable)
+                seg_list_erase(&l, k);
+            break;
+        case TRACE_SEGMENT_FREE: {
+            /* PyTorch's small-pool segments are exactly 2 MiB (large ones never are). */
+            struct analysis_segment a = {
+                e->addr, e->size, e->stream, UINT32_MAX, e->size == ALLOC_SMALL_BUFFER, false};
+            k = seg_list_lower(&l, e->addr);
+            if ((k == l.n || l.v[k].addr >= e->addr + e->size) && seg_list_insert(&l, k, &a) != 0)
+                goto oom;
+            break;
+        }
+        case TRACE_SEGMENT_MAP:
+            if (undo_map(&l, e->addr, e->addr + e->size) != 0)
+                goto oom;
+            break;
+        case TRACE_SEGMENT_UNMAP:
+            if (undo_unmap(&l, e) != 0)
+                goto oom;
+            break;
+        default:
+            break;
+        }
     }
+    *out = l.v;
+    *n = l.n;
+    return 0;
+oom:
+    free(l.v);
+    return -1;
+}
+
+int
+analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, struct addr_map *segs)
+{
+    struct analysis_segment *v;
+    size_t n;
+    addr_map_init(segs);
+    if (analysis_segment_list_at(snap, device, at, &v, &n) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t tag = v[i].index == UINT32_MAX
+                           ? ANALYSIS_SEGMENT_UNKNOWN
+                           : (uint32_t)(v[i].is_small ? 1 : 0) | (uint32_t)(v[i].index << 1);
+        if (addr_map_put(segs, v[i].addr, v[i].size, tag) != 0) {
+            free(v);
+            return -1;
+        }
+    }
+    free(v);
     return 0;
 }

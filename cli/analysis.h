@@ -64,9 +64,28 @@ __attribute__((warn_unused_result)) int analysis_sites_at(const struct snapshot 
                                                           size_t device, size_t at,
                                                           struct site_total **out, size_t *nsites);
 
-/* Segments after `at` entries: the final ones with later segment events undone, as addr ->
- * (size, tag). tag is (index into snap->segments << 1 | is_small), or ANALYSIS_SEGMENT_UNKNOWN for
- * a segment the trace freed later (its pool and stream are not in the snapshot). */
+/* One device range after `at` entries: an ordinary segment, or (expandable segments) one
+ * contiguous mapped run of a reservation, as a snapshot reports them. */
+struct analysis_segment {
+    uint64_t addr, size;
+    uint64_t stream;
+    uint32_t index; /* into snap->segments (a part of it, for a run), or UINT32_MAX: a range the
+                     * trace frees or unmaps later, not in the snapshot */
+    bool is_small;  /* meaningful only when index != UINT32_MAX */
+    bool is_expandable;
+};
+
+/* The ranges after `at` entries, sorted by address: the final segments with later events undone,
+ * segment_map and segment_unmap at page granularity (a map may have extended a run or joined two,
+ * an unmap may have cut one in two or shrunk it). *out is malloc'd (NULL when none). Returns 0,
+ * or -1 when host memory runs out. */
+__attribute__((warn_unused_result)) int analysis_segment_list_at(const struct snapshot *snap,
+                                                                 size_t device, size_t at,
+                                                                 struct analysis_segment **out,
+                                                                 size_t *n);
+
+/* The same as addr -> (size, tag). tag is (index into snap->segments << 1 | is_small), or
+ * ANALYSIS_SEGMENT_UNKNOWN for a range the trace freed later (its pool is not in the snapshot). */
 #define ANALYSIS_SEGMENT_UNKNOWN (UINT32_MAX & ~1u)
 __attribute__((warn_unused_result)) int
 analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, struct addr_map *segs);

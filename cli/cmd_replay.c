@@ -195,6 +195,9 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
     if (replay_start_state(&r, &config, &res->prelude_misses) != 0)
         goto oom;
     mode->guesses = r.nguesses;
+    /* Peaks count from the first entry: the fillers that built the starting state held its free
+     * blocks (and a spare page) only for a moment. */
+    allocator_reset_peak_stats(r.alloc, (int)device);
     allocator_set_roundup_divisions(r.alloc, config.roundup_power2_divisions);
     r.dev.cursor = 0;
     struct cli_progress progress;

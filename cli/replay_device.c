@@ -75,7 +75,9 @@ fake_vmm_reserve(void *ctx, int device, size_t size, uint64_t *addr)
 {
     struct fake_device *f = ctx;
     (void)device;
-    *addr = 0;
+    /* The starting state's reservations are made where the recording says (forced_addr). */
+    *addr = f->forced_addr;
+    f->forced_addr = 0;
     for (size_t i = f->cursor; *addr == 0 && f->trace && i < f->trace->count; i++) {
         const struct snap_entry *e = &f->trace->entries[i];
         if (e->action != TRACE_SEGMENT_MAP)

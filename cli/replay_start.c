@@ -2,6 +2,8 @@
  *   at the first entry (rebuilt backwards from the snapshot, as MemoryViz does) recreated in the
  *   allocator at their recorded addresses, with the free gaps between them cached; and what the
  *   recording's later decisions prove about the unsplit remainders the snapshot does not show. */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "allocator/alloc_policy.h"
@@ -85,19 +87,153 @@ gap_start(const struct trace_index *ix, uint64_t owner, uint64_t lo, uint64_t hi
     return start;
 }
 
+/* ---- Expandable reservations at the first entry (pytorch-allocator.md §2.11): a snapshot shows
+ * their mapped runs, not their bases. */
+
+struct start_reservation {
+    uint64_t stream, base, end; /* base: the lowest address the recording shows in it */
+    bool small, made;
+};
+
+/* The replay device's reservation size for a pool, as allocator/alloc_expand.h computes it. */
+static uint64_t
+reservation_size(const struct replay_run *r, bool small)
+{
+    uint64_t total = r->dev.capacity > REPLAY_VMM_TOTAL ? REPLAY_VMM_TOTAL : r->dev.capacity;
+    uint64_t page = small ? ALLOC_SMALL_BUFFER : ALLOC_LARGE_BUFFER, space = total + total / 8;
+    return (space + page - 1) / page * page;
+}
+
+/* The pool of a run the trace unmaps later (not in the snapshot): the first alloc inside it
+ * says (small-pool requests are at most 1 MiB); else only small-pool runs are not whole 20 MiB
+ * pages. */
+static bool
+run_is_small(const struct snap_device_trace *t, const struct analysis_segment *run)
+{
+    for (size_t i = 0; t != NULL && i < t->count; i++) {
+        const struct snap_entry *e = &t->entries[i];
+        if (e->action == TRACE_ALLOC && e->addr >= run->addr && e->addr - run->addr < run->size)
+            return e->size <= ALLOC_SMALL_SIZE;
+    }
+    return run->size % ALLOC_LARGE_BUFFER != 0;
+}
+
+static bool
+inside(uint64_t addr, uint64_t base, uint64_t size)
+{
+    return addr >= base && addr - base < size;
+}
+
+/* Groups the expandable runs into reservations (same stream and pool, within one reservation's
+ * size), then walks the trace's maps and unmaps as the device saw them: one outside every known
+ * reservation starts a new reservation there (PyTorch maps a new one from its base) unless that
+ * range would run into a reservation of the starting state, whose base it then lowers. Fills res
+ * (one per run at most) and each run's reservation in of[]. */
+static size_t
+group_reservations(const struct replay_run *r, const struct snap_device_trace *t,
+                   const struct analysis_segment *seg, const bool *small, size_t nseg,
+                   struct start_reservation *res, size_t *of)
+{
+    size_t nres = 0;
+    for (size_t s = 0; s < nseg; s++) {
+        if (!seg[s].is_expandable)
+            continue;
+        uint64_t size = reservation_size(r, small[s]), end = seg[s].addr + seg[s].size;
+        size_t g = 0;
+        while (g < nres && !(res[g].stream == seg[s].stream && res[g].small == small[s] &&
+                             end - res[g].base <= size))
+            g++;
+        if (g == nres)
+            res[nres++] =
+                (struct start_reservation){seg[s].stream, seg[s].addr, end, small[s], false};
+        res[g].end = end;
+        of[s] = g;
+    }
+    uint64_t made[64]; /* bases of the reservations the trace makes (a handful) */
+    size_t nmade = 0, large = reservation_size(r, false);
+    for (size_t i = 0; t != NULL && i < t->count && nres > 0; i++) {
+        const struct snap_entry *e = &t->entries[i];
+        if (e->action != TRACE_SEGMENT_MAP && e->action != TRACE_SEGMENT_UNMAP)
+            continue;
+        bool known = false;
+        for (size_t k = 0; k < nres && !known; k++)
+            known = inside(e->addr, res[k].base, reservation_size(r, res[k].small));
+        for (size_t k = 0; k < nmade && !known; k++)
+            known = inside(e->addr, made[k], large);
+        if (known)
+            continue;
+        /* The nearest reservation of the starting state above the address. */
+        size_t g = nres;
+        for (size_t k = 0; k < nres; k++)
+            if (res[k].base > e->addr && (g == nres || res[k].base < res[g].base))
+                g = k;
+        if (g < nres && res[g].stream == e->stream &&
+            (e->action == TRACE_SEGMENT_UNMAP ||
+             e->addr + reservation_size(r, res[g].small) > res[g].base))
+            res[g].base = e->addr;
+        else if (nmade < sizeof(made) / sizeof(made[0]))
+            made[nmade++] = e->addr;
+    }
+    return nres;
+}
+
+/* A block of the starting state that holds the free piece behind it until the end. */
+struct shrink {
+    uint64_t addr, size, stream;
+    uint32_t stack;
+};
+
+/* Says once per command what the starting state had to assume about reservations. */
+static void
+say_assumed(const struct start_reservation *res, size_t nres)
+{
+    static bool said;
+    if (said || nres == 0)
+        return;
+    said = true;
+    fprintf(stderr,
+            "cuprof: replay: %zu expandable reservation%s in use when the history begins: each "
+            "assumed to start at the lowest address the recording shows in it (0x%" PRIx64
+            "%s) and to be as large as on the replayed device\n",
+            nres, nres == 1 ? "" : "s", res[0].base, nres > 1 ? ", ..." : "");
+}
+
+/* Makes segment s of the starting state, empty and cached: an ordinary segment by one request
+ * that needs exactly it, or an expandable run by mapping its pages. Returns false on a miss. */
+static bool
+make_segment(struct replay_run *r, const struct analysis_segment *seg, bool small, uint64_t stream,
+             struct start_reservation *res)
+{
+    uint64_t addr;
+    if (res != NULL) {
+        if (!res->made)
+            r->dev.forced_addr = res->base;
+        int rc =
+            allocator_map_expandable(r->alloc, (int)r->device, stream, small, seg->addr, seg->size);
+        r->dev.forced_addr = 0;
+        res->made = true;
+        return rc == 0;
+    }
+    r->dev.forced_addr = seg->addr;
+    int rc = allocator_malloc(r->alloc, (int)r->device, small ? 512 : seg->size, stream, 0, &addr);
+    r->dev.forced_addr = 0;
+    if (rc != 0 || allocator_free(r->alloc, addr, 0) != 0)
+        return false;
+    return addr == seg->addr;
+}
+
 static int
 rebuild(struct replay_run *r, const struct alloc_config *config, const struct trace_index *ix,
         size_t *misses)
 {
-    struct addr_map segs;
-    if (analysis_segments_at(r->snap, r->device, 0, &segs) != 0) {
-        addr_map_free(&segs);
+    const struct snap_device_trace *t =
+        r->device < r->snap->device_count ? &r->snap->device_traces[r->device] : NULL;
+    struct analysis_segment *seg;
+    struct addr_map_item *live;
+    size_t nseg, nlive;
+    if (analysis_segment_list_at(r->snap, r->device, 0, &seg, &nseg) != 0)
         return -1;
-    }
-    struct addr_map_item *seg, *live;
-    size_t nseg = addr_map_sorted(&segs, &seg), nlive;
-    addr_map_free(&segs);
-    if (nseg == (size_t)-1 || analysis_live_at(r->snap, r->device, 0, &live, &nlive) != 0) {
+    if (analysis_live_at(r->snap, r->device, 0, &live, &nlive) != 0) {
         free(seg);
         return -1;
     }
@@ -106,43 +242,31 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
     for (size_t s = 0; s < nseg; s++)
         cap += 1 + (size_t)(seg[s].size >> 20);
     uint64_t *fillers = malloc(cap * sizeof(uint64_t));
-    size_t nfill = 0, b = 0;
+    bool *small_of = malloc((nseg + 1) * sizeof(bool));
+    size_t *res_of = malloc((nseg + 1) * sizeof(size_t));
+    struct start_reservation *res = malloc((nseg + 1) * sizeof(*res));
+    struct shrink *shrink = malloc((nlive + 1) * sizeof(*shrink));
+    size_t nfill = 0, b = 0, nres = 0, nshrink = 0;
     r->nguesses = 0;
     r->guesses = malloc((nlive + 1) * sizeof(struct replay_guess));
-    if (fillers == NULL || r->guesses == NULL) {
-        free(fillers);
-        free(seg);
-        free(live);
-        return -1;
-    }
-    for (size_t s = 0; s < nseg; s++) {
-        uint64_t start = seg[s].addr, end = seg[s].addr + seg[s].size, cursor = start;
+    int rc = fillers && small_of && res_of && res && shrink && r->guesses ? 0 : -1;
+    for (size_t s = 0; rc == 0 && s < nseg; s++) {
         /* A segment the trace frees later is not in the snapshot: PyTorch's small-pool segments
-         * are exactly 2 MiB (large ones never are), and its segment_free has the stream. */
-        bool small = seg[s].size == (2u << 20);
-        uint64_t stream = 0;
-        if (seg[s].stack != ANALYSIS_SEGMENT_UNKNOWN) {
-            small = (seg[s].stack & 1) != 0;
-            stream = r->snap->segments[seg[s].stack >> 1].stream;
-        } else {
-            const struct snap_device_trace *t = &r->snap->device_traces[r->device];
-            for (size_t i = 0; i < t->count; i++)
-                if (t->entries[i].action == TRACE_SEGMENT_FREE && t->entries[i].addr == start) {
-                    stream = t->entries[i].stream;
-                    break;
-                }
-        }
-        /* Make the segment: one request that needs exactly this segment, then cache it. */
-        uint64_t addr;
-        r->dev.forced_addr = start;
-        if (allocator_malloc(r->alloc, (int)r->device, small ? 512 : seg[s].size, stream, 0,
-                             &addr) != 0 ||
-            allocator_free(r->alloc, addr, 0) != 0) {
-            (*misses)++;
-            continue;
-        }
-        r->dev.forced_addr = 0;
-        if (addr != start)
+         * are exactly 2 MiB (large ones never are). */
+        small_of[s] = seg[s].index != UINT32_MAX ? seg[s].is_small
+                      : seg[s].is_expandable     ? run_is_small(t, &seg[s])
+                                                 : seg[s].size == ALLOC_SMALL_BUFFER;
+    }
+    /* With the setting off the recorded runs stand as ordinary segments (nothing maps them). */
+    if (rc == 0 && config->expandable_segments) {
+        nres = group_reservations(r, t, seg, small_of, nseg, res, res_of);
+        say_assumed(res, nres);
+    }
+    for (size_t s = 0; rc == 0 && s < nseg; s++) {
+        uint64_t start = seg[s].addr, end = seg[s].addr + seg[s].size, cursor = start;
+        bool small = small_of[s], expandable = seg[s].is_expandable && nres > 0;
+        uint64_t stream = seg[s].stream, addr;
+        if (!make_segment(r, &seg[s], small, stream, expandable ? &res[res_of[s]] : NULL))
             (*misses)++;
         for (; b < nlive && live[b].addr < start; b++)
             (*misses)++;
@@ -171,7 +295,16 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
             uint64_t rounded = alloc_policy_round_size(config, live[b].size), size = rounded;
             uint64_t limit = b + 1 < nlive && live[b + 1].addr < end ? live[b + 1].addr : end;
             bool guess = false;
-            if (!small && rounded >= config->max_split_size) {
+            if (expandable) {
+                /* PyTorch splits every expandable block (remaining >= 512): the free block
+                 * behind it begins at its rounded end. One of 1 MiB or less in the large pool
+                 * no filler can hold (those requests are small-pool ones): the block takes it
+                 * for now and gives it back once every other free block is held. */
+                if (!small && limit > cursor + size && limit - cursor - size <= ALLOC_SMALL_SIZE) {
+                    shrink[nshrink++] = (struct shrink){cursor, size, stream, live[b].stack};
+                    size = limit - cursor;
+                }
+            } else if (!small && rounded >= config->max_split_size) {
                 /* An oversize block is never split: it holds the rest of its segment. */
                 size = limit - cursor;
             } else if (!small && limit > cursor + size) {
@@ -197,23 +330,39 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
                 cursor = limit;
                 continue;
             }
-            if (addr_map_put(&r->addr_of, live[b].addr, addr, REPLAY_BLOCK_CACHED) != 0)
+            if (addr_map_put(&r->addr_of, live[b].addr, addr, REPLAY_BLOCK_CACHED) != 0) {
+                rc = -1;
                 break;
+            }
             if (guess)
                 r->guesses[r->nguesses++] =
                     (struct replay_guess){cursor, size, rounded, limit, true};
             cursor += size;
         }
     }
-    for (; b < nlive; b++)
+    for (; rc == 0 && b < nlive; b++)
         (*misses)++;
+    /* The blocks that took a free piece behind them give it back: each is the only free block
+     * of its pool (every other one is held), so asking for the exact size takes its start. */
+    for (size_t i = 0; rc == 0 && i < nshrink; i++) {
+        uint64_t got = 0;
+        if (allocator_free(r->alloc, shrink[i].addr, 0) != 0 ||
+            allocator_malloc(r->alloc, (int)r->device, shrink[i].size, shrink[i].stream,
+                             shrink[i].stack, &got) != 0 ||
+            got != shrink[i].addr)
+            (*misses)++;
+    }
     for (size_t i = 0; i < nfill; i++)
         if (allocator_free(r->alloc, fillers[i], 0) != 0)
             (*misses)++;
+    free(shrink);
     free(fillers);
+    free(small_of);
+    free(res_of);
+    free(res);
     free(seg);
     free(live);
-    return 0;
+    return rc;
 }
 
 int

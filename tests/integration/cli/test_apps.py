@@ -4,7 +4,8 @@ simulated device (`cuprof run --sim`). Numbers are checked against the program's
 and against values computed here from the snapshot (pickle.load), never against cuprof itself.
 
 Usage: test_apps.py CUPROF WORKDIR APPS_DIR DUMP_TWICE SRC_ROOT GROUP
-GROUP: run, leaks, summary, stats, timeline, flamegraph, replay, midrun, diff, oom, plot
+GROUP: run, leaks, summary, stats, timeline, flamegraph, replay, midrun, midrunexpandable, diff,
+       oom, plot
 """
 import json
 import os
@@ -316,6 +317,29 @@ class MidRun(unittest.TestCase):
             self.assertEqual(res["allocs"], "600")
             self.check_cuts(snap, steps[k], ("threads", conf))
 
+class MidRunExpandable(unittest.TestCase):
+    # Histories recorded with expandable_segments:True, cut at many points and through small
+    # rings: the starting state's runs are rebuilt as mapped runs of their reservations, and
+    # every decision (address, pages mapped) is reproduced.
+    CONF = ("--alloc-conf", "expandable_segments:True")
+
+    def test_every_cut(self):
+        step = 7 if os.environ.get("SANITIZER_BUILD") else 1
+        for app, args in (("train_loop", ("6",)), ("threads", ("5", "120"))):
+            _, snap, _ = record(app, "cutx-" + app, *args, options=self.CONF)
+            self.assertTrue(all(s["is_expandable"] for s in snap["segments"]))
+            MidRun.check_cuts(self, snap, step, (app,))
+
+    def test_ring_dropped_entries(self):
+        for app in ("train_loop", "threads"):
+            for n in (150, 300):
+                path, snap, _ = record(app, "midx-%s-%d" % (app, n), options=self.CONF,
+                                       CUPROF_MAX_ENTRIES=str(n))
+                self.assertGreater(snap["cuprof"]["dropped_entries"][0], 0)
+                p = replay_check(self, path, snap, (app, n))
+                self.assertIn("expandable reservation", p.stderr)
+
+
 class Diff(unittest.TestCase):
     def test_growth_between_two_dumps(self):
         a = os.path.join(WORK, "diff-a.pickle")
@@ -403,7 +427,8 @@ def main():
     group = sys.argv[6]
     os.makedirs(WORK, exist_ok=True)
     classes = {c.__name__.lower(): c for c in (Run, Leaks, Summary, Stats, Timeline, Flamegraph,
-                                               Replay, MidRun, Diff, Oom, Plot)}
+                                               Replay, MidRun, MidRunExpandable, Diff, Oom,
+                                               Plot)}
     suite = unittest.defaultTestLoader.loadTestsFromTestCase(classes[group])
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     if result.skipped and not result.failures and not result.errors and \

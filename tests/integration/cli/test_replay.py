@@ -191,6 +191,21 @@ def expandable_history(cuprof, work):
     assert "reproduced 5/5 allocations\n" in p.stdout, p.stdout
     assert table_row(p.stdout, "peak reserved")[0] == "140.00 MiB", p.stdout
     assert table_row(p.stdout, "segments allocated")[0] == "4", p.stdout  # maps count
+    # The same history cut at every entry (a ring that dropped the older ones): the runs at the
+    # cut are rebuilt page by page from the segments (before entry 8 the two runs were one, the
+    # unmap cut it; before entry 10 the remap had not joined them), in one reservation whose base
+    # is the lowest address the recording shows in it.
+    for cut in range(1, len(trace)):
+        mid = os.path.join(work, "expandable-mid.pickle")
+        pickle.dump({"segments": segments, "device_traces": [trace[cut:]],
+                     "allocator_settings": settings}, open(mid, "wb"), protocol=4)
+        m = sum(1 for e in trace[cut:] if e["action"] == "alloc")
+        p = run(cuprof, "--check", mid)
+        assert p.returncode == 0 and "reproduced %d/%d allocations\n" % (m, m) in p.stdout, \
+            (cut, p.stdout + p.stderr)
+        lines = p.stderr.splitlines()
+        assert len(lines) == 1 and "1 expandable reservation in use" in lines[0] and \
+            ("0x%x" % r) in lines[0], (cut, p.stderr)
 
 
 def expandable_avoids_oom(cuprof, work):
