@@ -362,6 +362,22 @@ reply_json(int fd, struct jbuf *b)
     free(b->p);
 }
 
+/* After a reply sent before the request was read: reads what the client still sends (bounded,
+ * under the timeout, thrown away), since closing with unread bytes resets the connection and
+ * can lose the reply on its way. */
+static void
+drain(int fd)
+{
+    char sink[4096];
+    (void)shutdown(fd, SHUT_WR);
+    for (size_t drained = 0; drained < ((size_t)1 << 20);) {
+        ssize_t n = recv(fd, sink, sizeof(sink), 0);
+        if (n <= 0 && !(n < 0 && errno == EINTR))
+            break;
+        drained += n > 0 ? (size_t)n : 0;
+    }
+}
+
 /* Reads one request line; false (an error reply sent) when there is none. */
 static bool
 read_request(int fd, char *line, size_t cap)
@@ -389,15 +405,7 @@ read_request(int fd, char *line, size_t cap)
     line[used] = '\0';
     if (used + 1 >= cap) {
         reply(fd, "ERROR ", "request longer than 4096 bytes");
-        /* Read what is left (bounded, under the timeout): closing with unread bytes would reset
-         * the connection and lose the reply on its way. */
-        (void)shutdown(fd, SHUT_WR);
-        for (size_t drained = 0; drained < ((size_t)1 << 20);) {
-            ssize_t n = recv(fd, line, cap, 0);
-            if (n <= 0 && !(n < 0 && errno == EINTR))
-                break;
-            drained += n > 0 ? (size_t)n : 0;
-        }
+        drain(fd);
         return false;
     }
     return true;
@@ -432,11 +440,12 @@ serve_dump(int fd, struct cuprof_runtime *rt, const char *arg)
 static void
 serve(int fd, struct cuprof_runtime *rt)
 {
+    control_socket_set_timeouts(fd, CONTROL_IO_MS);
     if (!control_socket_peer_allowed(fd)) {
         reply(fd, "ERROR ", "permission denied: the client runs as another user");
+        drain(fd);
         return;
     }
-    control_socket_set_timeouts(fd, CONTROL_IO_MS);
     char line[CONTROL_REQUEST_MAX + 1];
     if (!read_request(fd, line, sizeof(line)))
         return;

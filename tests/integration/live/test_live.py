@@ -15,6 +15,7 @@ Cases (argv[1]):
             site that differs) and timeline's per-rank tracks on one clock
 """
 import argparse
+import ctypes
 import json
 import os
 import pickle
@@ -161,7 +162,13 @@ def case_dump(f, a):
         # The same with a signal: the handler cuts the program's current sleep step short.
         prog = Program(a, 3, tmp)
         time.sleep(0.5)
-        os.kill(prog.pid, signal.SIGUSR1)
+        # To the main thread itself (tgkill): a process-directed signal may go to any thread
+        # that does not block it, and only the main thread sleeps.
+        libc = ctypes.CDLL(None, use_errno=True)
+        SYS_tgkill = 234 if os.uname().machine == "x86_64" else 131
+        for _ in range(3):  # three tries: one that lands between two steps cuts nothing
+            libc.syscall(SYS_tgkill, prog.pid, prog.pid, signal.SIGUSR1)
+            time.sleep(0.4)
         prog.finish()
         slept = [l for l in prog.lines if l.startswith("parent: slept")]
         f.check(slept and not slept[0].endswith(" 0 steps cut short"),
