@@ -12,6 +12,7 @@
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
 #include "cli/replay.h"
+#include "snapshot/snapshot_usage.h"
 #include "stats/memory_stats.h"
 
 static const char usage_text[] =
@@ -168,6 +169,10 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
         device < snap->device_count ? &snap->device_traces[device] : NULL;
     r.dev.trace = check ? t : NULL;
     r.dev.capacity = capacity;
+    for (size_t i = 0; i < snap->cuprof.footprint_count; i++)
+        if (snap->cuprof.footprints[i].device == (int32_t)device &&
+            snap->cuprof.footprints[i].total > 0)
+            r.dev.card_total = (uint64_t)snap->cuprof.footprints[i].total;
     uint64_t top = 0;
     for (size_t i = 0; i < snap->segment_count; i++)
         if (snap->segments[i].addr + snap->segments[i].total_size > top)

@@ -24,6 +24,7 @@ struct fake_device {
     size_t cursor; /* next recorded segment_alloc to offer */
     uint64_t forced_addr;
     uint64_t bump, used, capacity;
+    uint64_t card_total;  /* the recorded card's total bytes (cuprof.device_footprint), or 0 */
     struct addr_map live; /* segment addr -> size */
     /* Segments made by the current request (for --check). */
     uint64_t made[8];

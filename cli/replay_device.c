@@ -60,9 +60,12 @@ fake_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total)
     (void)device;
     *free_bytes = f->capacity - f->used;
     *total = f->capacity;
-    /* An unlimited replay still needs a card size for expandable reservations (1 1/8 of it). */
-    if (f->capacity > REPLAY_VMM_TOTAL)
-        *total = REPLAY_VMM_TOTAL;
+    /* An unlimited replay still needs a card size for expandable reservations (1 1/8 of it):
+     * the recorded card's when the snapshot says it, so reservations are as large as PyTorch
+     * (or cuprof) made them there. */
+    uint64_t card = f->card_total != 0 ? f->card_total : REPLAY_VMM_TOTAL;
+    if (f->capacity > card)
+        *total = card;
     return 0;
 }
 
