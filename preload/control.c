@@ -30,7 +30,7 @@
 
 #define CONTROL_SAMPLES         600 /* ten minutes of one-second samples for `top` */
 #define CONTROL_IO_MS           2000
-#define CONTROL_MIN_INTERVAL_MS 20 /* 50 requests a second at most */
+#define CONTROL_MIN_INTERVAL_MS 50 /* 20 requests a second at most */
 #define CONTROL_SITES_MAX       1000
 #define CONTROL_SITE_FRAMES     24
 #define CONTROL_DEVICES_MAX     64
