@@ -222,6 +222,67 @@ make_segment(struct replay_run *r, const struct analysis_segment *seg, bool smal
     return addr == seg->addr;
 }
 
+/* Holds a free gap [cursor, next) (or a segment's free tail) with fillers from the segment's
+ * own pool (small-pool requests are at most 1 MiB). Returns where the gap ends. */
+static uint64_t
+fill_gap(struct replay_run *r, uint64_t stream, bool small, uint64_t cursor, uint64_t next,
+         uint64_t *fillers, size_t *nfill, size_t *misses)
+{
+    while (next > cursor) {
+        uint64_t piece = next - cursor, addr;
+        if (small && piece > (1u << 20))
+            piece = 1u << 20;
+        if (allocator_malloc(r->alloc, (int)r->device, piece, stream, 0, &addr) != 0 ||
+            addr != cursor) {
+            (*misses)++;
+            return next;
+        }
+        fillers[(*nfill)++] = addr;
+        cursor += piece;
+    }
+    return cursor;
+}
+
+/* The bytes the live block `blk` takes when rebuilt at `cursor`, with `limit` where the next
+ * block (or the segment) begins: its rounded size, or more where PyTorch left the rest in it.
+ * Sets *guess when nothing recorded proves the size. An expandable block given more than its
+ * rounded size is to be shrunk back once every other free block is held. */
+static uint64_t
+rebuilt_size(const struct replay_run *r, const struct alloc_config *config,
+             const struct trace_index *ix, const struct addr_map_item *blk, uint64_t cursor,
+             uint64_t limit, bool small, bool expandable, bool *guess)
+{
+    uint64_t size = alloc_policy_round_size(config, blk->size);
+    if (small)
+        return size;
+    if (expandable) {
+        /* PyTorch splits every expandable block (remaining >= 512): the free block behind it
+         * begins at its rounded end. One of 1 MiB or less in the large pool no filler can hold
+         * (those requests are small-pool ones): the block takes it for now. */
+        return limit > cursor + size && limit - cursor - size <= ALLOC_SMALL_SIZE ? limit - cursor
+                                                                                  : size;
+    }
+    /* An oversize block is never split: it holds the rest of its segment. */
+    if (size >= config->max_split_size)
+        return limit - cursor;
+    if (limit <= cursor + size)
+        return size;
+    /* PyTorch: a remainder of 1 MiB or less behind a large block stays in it; later it may border
+     * a larger free block, whose start the trace's first alloc there shows. */
+    uint64_t begins = gap_start(ix, blk->addr, cursor + size, limit);
+    if (begins != 0)
+        return begins - cursor;
+    if (limit - cursor - size <= ALLOC_SMALL_SIZE)
+        return limit - cursor; /* every free large-pool block is larger than 1 MiB */
+    /* Unknown: no remainder, or what a later decision proved (learnt from earlier runs). */
+    const struct addr_map_item *learnt =
+        r->remainders ? addr_map_get(r->remainders, blk->addr) : NULL;
+    *guess = true;
+    if (learnt != NULL && learnt->size > size && learnt->size < limit - cursor)
+        return learnt->size;
+    return size;
+}
+
 static int
 rebuild(struct replay_run *r, const struct alloc_config *config, const struct trace_index *ix,
         size_t *misses)
@@ -273,56 +334,16 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
         for (; cursor < end; b++) {
             bool have = b < nlive && live[b].addr < end;
             uint64_t next = have ? live[b].addr : end;
-            /* A free gap (or the segment's free tail): hold it with fillers from the segment's
-             * own pool (small-pool requests are at most 1 MiB). */
-            while (next > cursor) {
-                uint64_t piece = next - cursor;
-                if (small && piece > (1u << 20))
-                    piece = 1u << 20;
-                if (allocator_malloc(r->alloc, (int)r->device, piece, stream, 0, &addr) != 0 ||
-                    addr != cursor) {
-                    (*misses)++;
-                    cursor = next;
-                    break;
-                }
-                fillers[nfill++] = addr;
-                cursor += piece;
-            }
+            cursor = fill_gap(r, stream, small, cursor, next, fillers, &nfill, misses);
             if (!have)
                 break;
-            /* PyTorch: a remainder of 1 MiB or less behind a large block stays in it; later it
-             * may border a larger free block, whose start the trace's first alloc there shows. */
-            uint64_t rounded = alloc_policy_round_size(config, live[b].size), size = rounded;
+            uint64_t rounded = alloc_policy_round_size(config, live[b].size);
             uint64_t limit = b + 1 < nlive && live[b + 1].addr < end ? live[b + 1].addr : end;
             bool guess = false;
-            if (expandable) {
-                /* PyTorch splits every expandable block (remaining >= 512): the free block
-                 * behind it begins at its rounded end. One of 1 MiB or less in the large pool
-                 * no filler can hold (those requests are small-pool ones): the block takes it
-                 * for now and gives it back once every other free block is held. */
-                if (!small && limit > cursor + size && limit - cursor - size <= ALLOC_SMALL_SIZE) {
-                    shrink[nshrink++] = (struct shrink){cursor, size, stream, live[b].stack};
-                    size = limit - cursor;
-                }
-            } else if (!small && rounded >= config->max_split_size) {
-                /* An oversize block is never split: it holds the rest of its segment. */
-                size = limit - cursor;
-            } else if (!small && limit > cursor + size) {
-                uint64_t begins = gap_start(ix, live[b].addr, cursor + size, limit);
-                struct addr_map_item *learnt =
-                    r->remainders ? addr_map_get(r->remainders, live[b].addr) : NULL;
-                if (begins != 0) {
-                    size = begins - cursor;
-                } else if (limit - cursor - size <= ALLOC_SMALL_SIZE) {
-                    /* Every free large-pool block is larger than 1 MiB. */
-                    size = limit - cursor;
-                } else {
-                    /* Unknown: no remainder, or what a later decision proved (learn below). */
-                    if (learnt != NULL && learnt->size > size && learnt->size < limit - cursor)
-                        size = learnt->size;
-                    guess = true;
-                }
-            }
+            uint64_t size =
+                rebuilt_size(r, config, ix, &live[b], cursor, limit, small, expandable, &guess);
+            if (expandable && size != rounded)
+                shrink[nshrink++] = (struct shrink){cursor, rounded, stream, live[b].stack};
             if (allocator_malloc(r->alloc, (int)r->device, size, stream, live[b].stack, &addr) !=
                     0 ||
                 addr != cursor) {
