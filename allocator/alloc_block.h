@@ -56,6 +56,7 @@ struct alloc_block {
     uint32_t free_stack_id; /* free's stack, for a free_completed that comes later */
     int event_count;
     int16_t device;
+    uint16_t owner; /* allocator_malloc_owned's tag, carried by the block's trace events */
     bool allocated;
     bool is_small;
     bool in_pool;

@@ -198,7 +198,7 @@ alloc_device_pool_move_locked(struct alloc_pool *pool, struct alloc_block *b)
 void
 alloc_device_record_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
                            uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
-                           uint64_t device_free)
+                           uint64_t device_free, uint16_t owner)
 {
     struct trace_event ev = {
         .action = (uint8_t)action,
@@ -209,6 +209,7 @@ alloc_device_record_locked(struct alloc_device *dev, enum trace_action action, u
         .size = size,
         .stream = stream,
         .device_free = device_free,
+        .owner = owner,
     };
     dev->sink->record(dev->sink->ctx, &ev);
 }
@@ -348,7 +349,7 @@ alloc_block_locked(struct alloc_device *dev, struct alloc_pool *pool, size_t siz
     new_segment_stats_locked(dev, memory_stats_pool(is_small), alloc_size);
     dev->stats.num_device_alloc++;
     alloc_device_trace_locked(dev, TRACE_SEGMENT_ALLOC, TRACE_POOL_DEFAULT, addr, alloc_size,
-                              stream, stack_id, 0);
+                              stream, stack_id, 0, dev->request_owner);
     *out = b;
     return 0;
 }
@@ -404,8 +405,9 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_pool *pool, stru
     b->requested_size = orig_size;
     b->stack_id = stack_id;
     b->free_stack_id = 0;
+    b->owner = dev->request_owner;
     alloc_device_trace_locked(dev, TRACE_ALLOC, TRACE_POOL_DEFAULT, b->addr, orig_size, b->stream,
-                              stack_id, 0);
+                              stack_id, 0, b->owner);
     memory_stats_add_pool(st->allocation, sp, 1);
     memory_stats_add_pool(st->allocated_bytes, sp, (int64_t)b->size);
     memory_stats_add_pool(st->active, sp, 1);
@@ -450,8 +452,8 @@ report_oom_locked(struct alloc_device *dev, size_t size, size_t alloc_size, uint
     size_t free_b = 0, total_b = 0;
     if (dev->ops->mem_info(dev->ops->ctx, dev->index, &free_b, &total_b) != 0)
         free_b = total_b = 0;
-    alloc_device_trace_locked(dev, TRACE_OOM, TRACE_POOL_DEFAULT, 0, size, stream, stack_id,
-                              free_b);
+    alloc_device_trace_locked(dev, TRACE_OOM, TRACE_POOL_DEFAULT, 0, size, stream, stack_id, free_b,
+                              dev->request_owner);
     dev->stats.num_ooms++;
     build_oom_message_locked(dev, alloc_size, free_b, total_b);
     return -CUPROF_ENOMEM;
@@ -531,10 +533,12 @@ alloc_device_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_
     b->is_small = is_small;
     b->allocated = true;
     b->stack_id = stack_id;
+    b->owner = dev->request_owner;
     alloc_device_link_segment_locked(dev, seg);
     new_segment_stats_locked(dev, sp, size);
-    alloc_device_trace_locked(dev, TRACE_SEGMENT_ALLOC, pool, addr, size, stream, stack_id, 0);
-    alloc_device_trace_locked(dev, TRACE_ALLOC, pool, addr, size, stream, stack_id, 0);
+    alloc_device_trace_locked(dev, TRACE_SEGMENT_ALLOC, pool, addr, size, stream, stack_id, 0,
+                              b->owner);
+    alloc_device_trace_locked(dev, TRACE_ALLOC, pool, addr, size, stream, stack_id, 0, b->owner);
     memory_stats_add_pool(st->allocation, sp, 1);
     memory_stats_add_pool(st->allocated_bytes, sp, (int64_t)size);
     memory_stats_add_pool(st->active, sp, 1);
@@ -585,7 +589,7 @@ alloc_device_grow_map(struct alloc_device *dev, size_t count)
 
 int
 alloc_device_malloc(struct alloc_device *dev, bool caching, size_t size, uint64_t stream,
-                    uint32_t stack_id, uint64_t *addr)
+                    uint32_t stack_id, uint16_t owner, uint64_t *addr)
 {
     struct alloc_block *b = NULL;
     if ((uint64_t)size >= ALLOC_MAX_REQUEST) {
@@ -598,6 +602,7 @@ alloc_device_malloc(struct alloc_device *dev, bool caching, size_t size, uint64_
     int rc = lock_with_spares(dev, 0);
     if (rc != 0)
         return rc;
+    dev->request_owner = owner;
     if (caching)
         rc = malloc_locked(dev, size, stream, stack_id, &b);
     else
@@ -609,6 +614,7 @@ alloc_device_malloc(struct alloc_device *dev, bool caching, size_t size, uint64_
             grow = block_map_grow_count(&dev->map);
         *addr = b->addr;
     }
+    dev->request_owner = 0;
     alloc_lock_release(&dev->lock);
     if (grow)
         alloc_device_grow_map(dev, grow);

@@ -56,6 +56,7 @@ struct alloc_device {
     const struct device_ops *ops;      /* read-only */
     const struct trace_sink *sink;     /* read-only; NULL = no trace (or no record callback) */
 
+    uint16_t request_owner;    /* protected by lock: the owner tag of the request being served */
     struct alloc_pool small;   /* protected by lock */
     struct alloc_pool large;   /* protected by lock */
     struct avl_tree segments;  /* protected by lock */
@@ -294,16 +295,18 @@ alloc_device_pool_lower_bound_locked(struct alloc_pool *pool, uint64_t stream, s
 /* Hands one trace event to the sink (alloc_device_trace_locked checks that there is one). */
 void alloc_device_record_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
                                 uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
-                                uint64_t device_free);
+                                uint64_t device_free, uint16_t owner);
 
-/* Emits one trace event if a sink is set (inline: with no sink it is one test). */
+/* Emits one trace event if a sink is set (inline: with no sink it is one test). `owner`: the
+ * block's for block events, dev->request_owner for what a request causes, else 0. */
 static inline void
 alloc_device_trace_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
                           uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
-                          uint64_t device_free)
+                          uint64_t device_free, uint16_t owner)
 {
     if (dev->sink != NULL)
-        alloc_device_record_locked(dev, action, pool, addr, size, stream, stack_id, device_free);
+        alloc_device_record_locked(dev, action, pool, addr, size, stream, stack_id, device_free,
+                                   owner);
 }
 
 /* Remembers a stream the device used (free_sync:events records on each). */
@@ -324,7 +327,8 @@ void alloc_device_grow_map(struct alloc_device *dev, size_t count);
  * map afterwards when it is crowded. One function, so that the hit path is one call frame. */
 __attribute__((warn_unused_result)) int alloc_device_malloc(struct alloc_device *dev, bool caching,
                                                             size_t size, uint64_t stream,
-                                                            uint32_t stack_id, uint64_t *addr);
+                                                            uint32_t stack_id, uint16_t owner,
+                                                            uint64_t *addr);
 
 /* Trace mode and external memory: one block per segment of exactly `size`, never cached.
  * `addr` 0 asks the device for the memory (trace mode); otherwise it is the external address. */

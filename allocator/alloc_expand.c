@@ -254,7 +254,7 @@ map_block_locked(struct alloc_device *dev, struct alloc_pool *pool, struct alloc
                           (int64_t)mapped);
     dev->stats.num_device_alloc++;
     alloc_device_trace_locked(dev, TRACE_SEGMENT_MAP, TRACE_POOL_DEFAULT, at, mapped, seg->stream,
-                              stack_id, 0);
+                              stack_id, 0, dev->request_owner);
     if (seg->stack_id == 0 && to_map->prev == NULL)
         seg->stack_id = stack_id;
     return 0;
@@ -380,7 +380,7 @@ make_unmapped_locked(struct alloc_device *dev, struct alloc_pool *pool, struct a
                           (int64_t)size);
     dev->stats.num_device_free++;
     alloc_device_trace_locked(dev, TRACE_SEGMENT_UNMAP, TRACE_POOL_DEFAULT, addr, size, seg->stream,
-                              seg->stack_id, 0);
+                              seg->stack_id, 0, 0);
 }
 
 /* PyTorch's unmap_block: unmaps the pages that lie wholly inside the free block b, if any. */

@@ -129,7 +129,7 @@ free_block_locked(struct alloc_device *dev, struct alloc_block *b)
     struct alloc_pool *pool = alloc_device_pool_of(dev, b->is_small);
     alloc_device_trace_locked(dev, TRACE_FREE_COMPLETED, TRACE_POOL_DEFAULT, b->addr,
                               b->requested_size, b->stream,
-                              b->free_stack_id ? b->free_stack_id : b->stack_id, 0);
+                              b->free_stack_id ? b->free_stack_id : b->stack_id, 0, b->owner);
     size_t original_size = b->size;
     size_t requested = b->requested_size;
     int64_t net_blocks = 0, net_bytes = 0;
@@ -182,7 +182,8 @@ free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t st
 {
     enum stat_pool sp = memory_stats_pool(b->is_small);
     alloc_device_trace_locked(dev, TRACE_FREE_REQUESTED, TRACE_POOL_DEFAULT, b->addr,
-                              b->requested_size, b->stream, stack_id ? stack_id : b->stack_id, 0);
+                              b->requested_size, b->stream, stack_id ? stack_id : b->stack_id, 0,
+                              b->owner);
     b->free_stack_id = stack_id;
     b->allocated = false;
     memory_stats_sub_pool(dev->stats.allocation, sp, 1);
@@ -286,7 +287,7 @@ segment_gone_locked(struct alloc_device *dev, struct alloc_segment *seg, uint32_
     if (!seg->external)
         dev->stats.num_device_free++;
     alloc_device_trace_locked(dev, TRACE_SEGMENT_FREE, seg->pool, seg->addr, seg->size, seg->stream,
-                              stack_id ? stack_id : seg->stack_id, 0);
+                              stack_id ? stack_id : seg->stack_id, 0, 0);
     if (!seg->external && call_device)
         rc = dev->ops->segment_free(dev->ops->ctx, dev->index, seg->addr, seg->size);
     dev->total_allocated -= seg->size;
@@ -316,9 +317,9 @@ whole_segment_gone_locked(struct alloc_device *dev, struct alloc_block *b, uint3
     struct memory_stats *st = &dev->stats;
     uint32_t stack = stack_id ? stack_id : b->stack_id;
     alloc_device_trace_locked(dev, TRACE_FREE_REQUESTED, seg->pool, b->addr, b->requested_size,
-                              b->stream, stack, 0);
+                              b->stream, stack, 0, b->owner);
     alloc_device_trace_locked(dev, TRACE_FREE_COMPLETED, seg->pool, b->addr, b->requested_size,
-                              b->stream, stack, 0);
+                              b->stream, stack, 0, b->owner);
     memory_stats_sub_pool(st->allocation, sp, 1);
     memory_stats_sub_pool(st->allocated_bytes, sp, (int64_t)b->size);
     memory_stats_sub_pool(st->active, sp, 1);

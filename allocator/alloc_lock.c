@@ -101,12 +101,43 @@ revoke_bias(struct alloc_lock *lock)
     lock->revocations++;
 }
 
+static inline void
+cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* The holder's critical section is a few dozen nanoseconds (a device call inside it is the rare
+ * miss): watch the state for a while before paying two system calls to sleep and be woken. A
+ * spinner takes the lock 0 -> 1 and never marks it contended, so the holder's release stays a
+ * plain decrement. */
+static bool
+spin_then_take(struct alloc_lock *lock)
+{
+    for (unsigned i = 0; i < ALLOC_LOCK_SPINS; i++) {
+        cpu_relax();
+        uint32_t seen = atomic_load_explicit(&lock->state, memory_order_relaxed);
+        if (seen == 0 && atomic_compare_exchange_weak_explicit(
+                             &lock->state, &seen, 1, memory_order_acquire, memory_order_relaxed))
+            return true;
+        if (seen == 2)
+            return false; /* someone sleeps already: queue behind them */
+    }
+    return false;
+}
+
 void
 alloc_lock_acquire_slow(struct alloc_lock *lock, uint64_t self)
 {
     uint32_t seen = 0;
     if (!atomic_compare_exchange_strong_explicit(&lock->state, &seen, 1, memory_order_acquire,
-                                                 memory_order_relaxed)) {
+                                                 memory_order_relaxed) &&
+        !spin_then_take(lock)) {
+        seen = atomic_load_explicit(&lock->state, memory_order_relaxed);
         /* Mark the lock contended (2) before sleeping, so the holder's release wakes someone. */
         if (seen != 2)
             seen = atomic_exchange_explicit(&lock->state, 2, memory_order_acquire);

@@ -6,8 +6,8 @@
  *   owner_inside and its second load of `owner` are ordered for it (the asymmetric Dekker of
  *   Linux's membarrier(2)), then waits for owner_inside to drop. A thread regains the bias after
  *   ALLOC_LOCK_BIAS_STREAK mutex acquisitions in a row, at most ALLOC_LOCK_MAX_REVOCATIONS times
- *   per lock. Without membarrier the lock is never biased. A contended waiter sleeps in the
- *   kernel.
+ *   per lock. Without membarrier the lock is never biased. A contended waiter spins briefly
+ *   (ALLOC_LOCK_SPINS), then sleeps in the kernel.
  * Hot path: acquire/release are (inline); only the mutex and the revocation are calls. */
 #ifndef CUPROF_ALLOC_LOCK_H
 #define CUPROF_ALLOC_LOCK_H
@@ -18,6 +18,7 @@
 
 #define ALLOC_LOCK_BIAS_STREAK     128 /* mutex acquisitions in a row that earn the bias */
 #define ALLOC_LOCK_MAX_REVOCATIONS 32  /* then the lock stays a plain mutex */
+#define ALLOC_LOCK_SPINS           200 /* looks at a held mutex before sleeping (~2-10 us) */
 
 struct alloc_lock {
     _Atomic uint32_t state;        /* the mutex: 0 free, 1 held, 2 held and maybe waited for */

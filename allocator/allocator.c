@@ -127,13 +127,20 @@ int
 allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stream,
                  uint32_t stack_id, uint64_t *addr)
 {
+    return allocator_malloc_owned(alloc, device, size, stream, stack_id, 0, addr);
+}
+
+int
+allocator_malloc_owned(struct allocator *alloc, int device, size_t size, uint64_t stream,
+                       uint32_t stack_id, uint16_t owner, uint64_t *addr)
+{
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL || addr == NULL)
         return -CUPROF_EINVAL;
     *addr = 0;
     if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
         return 0;
-    return alloc_device_malloc(dev, alloc->config.caching, size, stream, stack_id, addr);
+    return alloc_device_malloc(dev, alloc->config.caching, size, stream, stack_id, owner, addr);
 }
 
 int

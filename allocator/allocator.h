@@ -33,6 +33,12 @@ void allocator_destroy(struct allocator *alloc);
 __attribute__((warn_unused_result)) int allocator_malloc(struct allocator *alloc, int device,
                                                          size_t size, uint64_t stream,
                                                          uint32_t stack_id, uint64_t *addr);
+/* allocator_malloc with an owner tag of the caller's choosing (cuprof: the calling library), kept
+ * on the block and carried by its trace events (trace_event.owner) until it is freed. */
+__attribute__((warn_unused_result)) int allocator_malloc_owned(struct allocator *alloc, int device,
+                                                               size_t size, uint64_t stream,
+                                                               uint32_t stack_id, uint16_t owner,
+                                                               uint64_t *addr);
 /* Frees a block this allocator handed out. Blocks used on other streams (allocator_record_stream)
  * become free_requested now and free_completed when their events complete. Returns
  * -CUPROF_ENOTOWNED for a pointer it does not own (including a double free). */

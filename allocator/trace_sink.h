@@ -40,6 +40,9 @@ struct trace_event {
     uint64_t size;
     uint64_t stream;
     uint64_t device_free; /* TRACE_OOM only */
+    uint16_t owner;       /* the owner tag of allocator_malloc_owned: the block's on alloc and
+                             free_* events, the request's on segment_alloc, segment_map and oom;
+                             0 on segment_free and segment_unmap, or when none was given */
 };
 
 struct trace_sink {

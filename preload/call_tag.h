@@ -9,21 +9,26 @@
 #include <stdint.h>
 
 struct call_tag {
-    const char *api;   /* e.g. "cudaMalloc"; NULL when no runtime wrapper is on the stack */
-    uint32_t stack_id; /* captured by the runtime wrapper (0 = none) */
-    bool has_stack;    /* true once the runtime wrapper captured (or chose not to capture) */
+    const char *api;    /* e.g. "cudaMalloc"; NULL when no runtime wrapper is on the stack */
+    uint32_t stack_id;  /* captured by the runtime wrapper (0 = none) */
+    bool has_stack;     /* true once the runtime wrapper captured (or chose not to capture) */
+    const void *caller; /* return address into the code that called the outermost runtime
+                           wrapper (NULL when none): the calling library without an unwind */
 };
 
 extern _Thread_local struct call_tag call_tag_current __attribute__((tls_model("initial-exec")));
 
-/* Runtime wrappers save the previous tag, set theirs, call the real runtime, then restore. */
+/* Runtime wrappers save the previous tag, set theirs, call the real runtime, then restore. An
+ * outer wrapper's caller stays: the call came from its caller. */
 static inline struct call_tag
-call_tag_push(const char *api, uint32_t stack_id, bool has_stack)
+call_tag_push(const char *api, uint32_t stack_id, bool has_stack, const void *caller)
 {
     struct call_tag saved = call_tag_current;
     call_tag_current.api = api;
     call_tag_current.stack_id = stack_id;
     call_tag_current.has_stack = has_stack;
+    if (saved.caller == NULL)
+        call_tag_current.caller = caller;
     return saved;
 }
 

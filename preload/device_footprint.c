@@ -31,6 +31,8 @@ device_footprint_init(int device_count)
     return starts != NULL;
 }
 
+_Thread_local int device_footprint_seen __attribute__((tls_model("initial-exec")));
+
 /* cuMemGetInfo through the current context; -1 for both when the driver cannot say. */
 static void
 query_current(const struct real_cuda *real, int64_t *used, int64_t *total)
@@ -45,12 +47,15 @@ query_current(const struct real_cuda *real, int64_t *used, int64_t *total)
 }
 
 void
-device_footprint_note_start(int device)
+device_footprint_note_start_slow(int device)
 {
     if (device < 0 || device >= start_count)
         return;
     struct device_start *s = &starts[device];
-    if (atomic_load_explicit(&s->state, memory_order_acquire) != NOT_SEEN)
+    int state = atomic_load_explicit(&s->state, memory_order_acquire);
+    if (state == RECORDED)
+        device_footprint_seen = device + 1;
+    if (state != NOT_SEEN)
         return;
     int expected = NOT_SEEN;
     if (!atomic_compare_exchange_strong(&s->state, &expected, RECORDING))

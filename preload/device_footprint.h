@@ -15,8 +15,16 @@ struct snap_footprint;
 __attribute__((warn_unused_result)) bool device_footprint_init(int device_count);
 
 /* The calling thread's current context is on `device`: the first time, records the footprint
- * at start. Call with the guard raised and no cuprof lock held. */
-void device_footprint_note_start(int device);
+ * at start. Call with the guard raised and no cuprof lock held. Inline: a thread that already
+ * saw the device recorded remembers it (device + 1; 0 = none). */
+extern _Thread_local int device_footprint_seen __attribute__((tls_model("initial-exec")));
+void device_footprint_note_start_slow(int device);
+static inline void
+device_footprint_note_start(int device)
+{
+    if (device + 1 != device_footprint_seen)
+        device_footprint_note_start_slow(device);
+}
 
 /* One row per device recorded at start, with the footprint now. Asks the device only through a
  * context that exists (the thread's current one, or an active primary context, retained for the

@@ -9,9 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "preload/config.h"
 #include "preload/layers.h"
 #include "preload/real_cuda.h"
 #include "preload/real_dl.h"
+#include "preload/runtime.h"
 #include "preload/shim_ctx.h"
 #include "preload/shim_mem.h"
 #include "preload/shim_query.h"
@@ -234,7 +236,10 @@ swap_in_wrapper(CUresult result, const char *symbol, void **pfn, int version, cu
             return CUDA_ERROR_NOT_FOUND;
         }
     }
-    void *wrapper = hooks_wrapper_for(symbol, version, flags);
+    /* Off mode is pure pass-through: the program gets the driver's own entry points. */
+    void *wrapper = runtime_config()->mode == CUPROF_MODE_OFF
+                        ? NULL
+                        : hooks_wrapper_for(symbol, version, flags);
     if (wrapper != NULL) {
         *pfn = wrapper;
         count(&count_lookups_hooked);

@@ -1,7 +1,7 @@
 /* library_usage.c: the counting sink (see library_usage.h). A block's or segment's bytes go back
- * to the library that allocated them: the maps remember, per address, whose they are, because
- * a free event carries the freeing call's stack, not the allocating one's, and a segment may be
- * released by another library's out-of-memory retry or by empty_cache. */
+ * to the library that allocated them, whoever frees them: a block carries its library as the
+ * allocator's owner tag; segments (which another library's out-of-memory retry or empty_cache may
+ * release) and mapped pages are remembered per address in the maps. */
 #include "preload/library_usage.h"
 
 #include <stdlib.h>
@@ -27,7 +27,6 @@ struct usage_counter {
 };
 
 struct usage_device {
-    struct addr_map blocks;   /* cache block address -> (library, requested bytes) */
     struct addr_map segments; /* segment address -> (library, bytes) */
     struct usage_counter counters[LIBRARY_TABLE_MAX][USAGE_KINDS]; /* protected by the device's
                                                                       allocator lock */
@@ -38,6 +37,9 @@ static int usage_device_count;
 static struct trace_sink usage_next;
 
 static _Thread_local uint16_t current_library __attribute__((tls_model("initial-exec")));
+/* The thread's last call site and its library: a loop allocating from one place asks once. */
+static _Thread_local const void *last_caller __attribute__((tls_model("initial-exec")));
+static _Thread_local uint16_t last_caller_library __attribute__((tls_model("initial-exec")));
 
 static void
 add(struct usage_device *u, uint16_t library, enum usage_kind kind, uint64_t bytes)
@@ -105,7 +107,6 @@ usage_record(void *ctx, const struct trace_event *ev)
     if (ev->device < 0 || ev->device >= usage_device_count)
         return;
     struct usage_device *u = &usage_devices[ev->device];
-    uint64_t library = current_library, bytes = ev->size;
     switch (ev->action) {
     case TRACE_SEGMENT_ALLOC:
         on_segment(u, ev, true);
@@ -120,15 +121,15 @@ usage_record(void *ctx, const struct trace_event *ev)
         on_map(u, ev, false);
         break;
     case TRACE_ALLOC:
-        /* Pass-through blocks are their segments: counted once, there. */
-        if (ev->pool == TRACE_POOL_DEFAULT && addr_map_put(&u->blocks, ev->addr, library, bytes))
-            add(u, (uint16_t)library, USAGE_CACHE_REQUESTED, bytes);
+        /* Pass-through blocks are their segments: counted once, there. The block carries its
+         * library (the owner tag), and its free event carries the same requested size. */
+        if (ev->pool == TRACE_POOL_DEFAULT && ev->owner < LIBRARY_TABLE_MAX)
+            add(u, ev->owner, USAGE_CACHE_REQUESTED, ev->size);
         break;
     case TRACE_FREE_REQUESTED:
         /* PyTorch's allocated counters drop at the request, not when other streams are done. */
-        if (ev->pool == TRACE_POOL_DEFAULT &&
-            addr_map_remove(&u->blocks, ev->addr, &library, &bytes))
-            sub(u, (uint16_t)library, USAGE_CACHE_REQUESTED, bytes);
+        if (ev->pool == TRACE_POOL_DEFAULT && ev->owner < LIBRARY_TABLE_MAX)
+            sub(u, ev->owner, USAGE_CACHE_REQUESTED, ev->size);
         break;
     default:
         break;
@@ -144,7 +145,6 @@ library_usage_init(int device_count, struct trace_sink next, struct trace_sink *
     if (devices == NULL)
         return false;
     for (int d = 0; d < device_count; d++) {
-        pthread_mutex_init(&devices[d].blocks.lock, NULL);
         pthread_mutex_init(&devices[d].segments.lock, NULL);
     }
     usage_devices = devices;
@@ -154,15 +154,32 @@ library_usage_init(int device_count, struct trace_sink next, struct trace_sink *
     return true;
 }
 
-void
-library_usage_begin_alloc(uint32_t stack_id)
+uint16_t
+library_usage_begin_alloc(uint32_t stack_id, const void *caller)
 {
     if (usage_devices == NULL)
-        return;
-    current_library = stack_id != 0 ? library_table_of_stack(stack_id) : LIBRARY_UNKNOWN;
-    /* No stack (CUPROF_STACKS=none, or the intern table is full): a short unwind still tells. */
-    if (current_library == LIBRARY_UNKNOWN)
-        current_library = library_table_of_caller();
+        return LIBRARY_UNKNOWN;
+    uint16_t library = LIBRARY_UNKNOWN;
+    if (stack_id != 0)
+        library = library_table_of_stack(stack_id);
+    /* No stack (CUPROF_STACKS=none, or the intern table is full): the return address tells,
+     * unless the CUDA runtime made the call for someone; then a short unwind does. */
+    if (library == LIBRARY_UNKNOWN && caller != NULL) {
+        if (caller == last_caller) {
+            library = last_caller_library;
+        } else {
+            uintptr_t ip = (uintptr_t)caller;
+            library = library_table_of_ips(&ip, 1);
+            if (library != LIBRARY_UNKNOWN) {
+                last_caller = caller;
+                last_caller_library = library;
+            }
+        }
+    }
+    if (library == LIBRARY_UNKNOWN)
+        library = library_table_of_caller();
+    current_library = library;
+    return library;
 }
 
 void
@@ -220,7 +237,6 @@ void
 library_usage_reset_after_fork(void)
 {
     for (int d = 0; d < usage_device_count; d++) {
-        addr_map_reset_after_fork(&usage_devices[d].blocks);
         addr_map_reset_after_fork(&usage_devices[d].segments);
     }
     library_table_reset_after_fork();

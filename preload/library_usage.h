@@ -24,9 +24,12 @@ __attribute__((warn_unused_result)) bool
 library_usage_init(int device_count, struct trace_sink next, struct trace_sink *sink);
 
 /* An allocating call is about to reach the allocator: its bytes belong to the library of
- * `stack_id`, or, without a stack, of the caller found by a short unwind. Call with no cuprof
- * lock held; library_usage_end_call when the call is over. */
-void library_usage_begin_alloc(uint32_t stack_id);
+ * `stack_id`, or, without a stack, of `caller` (a return address into the calling code), or,
+ * when that lies in the CUDA libraries (or is NULL), of the caller found by a short unwind. Call
+ * with no cuprof lock held; library_usage_end_call when the call is over. Returns the library:
+ * the owner tag to give the allocator for the call's blocks (their alloc and free events carry
+ * it, so a free is counted against the allocating library without a lookup). */
+uint16_t library_usage_begin_alloc(uint32_t stack_id, const void *caller);
 void library_usage_end_call(void);
 
 /* Rows (device, library) that ever held memory, each device's counters read under its lock;

@@ -14,8 +14,11 @@
 static struct real_cuda real;
 static bool real_found;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-static void *driver_handle;          /* libcuda.so.1, open for the process lifetime */
-static _Thread_local bool resolving; /* this thread is inside real_cuda_resolve */
+/* Set once the resolution found the driver: real_cuda_get is then one load. */
+_Atomic(const struct real_cuda *) real_cuda_resolved;
+static void *driver_handle; /* libcuda.so.1, open for the process lifetime */
+/* This thread is inside real_cuda_resolve. */
+static _Thread_local bool resolving __attribute__((tls_model("initial-exec")));
 
 bool
 real_cuda_resolving(void)
@@ -147,10 +150,12 @@ real_cuda_resolve(void)
     resolving = true;
     real_cuda_resolve_driver();
     resolving = false;
+    if (real_found)
+        atomic_store_explicit(&real_cuda_resolved, &real, memory_order_release);
 }
 
 const struct real_cuda *
-real_cuda_get(void)
+real_cuda_get_slow(void)
 {
     pthread_once(&real_once, real_cuda_resolve);
     return real_found ? &real : NULL;

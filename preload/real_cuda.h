@@ -6,6 +6,7 @@
 #define CUPROF_REAL_CUDA_H
 
 #include <cudaTypedefs.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 /* X(field, base name for cuGetProcAddress, cudaVersion, flags, PFN type). Versions are the ones
@@ -80,8 +81,16 @@ struct real_cuda {
 };
 
 /* The driver's entry points, or NULL when libcuda.so.1 cannot be loaded. Entries the driver does
- * not have are NULL. Loads the driver with dlopen(RTLD_NOLOAD) first, then RTLD_NOW. */
-const struct real_cuda *real_cuda_get(void);
+ * not have are NULL. Loads the driver with dlopen(RTLD_NOLOAD) first, then RTLD_NOW. Inline:
+ * once resolved with a driver it is one load (every wrapper asks, some several times). */
+extern _Atomic(const struct real_cuda *) real_cuda_resolved;
+const struct real_cuda *real_cuda_get_slow(void);
+static inline const struct real_cuda *
+real_cuda_get(void)
+{
+    const struct real_cuda *r = atomic_load_explicit(&real_cuda_resolved, memory_order_acquire);
+    return __builtin_expect(r != NULL, 1) ? r : real_cuda_get_slow();
+}
 
 /* The driver object's own definition of an exported name (dlsym on the libcuda.so.1 handle),
  * never one of cuprof's; NULL when it has none or the driver is not loaded yet. */

@@ -29,10 +29,13 @@ extern char **environ;
 
 static pthread_once_t runtime_config_once = PTHREAD_ONCE_INIT;
 static struct cuprof_config runtime_config_value;
+/* Set once the configuration was parsed: runtime_config is then one load. */
+_Atomic(const struct cuprof_config *) runtime_config_parsed;
 
 static pthread_once_t runtime_once = PTHREAD_ONCE_INIT;
 static struct cuprof_runtime runtime_value;
-static atomic_bool runtime_ready;
+/* &runtime_value once runtime_init succeeded: runtime_get is then one load. */
+_Atomic(struct cuprof_runtime *) runtime_ready_value;
 /* The thread running runtime_init: a CUDA call it makes that comes back to runtime_get passes
  * through instead of waiting for itself in pthread_once. */
 static _Thread_local bool runtime_initializing __attribute__((tls_model("initial-exec")));
@@ -49,10 +52,11 @@ runtime_config_init(void)
         (void)written;
         _exit(2);
     }
+    atomic_store_explicit(&runtime_config_parsed, &runtime_config_value, memory_order_release);
 }
 
 const struct cuprof_config *
-runtime_config(void)
+runtime_config_slow(void)
 {
     pthread_once(&runtime_config_once, runtime_config_init);
     return &runtime_config_value;
@@ -197,21 +201,21 @@ runtime_init(void)
     lifecycle_register(rt);
     dumper_start(rt);
     control_start(rt);
-    atomic_store_explicit(&runtime_ready, true, memory_order_release);
+    atomic_store_explicit(&runtime_ready_value, &runtime_value, memory_order_release);
 out:
     runtime_initializing = false;
 }
 
 struct cuprof_runtime *
-runtime_get(void)
+runtime_get_slow(void)
 {
     if (runtime_initializing)
         return NULL;
     pthread_once(&runtime_once, runtime_init);
-    if (!atomic_load_explicit(&runtime_ready, memory_order_acquire))
-        return NULL;
-    lifecycle_resume_after_fork(&runtime_value);
-    return &runtime_value;
+    struct cuprof_runtime *rt = atomic_load_explicit(&runtime_ready_value, memory_order_acquire);
+    if (rt != NULL)
+        lifecycle_resume_after_fork(rt);
+    return rt;
 }
 
 void

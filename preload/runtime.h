@@ -4,7 +4,11 @@
 #ifndef CUPROF_RUNTIME_H
 #define CUPROF_RUNTIME_H
 
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
+
+#include "preload/lifecycle.h"
 
 struct allocator;
 struct trace_ring;
@@ -28,8 +32,19 @@ struct cuprof_runtime { /* read-only after init */
 /* Lazy, thread-safe (pthread_once) init on the first intercepted call: configuration (exit 2 on
  * a bad value), stacks, trace ring, allocator over the CUDA backend, signal trigger and dumper
  * thread. Returns NULL to mean "pass through": off mode, no driver, or init failed (logged once).
- * Must not be called while holding any cuprof lock. */
-struct cuprof_runtime *runtime_get(void);
+ * Must not be called while holding any cuprof lock. Inline: once ready it is one load (every
+ * intercepted call asks). */
+extern _Atomic(struct cuprof_runtime *) runtime_ready_value;
+struct cuprof_runtime *runtime_get_slow(void);
+static inline struct cuprof_runtime *
+runtime_get(void)
+{
+    struct cuprof_runtime *rt = atomic_load_explicit(&runtime_ready_value, memory_order_acquire);
+    if (__builtin_expect(rt == NULL, 0))
+        return runtime_get_slow();
+    lifecycle_resume_after_fork(rt);
+    return rt;
+}
 
 /* The allocator reported an out-of-memory on `device`: the first time (per process), writes a
  * snapshot synchronously before the caller returns the error to the program. Call it outside
@@ -37,8 +52,17 @@ struct cuprof_runtime *runtime_get(void);
 void runtime_notify_oom(int device);
 
 /* The parsed configuration, parsing it first if needed (exit 2 on a bad value). Never NULL. Safe
- * in every mode, makes no CUDA call. */
-const struct cuprof_config *runtime_config(void);
+ * in every mode, makes no CUDA call. Inline: once parsed it is one load (off mode asks it on
+ * every call). */
+extern _Atomic(const struct cuprof_config *) runtime_config_parsed;
+const struct cuprof_config *runtime_config_slow(void);
+static inline const struct cuprof_config *
+runtime_config(void)
+{
+    const struct cuprof_config *c =
+        atomic_load_explicit(&runtime_config_parsed, memory_order_acquire);
+    return __builtin_expect(c != NULL, 1) ? c : runtime_config_slow();
+}
 
 /* True when CUPROF_LOG allows a message of that level (debug > info > quiet). */
 bool runtime_log_info(void);

@@ -35,7 +35,7 @@ shim_call_stack(enum shim_call_kind kind)
 }
 
 bool
-shim_call_begin(struct shim_call *call, enum shim_call_kind kind)
+shim_call_begin(struct shim_call *call, enum shim_call_kind kind, const void *caller)
 {
     /* Off mode is pure pass-through: not even the context query below. */
     if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)
@@ -50,17 +50,21 @@ shim_call_begin(struct shim_call *call, enum shim_call_kind kind)
         return false;
     guard_enter();
     struct cuprof_runtime *rt = runtime_get();
-    if (rt == NULL || rt->alloc == NULL || dev < 0 || dev >= allocator_device_count(rt->alloc)) {
+    /* rt->device_count is the allocator's device count (runtime_init made it with that). */
+    if (rt == NULL || rt->alloc == NULL || dev < 0 || dev >= rt->device_count) {
         guard_leave();
         return false;
     }
-    atomic_store_explicit(&ready_runtime, rt, memory_order_release);
+    if (atomic_load_explicit(&ready_runtime, memory_order_relaxed) == NULL)
+        atomic_store_explicit(&ready_runtime, rt, memory_order_release);
     call->rt = rt;
     call->device = dev;
     call->stack_id = shim_call_stack(kind);
     device_footprint_note_start(dev);
+    call->owner = 0;
     if (kind == SHIM_CALL_ALLOC)
-        library_usage_begin_alloc(call->stack_id);
+        call->owner = library_usage_begin_alloc(
+            call->stack_id, call_tag_current.caller != NULL ? call_tag_current.caller : caller);
     return true;
 }
 

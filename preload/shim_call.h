@@ -16,14 +16,19 @@ struct shim_call {
     struct cuprof_runtime *rt;
     int device;        /* the calling thread's current device (from its current context) */
     uint32_t stack_id; /* 0 = none (CUPROF_STACKS) */
+    uint16_t owner;    /* allocating calls: the calling library (library_table.h), the blocks'
+                          owner tag */
 };
 
 enum shim_call_kind { SHIM_CALL_ALLOC, SHIM_CALL_FREE };
 
 /* True: cuprof handles the call and the guard is raised (end with shim_call_end). False: forward
  * to the real function untouched: the guard was already raised (cuprof's own call), off mode, or
- * no current context (the real call then reports its own error). */
-bool shim_call_begin(struct shim_call *call, enum shim_call_kind kind);
+ * no current context (the real call then reports its own error). `caller` is the wrapper's
+ * return address (SHIM_CALL_BEGIN passes it): where the call came from when no runtime wrapper
+ * further out knows better. */
+bool shim_call_begin(struct shim_call *call, enum shim_call_kind kind, const void *caller);
+#define SHIM_CALL_BEGIN(call, kind) shim_call_begin(call, kind, __builtin_return_address(0))
 void shim_call_end(struct shim_call *call);
 
 /* The runtime once some wrapper initialised it (NULL before, and in off mode): for queries that

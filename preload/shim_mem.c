@@ -21,10 +21,11 @@ shim_mem_alloc(CUdeviceptr *dptr, size_t size)
     REAL_CUDA_OR_FAIL(real, cuMemAlloc_v2)
     struct shim_call call;
     /* NULL pointer or size 0: the driver's own CUDA_ERROR_INVALID_VALUE. */
-    if (dptr == NULL || size == 0 || !shim_call_begin(&call, SHIM_CALL_ALLOC))
+    if (dptr == NULL || size == 0 || !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return real->cuMemAlloc_v2(dptr, size);
     uint64_t addr = 0;
-    int rc = allocator_malloc(call.rt->alloc, call.device, size, 0, call.stack_id, &addr);
+    int rc = allocator_malloc_owned(call.rt->alloc, call.device, size, 0, call.stack_id, call.owner,
+                                    &addr);
     if (rc == -CUPROF_EDRIVER) {
         shim_call_end(&call);
         shim_call_log_bad_answer("cuMemAlloc_v2");
@@ -90,7 +91,7 @@ shim_mem_free(CUdeviceptr dptr)
 {
     REAL_CUDA_OR_FAIL(real, cuMemFree_v2)
     struct shim_call call;
-    if (dptr == 0 || !shim_call_begin(&call, SHIM_CALL_FREE))
+    if (dptr == 0 || !SHIM_CALL_BEGIN(&call, SHIM_CALL_FREE))
         return real->cuMemFree_v2(dptr);
     CUresult result = free_common(real, &call, dptr, false, NULL, false);
     shim_call_end(&call);
@@ -135,14 +136,15 @@ shim_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t heig
     /* Arguments the driver rejects get its own error. */
     bool valid = dptr != NULL && pitch != NULL && width != 0 && height != 0 &&
                  (element_size == 4 || element_size == 8 || element_size == 16);
-    if (!valid || !shim_call_begin(&call, SHIM_CALL_ALLOC))
+    if (!valid || !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
     size_t row = 0;
     int rc = -CUPROF_EDRIVER;
     if (call.rt->mode == CUPROF_MODE_CACHE && pitch_for(real, call.device, width, &row) &&
         height <= SIZE_MAX / row) {
         uint64_t addr = 0;
-        rc = allocator_malloc(call.rt->alloc, call.device, row * height, 0, call.stack_id, &addr);
+        rc = allocator_malloc_owned(call.rt->alloc, call.device, row * height, 0, call.stack_id,
+                                    call.owner, &addr);
         if (rc == 0) {
             *dptr = (CUdeviceptr)addr;
             *pitch = row;
@@ -169,7 +171,7 @@ shim_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned int flags)
 {
     REAL_CUDA_OR_FAIL(real, cuMemAllocManaged)
     struct shim_call call;
-    if (!shim_call_begin(&call, SHIM_CALL_ALLOC))
+    if (!SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return real->cuMemAllocManaged(dptr, size, flags);
     CUresult result = real->cuMemAllocManaged(dptr, size, flags);
     if (result == CUDA_SUCCESS)
@@ -195,13 +197,14 @@ alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdevic
             size_t size, CUstream stream, bool ptsz)
 {
     struct shim_call call;
-    if (dptr == NULL || size == 0 || !shim_call_begin(&call, SHIM_CALL_ALLOC))
+    if (dptr == NULL || size == 0 || !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return fn(dptr, size, stream);
     CUresult result;
     uint64_t sid = stream_id_from_cu(stream, ptsz);
     if (call.rt->mode == CUPROF_MODE_CACHE && !capturing(real, stream)) {
         uint64_t addr = 0;
-        int rc = allocator_malloc(call.rt->alloc, call.device, size, sid, call.stack_id, &addr);
+        int rc = allocator_malloc_owned(call.rt->alloc, call.device, size, sid, call.stack_id,
+                                        call.owner, &addr);
         if (rc == -CUPROF_EDRIVER) {
             shim_call_end(&call);
             shim_call_log_bad_answer("cuMemAlloc_v2");
@@ -239,7 +242,7 @@ free_async(const struct real_cuda *real, PFN_cuMemFreeAsync_v11020 fn, CUdevicep
            CUstream stream, bool ptsz)
 {
     struct shim_call call;
-    if (dptr == 0 || !shim_call_begin(&call, SHIM_CALL_FREE))
+    if (dptr == 0 || !SHIM_CALL_BEGIN(&call, SHIM_CALL_FREE))
         return fn(dptr, stream);
     CUresult result = free_common(real, &call, dptr, true, stream, ptsz);
     shim_call_end(&call);
@@ -267,7 +270,7 @@ alloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 fn, CUdeviceptr *dptr, size_t
                 CUmemoryPool pool, CUstream stream, bool ptsz)
 {
     struct shim_call call;
-    if (!shim_call_begin(&call, SHIM_CALL_ALLOC))
+    if (!SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return fn(dptr, size, pool, stream);
     CUresult result = fn(dptr, size, pool, stream);
     if (result == CUDA_SUCCESS)

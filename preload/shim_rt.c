@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "preload/call_tag.h"
+#include "preload/config.h"
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
 #include "preload/real_dl.h"
@@ -92,12 +93,13 @@ rt_allocates(enum rt_fn fn)
  * here, at the outermost layer (no cudart frames); the first call's driver wrapper, which runs
  * the initialisation, takes it itself. */
 static struct call_tag
-rt_enter(enum rt_fn fn)
+rt_enter(enum rt_fn fn, const void *caller)
 {
     if (shim_call_runtime_if_ready() == NULL || !(rt_allocates(fn) || rt_is_free(fn)))
-        return call_tag_push(rt_names[fn], call_tag_current.stack_id, call_tag_current.has_stack);
+        return call_tag_push(rt_names[fn], call_tag_current.stack_id, call_tag_current.has_stack,
+                             caller);
     uint32_t stack = shim_call_stack(rt_is_free(fn) ? SHIM_CALL_FREE : SHIM_CALL_ALLOC);
-    return call_tag_push(rt_names[fn], stack, true);
+    return call_tag_push(rt_names[fn], stack, true, caller);
 }
 
 typedef cudaError_t (*rt_malloc_fn)(void **, size_t);
@@ -111,11 +113,13 @@ typedef cudaError_t (*rt_malloc_managed_fn)(void **, size_t, unsigned int);
 typedef cudaError_t (*rt_mem_get_info_fn)(size_t *, size_t *);
 typedef cudaError_t (*rt_device_reset_fn)(void);
 
-/* Every wrapper: guarded calls (cuprof's own) go straight through; others are tagged. */
+/* Every wrapper: guarded calls (cuprof's own) and off mode go straight through; others are
+ * tagged. The wrapper's return address is the program's call site (exports.c's stubs are tail
+ * calls). */
 #define RT_CALL(fn, real, ...)                                                                     \
-    if (guard_active())                                                                            \
+    if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)                               \
         return real(__VA_ARGS__);                                                                  \
-    struct call_tag saved_ = rt_enter(fn);                                                         \
+    struct call_tag saved_ = rt_enter(fn, __builtin_return_address(0));                            \
     cudaError_t result_ = real(__VA_ARGS__);                                                       \
     call_tag_pop(saved_);                                                                          \
     return result_;
@@ -178,7 +182,7 @@ cudaError_t shim_rt_device_reset(void)
     if (shim_call_runtime_if_ready() != NULL && driver != NULL &&
         driver->cuCtxGetDevice(&dev) == CUDA_SUCCESS)
         shim_ctx_forget_device(dev);
-    struct call_tag saved = rt_enter(RT_DEVICE_RESET);
+    struct call_tag saved = rt_enter(RT_DEVICE_RESET, __builtin_return_address(0));
     cudaError_t result = real();
     call_tag_pop(saved);
     return result;

@@ -41,7 +41,7 @@ shim_vmm_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocation
 {
     REAL_CUDA_OR_FAIL(real, cuMemMap)
     struct shim_call call;
-    if (!shim_call_begin(&call, SHIM_CALL_ALLOC))
+    if (!SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return real->cuMemMap(ptr, size, offset, handle, flags);
     CUresult result = real->cuMemMap(ptr, size, offset, handle, flags);
     uint64_t device = 0;
@@ -58,7 +58,7 @@ shim_vmm_unmap(CUdeviceptr ptr, size_t size)
 {
     REAL_CUDA_OR_FAIL(real, cuMemUnmap)
     struct shim_call call;
-    if (!shim_call_begin(&call, SHIM_CALL_FREE))
+    if (!SHIM_CALL_BEGIN(&call, SHIM_CALL_FREE))
         return real->cuMemUnmap(ptr, size);
     CUresult result = real->cuMemUnmap(ptr, size);
     if (result == CUDA_SUCCESS)

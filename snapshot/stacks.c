@@ -38,7 +38,7 @@ struct stack_table {
 #define SKIP_MAX            64u
 #define OWN_FRAMES          1 /* unw_backtrace's first frame is its caller, stacks_capture */
 
-static _Atomic int g_mode = STACKS_ALLOC;
+_Atomic int stacks_mode_setting = STACKS_ALLOC;
 static _Atomic unsigned g_depth = STACKS_DEFAULT_DEPTH;
 static _Atomic bool g_python_only;
 _Static_assert(PYTHON_FRAMES_MAX <= STACKS_MAX_DEPTH, "a Python-only stack must fit a stack");
@@ -59,7 +59,7 @@ void
 stacks_configure(enum stack_mode mode, unsigned depth)
 {
     if (mode >= STACKS_ALL && mode <= STACKS_NONE)
-        atomic_store(&g_mode, (int)mode);
+        atomic_store(&stacks_mode_setting, (int)mode);
     if (depth == 0)
         depth = STACKS_DEFAULT_DEPTH;
     atomic_store(&g_depth, depth > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : depth);
@@ -69,12 +69,6 @@ void
 stacks_set_python_only(bool python_only)
 {
     atomic_store(&g_python_only, python_only);
-}
-
-enum stack_mode
-stacks_mode(void)
-{
-    return (enum stack_mode)atomic_load_explicit(&g_mode, memory_order_relaxed);
 }
 
 unsigned

@@ -6,6 +6,9 @@
 #ifndef CUPROF_STACKS_H
 #define CUPROF_STACKS_H
 
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,7 +24,15 @@ void stacks_configure(enum stack_mode mode, unsigned depth);
 /* PyTorch's stacks="python": where the thread has Python frames, keep only those (a thread
  * without any keeps its native frames). Off by default; any time (atomic). */
 void stacks_set_python_only(bool python_only);
-enum stack_mode stacks_mode(void);
+#ifndef __cplusplus /* (a C++ test includes this header) */
+/* Inline: every intercepted call asks. */
+extern _Atomic int stacks_mode_setting;
+static inline enum stack_mode
+stacks_mode(void)
+{
+    return (enum stack_mode)atomic_load_explicit(&stacks_mode_setting, memory_order_relaxed);
+}
+#endif
 unsigned stacks_depth(void);
 
 /* Captures the calling thread's stack, innermost first, starting at the caller of

@@ -71,6 +71,8 @@ pair(size_t size)
         die("cudaFree", (int)rc);
 }
 
+static double median(double *v, int n);
+
 /* What runs at the bottom of the recursion. */
 struct leaf {
     size_t size;
@@ -132,6 +134,37 @@ child_pairs(size_t size, long n)
     struct leaf leaf = {size, n, 0};
     (void)deep_a(CALL_DEPTH, 0, leaf_pairs_cb, &leaf);
     printf("%.3f\n", leaf.ns);
+    return 0;
+}
+
+/* glibc's malloc+free of `size`, through volatile pointers so that neither call is elided. */
+static void *(*volatile glibc_malloc)(size_t) = malloc;
+static void (*volatile glibc_free)(void *) = free;
+
+static double
+glibc_pairs(size_t size, long n)
+{
+    for (int i = 0; i < WARMUP; i++)
+        glibc_free(glibc_malloc(size));
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++)
+        glibc_free(glibc_malloc(size));
+    return (now_ns() - t0) / (double)n;
+}
+
+/* The CUDA pair and glibc's pair of the same size, alternated in one process (on the null
+ * runtime: issue 14's "a runtime that adds nothing of its own"); prints both medians. */
+static int
+child_null_pairs(size_t size, long n)
+{
+    double cuda[REPS], host[REPS];
+    for (int r = 0; r < REPS; r++) {
+        struct leaf leaf = {size, n, 0};
+        (void)deep_a(CALL_DEPTH, 0, leaf_pairs_cb, &leaf);
+        cuda[r] = leaf.ns;
+        host[r] = glibc_pairs(size, n);
+    }
+    printf("%.3f %.3f\n", median(cuda, REPS), median(host, REPS));
     return 0;
 }
 
@@ -506,10 +539,52 @@ pair_figure(const struct setup *st, const char *name, const char *const *extra, 
         ratio[r] = ns[r] / raw[r];
     }
     const char *base = size < MIB ? "raw_pair_4k" : "raw_pair_32m";
+    if (strcmp(st->sim_path, BENCH_NULL_CUDA_PATH) == 0)
+        base = size < MIB ? "null_runtime_pair_4k" : "null_runtime_pair_32m";
     double m = median(ns, REPS), mr = median(ratio, REPS), mraw = median(raw, REPS);
     printf("shim_%s: %.1f ns (%.2fx %s)\n", name, m, mr, base);
     printf("shim_%s_added: %.1f ns\n", name, m - mraw);
     fflush(stdout);
+}
+
+/* The cached pair through the shim on the null runtime and driver (tests/bench/null_cuda), in
+ * cache mode without stacks or history, against glibc's malloc+free of the same size timed in the
+ * same process; and the null runtime's own pair without the shim, against the same. */
+static void
+null_runtime_figures(const struct setup *st, size_t size, const char *name)
+{
+    struct setup null = *st;
+    null.sim_path = BENCH_NULL_CUDA_PATH;
+    char size_s[32];
+    snprintf(size_s, sizeof(size_s), "%zu", size);
+    const char *const env[] = {"CUPROF_LOG=quiet",
+                               "CUPROF_DUMP_ON=none",
+                               "CUPROF_MODE=cache",
+                               "CUPROF_STACKS=none",
+                               "CUPROF_HISTORY=off",
+                               "CUPROF_CONTROL=off",
+                               NULL};
+    const char *const raw_env[] = {NULL};
+    const char *args[] = {"--child-null-pairs", size_s, "200000", NULL};
+    char *out = run_child(&null, true, env, args);
+    char *end;
+    double shim = strtod(out, &end), host = strtod(end, NULL);
+    free(out);
+    out = run_child(&null, false, raw_env, args);
+    double raw = strtod(out, &end), host_raw = strtod(end, NULL);
+    free(out);
+    printf("shim_pair_%s_cache_null_runtime: %.1f ns (%.2fx glibc_malloc_free_%s)\n", name, shim,
+           shim / host, name);
+    printf("null_runtime_pair_%s: %.1f ns (%.2fx glibc_malloc_free_%s)\n", name, raw,
+           raw / host_raw, name);
+    printf("glibc_malloc_free_%s: %.1f ns (1.00x glibc_malloc_free_%s)\n", name, host, name);
+    fflush(stdout);
+    /* Off mode against the bare null runtime: what interception alone costs where the runtime
+     * costs nearly nothing. */
+    const char *const off_env[] = {"CUPROF_LOG=quiet", "CUPROF_MODE=off", NULL};
+    char fig[64];
+    snprintf(fig, sizeof(fig), "pair_%s_off_null_runtime", name);
+    pair_figure(&null, fig, off_env, size, 200000);
 }
 
 static void
@@ -608,6 +683,8 @@ main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--child-pairs") == 0)
         return child_pairs(strtoull(argv[2], NULL, 10), strtol(argv[3], NULL, 10));
+    if (argc == 4 && strcmp(argv[1], "--child-null-pairs") == 0)
+        return child_null_pairs(strtoull(argv[2], NULL, 10), strtol(argv[3], NULL, 10));
     if (argc == 3 && strcmp(argv[1], "--child-stall") == 0)
         return child_stall(argv[2]);
     if (argc == 5 && strcmp(argv[1], "--child-flood") == 0)
@@ -653,6 +730,8 @@ main(int argc, char **argv)
         snprintf(name, sizeof(name), "pair_%s_off", sizes[i].name);
         pair_figure(&st, name, off_env, sizes[i].size, sizes[i].n);
     }
+    null_runtime_figures(&st, 4 * KIB, "4k");
+    null_runtime_figures(&st, 32 * MIB, "32m");
     stall_figure(&st);
     flood_figure(&st);
     char sockets[4200];
