@@ -410,6 +410,46 @@ test_gc_and_fraction(void **state)
     fixture_free(fx);
 }
 
+/* The owner tag (allocator_malloc_owned) rides on the block: its alloc and free events carry
+ * it whoever frees, the segment_alloc of the request that made the segment carries the request's,
+ * a segment_free none; an untagged request (allocator_malloc) is owner 0. */
+static void
+test_owner_tags(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    const struct trace_event *t = fx->fake.trace;
+    uint64_t p1 = 0, p2 = 0;
+    assert_int_equal(allocator_malloc_owned(a, 0, 1000, 0, 0, 7, &p1), 0);
+    assert_int_equal(allocator_malloc_owned(a, 0, 3000, 0, 0, 9, &p2), 0);
+    uint64_t p3 = must_malloc(a, 0, 100, 0);
+    assert_true(p1 == B && p2 == B + 1024 && p3 == B + 4096);
+    must_free(a, p1);
+    must_free(a, p2);
+    must_free(a, p3);
+    assert_int_equal(allocator_empty_cache(a, 0), 0);
+    const struct {
+        enum trace_action action;
+        uint64_t addr;
+        uint16_t owner;
+    } want[] = {
+        {TRACE_SEGMENT_ALLOC, B, 7},         {TRACE_ALLOC, B, 7},
+        {TRACE_ALLOC, B + 1024, 9},          {TRACE_ALLOC, B + 4096, 0},
+        {TRACE_FREE_REQUESTED, B, 7},        {TRACE_FREE_COMPLETED, B, 7},
+        {TRACE_FREE_REQUESTED, B + 1024, 9}, {TRACE_FREE_COMPLETED, B + 1024, 9},
+        {TRACE_FREE_REQUESTED, B + 4096, 0}, {TRACE_FREE_COMPLETED, B + 4096, 0},
+        {TRACE_SEGMENT_FREE, B, 0},
+    };
+    assert_int_equal(fx->fake.trace_count, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        assert_int_equal(t[i].action, want[i].action);
+        assert_true(t[i].addr == want[i].addr);
+        assert_int_equal(t[i].owner, want[i].owner);
+    }
+    fixture_free(fx);
+}
+
 int
 main(void)
 {
@@ -422,6 +462,7 @@ main(void)
         cmocka_unit_test(test_oversize_rules),
         cmocka_unit_test(test_release_available),
         cmocka_unit_test(test_gc_and_fraction),
+        cmocka_unit_test(test_owner_tags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
