@@ -136,6 +136,7 @@ alloc_device_reserve_blocks_unlocking(struct alloc_device *dev, size_t blocks)
 struct alloc_segment *
 alloc_device_take_segment_locked(struct alloc_device *dev)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_segment *s = dev->spare_segments;
     dev->spare_segments = s->next_spare;
     dev->spare_segment_count--;
@@ -146,6 +147,7 @@ alloc_device_take_segment_locked(struct alloc_device *dev)
 void
 alloc_device_drop_segment_locked(struct alloc_device *dev, struct alloc_segment *seg)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     avl_remove(&dev->segments, &seg->node);
     seg->head = NULL;
     seg->next_spare = dev->spare_segments;
@@ -156,6 +158,7 @@ alloc_device_drop_segment_locked(struct alloc_device *dev, struct alloc_segment 
 struct alloc_aux *
 alloc_device_take_aux_locked(struct alloc_device *dev)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_aux *a = dev->spare_aux;
     dev->spare_aux = a->next;
     dev->spare_aux_count--;
@@ -166,6 +169,7 @@ alloc_device_take_aux_locked(struct alloc_device *dev)
 void
 alloc_device_put_aux_locked(struct alloc_device *dev, struct alloc_aux *a)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     a->block = NULL;
     a->event = NULL;
     a->next = dev->spare_aux;
@@ -200,6 +204,7 @@ alloc_device_record_locked(struct alloc_device *dev, enum trace_action action, u
                            uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
                            uint64_t device_free, uint16_t owner)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct trace_event ev = {
         .action = (uint8_t)action,
         .pool = pool,
@@ -217,6 +222,7 @@ alloc_device_record_locked(struct alloc_device *dev, enum trace_action action, u
 void
 alloc_device_note_stream_locked(struct alloc_device *dev, uint64_t stream)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     for (size_t i = 0; i < dev->stream_count; i++) {
         if (dev->streams[i] == stream)
             return;
@@ -230,6 +236,7 @@ alloc_device_note_stream_locked(struct alloc_device *dev, uint64_t stream)
 void
 alloc_device_forget_stream_locked(struct alloc_device *dev, uint64_t stream)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     for (size_t i = 0; i < dev->stream_count; i++) {
         if (dev->streams[i] == stream) {
             dev->streams[i] = dev->streams[--dev->stream_count];
@@ -243,6 +250,7 @@ static struct alloc_block *
 get_free_block_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream,
                       size_t size)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     if (dev->collects_garbage)
         pool->get_free_blocks_call_count++;
     struct alloc_block *b = alloc_device_pool_lower_bound_locked(pool, stream, size);
@@ -258,6 +266,7 @@ get_free_block_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_
 void
 alloc_device_link_segment_locked(struct alloc_device *dev, struct alloc_segment *seg)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     /* Only this device's lock holder writes the range; readers tolerate a stale (narrower)
      * value only for pointers they cannot have been handed yet. */
     if (seg->addr < atomic_load_explicit(&dev->range.lo, memory_order_relaxed))
@@ -279,6 +288,7 @@ alloc_device_link_segment_locked(struct alloc_device *dev, struct alloc_segment 
 static void
 new_segment_stats_locked(struct alloc_device *dev, enum stat_pool sp, size_t size)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     memory_stats_add_pool(dev->stats.segment, sp, 1);
     memory_stats_add_pool(dev->stats.reserved_bytes, sp, (int64_t)size);
     if (size >= dev->config->max_split_size)
@@ -290,6 +300,7 @@ new_segment_stats_locked(struct alloc_device *dev, enum stat_pool sp, size_t siz
 bool
 alloc_device_new_range_plausible_locked(const struct alloc_device *dev, uint64_t addr, size_t size)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     if (addr == 0 || size == 0 || addr + size < addr)
         return false;
     const struct avl_node *n = dev->segments.root;
@@ -315,6 +326,7 @@ alloc_block_locked(struct alloc_device *dev, struct alloc_pool *pool, size_t siz
                    size_t alloc_size, uint64_t stream, uint32_t stack_id, bool is_retry,
                    struct alloc_block **out)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     uint64_t addr = 0;
     bool is_small = pool->is_small;
     if (is_retry)
@@ -360,6 +372,7 @@ static struct alloc_block *
 alloc_found_block_locked(struct alloc_device *dev, struct alloc_pool *pool, struct alloc_block *b,
                          size_t size, size_t orig_size, uint32_t stack_id, bool split)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     enum stat_pool sp = memory_stats_pool(b->is_small);
     struct memory_stats *st = &dev->stats;
     /* PyTorch: expandable blocks never count as inactive splits (their free pages can go). */
@@ -422,6 +435,7 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_pool *pool, stru
 static void
 build_oom_message_locked(struct alloc_device *dev, size_t alloc_size, size_t free_b, size_t total_b)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     char s_alloc[32], s_total[32], s_free[32], s_allowed[48] = "", s_used[32], s_cached[32];
     memory_stats_settle_all(&dev->stats);
     int64_t allocated = dev->stats.allocated_bytes[STAT_ALL].current;
@@ -449,6 +463,7 @@ static int
 report_oom_locked(struct alloc_device *dev, size_t size, size_t alloc_size, uint64_t stream,
                   uint32_t stack_id)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     size_t free_b = 0, total_b = 0;
     if (dev->ops->mem_info(dev->ops->ctx, dev->index, &free_b, &total_b) != 0)
         free_b = total_b = 0;
@@ -466,6 +481,7 @@ static int
 malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t stream, uint32_t stack_id,
               struct alloc_block **out)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     const struct alloc_config *cfg = dev->config;
     if (dev->events != NULL)
         alloc_free_process_events_locked(dev);
@@ -499,6 +515,7 @@ alloc_device_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_
                                   uint64_t stream, uint8_t pool, uint32_t stack_id,
                                   struct alloc_block **out)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     bool external = addr != 0;
     bool is_small = alloc_policy_is_small(size);
     enum stat_pool sp = memory_stats_pool(is_small);

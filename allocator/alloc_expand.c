@@ -60,6 +60,7 @@ unmapped_lower_bound_locked(struct alloc_pool *pool, uint64_t stream)
 static void
 absorb_locked(struct alloc_device *dev, struct alloc_block *dst, struct alloc_block *src)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     if (dst->prev == src) {
         dst->addr = src->addr;
         dst->prev = src->prev;
@@ -82,6 +83,7 @@ static void
 merge_same_state_locked(struct alloc_device *dev, struct alloc_pool *pool, struct alloc_block *dst,
                         struct alloc_block *src)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     if (src == NULL)
         return;
     if (dst->unmapped && src->unmapped) {
@@ -98,6 +100,7 @@ static struct alloc_block *
 new_piece_locked(struct alloc_device *dev, struct alloc_block *like, struct alloc_block *after,
                  uint64_t addr, size_t size)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_block *p = alloc_device_take_block_locked(dev);
     p->seg = like->seg;
     p->addr = addr;
@@ -134,6 +137,7 @@ struct alloc_block *
 alloc_expand_pick_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream,
                          size_t size, struct alloc_block *b)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     /* The walk goes through the ordered set, so `recent` joins the tree first. */
     alloc_device_pool_flush_locked(pool);
     b = alloc_device_pool_lower_bound_locked(pool, stream, size);
@@ -159,6 +163,7 @@ static int
 new_segment_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream,
                    struct alloc_block **out)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     const struct device_ops *ops = dev->ops;
     size_t page = alloc_expand_page_size(pool->is_small);
     size_t free_b = 0, total_b = 0, gran = 0;
@@ -209,6 +214,7 @@ static int
 find_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream, size_t size,
             struct alloc_block **out)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     for (struct alloc_block *u = unmapped_lower_bound_locked(pool, stream);
          u != NULL && u->stream == stream; u = alloc_block_or_null(avl_next(&u->node))) {
         struct alloc_block *c = allocatable(u->prev) ? u->prev : u;
@@ -230,6 +236,7 @@ static int
 map_block_locked(struct alloc_device *dev, struct alloc_pool *pool, struct alloc_block *to_map,
                  size_t size, uint32_t stack_id)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_segment *seg = to_map->seg;
     size_t page = seg->page;
     uint64_t at = to_map->addr; /* unmapped blocks start on a page */
@@ -264,6 +271,7 @@ int
 alloc_expand_allocate_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream,
                              size_t size, uint32_t stack_id, struct alloc_block **out)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_block *c = NULL;
     int rc = find_locked(dev, pool, stream, size, &c);
     if (rc != 0)
@@ -291,6 +299,7 @@ int
 alloc_expand_map_at_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream,
                            uint64_t addr, size_t size)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_block *u = unmapped_lower_bound_locked(pool, stream);
     while (u != NULL && u->stream == stream && !(u->addr <= addr && addr - u->addr < u->size))
         u = alloc_block_or_null(avl_next(&u->node));
@@ -321,6 +330,7 @@ alloc_expand_map_at_locked(struct alloc_device *dev, struct alloc_pool *pool, ui
 size_t
 alloc_expand_release_blocks_needed_locked(struct alloc_device *dev)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     size_t n = 0;
     struct alloc_pool *pools[2] = {&dev->large, &dev->small};
     if (dev->expandable_count == 0)
@@ -337,6 +347,7 @@ alloc_expand_release_blocks_needed_locked(struct alloc_device *dev)
 static void
 release_segment_locked(struct alloc_device *dev, struct alloc_pool *pool, struct alloc_block *b)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_segment *seg = b->seg;
     unmapped_erase_locked(pool, b);
     /* A failed release leaks address space only; PyTorch raises, cuprof forgets the range. */
@@ -353,6 +364,7 @@ static void
 make_unmapped_locked(struct alloc_device *dev, struct alloc_pool *pool, struct alloc_block *b,
                      uint64_t addr, size_t size, bool call_device)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_segment *seg = b->seg;
     if (call_device) {
         /* PyTorch: cuMemUnmap/cuMemRelease do not wait for the GPU, so the stream is drained
@@ -387,6 +399,7 @@ make_unmapped_locked(struct alloc_device *dev, struct alloc_pool *pool, struct a
 static void
 unmap_block_locked(struct alloc_device *dev, struct alloc_pool *pool, struct alloc_block *b)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_segment *seg = b->seg;
     size_t page = seg->page;
     uint64_t off = b->addr - seg->addr;
@@ -400,6 +413,7 @@ unmap_block_locked(struct alloc_device *dev, struct alloc_pool *pool, struct all
 void
 alloc_expand_release_pool_locked(struct alloc_device *dev, struct alloc_pool *pool)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     if (dev->expandable_count == 0)
         return;
     alloc_device_pool_flush_locked(pool);
@@ -421,6 +435,7 @@ alloc_expand_release_pool_locked(struct alloc_device *dev, struct alloc_pool *po
 void
 alloc_expand_forget_segment_locked(struct alloc_device *dev, struct alloc_segment *seg)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_pool *pool = alloc_device_pool_of(dev, seg->is_small);
     alloc_device_pool_flush_locked(pool);
     struct alloc_block *b = seg->head;

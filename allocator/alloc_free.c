@@ -27,6 +27,7 @@ has_use(const struct alloc_block *b, uint64_t stream)
 static void
 add_use_locked(struct alloc_device *dev, struct alloc_block *b, uint64_t stream)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     if (has_use(b, stream))
         return;
     struct alloc_aux *a = alloc_device_take_aux_locked(dev);
@@ -39,6 +40,7 @@ add_use_locked(struct alloc_device *dev, struct alloc_block *b, uint64_t stream)
 static void *
 take_event_locked(struct alloc_device *dev)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     void *ev = NULL;
     struct alloc_aux *a = dev->event_pool;
     if (a != NULL) {
@@ -56,6 +58,7 @@ take_event_locked(struct alloc_device *dev)
 static void
 recycle_event_locked(struct alloc_device *dev, struct alloc_aux *a)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     a->block = NULL;
     a->next = dev->event_pool;
     dev->event_pool = a;
@@ -65,6 +68,7 @@ recycle_event_locked(struct alloc_device *dev, struct alloc_aux *a)
 static void
 insert_events_locked(struct alloc_device *dev, struct alloc_block *b)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_aux *a = b->stream_uses;
     bool synced = false;
     b->stream_uses = NULL;
@@ -124,6 +128,7 @@ try_merge_locked(struct alloc_block *dst, struct alloc_block *src)
 __attribute__((always_inline)) static inline void
 free_block_locked(struct alloc_device *dev, struct alloc_block *b)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     enum stat_pool sp = memory_stats_pool(b->is_small);
     struct memory_stats *st = &dev->stats;
     struct alloc_pool *pool = alloc_device_pool_of(dev, b->is_small);
@@ -171,6 +176,7 @@ free_block_locked(struct alloc_device *dev, struct alloc_block *b)
 void
 alloc_free_block_locked(struct alloc_device *dev, struct alloc_block *b)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     free_block_locked(dev, b);
 }
 
@@ -180,6 +186,7 @@ __attribute__((always_inline)) static inline void
 free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,
                     bool has_stream, uint64_t stream)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     enum stat_pool sp = memory_stats_pool(b->is_small);
     alloc_device_trace_locked(dev, TRACE_FREE_REQUESTED, TRACE_POOL_DEFAULT, b->addr,
                               b->requested_size, b->stream, stack_id ? stack_id : b->stack_id, 0,
@@ -221,6 +228,7 @@ void
 alloc_free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,
                           bool has_stream, uint64_t stream)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     free_request_locked(dev, b, stack_id, has_stream, stream);
 }
 
@@ -282,6 +290,7 @@ static int
 segment_gone_locked(struct alloc_device *dev, struct alloc_segment *seg, uint32_t stack_id,
                     bool call_device)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     enum stat_pool sp = memory_stats_pool(seg->is_small);
     int rc = 0;
     if (!seg->external)
@@ -302,6 +311,7 @@ segment_gone_locked(struct alloc_device *dev, struct alloc_segment *seg, uint32_
 void
 alloc_free_release_block_locked(struct alloc_device *dev, struct alloc_block *b)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     alloc_device_pool_erase_locked(alloc_device_pool_of(dev, b->is_small), b);
     /* A failed device free leaves nothing to undo: PyTorch raises, cuprof forgets the memory. */
     (void)segment_gone_locked(dev, b->seg, 0, true);
@@ -312,6 +322,7 @@ static int
 whole_segment_gone_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id,
                           bool call_device)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_segment *seg = b->seg;
     enum stat_pool sp = memory_stats_pool(b->is_small);
     struct memory_stats *st = &dev->stats;
@@ -335,12 +346,14 @@ whole_segment_gone_locked(struct alloc_device *dev, struct alloc_block *b, uint3
 int
 alloc_free_whole_segment_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t stack_id)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     return whole_segment_gone_locked(dev, b, stack_id, true);
 }
 
 void
 alloc_free_forget_events_locked(struct alloc_device *dev)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_aux *a = dev->events;
     dev->events = dev->events_tail = NULL;
     while (a != NULL) {
@@ -361,6 +374,7 @@ alloc_free_forget_events_locked(struct alloc_device *dev)
 void
 alloc_free_forget_segment_locked(struct alloc_device *dev, struct alloc_segment *seg)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     if (seg->external || seg->pool == TRACE_POOL_TRACE) {
         /* One-block segment (trace mode, external memory): always live until untracked. */
         struct alloc_block *b = seg->head;
@@ -398,6 +412,7 @@ alloc_free_forget_segment_locked(struct alloc_device *dev, struct alloc_segment 
 static void
 event_done_locked(struct alloc_device *dev, struct alloc_aux *a)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_block *b = a->block;
     recycle_event_locked(dev, a);
     if (--b->event_count == 0)
@@ -415,6 +430,7 @@ event_done_locked(struct alloc_device *dev, struct alloc_aux *a)
 static bool
 event_pending_locked(struct alloc_device *dev, struct alloc_aux *a)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     bool complete = false;
     int rc = dev->ops->event_query(dev->ops->ctx, a->event, &complete);
     if (rc == 0)
@@ -427,6 +443,7 @@ event_pending_locked(struct alloc_device *dev, struct alloc_aux *a)
 void
 alloc_free_process_events_locked(struct alloc_device *dev)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     /* PyTorch polls each stream's FIFO until its first unfinished event; streams that already
      * hit one are skipped. Only the first few such streams are remembered, so a later one may
      * be polled again, which is harmless. */
@@ -458,6 +475,7 @@ alloc_free_process_events_locked(struct alloc_device *dev)
 void
 alloc_free_sync_events_locked(struct alloc_device *dev)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     dev->stats.num_sync_all_streams++;
     struct alloc_aux *a = dev->events;
     dev->events = dev->events_tail = NULL;
@@ -474,6 +492,7 @@ alloc_free_sync_events_locked(struct alloc_device *dev)
 static void
 release_blocks_locked(struct alloc_device *dev, struct alloc_pool *pool, bool unmap)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     alloc_device_pool_flush_locked(pool);
     struct alloc_block *b = alloc_block_or_null(avl_first(&pool->blocks));
     while (b != NULL) {
@@ -489,6 +508,7 @@ release_blocks_locked(struct alloc_device *dev, struct alloc_pool *pool, bool un
 void
 alloc_free_release_cached_locked(struct alloc_device *dev)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     alloc_free_sync_events_locked(dev);
     /* Unmapping cuts blocks: the spares for it (and for the malloc that may follow) are made
      * with the lock dropped. Without host memory for them the pages stay mapped. */
@@ -508,6 +528,7 @@ bool
 alloc_free_release_available_locked(struct alloc_device *dev, struct alloc_pool *pool,
                                     uint64_t stream, size_t size)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     size_t ms = dev->config->max_split_size;
     if (ms == SIZE_MAX)
         return false;
@@ -541,6 +562,7 @@ alloc_free_release_available_locked(struct alloc_device *dev, struct alloc_pool 
 void
 alloc_free_garbage_collect_locked(struct alloc_device *dev)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_pool *pool = &dev->large;
     size_t gc_threshold =
         (size_t)(dev->config->garbage_collection_threshold * (double)dev->allowed_max);

@@ -60,6 +60,9 @@ alloc_lock_init(struct alloc_lock *lock)
     lock->revocations = 0;
     lock->streak = 0;
     lock->streak_thread = 0;
+#ifndef NDEBUG
+    lock->holder = 0;
+#endif
 }
 
 void

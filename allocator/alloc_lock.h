@@ -12,6 +12,7 @@
 #ifndef CUPROF_ALLOC_LOCK_H
 #define CUPROF_ALLOC_LOCK_H
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -28,6 +29,9 @@ struct alloc_lock {
     uint32_t revocations;          /* protected by the mutex */
     uint32_t streak;               /* protected by the mutex: acquisitions in a row by ... */
     uint64_t streak_thread;        /* ... this thread */
+#ifndef NDEBUG
+    uint64_t holder; /* written by the holder: its alloc_lock_self id (0: free); debug builds */
+#endif
 };
 
 /* Tests define this before including the header to widen the window between the owner's first
@@ -67,17 +71,26 @@ alloc_lock_acquire(struct alloc_lock *lock)
         atomic_signal_fence(memory_order_seq_cst);
         if (atomic_load_explicit(&lock->owner, memory_order_relaxed) == self) {
             lock->held_biased = true;
+#ifndef NDEBUG
+            lock->holder = self;
+#endif
             return;
         }
         /* Revoked meanwhile: step out (the revoker waits for this) and queue on the mutex. */
         atomic_store_explicit(&lock->owner_inside, 0, memory_order_release);
     }
     alloc_lock_acquire_slow(lock, self);
+#ifndef NDEBUG
+    lock->holder = self;
+#endif
 }
 
 static inline void
 alloc_lock_release(struct alloc_lock *lock)
 {
+#ifndef NDEBUG
+    lock->holder = 0;
+#endif
     if (lock->held_biased) {
         /* held_biased may stay set: whoever takes the lock next sets it. Release order: a
          * revoker that reads 0 here sees the whole critical section. */
@@ -86,6 +99,19 @@ alloc_lock_release(struct alloc_lock *lock)
     }
     alloc_lock_release_slow(lock);
 }
+
+/* Debug builds: true when the calling thread holds `lock` (every `*_locked` helper asserts it
+ * through ALLOC_ASSERT_HELD); release builds (NDEBUG) track nothing and check nothing. */
+#ifndef NDEBUG
+static inline bool
+alloc_lock_held(const struct alloc_lock *lock)
+{
+    return lock->holder != 0 && lock->holder == alloc_lock_self();
+}
+#define ALLOC_ASSERT_HELD(lock) assert(alloc_lock_held(lock))
+#else
+#define ALLOC_ASSERT_HELD(lock) ((void)0)
+#endif
 
 /* True when locks can be biased here (membarrier registered; asks the kernel once). */
 bool alloc_lock_can_bias(void);

@@ -3,6 +3,7 @@
  * the owner of a pointer, fraction, stats copies. */
 #include "allocator/allocator.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ device_at(struct allocator *alloc, int device)
 static int
 set_fraction_locked(struct allocator *alloc, struct alloc_device *dev, double fraction)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     size_t free_b = 0, total_b = 0;
     int rc = alloc->ops.mem_info(alloc->ops.ctx, dev->index, &free_b, &total_b);
     if (rc != 0)
@@ -75,9 +77,13 @@ allocator_create(const struct alloc_config *config, const struct device_ops *ops
             free(alloc);
             return NULL;
         }
-        if (config->per_process_memory_fraction > 0.0)
+        if (config->per_process_memory_fraction > 0.0) {
+            /* No other thread knows the allocator yet; the lock keeps the helper's contract. */
+            alloc_lock_acquire(&alloc->devices[d].lock);
             (void)set_fraction_locked(alloc, &alloc->devices[d],
                                       config->per_process_memory_fraction);
+            alloc_lock_release(&alloc->devices[d].lock);
+        }
     }
     return alloc;
 }
@@ -123,6 +129,28 @@ lock_owner(struct allocator *alloc, uint64_t addr, enum owner_mode mode, struct 
     return NULL;
 }
 
+/* A build with ALLOC_CHECK_EVERY=N (allocator_checked_dep, for tests) checks every invariant
+ * after each N-th malloc or free of the process and aborts with the broken one. */
+#ifdef ALLOC_CHECK_EVERY
+static _Atomic unsigned long checked_ops;
+
+static int
+checked(struct allocator *alloc, int rc)
+{
+    if (atomic_fetch_add(&checked_ops, 1) % ALLOC_CHECK_EVERY != 0)
+        return rc;
+    char msg[512];
+    if (allocator_check_invariants(alloc, msg, sizeof msg) != 0) {
+        fprintf(stderr, "cuprof: allocator invariant broken: %s\n", msg);
+        abort();
+    }
+    return rc;
+}
+#define CHECKED(alloc, call) checked(alloc, call)
+#else
+#define CHECKED(alloc, call) (call)
+#endif
+
 int
 allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stream,
                  uint32_t stack_id, uint64_t *addr)
@@ -140,19 +168,20 @@ allocator_malloc_owned(struct allocator *alloc, int device, size_t size, uint64_
     *addr = 0;
     if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
         return 0;
-    return alloc_device_malloc(dev, alloc->config.caching, size, stream, stack_id, owner, addr);
+    return CHECKED(alloc, alloc_device_malloc(dev, alloc->config.caching, size, stream, stack_id,
+                                              owner, addr));
 }
 
 int
 allocator_free(struct allocator *alloc, uint64_t addr, uint32_t stack_id)
 {
-    return alloc_free_by_address(alloc, addr, false, 0, stack_id);
+    return CHECKED(alloc, alloc_free_by_address(alloc, addr, false, 0, stack_id));
 }
 
 int
 allocator_free_on_stream(struct allocator *alloc, uint64_t addr, uint64_t stream, uint32_t stack_id)
 {
-    return alloc_free_by_address(alloc, addr, true, stream, stack_id);
+    return CHECKED(alloc, alloc_free_by_address(alloc, addr, true, stream, stack_id));
 }
 
 int
@@ -227,6 +256,7 @@ allocator_untrack_external(struct allocator *alloc, uint64_t addr, uint32_t stac
 static struct alloc_block *
 find_inside_locked(struct alloc_device *dev, uint64_t addr)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     struct avl_node *n = dev->segments.root;
     struct alloc_segment *seg = NULL;
     while (n != NULL) {

@@ -241,6 +241,7 @@ check_segment(struct alloc_device *dev, struct alloc_segment *seg, struct recoun
 static int
 check_device_locked(struct alloc_device *dev, char *msg, size_t len)
 {
+    ALLOC_ASSERT_HELD(&dev->lock);
     int d = dev->index;
     struct recount rc;
     size_t in_pool = 0, unmapped = 0, expandable = 0;

@@ -1,6 +1,7 @@
 /* trace_sink.h: the allocator's events (PyTorch's trace-entry vocabulary) and where they go.
- * Locking: `record` is called with the device's allocator lock held; it must not block, log,
- *   call malloc or call back into the allocator.
+ * Locking: `record` is called with the device's allocator lock held; it may take leaf locks
+ *   further down allocator/lock_order.h (the history ring's, a side table's), held only for its
+ *   own update, and must not log, call malloc, wait for I/O or call back into the allocator.
  * Hot path: yes, once per allocator event. */
 #ifndef CUPROF_TRACE_SINK_H
 #define CUPROF_TRACE_SINK_H

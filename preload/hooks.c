@@ -236,10 +236,13 @@ swap_in_wrapper(CUresult result, const char *symbol, void **pfn, int version, cu
             return CUDA_ERROR_NOT_FOUND;
         }
     }
-    /* Off mode is pure pass-through: the program gets the driver's own entry points. */
-    void *wrapper = runtime_config()->mode == CUPROF_MODE_OFF
-                        ? NULL
-                        : hooks_wrapper_for(symbol, version, flags);
+    /* Off mode passes calls through untouched: the program gets the driver's own entry points,
+     * except the lookup itself, which keeps answering for a driver that hands out cuprof's
+     * exports (each later lookup must be filtered the same way). */
+    void *wrapper = hooks_wrapper_for(symbol, version, flags);
+    if (wrapper != NULL && runtime_config()->mode == CUPROF_MODE_OFF &&
+        strcmp(symbol, "cuGetProcAddress") != 0)
+        wrapper = NULL;
     if (wrapper != NULL) {
         *pfn = wrapper;
         count(&count_lookups_hooked);
