@@ -483,20 +483,6 @@ allocator_reset_accumulated_stats(struct allocator *alloc, int device)
     alloc_lock_release(&dev->lock);
 }
 
-size_t
-allocator_reserved_bytes(struct allocator *alloc, int device)
-{
-    struct alloc_device *dev = device_at(alloc, device);
-    if (dev == NULL)
-        return 0;
-    alloc_lock_acquire(&dev->lock);
-    memory_stats_settle_all(&dev->stats);
-    int64_t cached =
-        dev->stats.reserved_bytes[STAT_ALL].current - dev->stats.allocated_bytes[STAT_ALL].current;
-    alloc_lock_release(&dev->lock);
-    return cached > 0 ? (size_t)cached : 0;
-}
-
 void
 allocator_last_oom_message(struct allocator *alloc, int device, char *buf, size_t len)
 {

@@ -114,8 +114,6 @@ void allocator_get_stats(struct allocator *alloc, int device, struct memory_stat
 void allocator_get_stats_locked(struct allocator *alloc, int device, struct memory_stats *out);
 void allocator_reset_peak_stats(struct allocator *alloc, int device);
 void allocator_reset_accumulated_stats(struct allocator *alloc, int device);
-/* Bytes cached but not allocated (what cudaMemGetInfo must still count as used). */
-size_t allocator_reserved_bytes(struct allocator *alloc, int device);
 
 /* PyTorch's OOM message for the last OOM on `device`, written into buf (always NUL-terminated). */
 void allocator_last_oom_message(struct allocator *alloc, int device, char *buf, size_t len);

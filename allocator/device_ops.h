@@ -16,20 +16,30 @@
  * unchanged. `device` is a device ordinal; `stream` is the raw stream handle value. */
 struct device_ops {
     void *ctx;
+    /* Pre: size > 0 (rounded by the caller's rules; trace mode asks for the request itself).
+     * Post on 0: *addr starts a new range of `size` bytes on `device` (a range that cannot be
+     * right is the caller's to refuse). */
     int (*segment_alloc)(void *ctx, int device, size_t size, uint64_t *addr);
+    /* Pre: [addr, addr + size) is exactly one range segment_alloc returned and nothing uses it. */
     int (*segment_free)(void *ctx, int device, uint64_t addr, size_t size);
+    /* Post on 0: *free_bytes <= *total_bytes, the device's own view (other processes count). */
     int (*mem_info)(void *ctx, int device, size_t *free_bytes, size_t *total_bytes);
     /* Events: an opaque handle per recorded point in a stream. event_query returns 0 and sets
      * *complete (true: the work before the event finished; false: still pending), or returns an
      * error and leaves *complete alone. "Pending" is never a return value: a positive value is
      * always a backend error (CUDA_ERROR_INVALID_VALUE is 1, which once read as "pending" kept a
      * block out of the cache forever). */
+    /* Post on 0: *event is a handle no other live event has. */
     int (*event_create)(void *ctx, int device, void **event);
+    /* Pre: event from event_create on the stream's device, not destroyed. */
     int (*event_record)(void *ctx, void *event, uint64_t stream);
+    /* Pre: event recorded. Post: 0 and *complete set, or an error and *complete untouched. */
     int (*event_query)(void *ctx, void *event, bool *complete);
+    /* Pre: event recorded. Post on 0: the work before it finished. */
     int (*event_synchronize)(void *ctx, void *event);
+    /* Pre: event from event_create; it is not used again. */
     int (*event_destroy)(void *ctx, void *event);
-    /* Wait until all work queued on the device has finished. */
+    /* Post on 0: all work queued on the device has finished. */
     int (*synchronize)(void *ctx, int device);
 
     /* Expandable segments (PyTorch's ExpandableSegment). Optional: a backend that leaves

@@ -313,12 +313,6 @@ trace_ring_capacity(struct trace_ring *ring)
     return cap;
 }
 
-int
-trace_ring_device_count(const struct trace_ring *ring)
-{
-    return ring == NULL ? 0 : ring->device_count;
-}
-
 uint32_t
 trace_ring_intern_label(struct trace_ring *ring, const char *label)
 {

@@ -60,7 +60,6 @@ __attribute__((warn_unused_result)) int
 trace_ring_set_mode(struct trace_ring *ring, enum history_mode mode, size_t max_entries);
 enum history_mode trace_ring_mode(struct trace_ring *ring);
 size_t trace_ring_capacity(struct trace_ring *ring);
-int trace_ring_device_count(const struct trace_ring *ring);
 
 /* cuprof_annotate: interns a label (copied) and returns its id (>= 1), or 0 when out of memory
  * or label is NULL. The same text always gets the same id. Not for the allocator lock (mallocs). */
