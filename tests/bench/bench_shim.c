@@ -731,7 +731,11 @@ main(int argc, char **argv)
         pair_figure(&st, name, off_env, sizes[i].size, sizes[i].n);
     }
     null_runtime_figures(&st, 4 * KIB, "4k");
-    null_runtime_figures(&st, 32 * MIB, "32m");
+    /* 32 MiB: only off mode (glibc serves 32 MiB with mmap, no baseline for a cached pair). */
+    struct setup null = st;
+    null.sim_path = BENCH_NULL_CUDA_PATH;
+    const char *const null_off_env[] = {"CUPROF_LOG=quiet", "CUPROF_MODE=off", NULL};
+    pair_figure(&null, "pair_32m_off_null_runtime", null_off_env, 32 * MIB, 200000);
     stall_figure(&st);
     flood_figure(&st);
     char sockets[4200];
