@@ -8,20 +8,29 @@
 
 #include <stdint.h>
 
-/* The order is part of the snapshot contract: snapshot/ maps each to PyTorch's action string. */
+/* The actions, listed once in trace_actions.def (the order is part of the snapshot contract).
+ * `size` is: alloc, free_requested, free_completed: the requested (unrounded) size;
+ * segment_alloc, segment_free: segment bytes; segment_map, segment_unmap: bytes mapped or
+ * unmapped; oom: the rounded request (device_free = free bytes); snapshot: total active bytes
+ * (addr 0); annotate (cuprof_annotate): 0, with the label id in `stack_id`. */
 enum trace_action {
-    TRACE_ALLOC,          /* "alloc": size = requested (unrounded) size */
-    TRACE_FREE_REQUESTED, /* "free_requested": size = requested size */
-    TRACE_FREE_COMPLETED, /* "free_completed": size = requested size */
-    TRACE_SEGMENT_ALLOC,  /* "segment_alloc": size = segment bytes */
-    TRACE_SEGMENT_FREE,   /* "segment_free": size = segment bytes */
-    TRACE_SEGMENT_MAP,    /* "segment_map": size = bytes mapped */
-    TRACE_SEGMENT_UNMAP,  /* "segment_unmap": size = bytes unmapped */
-    TRACE_OOM,            /* "oom": size = rounded request, device_free = free bytes */
-    TRACE_SNAPSHOT,       /* "snapshot": addr 0, size = total active bytes */
-    TRACE_ANNOTATE,       /* cuprof_annotate(label): addr 0, size 0, label id in `stack_id` */
+#define X(action, name) action,
+#include "allocator/trace_actions.def"
+#undef X
     TRACE_ACTION_COUNT
 };
+
+/* PyTorch's action string ("alloc", ...); NULL past the last action. */
+static inline const char *
+trace_action_name(unsigned action)
+{
+    static const char *const names[TRACE_ACTION_COUNT] = {
+#define X(action, name) [action] = name,
+#include "allocator/trace_actions.def"
+#undef X
+    };
+    return action < TRACE_ACTION_COUNT ? names[action] : 0;
+}
 
 /* Segment pools a trace entry can be tagged with (managed and VMM memory are never cached). */
 enum trace_pool {

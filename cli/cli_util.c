@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "allocator/trace_sink.h"
 #include "snapshot/snapshot_read.h"
 
 int
@@ -79,12 +80,8 @@ cli_size(uint64_t bytes, char *buf, size_t len)
 const char *
 cli_action_name(unsigned action)
 {
-    static const char *const names[] = {
-        "alloc",        "free_requested", "free_completed", "segment_alloc",
-        "segment_free", "segment_map",    "segment_unmap",  "oom",
-        "snapshot",     "annotate",
-    };
-    return action < sizeof(names) / sizeof(names[0]) ? names[action] : "unknown";
+    const char *name = trace_action_name(action);
+    return name != NULL ? name : "unknown";
 }
 
 void

@@ -14,19 +14,6 @@
 #include "snapshot/snapshot_usage.h"
 #include "allocator/trace_sink.h"
 
-static const char *const action_names[TRACE_ACTION_COUNT] = {
-    [TRACE_ALLOC] = "alloc",
-    [TRACE_FREE_REQUESTED] = "free_requested",
-    [TRACE_FREE_COMPLETED] = "free_completed",
-    [TRACE_SEGMENT_ALLOC] = "segment_alloc",
-    [TRACE_SEGMENT_FREE] = "segment_free",
-    [TRACE_SEGMENT_MAP] = "segment_map",
-    [TRACE_SEGMENT_UNMAP] = "segment_unmap",
-    [TRACE_OOM] = "oom",
-    [TRACE_SNAPSHOT] = "snapshot",
-    [TRACE_ANNOTATE] = "annotate",
-};
-
 static const char *const state_names[] = {
     [BLOCK_INACTIVE] = "inactive",
     [BLOCK_ACTIVE_ALLOCATED] = "active_allocated",
@@ -47,7 +34,7 @@ static const char *const roundup_keys[16] = {"1",    "2",    "4",     "8",    "1
 const char *
 snapshot_action_name(unsigned action)
 {
-    return action < TRACE_ACTION_COUNT ? action_names[action] : NULL;
+    return trace_action_name(action);
 }
 
 const char *
