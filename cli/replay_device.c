@@ -9,6 +9,20 @@
 #include "allocator/trace_sink.h"
 #include "cli/replay.h"
 
+/* A fresh address above every recorded one and every reservation (one made at a recorded
+ * address may reach past the bump when the replayed reservations are larger than recorded). */
+static uint64_t
+fresh_addr(struct fake_device *f, size_t size)
+{
+    const uint64_t align = 2u << 20;
+    for (size_t k = 0; k < f->nreserved; k++)
+        if (f->reserved[k].addr + f->reserved[k].size > f->bump)
+            f->bump = (f->reserved[k].addr + f->reserved[k].size + align - 1) & ~(align - 1);
+    uint64_t addr = f->bump;
+    f->bump += (size + align - 1) & ~(align - 1);
+    return addr;
+}
+
 static int
 fake_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
 {
@@ -31,10 +45,8 @@ fake_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
         }
         break;
     }
-    if (*addr == 0) {
-        *addr = f->bump;
-        f->bump += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
-    }
+    if (*addr == 0)
+        *addr = fresh_addr(f, size);
     if (addr_map_put(&f->live, *addr, size, 0) != 0)
         return -CUPROF_EHOSTMEM;
     f->used += size;
@@ -85,17 +97,17 @@ fake_vmm_reserve(void *ctx, int device, size_t size, uint64_t *addr)
         const struct snap_entry *e = &f->trace->entries[i];
         if (e->action != TRACE_SEGMENT_MAP)
             break;
-        bool inside = false;
-        for (size_t k = 0; k < f->nreserved && !inside; k++)
-            inside = e->addr >= f->reserved[k].addr &&
-                     e->addr - f->reserved[k].addr < f->reserved[k].size;
-        if (!inside)
+        /* Taken only where the whole range is free: a reservation larger than the recorded one
+         * (the card's size unknown) may reach the next recorded reservation. */
+        bool overlaps = e->addr > UINT64_MAX - size;
+        for (size_t k = 0; k < f->nreserved && !overlaps; k++)
+            overlaps = e->addr < f->reserved[k].addr + f->reserved[k].size &&
+                       f->reserved[k].addr < e->addr + size;
+        if (!overlaps)
             *addr = e->addr;
     }
-    if (*addr == 0) {
-        *addr = f->bump;
-        f->bump += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
-    }
+    if (*addr == 0)
+        *addr = fresh_addr(f, size);
     if (f->nreserved == sizeof(f->reserved) / sizeof(f->reserved[0]))
         return -CUPROF_ENOMEM;
     f->reserved[f->nreserved].addr = *addr;

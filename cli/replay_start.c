@@ -95,11 +95,13 @@ struct start_reservation {
     bool small, made;
 };
 
-/* The replay device's reservation size for a pool, as allocator/alloc_expand.h computes it. */
+/* The replay device's reservation size for a pool, as allocator/alloc_expand.h computes it from
+ * the total the fake device reports (cli/replay_device.c: the recorded card's when known). */
 static uint64_t
 reservation_size(const struct replay_run *r, bool small)
 {
-    uint64_t total = r->dev.capacity > REPLAY_VMM_TOTAL ? REPLAY_VMM_TOTAL : r->dev.capacity;
+    uint64_t card = r->dev.card_total != 0 ? r->dev.card_total : REPLAY_VMM_TOTAL;
+    uint64_t total = r->dev.capacity > card ? card : r->dev.capacity;
     uint64_t page = small ? ALLOC_SMALL_BUFFER : ALLOC_LARGE_BUFFER, space = total + total / 8;
     return (space + page - 1) / page * page;
 }
@@ -124,11 +126,32 @@ inside(uint64_t addr, uint64_t base, uint64_t size)
     return addr >= base && addr - base < size;
 }
 
+/* The pool of the pages entry i maps or unmaps: only small-pool ones are not whole 20 MiB
+ * pages; else the first alloc inside them after the entry says, or the last one before it. */
+static bool
+pages_are_small(const struct snap_device_trace *t, size_t i)
+{
+    const struct snap_entry *m = &t->entries[i];
+    if (m->size % ALLOC_LARGE_BUFFER != 0)
+        return true;
+    for (size_t k = i + 1; k < t->count; k++) {
+        const struct snap_entry *e = &t->entries[k];
+        if (e->action == TRACE_ALLOC && inside(e->addr, m->addr, m->size))
+            return e->size <= ALLOC_SMALL_SIZE;
+    }
+    for (size_t k = i; k-- > 0;) {
+        const struct snap_entry *e = &t->entries[k];
+        if (e->action == TRACE_ALLOC && inside(e->addr, m->addr, m->size))
+            return e->size <= ALLOC_SMALL_SIZE;
+    }
+    return false;
+}
+
 /* Groups the expandable runs into reservations (same stream and pool, within one reservation's
  * size), then walks the trace's maps and unmaps as the device saw them: one outside every known
  * reservation starts a new reservation there (PyTorch maps a new one from its base) unless that
- * range would run into a reservation of the starting state, whose base it then lowers. Fills res
- * (one per run at most) and each run's reservation in of[]. */
+ * range would run into a reservation of the starting state of its stream and pool, whose base it
+ * then lowers. Fills res (one per run at most) and each run's reservation in of[]. */
 static size_t
 group_reservations(const struct replay_run *r, const struct snap_device_trace *t,
                    const struct analysis_segment *seg, const bool *small, size_t nseg,
@@ -167,7 +190,7 @@ group_reservations(const struct replay_run *r, const struct snap_device_trace *t
         for (size_t k = 0; k < nres; k++)
             if (res[k].base > e->addr && (g == nres || res[k].base < res[g].base))
                 g = k;
-        if (g < nres && res[g].stream == e->stream &&
+        if (g < nres && res[g].stream == e->stream && res[g].small == pages_are_small(t, i) &&
             (e->action == TRACE_SEGMENT_UNMAP ||
              e->addr + reservation_size(r, res[g].small) > res[g].base))
             res[g].base = e->addr;
@@ -363,9 +386,13 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
     }
     for (; rc == 0 && b < nlive; b++)
         (*misses)++;
-    /* The blocks that took a free piece behind them give it back: each is the only free block
-     * of its pool (every other one is held), so asking for the exact size takes its start. */
-    for (size_t i = 0; rc == 0 && i < nshrink; i++) {
+    /* The blocks that took a free piece behind them give it back, highest address first: a
+     * block freed for this borders no free piece (the piece of a block before it would, were
+     * that block shrunk first: both merged, the exact size came from the piece's start), and
+     * every other free block of its pool is a piece of 1 MiB or less, too small for a large
+     * request, so asking for the exact size takes its start. */
+    for (size_t j = nshrink; rc == 0 && j > 0; j--) {
+        size_t i = j - 1;
         uint64_t got = 0;
         if (allocator_free(r->alloc, shrink[i].addr, 0) != 0 ||
             allocator_malloc(r->alloc, (int)r->device, shrink[i].size, shrink[i].stream,
