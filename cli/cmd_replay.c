@@ -147,6 +147,72 @@ is_release(uint8_t action)
     return action == TRACE_SEGMENT_FREE || action == TRACE_SEGMENT_UNMAP;
 }
 
+/* Whether the request `e` would be served from the replay's cache as it stands: PyTorch's
+ * get_free_block finds a free block of its stream and pool at least as large (oversize rules
+ * kept). Only a request the cache cannot serve makes segments, or retries after releasing them.
+ * Returns 0, or -1 when host memory runs out. */
+static int
+fits_cache(struct replay_run *r, const struct alloc_config *config, const struct snap_entry *e,
+           bool *fits)
+{
+    size_t nseg, nblk, got_seg, got_blk;
+    uint64_t size = alloc_policy_round_size(config, e->size);
+    bool small = alloc_policy_is_small(size);
+    *fits = false;
+    allocator_lock_device(r->alloc, (int)r->device);
+    allocator_count_locked(r->alloc, (int)r->device, &nseg, &nblk);
+    struct segment_info *segs = malloc((nseg + 1) * sizeof(*segs));
+    struct block_info *blks = malloc((nblk + 1) * sizeof(*blks));
+    int rc = segs && blks ? allocator_copy_locked(r->alloc, (int)r->device, segs, nseg + 1, blks,
+                                                  nblk + 1, &got_seg, &got_blk)
+                          : -1;
+    allocator_unlock_device(r->alloc, (int)r->device);
+    for (size_t s = 0; rc == 0 && s < got_seg && !*fits; s++) {
+        if (segs[s].stream != e->stream || (bool)segs[s].is_small != small ||
+            segs[s].pool != TRACE_POOL_DEFAULT)
+            continue;
+        for (uint32_t k = 0; k < segs[s].block_count && !*fits; k++) {
+            const struct block_info *b = &blks[segs[s].first_block + k];
+            *fits = b->state == BLOCK_INACTIVE && b->size >= size &&
+                    alloc_policy_may_use(config, size, b->size);
+        }
+    }
+    free(segs);
+    free(blks);
+    return rc == 0 ? 0 : -1;
+}
+
+/* Whether the replay empties the cache at the releases at entry i: they are the program's
+ * empty_cache unless a request's retry explains them. A retry's releases come right before the
+ * segments its request then makes (or its OOM), and only for a request the cache could not
+ * serve: one the cache could serve had them from empty_cache. A retry is left to the replayed
+ * allocator, which makes it when it runs out of memory too; a replay on a device of unknown size
+ * never does, so there the releases are made here when they unmap pages (only PyTorch's
+ * release_cached_blocks unmaps them, which releases all that empty_cache releases). */
+static int
+emptied_by_program(struct replay_run *r, const struct alloc_config *config,
+                   const struct snap_device_trace *t, size_t i, bool *emptied)
+{
+    size_t j = i;
+    bool unmaps = false;
+    while (j < t->count && is_release(t->entries[j].action))
+        unmaps |= t->entries[j++].action == TRACE_SEGMENT_UNMAP;
+    size_t k = j;
+    while (k < t->count && (t->entries[k].action == TRACE_SEGMENT_ALLOC ||
+                            t->entries[k].action == TRACE_SEGMENT_MAP))
+        k++;
+    *emptied = j == t->count ||
+               (t->entries[j].action != TRACE_SEGMENT_ALLOC &&
+                t->entries[j].action != TRACE_SEGMENT_MAP && t->entries[j].action != TRACE_OOM);
+    if (*emptied || k == j || k == t->count || t->entries[k].action != TRACE_ALLOC)
+        return 0;
+    if (unmaps && r->dev.capacity >= REPLAY_UNLIMITED) {
+        *emptied = true;
+        return 0;
+    }
+    return fits_cache(r, config, &t->entries[k], emptied);
+}
+
 static int
 replay_once(const struct snapshot *snap, size_t device, const char *conf, struct replay_mode *mode,
             uint64_t capacity, struct replay_result *res)
@@ -233,14 +299,10 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
             continue;
         }
         if (is_release(e->action) && (i == 0 || !is_release(t->entries[i - 1].action))) {
-            /* Segment frees (or unmaps) that no request's retry explains: the program emptied
-             * the cache. */
-            size_t j = i;
-            while (j < t->count && is_release(t->entries[j].action))
-                j++;
-            if (j == t->count ||
-                (t->entries[j].action != TRACE_SEGMENT_ALLOC &&
-                 t->entries[j].action != TRACE_SEGMENT_MAP && t->entries[j].action != TRACE_OOM))
+            bool emptied;
+            if (emptied_by_program(&r, &config, t, i, &emptied) != 0)
+                goto oom;
+            if (emptied)
                 (void)allocator_empty_cache(r.alloc, (int)device);
             continue;
         }
@@ -353,7 +415,7 @@ static uint64_t
 capacity_from_ooms(const struct snapshot *snap, size_t device)
 {
     struct device_analysis a;
-    uint64_t capacity = UINT64_MAX / 4;
+    uint64_t capacity = REPLAY_UNLIMITED;
     if (analysis_run(snap, device, true, &a) != 0)
         return capacity;
     const struct snap_device_trace *t = &snap->device_traces[device];

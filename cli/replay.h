@@ -15,6 +15,9 @@
 #include "cli/addr_map.h"
 #include "snapshot/snapshot_model.h"
 
+/* The capacity of a replay whose device size is unknown (no --memory, no recorded OOM). */
+#define REPLAY_UNLIMITED (UINT64_MAX / 4)
+
 /* Card size an unlimited replay reports (expandable reservations are 1 1/8 of it). */
 #define REPLAY_VMM_TOTAL ((uint64_t)80 << 30)
 

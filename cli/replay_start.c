@@ -106,45 +106,57 @@ reservation_size(const struct replay_run *r, bool small)
     return (space + page - 1) / page * page;
 }
 
-/* The pool of a run the trace unmaps later (not in the snapshot): the first alloc inside it
- * says (small-pool requests are at most 1 MiB); else only small-pool runs are not whole 20 MiB
- * pages. */
-static bool
-run_is_small(const struct snap_device_trace *t, const struct analysis_segment *run)
-{
-    for (size_t i = 0; t != NULL && i < t->count; i++) {
-        const struct snap_entry *e = &t->entries[i];
-        if (e->action == TRACE_ALLOC && e->addr >= run->addr && e->addr - run->addr < run->size)
-            return e->size <= ALLOC_SMALL_SIZE;
-    }
-    return run->size % ALLOC_LARGE_BUFFER != 0;
-}
-
 static bool
 inside(uint64_t addr, uint64_t base, uint64_t size)
 {
     return addr >= base && addr - base < size;
 }
 
+/* The pool of the mapped pages [addr, addr + size) as the allocs inside them tell (small-pool
+ * requests are at most 1 MiB): the first one from entry `from` on (forward), or the last one
+ * before it (backward), while the pages stay mapped: past an unmap (forward) or the map that made
+ * them (backward) the addresses may be another reservation's (a released range is reused).
+ * Returns false when no alloc tells. */
+static bool
+allocs_tell_small(const struct snap_device_trace *t, size_t from, bool forward, uint64_t addr,
+                  uint64_t size, bool *small)
+{
+    uint8_t stop = forward ? TRACE_SEGMENT_UNMAP : TRACE_SEGMENT_MAP;
+    for (size_t k = from; t != NULL && (forward ? k < t->count : k-- > 0); k += forward) {
+        const struct snap_entry *e = &t->entries[k];
+        if (e->action == stop && e->addr < addr + size && addr < e->addr + e->size)
+            return false;
+        if (e->action == TRACE_ALLOC && inside(e->addr, addr, size)) {
+            *small = e->size <= ALLOC_SMALL_SIZE;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The pool of a run the trace unmaps later (not in the snapshot): the allocs inside it say;
+ * else only small-pool runs are not whole 20 MiB pages. */
+static bool
+run_is_small(const struct snap_device_trace *t, const struct analysis_segment *run)
+{
+    bool small;
+    if (allocs_tell_small(t, 0, true, run->addr, run->size, &small))
+        return small;
+    return run->size % ALLOC_LARGE_BUFFER != 0;
+}
+
 /* The pool of the pages entry i maps or unmaps: only small-pool ones are not whole 20 MiB
- * pages; else the first alloc inside them after the entry says, or the last one before it. */
+ * pages; else the allocs inside them after the entry say, or those before it. */
 static bool
 pages_are_small(const struct snap_device_trace *t, size_t i)
 {
     const struct snap_entry *m = &t->entries[i];
+    bool small;
     if (m->size % ALLOC_LARGE_BUFFER != 0)
         return true;
-    for (size_t k = i + 1; k < t->count; k++) {
-        const struct snap_entry *e = &t->entries[k];
-        if (e->action == TRACE_ALLOC && inside(e->addr, m->addr, m->size))
-            return e->size <= ALLOC_SMALL_SIZE;
-    }
-    for (size_t k = i; k-- > 0;) {
-        const struct snap_entry *e = &t->entries[k];
-        if (e->action == TRACE_ALLOC && inside(e->addr, m->addr, m->size))
-            return e->size <= ALLOC_SMALL_SIZE;
-    }
-    return false;
+    if (m->action == TRACE_SEGMENT_MAP)
+        return allocs_tell_small(t, i + 1, true, m->addr, m->size, &small) && small;
+    return allocs_tell_small(t, i, false, m->addr, m->size, &small) && small;
 }
 
 /* Groups the expandable runs into reservations (same stream and pool, within one reservation's

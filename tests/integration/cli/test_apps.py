@@ -270,6 +270,16 @@ class Replay(unittest.TestCase):
                                      (app, conf, row_name))
 
 
+    def test_empty_cache_cuts(self):
+        # Segments released by the program's empty_cache right before a request that makes a
+        # segment (not an OOM retry: the cache could have served it), replayed whole and from
+        # every cut.
+        path, snap, res = record("empty_cache", "cut-empty_cache")
+        self.assertEqual(res["allocs"], "53")
+        replay_check(self, path, snap, ("empty_cache",))
+        MidRun.check_cuts(self, snap, 1, ("empty_cache",))
+
+
 class MidRun(unittest.TestCase):
     def test_ring_dropped_entries(self):
         # A small ring: the snapshot's segments hold more than its trace explains.
