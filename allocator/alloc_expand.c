@@ -360,7 +360,7 @@ release_segment_locked(struct alloc_device *dev, struct alloc_pool *pool, struct
 /* Moves the whole pages [addr, addr + size) inside the free mapped block b to the unmapped set:
  * the free pieces before and after stay cached, b becomes the unmapped part and merges with
  * unmapped neighbours; stats and trace as PyTorch's unmap_block. */
-static void
+static int
 make_unmapped_locked(struct alloc_device *dev, struct alloc_pool *pool, struct alloc_block *b,
                      uint64_t addr, size_t size, bool call_device)
 {
@@ -371,8 +371,9 @@ make_unmapped_locked(struct alloc_device *dev, struct alloc_pool *pool, struct a
          * first (its result does not change what is unmapped). */
         if (dev->ops->stream_synchronize != NULL)
             (void)dev->ops->stream_synchronize(dev->ops->ctx, dev->index, seg->stream);
-        if (dev->ops->vmm_unmap(dev->ops->ctx, dev->index, addr, seg->page, size / seg->page) != 0)
-            return; /* still mapped and cached: nothing changed */
+        int rc = dev->ops->vmm_unmap(dev->ops->ctx, dev->index, addr, seg->page, size / seg->page);
+        if (rc != 0)
+            return rc; /* still mapped and cached: nothing changed */
     }
     alloc_device_pool_erase_locked(pool, b);
     size_t before = (size_t)(addr - b->addr);
@@ -393,6 +394,7 @@ make_unmapped_locked(struct alloc_device *dev, struct alloc_pool *pool, struct a
     dev->stats.num_device_free++;
     alloc_device_trace_locked(dev, TRACE_SEGMENT_UNMAP, TRACE_POOL_DEFAULT, addr, size, seg->stream,
                               seg->stack_id, 0, 0);
+    return 0;
 }
 
 /* PyTorch's unmap_block: unmaps the pages that lie wholly inside the free block b, if any. */
@@ -406,8 +408,46 @@ unmap_block_locked(struct alloc_device *dev, struct alloc_pool *pool, struct all
     uint64_t first = (off + page - 1) / page, end = (off + b->size) / page;
     if (first >= end)
         return;
-    make_unmapped_locked(dev, pool, b, seg->addr + first * page, (size_t)(end - first) * page,
-                         true);
+    /* A failed unmap leaves the block mapped and cached; PyTorch raises, cuprof goes on. */
+    (void)make_unmapped_locked(dev, pool, b, seg->addr + first * page, (size_t)(end - first) * page,
+                               true);
+}
+
+/* The segment whose range holds addr, or NULL. */
+static struct alloc_segment *
+segment_at_locked(struct alloc_device *dev, uint64_t addr)
+{
+    ALLOC_ASSERT_HELD(&dev->lock);
+    struct avl_node *n = dev->segments.root;
+    while (n != NULL) {
+        struct alloc_segment *s =
+            (struct alloc_segment *)(void *)((char *)n - offsetof(struct alloc_segment, node));
+        if (addr < s->addr)
+            n = n->left;
+        else if (addr - s->addr >= s->size)
+            n = n->right;
+        else
+            return s;
+    }
+    return NULL;
+}
+
+int
+alloc_expand_unmap_at_locked(struct alloc_device *dev, uint64_t addr, size_t size)
+{
+    ALLOC_ASSERT_HELD(&dev->lock);
+    struct alloc_segment *seg = segment_at_locked(dev, addr);
+    if (seg == NULL || !seg->expandable || size == 0 || (addr - seg->addr) % seg->page != 0 ||
+        size % seg->page != 0)
+        return -CUPROF_EINVAL;
+    struct alloc_pool *pool = alloc_device_pool_of(dev, seg->is_small);
+    alloc_device_pool_flush_locked(pool);
+    struct alloc_block *b = seg->head;
+    while (b != NULL && !(addr >= b->addr && addr - b->addr < b->size))
+        b = b->next;
+    if (b == NULL || !b->in_pool || b->size - (addr - b->addr) < size)
+        return -CUPROF_EINVAL;
+    return make_unmapped_locked(dev, pool, b, addr, size, true);
 }
 
 void
@@ -441,7 +481,7 @@ alloc_expand_forget_segment_locked(struct alloc_device *dev, struct alloc_segmen
     struct alloc_block *b = seg->head;
     while (b != NULL) {
         if (!b->unmapped)
-            make_unmapped_locked(dev, pool, b, b->addr, b->size, false);
+            (void)make_unmapped_locked(dev, pool, b, b->addr, b->size, false);
         b = b->unmapped ? b->next : b; /* b absorbed its unmapped neighbours */
     }
     /* One unmapped block spans the reservation now; the driver already dropped the range. */

@@ -53,6 +53,13 @@ __attribute__((warn_unused_result)) int alloc_expand_map_at_locked(struct alloc_
                                                                    uint64_t stream, uint64_t addr,
                                                                    size_t size);
 
+/* For the same tools: unmaps the whole pages [addr, addr + size) inside one free mapped block of
+ * an expandable segment, as unmap_block does for them (the pieces before and after stay cached).
+ * Needs 2 spare blocks. Returns 0, -CUPROF_EINVAL when the range is not whole pages inside one
+ * free mapped block, or the backend's error (nothing changed). */
+__attribute__((warn_unused_result)) int alloc_expand_unmap_at_locked(struct alloc_device *dev,
+                                                                     uint64_t addr, size_t size);
+
 /* Spare blocks that alloc_expand_release_pool_locked may take on both pools: two per free
  * mapped expandable block (the free pieces before and after the pages it unmaps). */
 size_t alloc_expand_release_blocks_needed_locked(struct alloc_device *dev);

@@ -433,6 +433,23 @@ allocator_map_expandable(struct allocator *alloc, int device, uint64_t stream, b
     return rc;
 }
 
+int
+allocator_unmap_expandable(struct allocator *alloc, int device, uint64_t addr, size_t size)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL || dev->ops->vmm_unmap == NULL)
+        return -CUPROF_EINVAL;
+    int rc = alloc_device_lock_with_spares(dev, 0);
+    if (rc != 0)
+        return rc;
+    /* The free pieces before and after the pages. */
+    rc = alloc_device_reserve_blocks_unlocking(dev, 2);
+    if (rc == 0)
+        rc = alloc_expand_unmap_at_locked(dev, addr, size);
+    alloc_lock_release(&dev->lock);
+    return rc;
+}
+
 void
 allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *out)
 {

@@ -108,6 +108,13 @@ __attribute__((warn_unused_result)) int allocator_map_expandable(struct allocato
                                                                  bool is_small, uint64_t addr,
                                                                  size_t size);
 
+/* The reverse, for the same tools: unmaps the whole pages [addr, addr + size) lying inside one
+ * free mapped block of an expandable reservation, as PyTorch's unmap_block unmaps pages (the free
+ * pieces before and after stay cached; counted and traced likewise). Returns 0, -CUPROF_EINVAL
+ * (not whole pages inside one free mapped block), or the device's error (nothing changed). */
+__attribute__((warn_unused_result)) int
+allocator_unmap_expandable(struct allocator *alloc, int device, uint64_t addr, size_t size);
+
 /* Copies of the per-device counters (PyTorch's memory_stats), and their resets. */
 void allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *out);
 /* The same with the device lock already held (a dump copies stats with the block table). */

@@ -163,11 +163,12 @@ pages_are_small(const struct snap_device_trace *t, size_t i)
  * size), then walks the trace's maps and unmaps as the device saw them: one outside every known
  * reservation starts a new reservation there (PyTorch maps a new one from its base) unless that
  * range would run into a reservation of the starting state of its stream and pool, whose base it
- * then lowers. Fills res (one per run at most) and each run's reservation in of[]. */
+ * then lowers. A run is taken to begin at from[] (one page lower when it is rebuilt with the page
+ * before it: lead_piece). Fills res (one per run at most) and each run's reservation in of[]. */
 static size_t
 group_reservations(const struct replay_run *r, const struct snap_device_trace *t,
-                   const struct analysis_segment *seg, const bool *small, size_t nseg,
-                   struct start_reservation *res, size_t *of)
+                   const struct analysis_segment *seg, const bool *small, const uint64_t *from,
+                   size_t nseg, struct start_reservation *res, size_t *of)
 {
     size_t nres = 0;
     for (size_t s = 0; s < nseg; s++) {
@@ -179,8 +180,7 @@ group_reservations(const struct replay_run *r, const struct snap_device_trace *t
                              end - res[g].base <= size))
             g++;
         if (g == nres)
-            res[nres++] =
-                (struct start_reservation){seg[s].stream, seg[s].addr, end, small[s], false};
+            res[nres++] = (struct start_reservation){seg[s].stream, from[s], end, small[s], false};
         res[g].end = end;
         of[s] = g;
     }
@@ -234,17 +234,18 @@ say_assumed(const struct start_reservation *res, size_t nres)
 }
 
 /* Makes segment s of the starting state, empty and cached: an ordinary segment by one request
- * that needs exactly it, or an expandable run by mapping its pages. Returns false on a miss. */
+ * that needs exactly it, or an expandable run by mapping its pages from `from`. Returns false on
+ * a miss. */
 static bool
 make_segment(struct replay_run *r, const struct analysis_segment *seg, bool small, uint64_t stream,
-             struct start_reservation *res)
+             uint64_t from, struct start_reservation *res)
 {
     uint64_t addr;
     if (res != NULL) {
         if (!res->made)
             r->dev.forced_addr = res->base;
-        int rc =
-            allocator_map_expandable(r->alloc, (int)r->device, stream, small, seg->addr, seg->size);
+        int rc = allocator_map_expandable(r->alloc, (int)r->device, stream, small, from,
+                                          seg->addr + seg->size - from);
         r->dev.forced_addr = 0;
         res->made = true;
         return rc == 0;
@@ -276,6 +277,32 @@ fill_gap(struct replay_run *r, uint64_t stream, bool small, uint64_t cursor, uin
         cursor += piece;
     }
     return cursor;
+}
+
+/* A free piece of 1 MiB or less at the start of a large-pool expandable run, in front of a live
+ * block: its size, else 0. No large-pool request can hold it while the blocks behind it are
+ * placed (a request of 1 MiB or less is a small-pool one), and no block before it in the run can
+ * take it. PyTorch reaches this state only by unmapping: a free block is handed out from its
+ * start and merges with its free neighbours, so a free large-pool block smaller than any request
+ * is a split remainder (behind the block split from it) or what unmap_block leaves of a free
+ * block after its last whole page, [floor(end), end), whose page before is then unmapped. So the
+ * replay does the same: it maps the page before the run too, holds that page and the piece with
+ * one request, places the blocks, then frees the request and unmaps that page again. */
+static uint64_t
+lead_piece(const struct analysis_segment *seg, const struct addr_map_item *live, size_t nlive)
+{
+    size_t lo = 0, hi = nlive;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (live[mid].addr < seg->addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == nlive || live[lo].addr - seg->addr >= seg->size)
+        return 0;
+    uint64_t piece = live[lo].addr - seg->addr;
+    return piece <= ALLOC_SMALL_SIZE ? piece : 0;
 }
 
 /* The bytes the live block `blk` takes when rebuilt at `cursor`, with `limit` where the next
@@ -342,28 +369,44 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
     size_t *res_of = malloc((nseg + 1) * sizeof(size_t));
     struct start_reservation *res = malloc((nseg + 1) * sizeof(*res));
     struct shrink *shrink = malloc((nlive + 1) * sizeof(*shrink));
-    size_t nfill = 0, b = 0, nres = 0, nshrink = 0;
+    uint64_t *from = malloc((nseg + 1) * sizeof(uint64_t));
+    uint64_t *leads = malloc((nseg + 1) * sizeof(uint64_t));
+    size_t nfill = 0, b = 0, nres = 0, nshrink = 0, nlead = 0;
     r->nguesses = 0;
     r->guesses = malloc((nlive + 1) * sizeof(struct replay_guess));
-    int rc = fillers && small_of && res_of && res && shrink && r->guesses ? 0 : -1;
+    int rc = fillers && small_of && res_of && res && shrink && from && leads && r->guesses ? 0 : -1;
     for (size_t s = 0; rc == 0 && s < nseg; s++) {
         /* A segment the trace frees later is not in the snapshot: PyTorch's small-pool segments
          * are exactly 2 MiB (large ones never are). */
         small_of[s] = seg[s].index != UINT32_MAX ? seg[s].is_small
                       : seg[s].is_expandable     ? run_is_small(t, &seg[s])
                                                  : seg[s].size == ALLOC_SMALL_BUFFER;
+        bool lead = config->expandable_segments && seg[s].is_expandable && !small_of[s] &&
+                    lead_piece(&seg[s], live, nlive) != 0;
+        from[s] = seg[s].addr - (lead ? ALLOC_LARGE_BUFFER : 0);
     }
     /* With the setting off the recorded runs stand as ordinary segments (nothing maps them). */
     if (rc == 0 && config->expandable_segments) {
-        nres = group_reservations(r, t, seg, small_of, nseg, res, res_of);
+        nres = group_reservations(r, t, seg, small_of, from, nseg, res, res_of);
         say_assumed(res, nres);
     }
     for (size_t s = 0; rc == 0 && s < nseg; s++) {
         uint64_t start = seg[s].addr, end = seg[s].addr + seg[s].size, cursor = start;
         bool small = small_of[s], expandable = seg[s].is_expandable && nres > 0;
         uint64_t stream = seg[s].stream, addr;
-        if (!make_segment(r, &seg[s], small, stream, expandable ? &res[res_of[s]] : NULL))
+        if (!make_segment(r, &seg[s], small, stream, expandable ? from[s] : start,
+                          expandable ? &res[res_of[s]] : NULL))
             (*misses)++;
+        if (expandable && from[s] < start) {
+            /* The page before the run and the free piece at its start, held by one request. */
+            cursor += lead_piece(&seg[s], live, nlive);
+            if (allocator_malloc(r->alloc, (int)r->device, cursor - from[s], stream, 0, &addr) !=
+                    0 ||
+                addr != from[s])
+                (*misses)++;
+            else
+                leads[nlead++] = addr;
+        }
         for (; b < nlive && live[b].addr < start; b++)
             (*misses)++;
         for (; cursor < end; b++) {
@@ -412,9 +455,17 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
             got != shrink[i].addr)
             (*misses)++;
     }
+    /* Now that every other free block is held, the pages before the runs go again (lead_piece):
+     * each unmaps exactly its page, and the free piece behind it stays. */
+    for (size_t i = 0; rc == 0 && i < nlead; i++)
+        if (allocator_free(r->alloc, leads[i], 0) != 0 ||
+            allocator_unmap_expandable(r->alloc, (int)r->device, leads[i], ALLOC_LARGE_BUFFER) != 0)
+            (*misses)++;
     for (size_t i = 0; i < nfill; i++)
         if (allocator_free(r->alloc, fillers[i], 0) != 0)
             (*misses)++;
+    free(leads);
+    free(from);
     free(shrink);
     free(fillers);
     free(small_of);

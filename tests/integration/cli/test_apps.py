@@ -269,7 +269,6 @@ class Replay(unittest.TestCase):
                     self.assertEqual(" ".join(row[:2]), S.format_size(stats[key]),
                                      (app, conf, row_name))
 
-
     def test_empty_cache_cuts(self):
         # Segments released by the program's empty_cache right before a request that makes a
         # segment (not an OOM retry: the cache could have served it), replayed whole and from
@@ -337,15 +336,38 @@ class MidRunExpandable(unittest.TestCase):
     # reservations, an interleaving that differs from run to run; a cut often leaves two live
     # blocks of one stream back to back, each holding a free piece of 1 MiB or less behind it
     # until the starting state stands (they once gave them back in the wrong order): every
-    # fifth cut of two recorded runs, each checked exactly. Under ASan fewer cuts.
+    # fifth cut of two recorded runs, each checked exactly. empty_cache: every cut, among them
+    # those that start with a free 512 KiB piece at the start of a large-pool run right after
+    # an unmapped page (rebuilt by mapping that page too and unmapping it again), and those
+    # where the program empties the cache right before a request that maps. Under ASan fewer.
     def test_every_cut(self):
         asan = bool(os.environ.get("SANITIZER_BUILD"))
         for app, args, step, runs in (("train_loop", ("6",), 7 if asan else 1, 1),
-                                      ("threads", ("5", "120"), 29 if asan else 5, 2)):
+                                      ("threads", ("5", "120"), 29 if asan else 5, 2),
+                                      ("empty_cache", (), 5 if asan else 1, 1)):
             for run in range(runs):
                 _, snap, _ = record(app, "cutx-" + app, *args, options=self.CONF)
                 self.assertTrue(all(s["is_expandable"] for s in snap["segments"]))
                 MidRun.check_cuts(self, snap, step, (app, run))
+
+    def test_free_piece_after_unmapped_page(self):
+        # empty_cache's first empty unmaps the 20 MiB page under A and leaves a free 512 KiB
+        # piece at the start of the mapped run, in front of B: PyTorch's rules reach it (what
+        # unmap_block leaves of a free block after its last whole page), and a history that
+        # starts there replays from it (it once counted as a block that could not be placed).
+        _, snap, _ = record("empty_cache", "piece", options=self.CONF)
+        trace = snap["device_traces"][0]
+        u = next(i for i, e in enumerate(trace) if e["action"] == "segment_unmap")
+        self.assertEqual((trace[u]["size"], trace[u + 2]["size"]), (20 << 20, 20 << 20))
+        base = trace[u]["addr"]
+        self.assertEqual(trace[u + 1]["addr"], base + (20 << 20) + (2 << 20) + (512 << 10))
+        self.assertEqual((trace[u + 2]["action"], trace[u + 3]["addr"]), ("segment_map", base))
+        mid = dict(snap, device_traces=[trace[u + 1:]])
+        path = os.path.join(WORK, "piece-cut.pickle")
+        with open(path, "wb") as f:
+            pickle.dump(mid, f, protocol=4)
+        p = replay_check(self, path, mid, ("piece",))
+        self.assertNotIn("could not be placed", p.stdout)
 
     def test_ring_dropped_entries(self):
         for app in ("train_loop", "threads"):

@@ -15,7 +15,8 @@
 #include "allocator/alloc_expand.h"
 #include "allocator/cuprof_errors.h"
 
-#define V FAKE_VMM_BASE
+#define V   FAKE_VMM_BASE
+#define KIB ((size_t)1 << 10)
 #define POOL4(name, pool, c, p, a, f)                                                              \
     " " name "." pool ".current=" #c " " name "." pool ".peak=" #p " " name "." pool               \
     ".allocated=" #a " " name "." pool ".freed=" #f
@@ -331,6 +332,63 @@ test_oom_after_unmap(void **state)
     fixture_free(fx);
 }
 
+/* allocator_unmap_expandable (cuprof replay's rebuild): the page under a freed block goes, the
+ * free piece of 512 KiB behind it stays cached at the start of the run, in front of a live block
+ * (what release_blocks leaves of a free block ending there); ranges that are not whole pages of
+ * one free mapped block are refused with nothing changed; a growth takes the page and the piece. */
+static void
+test_unmap_at(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("expandable_segments:True", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    const struct fake_device *f = &fx->fake;
+    uint64_t pa = must_malloc(a, 0, 20 * MIB + 512 * KIB, 0);
+    uint64_t pb = must_malloc(a, 0, 2 * MIB, 0);
+    assert_true(pa == V && pb == V + 20 * MIB + 512 * KIB);
+    must_free(a, pa);
+    static const struct {
+        uint64_t addr;
+        size_t size;
+    } refused[] = {
+        {V + MIB, 20 * MIB},      /* not on a page */
+        {V, 10 * MIB},            /* not whole pages */
+        {V, 40 * MIB},            /* runs into the live block */
+        {V + 20 * MIB, 20 * MIB}, /* the live block's page */
+        {V + 40 * MIB, 20 * MIB}, /* unmapped */
+        {V, 0},                   /* nothing */
+        {FAKE_BASE, 20 * MIB},    /* no segment there */
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+        assert_int_equal(allocator_unmap_expandable(a, 0, refused[i].addr, refused[i].size),
+                         -CUPROF_EINVAL);
+    assert_int_equal(f->used[0], 40 * MIB);
+    assert_int_equal(allocator_unmap_expandable(a, 0, V, 20 * MIB), 0);
+    expect_invariants(a);
+    assert_int_equal(f->used[0], 20 * MIB);
+    assert_false(fake_device_mapped(f, V));
+    expect_trace(f, f->trace_count - 1, TRACE_SEGMENT_UNMAP, V, 20 * MIB, 0);
+    struct segment_info segs[4];
+    struct block_info blocks[8];
+    size_t got_s = 0, got_b = 0;
+    allocator_lock_device(a, 0);
+    int rc = allocator_copy_locked(a, 0, segs, 4, blocks, 8, &got_s, &got_b);
+    allocator_unlock_device(a, 0);
+    assert_int_equal(rc, 0);
+    assert_int_equal(got_s, 1);
+    assert_true(segs[0].addr == V + 20 * MIB && segs[0].total_size == 20 * MIB);
+    assert_int_equal(got_b, 3);
+    assert_true(blocks[0].addr == V + 20 * MIB && blocks[0].size == 512 * KIB &&
+                blocks[0].state == BLOCK_INACTIVE);
+    assert_true(blocks[1].addr == pb && blocks[1].state == BLOCK_ACTIVE_ALLOCATED);
+    /* find_expandable_block: the unmapped page and the free piece reach 20 MiB + 256 KiB. */
+    uint64_t pd = must_malloc(a, 0, 20 * MIB + 256 * KIB, 0);
+    assert_true(pd == V);
+    expect_trace(f, f->trace_count - 2, TRACE_SEGMENT_MAP, V, 20 * MIB, 0);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
 /* A backend without VMM calls serves expandable_segments:True with ordinary segments (and
  * PyTorch's 512-byte split rule, which follows the setting). */
 static void
@@ -388,6 +446,7 @@ main(void)
         cmocka_unit_test(test_streams_and_small_pages),
         cmocka_unit_test(test_create_fails_mid_growth),
         cmocka_unit_test(test_oom_after_unmap),
+        cmocka_unit_test(test_unmap_at),
         cmocka_unit_test(test_backend_without_vmm),
         cmocka_unit_test(test_forget_device),
     };
