@@ -366,12 +366,14 @@ cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-/* Frees every allocation of `ctx` after its device's queues drained (reset / destroy). */
+/* Frees every allocation of `ctx` after its device's queues drained (reset / destroy); its peer
+ * access, both ways, goes with it. */
 static void
 ctx_teardown(struct CUctx_st *ctx)
 {
     sim_device_sync(ctx->dev);
     (void)sim_device_free_owned(ctx->dev, ctx);
+    sim_peer_forget(ctx);
 }
 
 CUresult

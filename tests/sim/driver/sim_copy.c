@@ -33,6 +33,10 @@ copy(uintptr_t dst, uintptr_t src, size_t n, enum sim_dir dir, CUstream h, bool 
     if ((r = check_range(dst, n, dst_dev)) != CUDA_SUCCESS ||
         (r = check_range(src, n, src_dev)) != CUDA_SUCCESS)
         return r;
+    /* The stream's device runs the copy: VMM memory it was given no access to faults. */
+    if ((r = sim_vmm_check_access(dst, n, s->dev->ordinal, true)) != CUDA_SUCCESS ||
+        (r = sim_vmm_check_access(src, n, s->dev->ordinal, false)) != CUDA_SUCCESS)
+        return r;
     return sim_stream_copy(s, (void *)dst, (const void *)src, n, wait);
 }
 
@@ -45,7 +49,8 @@ set8(uintptr_t dst, unsigned char v, size_t n, CUstream h, bool per_thread, bool
         return r;
     if (n == 0)
         return CUDA_SUCCESS;
-    if ((r = check_range(dst, n, true)) != CUDA_SUCCESS)
+    if ((r = check_range(dst, n, true)) != CUDA_SUCCESS ||
+        (r = sim_vmm_check_access(dst, n, s->dev->ordinal, true)) != CUDA_SUCCESS)
         return r;
     return sim_stream_set(s, (void *)dst, v, n, wait);
 }

@@ -22,12 +22,17 @@ struct sim_device;
 /* Segment kinds (sim_heap_seg.kind). */
 enum sim_kind { SIM_KIND_DEVICE = 1, SIM_KIND_MANAGED, SIM_KIND_ASYNC };
 
+#define SIM_MAX_PEERS 8 /* contexts one context may access (cuCtxEnablePeerAccess) */
+
 struct CUctx_st {
     struct sim_device *dev;
     bool primary;
     bool destroyed;        /* protected by dev->lock */
     unsigned flags;        /* protected by dev->lock */
     struct CUctx_st *next; /* dev->created list; protected by dev->lock */
+    /* Peer contexts whose memory this one may access; protected by dev->lock. */
+    struct CUctx_st *peers[SIM_MAX_PEERS];
+    int npeers;
 };
 
 struct CUmemPoolHandle_st {
@@ -144,6 +149,16 @@ size_t sim_device_free_owned(struct sim_device *dev, struct CUctx_st *ctx);
 bool sim_vmm_reserved(uintptr_t ptr);
 CUresult sim_vmm_lookup(uintptr_t ptr, size_t len, struct sim_device **dev, uintptr_t *base,
                         size_t *size) __attribute__((warn_unused_result));
+/* Whether `device` may read (write: and write) every VMM mapping overlapping [ptr, ptr+len), as
+ * cuMemSetAccess said: CUDA_ERROR_ILLEGAL_ADDRESS where it may not (the real device faults); no
+ * mapping there is no VMM memory, CUDA_SUCCESS. */
+CUresult sim_vmm_check_access(uintptr_t ptr, size_t len, int device, bool write)
+    __attribute__((warn_unused_result));
+/* One line in the SIMCUDA_VMM_LOG file (none without it), printf-style, no newline. */
+void sim_vmm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* sim_peer.c: a context's peer access is gone with it (destroy, reset, last primary release). */
+void sim_peer_forget(struct CUctx_st *ctx);
 
 /* sim_stream.c */
 CUresult sim_stream_init_legacy(struct sim_device *dev) __attribute__((warn_unused_result));

@@ -1,8 +1,14 @@
 /* Virtual memory management: cuMemCreate handles are ranges of a per-device memfd; mapping one
  * into a reserved range aliases the same pages, so data written through one mapping is seen
- * through another, as on a GPU. One global lock: VMM calls are rare. */
+ * through another, as on a GPU. Each mapping knows which devices may read and write it
+ * (cuMemSetAccess); a copy run by another device faults. One global lock: VMM calls are rare.
+ * SIMCUDA_VMM_LOG names a file that gets one line per VMM call that succeeded. */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "sim_config.h"
 #include "sim_driver.h"
@@ -20,7 +26,7 @@ struct sim_vmm_map {
     uintptr_t start;
     size_t size;
     struct sim_vmm_handle *h;
-    bool accessible;
+    uint64_t readable, writable; /* device ordinals (bit d), as cuMemSetAccess set them */
     struct sim_vmm_map *next;
 };
 
@@ -34,6 +40,40 @@ static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sim_vmm_handle *handles; /* protected by vmm_lock */
 static struct sim_vmm_map *maps;       /* protected by vmm_lock */
 static struct sim_vmm_range *ranges;   /* protected by vmm_lock */
+
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static int log_fd = -1;
+
+static void
+log_open(void)
+{
+    const char *path = getenv("SIMCUDA_VMM_LOG");
+    if (path == NULL || *path == '\0')
+        return;
+    log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0)
+        fprintf(stderr, "cuprof: sim: SIMCUDA_VMM_LOG=\"%s\": cannot open the file\n", path);
+}
+
+void
+sim_vmm_log(const char *fmt, ...)
+{
+    pthread_once(&log_once, log_open);
+    if (log_fd < 0)
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    /* One write per line on an O_APPEND file: lines of several threads never interleave. */
+    (void)!write(log_fd, line, (size_t)n);
+}
 
 void
 sim_vmm_fork_lock(void)
@@ -72,6 +112,8 @@ handle_unref_locked(struct sim_vmm_handle *h)
             *pp = h->next;
             break;
         }
+    sim_vmm_log("physfree %#llx %d %zu", (unsigned long long)(uintptr_t)h, h->dev->ordinal,
+                h->size);
     pthread_mutex_lock(&h->dev->lock);
     sim_heap_free(&h->dev->vmm_phys, h->phys);
     pthread_mutex_unlock(&h->dev->lock);
@@ -89,14 +131,36 @@ sim_vmm_reserved(uintptr_t ptr)
     return found;
 }
 
-/* The accessible mapping holding ptr, or NULL. */
+/* The mapping holding ptr (any: accessible by some device or not), or NULL. */
+static struct sim_vmm_map *
+map_any_at_locked(uintptr_t ptr)
+{
+    for (struct sim_vmm_map *m = maps; m; m = m->next)
+        if (ptr >= m->start && ptr - m->start < m->size)
+            return m;
+    return NULL;
+}
+
+/* The mapping holding ptr that some device may access, or NULL. */
 static struct sim_vmm_map *
 map_at_locked(uintptr_t ptr)
 {
-    for (struct sim_vmm_map *m = maps; m; m = m->next)
-        if (ptr >= m->start && ptr - m->start < m->size && m->accessible)
-            return m;
-    return NULL;
+    struct sim_vmm_map *m = map_any_at_locked(ptr);
+    return m != NULL && m->readable != 0 ? m : NULL;
+}
+
+CUresult
+sim_vmm_check_access(uintptr_t ptr, size_t len, int device, bool write)
+{
+    uint64_t bit = (uint64_t)1 << device;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&vmm_lock);
+    for (struct sim_vmm_map *m = maps; m && r == CUDA_SUCCESS; m = m->next)
+        if (ptr < m->start + m->size && m->start < ptr + len &&
+            !((write ? m->writable : m->readable) & bit))
+            r = CUDA_ERROR_ILLEGAL_ADDRESS;
+    pthread_mutex_unlock(&vmm_lock);
+    return r;
 }
 
 /* Like the driver, an access may run across mappings that lie back to back in one reserved
@@ -178,6 +242,7 @@ cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAlloca
     pthread_mutex_lock(&vmm_lock);
     h->next = handles;
     handles = h;
+    sim_vmm_log("create %#llx %d %zu", (unsigned long long)(uintptr_t)h, dev->ordinal, size);
     pthread_mutex_unlock(&vmm_lock);
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
     return CUDA_SUCCESS;
@@ -194,6 +259,7 @@ cuMemRelease(CUmemGenericAllocationHandle handle)
     struct sim_vmm_handle *h = handle_find_locked(handle);
     if (h) {
         h->released = true;
+        sim_vmm_log("release %#llx", (unsigned long long)handle);
         handle_unref_locked(h);
     }
     pthread_mutex_unlock(&vmm_lock);
@@ -234,6 +300,7 @@ cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr
     pthread_mutex_lock(&vmm_lock);
     rg->next = ranges;
     ranges = rg;
+    sim_vmm_log("reserve %#llx %zu", (unsigned long long)start, size);
     pthread_mutex_unlock(&vmm_lock);
     *ptr = start;
     return CUDA_SUCCESS;
@@ -254,6 +321,7 @@ cuMemAddressFree(CUdeviceptr ptr, size_t size)
         if ((*pp)->start == ptr && (*pp)->size == size) {
             found = *pp;
             *pp = found->next;
+            sim_vmm_log("addressfree %#llx %zu", (unsigned long long)ptr, size);
             break;
         }
     pthread_mutex_unlock(&vmm_lock);
@@ -301,6 +369,8 @@ cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHand
         m->next = maps;
         maps = m;
         m = NULL;
+        sim_vmm_log("map %#llx %zu %#llx", (unsigned long long)ptr, size,
+                    (unsigned long long)handle);
     }
     pthread_mutex_unlock(&vmm_lock);
     free(m);
@@ -333,6 +403,7 @@ cuMemUnmap(CUdeviceptr ptr, size_t size)
             *pp = m->next;
             mmap((void *)m->start, m->size, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+            sim_vmm_log("unmap %#llx %zu", (unsigned long long)m->start, m->size);
             handle_unref_locked(m->h);
             free(m);
         } else {
@@ -343,6 +414,8 @@ cuMemUnmap(CUdeviceptr ptr, size_t size)
     return CUDA_SUCCESS;
 }
 
+/* Every descriptor sets one device's access to the whole range (the last one for a device
+ * wins); the host mapping is readable/writable when some device's access is. */
 CUresult
 cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
@@ -351,17 +424,13 @@ cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t
         return r;
     if (!desc || count == 0 || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    int prot = PROT_NONE;
     for (size_t i = 0; i < count; i++) {
         if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
             !sim_device_get(desc[i].location.id))
             return CUDA_ERROR_INVALID_DEVICE;
-        if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-            prot = PROT_READ | PROT_WRITE;
-        else if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == PROT_NONE)
-            prot = PROT_READ;
-        else if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
-                 desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ)
+        if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+            desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+            desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
             return CUDA_ERROR_INVALID_VALUE;
     }
     pthread_mutex_lock(&vmm_lock);
@@ -374,11 +443,51 @@ cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t
         pthread_mutex_unlock(&vmm_lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    for (struct sim_vmm_map *m = maps; m; m = m->next)
-        if (m->start >= ptr && m->start + m->size <= ptr + size) {
-            (void)mprotect((void *)m->start, m->size, prot);
-            m->accessible = prot != PROT_NONE;
+    char line[400];
+    int len = snprintf(line, sizeof(line), "setaccess %#llx %zu", (unsigned long long)ptr, size);
+    for (size_t i = 0; i < count; i++)
+        if (len > 0 && (size_t)len < sizeof(line))
+            len += snprintf(line + len, sizeof(line) - (size_t)len, " %d:%d", desc[i].location.id,
+                            (int)desc[i].flags);
+    for (struct sim_vmm_map *m = maps; m; m = m->next) {
+        if (!(m->start >= ptr && m->start + m->size <= ptr + size))
+            continue;
+        for (size_t i = 0; i < count; i++) {
+            uint64_t bit = (uint64_t)1 << desc[i].location.id;
+            m->readable &= ~bit;
+            m->writable &= ~bit;
+            if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+                m->readable |= bit;
+            if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+                m->writable |= bit;
         }
+        (void)mprotect((void *)m->start, m->size,
+                       m->writable   ? PROT_READ | PROT_WRITE
+                       : m->readable ? PROT_READ
+                                     : PROT_NONE);
+    }
+    sim_vmm_log("%s", line);
     pthread_mutex_unlock(&vmm_lock);
     return CUDA_SUCCESS;
+}
+
+CUresult
+cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags || !location)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (location->type != CU_MEM_LOCATION_TYPE_DEVICE || !sim_device_get(location->id))
+        return CUDA_ERROR_INVALID_DEVICE;
+    uint64_t bit = (uint64_t)1 << location->id;
+    pthread_mutex_lock(&vmm_lock);
+    struct sim_vmm_map *m = map_any_at_locked(ptr);
+    if (m != NULL)
+        *flags = (m->writable & bit)   ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                 : (m->readable & bit) ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                                       : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    pthread_mutex_unlock(&vmm_lock);
+    return m != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

@@ -41,6 +41,47 @@ cudaDeviceReset(void)
     return rt_state_reset_device();
 }
 
+RT_EXPORT cudaError_t CUDARTAPI
+cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice)
+{
+    if (canAccessPeer == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    enum cudaError e = rt_state_init();
+    if (e != cudaSuccess)
+        return e;
+    int n = rt_state_device_count();
+    if (device < 0 || device >= n || peerDevice < 0 || peerDevice >= n)
+        return rt_state_ret(cudaErrorInvalidDevice);
+    return rt_state_cu(RT_CALL(cuDeviceCanAccessPeer, canAccessPeer, device, peerDevice));
+}
+
+/* The current device's context gets access to peerDevice's primary context (cudart retains it),
+ * through cuCtxEnablePeerAccess like NVIDIA's runtime. A device that cannot reach the peer (itself
+ * included) is cudaErrorInvalidDevice, as documented. */
+RT_EXPORT cudaError_t CUDARTAPI
+cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
+    RT_CTX_OR_RETURN();
+    int device = 0, can = 0;
+    enum cudaError e = rt_state_get_device(&device);
+    if (e != cudaSuccess)
+        return e;
+    if (peerDevice < 0 || peerDevice >= rt_state_device_count())
+        return rt_state_ret(cudaErrorInvalidDevice);
+    if (flags != 0)
+        return rt_state_ret(cudaErrorInvalidValue);
+    CUresult r = RT_CALL(cuDeviceCanAccessPeer, &can, device, peerDevice);
+    if (r != CUDA_SUCCESS)
+        return rt_state_cu(r);
+    if (!can)
+        return rt_state_ret(cudaErrorInvalidDevice);
+    CUcontext peer = NULL;
+    r = rt_state_primary(peerDevice, &peer);
+    if (r == CUDA_SUCCESS)
+        r = RT_CALL(cuCtxEnablePeerAccess, peer, 0);
+    return rt_state_cu(r);
+}
+
 /* cudaDeviceProp int fields filled from cuDeviceGetAttribute. */
 static const struct {
     size_t offset;

@@ -65,6 +65,12 @@ rt_errors_from_cu(CUresult r)
         return cudaErrorStreamCaptureUnsupported;
     case CUDA_ERROR_TIMEOUT:
         return cudaErrorTimeout;
+    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED:
+        return cudaErrorPeerAccessUnsupported;
+    case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
+        return cudaErrorPeerAccessAlreadyEnabled;
+    case CUDA_ERROR_TOO_MANY_PEERS:
+        return cudaErrorTooManyPeers;
     default:
         return cudaErrorUnknown;
     }

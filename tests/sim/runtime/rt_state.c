@@ -117,8 +117,7 @@ rt_state_device_count(void)
     return rt_state.device_count;
 }
 
-/* The primary context of `device`, retained on first use. */
-static CUresult
+CUresult
 rt_state_primary(int device, CUcontext *ctx)
 {
     CUresult r = CUDA_SUCCESS;

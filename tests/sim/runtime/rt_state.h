@@ -43,6 +43,9 @@ __attribute__((warn_unused_result)) enum cudaError rt_state_reset_device(void);
             return rt_e_;                                                                          \
     } while (0)
 
+/* The primary context of `device` (0 .. count-1), retained on first use. */
+__attribute__((warn_unused_result)) CUresult rt_state_primary(int device, CUcontext *ctx);
+
 /* Device count found at init (0 before). */
 int rt_state_device_count(void);
 
