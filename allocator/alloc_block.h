@@ -29,6 +29,7 @@ struct alloc_segment {
     bool external;   /* allocator_track_external: never cached, never freed by us */
     bool expandable; /* expandable_segments: grows and shrinks by mapping pages */
     size_t page;     /* expandable: bytes per mapped page (2 MiB small pool, 20 MiB large) */
+    uint64_t serial; /* expandable: creation order on its device (PyTorch's expandable_segments_) */
 };
 
 /* A stream use (PyTorch's stream_uses entry) or, once recorded, an outstanding event. */

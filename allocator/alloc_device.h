@@ -67,6 +67,7 @@ struct alloc_device {
     bool collects_garbage;     /* protected by lock: set_fraction and a GC threshold */
     bool expandable;           /* read-only: expandable_segments:True and a VMM backend */
     size_t expandable_count;   /* protected by lock: live expandable segments */
+    uint64_t expandable_made;  /* protected by lock: expandable segments ever made (serials) */
     struct alloc_aux *events;  /* protected by lock: outstanding events, oldest first */
     struct alloc_aux *events_tail;
     struct alloc_aux *event_pool;               /* protected by lock: idle created events */
@@ -85,6 +86,11 @@ struct alloc_device {
     struct alloc_chunk *chunks; /* protected by lock */
 
     char oom_message[ALLOC_OOM_MESSAGE_LEN]; /* protected by lock */
+
+    /* PyTorch's devices_with_peer_access_: devices that may access this one's memory, in the
+     * order they were added (each mapping gives them access); NULL until the first. */
+    int16_t *peers;    /* protected by lock; [device count] */
+    size_t peer_count; /* protected by lock */
 };
 
 /* Sets up an empty device; returns 0 or -CUPROF_EHOSTMEM. */

@@ -3,6 +3,8 @@
  * release_expandable_segment, get_free_block's expandable rule), over device_ops' vmm_* calls. */
 #include "allocator/alloc_expand.h"
 
+#include <string.h>
+
 #include "allocator/cuprof_errors.h"
 
 /* ---- The unmapped set of a pool, ordered by (stream, addr): PyTorch's BlockComparatorAddress. */
@@ -195,6 +197,7 @@ new_segment_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t s
     seg->pool = TRACE_POOL_DEFAULT;
     seg->expandable = true;
     seg->page = page;
+    seg->serial = ++dev->expandable_made;
     b->seg = seg;
     b->addr = addr;
     b->size = size;
@@ -229,6 +232,21 @@ find_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t stream, 
     return new_segment_locked(dev, pool, stream, out);
 }
 
+/* PyTorch's mapAndSetAccess after cuMemMap: the owning device got access (vmm_map), now every
+ * peer in the order they were added, one cuMemSetAccess each over the whole range mapped. */
+static int
+grant_peers_locked(struct alloc_device *dev, uint64_t addr, size_t size)
+{
+    ALLOC_ASSERT_HELD(&dev->lock);
+    const struct device_ops *ops = dev->ops;
+    for (size_t i = 0; ops->vmm_set_access != NULL && i < dev->peer_count; i++) {
+        int rc = ops->vmm_set_access(ops->ctx, dev->index, addr, size, dev->peers[i]);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 /* PyTorch's map_block: maps the pages under the first `size` bytes of the unmapped block
  * to_map, leaves the rest unmapped behind it, merges with free neighbours and caches the result
  * (to_map is that free block afterwards). */
@@ -244,6 +262,11 @@ map_block_locked(struct alloc_device *dev, struct alloc_pool *pool, struct alloc
     int rc = dev->ops->vmm_map(dev->ops->ctx, dev->index, at, page, count);
     if (rc != 0)
         return rc; /* all or nothing: the range is as it was */
+    if ((rc = grant_peers_locked(dev, at, count * page)) != 0) {
+        /* PyTorch raises with the pages mapped; cuprof keeps the call all or nothing. */
+        (void)dev->ops->vmm_unmap(dev->ops->ctx, dev->index, at, page, count);
+        return rc;
+    }
     size_t mapped = count * page;
     unmapped_erase_locked(pool, to_map);
     if (mapped < to_map->size) {
@@ -323,6 +346,64 @@ alloc_expand_map_at_locked(struct alloc_device *dev, struct alloc_pool *pool, ui
         unmapped_insert_locked(pool, u);
     }
     return map_block_locked(dev, pool, u, size, 0);
+}
+
+/* ---- Peer devices. */
+
+int
+alloc_expand_add_peer_locked(struct alloc_device *dev, int peer)
+{
+    ALLOC_ASSERT_HELD(&dev->lock);
+    for (size_t i = 0; i < dev->peer_count; i++)
+        if (dev->peers[i] == peer)
+            return 0; /* PyTorch's addPeerAccess: already there, nothing to do */
+    dev->peers[dev->peer_count++] = (int16_t)peer;
+    const struct device_ops *ops = dev->ops;
+    if (ops->vmm_set_access == NULL || dev->expandable_count == 0)
+        return 0;
+    /* Each live segment in the order they were made (a handful: one per stream and pool), and
+     * in it each run of mapped pages, lowest first (ExpandableSegment::addPeer). */
+    int first = 0;
+    uint64_t after = 0;
+    for (;;) {
+        struct alloc_segment *seg = NULL;
+        for (struct avl_node *n = avl_first(&dev->segments); n != NULL; n = avl_next(n)) {
+            struct alloc_segment *s =
+                (struct alloc_segment *)(void *)((char *)n - offsetof(struct alloc_segment, node));
+            if (s->expandable && s->serial > after && (seg == NULL || s->serial < seg->serial))
+                seg = s;
+        }
+        if (seg == NULL)
+            return first;
+        after = seg->serial;
+        for (struct alloc_block *b = seg->head; b != NULL;) {
+            if (b->unmapped) {
+                b = b->next;
+                continue;
+            }
+            uint64_t start = b->addr;
+            size_t size = 0;
+            for (; b != NULL && !b->unmapped; b = b->next)
+                size += b->size;
+            /* PyTorch raises at the first failure; cuprof gives the rest access all the same. */
+            int rc = ops->vmm_set_access(ops->ctx, dev->index, start, size, peer);
+            if (first == 0)
+                first = rc;
+        }
+    }
+}
+
+void
+alloc_expand_drop_peer_locked(struct alloc_device *dev, int peer)
+{
+    ALLOC_ASSERT_HELD(&dev->lock);
+    for (size_t i = 0; i < dev->peer_count; i++)
+        if (dev->peers[i] == peer) {
+            memmove(&dev->peers[i], &dev->peers[i + 1],
+                    (dev->peer_count - i - 1) * sizeof(dev->peers[0]));
+            dev->peer_count--;
+            return;
+        }
 }
 
 /* ---- Shrinking. */

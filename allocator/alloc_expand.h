@@ -60,6 +60,16 @@ __attribute__((warn_unused_result)) int alloc_expand_map_at_locked(struct alloc_
 __attribute__((warn_unused_result)) int alloc_expand_unmap_at_locked(struct alloc_device *dev,
                                                                      uint64_t addr, size_t size);
 
+/* PyTorch's addPeerAccess for this device: `peer` (another device) joins dev->peers, which must
+ * have room, unless it is there already; then it gets access to every mapped run of every
+ * expandable segment (ExpandableSegment::addPeer), and every later mapping gives it access too.
+ * Returns 0 or the first backend error (the other runs still get access). */
+__attribute__((warn_unused_result)) int alloc_expand_add_peer_locked(struct alloc_device *dev,
+                                                                     int peer);
+
+/* `peer` leaves dev->peers (its context, or this device's, went: cuprof forgets the device). */
+void alloc_expand_drop_peer_locked(struct alloc_device *dev, int peer);
+
 /* Spare blocks that alloc_expand_release_pool_locked may take on both pools: two per free
  * mapped expandable block (the free pieces before and after the pages it unmaps). */
 size_t alloc_expand_release_blocks_needed_locked(struct alloc_device *dev);

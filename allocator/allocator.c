@@ -93,8 +93,10 @@ allocator_destroy(struct allocator *alloc)
 {
     if (alloc == NULL)
         return;
-    for (int d = 0; d < alloc->device_count; d++)
+    for (int d = 0; d < alloc->device_count; d++) {
+        free(alloc->devices[d].peers);
         alloc_device_destroy(&alloc->devices[d]);
+    }
     free(alloc->devices);
     free(alloc);
 }
@@ -338,7 +340,17 @@ allocator_forget_device(struct allocator *alloc, int device)
             (struct alloc_segment *)(void *)((char *)n - offsetof(struct alloc_segment, node)));
     dev->stream_count = 0;
     dev->streams_overflow = false;
+    /* Peer access is the contexts': gone both ways with this device's. */
+    dev->peer_count = 0;
     alloc_lock_release(&dev->lock);
+    for (int d = 0; d < alloc->device_count; d++) {
+        struct alloc_device *other = &alloc->devices[d];
+        if (d == device)
+            continue;
+        alloc_lock_acquire(&other->lock);
+        alloc_expand_drop_peer_locked(other, device);
+        alloc_lock_release(&other->lock);
+    }
 }
 
 void
@@ -447,6 +459,32 @@ allocator_unmap_expandable(struct allocator *alloc, int device, uint64_t addr, s
     if (rc == 0)
         rc = alloc_expand_unmap_at_locked(dev, addr, size);
     alloc_lock_release(&dev->lock);
+    return rc;
+}
+
+int
+allocator_add_peer(struct allocator *alloc, int device, int peer)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (dev == NULL || peer < 0 || peer >= alloc->device_count || peer == device)
+        return -CUPROF_EINVAL;
+    int16_t *fresh = NULL;
+    alloc_lock_acquire(&dev->lock);
+    if (dev->peers == NULL) {
+        /* Room for every other device, made outside the lock. */
+        alloc_lock_release(&dev->lock);
+        fresh = calloc((size_t)alloc->device_count, sizeof(*fresh));
+        if (fresh == NULL)
+            return -CUPROF_EHOSTMEM;
+        alloc_lock_acquire(&dev->lock);
+        if (dev->peers == NULL) {
+            dev->peers = fresh;
+            fresh = NULL;
+        }
+    }
+    int rc = alloc_expand_add_peer_locked(dev, peer);
+    alloc_lock_release(&dev->lock);
+    free(fresh);
     return rc;
 }
 

@@ -115,6 +115,14 @@ __attribute__((warn_unused_result)) int allocator_map_expandable(struct allocato
 __attribute__((warn_unused_result)) int
 allocator_unmap_expandable(struct allocator *alloc, int device, uint64_t addr, size_t size);
 
+/* PyTorch's enablePeerAccess(dev, dev_to_access) after the driver call succeeded: `peer` (dev)
+ * may now access `device`'s memory (dev_to_access), so device's expandable segments give it
+ * access to every page mapped now and later (cuMemSetAccess through vmm_set_access), in the
+ * order peers were added. Adding a peer twice does nothing. Returns 0, -CUPROF_EINVAL (a device
+ * out of range, or peer == device), -CUPROF_EHOSTMEM, or the first backend error. */
+__attribute__((warn_unused_result)) int allocator_add_peer(struct allocator *alloc, int device,
+                                                           int peer);
+
 /* Copies of the per-device counters (PyTorch's memory_stats), and their resets. */
 void allocator_get_stats(struct allocator *alloc, int device, struct memory_stats *out);
 /* The same with the device lock already held (a dump copies stats with the block table). */

@@ -57,12 +57,16 @@ struct device_ops {
      *   their memory to the device (cuMemUnmap, cuMemRelease). Does not wait for the device: the
      *   allocator calls stream_synchronize first, as PyTorch does.
      * vmm_release: gives back a reservation with nothing mapped in it (cuMemAddressFree).
+     * vmm_set_access: makes [addr, addr + size), pages vmm_map mapped for `device`, readable and
+     *   writable by device `peer` too (cuMemSetAccess with one descriptor): PyTorch's setAccess
+     *   for a peer device. Optional: NULL gives peers no access.
      * stream_synchronize: waits for the work queued on `stream` (cudaStreamSynchronize). */
     int (*vmm_granularity)(void *ctx, int device, size_t *granularity);
     int (*vmm_reserve)(void *ctx, int device, size_t size, uint64_t *addr);
     int (*vmm_map)(void *ctx, int device, uint64_t addr, size_t page, size_t count);
     int (*vmm_unmap)(void *ctx, int device, uint64_t addr, size_t page, size_t count);
     int (*vmm_release)(void *ctx, int device, uint64_t addr, size_t size);
+    int (*vmm_set_access)(void *ctx, int device, uint64_t addr, size_t size, int peer);
     int (*stream_synchronize)(void *ctx, int device, uint64_t stream);
 };
 

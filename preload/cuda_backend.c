@@ -349,6 +349,21 @@ backend_vmm_unmap(void *ctx, int device, uint64_t addr, size_t page, size_t coun
     return from_cu(r_);
 }
 
+/* PyTorch's setAccess for a peer device: one cuMemSetAccess, one descriptor. */
+static int
+backend_vmm_set_access(void *ctx, int device, uint64_t addr, size_t size, int peer)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUmemAccessDesc desc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = peer},
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUresult r_;
+    WITH_DEVICE(real, device, real->cuMemSetAccess((CUdeviceptr)addr, size, &desc, 1));
+    return from_cu(r_);
+}
+
 static int
 backend_stream_synchronize(void *ctx, int device, uint64_t stream)
 {
@@ -377,6 +392,7 @@ static const struct device_ops backend_ops = {
     .vmm_map = backend_vmm_map,
     .vmm_unmap = backend_vmm_unmap,
     .vmm_release = backend_vmm_release,
+    .vmm_set_access = backend_vmm_set_access,
     .stream_synchronize = backend_stream_synchronize,
 };
 

@@ -10,6 +10,7 @@
 #include "preload/real_dl.h"
 #include "preload/shim_ctx.h"
 #include "preload/shim_mem.h"
+#include "preload/shim_peer.h"
 #include "preload/shim_query.h"
 #include "preload/shim_rt.h"
 #include "preload/shim_vmm.h"
@@ -212,6 +213,12 @@ cuStreamDestroy_v2(CUstream stream)
     return shim_stream_destroy(stream);
 }
 
+EXPORT CUresult CUDAAPI
+cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    return shim_peer_ctx_enable(peerContext, Flags);
+}
+
 /* ---- Runtime API (only reached with a shared libcudart; unversioned names interpose
  * cudaMalloc@libcudart.so.13). */
 EXPORT cudaError_t CUDARTAPI
@@ -294,4 +301,10 @@ EXPORT cudaError_t CUDARTAPI
 cudaDeviceReset(void)
 {
     return shim_rt_device_reset();
+}
+
+EXPORT cudaError_t CUDARTAPI
+cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
+    return shim_rt_device_enable_peer_access(peerDevice, flags);
 }

@@ -16,6 +16,7 @@
 #include "preload/runtime.h"
 #include "preload/shim_ctx.h"
 #include "preload/shim_mem.h"
+#include "preload/shim_peer.h"
 #include "preload/shim_query.h"
 #include "preload/shim_vmm.h"
 
@@ -64,6 +65,7 @@ static const struct hook_row hook_rows[] = {
     {"cuDevicePrimaryCtxRelease", 11000, INT_MAX, PTSZ_ANY, FN(shim_ctx_primary_release_v2)},
     {"cuCtxDestroy", 4000, INT_MAX, PTSZ_ANY, FN(shim_ctx_destroy)},
     {"cuStreamDestroy", 4000, INT_MAX, PTSZ_ANY, FN(shim_stream_destroy)},
+    {"cuCtxEnablePeerAccess", 4000, INT_MAX, PTSZ_ANY, FN(shim_peer_ctx_enable)},
 };
 
 /* Exported (versioned) driver names -> wrapper, for programs and cudart's fallback path that
@@ -102,6 +104,7 @@ static const struct name_row name_rows[] = {
     {"cuDevicePrimaryCtxRelease_v2", FN(shim_ctx_primary_release_v2)},
     {"cuCtxDestroy_v2", FN(shim_ctx_destroy)},
     {"cuStreamDestroy_v2", FN(shim_stream_destroy)},
+    {"cuCtxEnablePeerAccess", FN(shim_peer_ctx_enable)},
 };
 
 /* The driver lookups dlsym swapped for cuprof's (a few distinct ones): where our lookup

@@ -51,6 +51,7 @@
       PFN_cuDevicePrimaryCtxRelease_v11000)                                                        \
     X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0, PFN_cuCtxDestroy_v4000)                            \
     X(cuStreamDestroy_v2, "cuStreamDestroy", 4000, 0, PFN_cuStreamDestroy_v4000)                   \
+    X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000, 0, PFN_cuCtxEnablePeerAccess_v4000)    \
     /* cuprof's own use */                                                                         \
     X(cuDeviceGet, "cuDeviceGet", 2000, 0, PFN_cuDeviceGet_v2000)                                  \
     X(cuDeviceGetCount, "cuDeviceGetCount", 2000, 0, PFN_cuDeviceGetCount_v2000)                   \

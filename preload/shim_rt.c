@@ -13,6 +13,7 @@
 #include "preload/real_dl.h"
 #include "preload/shim_call.h"
 #include "preload/shim_ctx.h"
+#include "preload/shim_peer.h"
 
 _Thread_local struct call_tag call_tag_current __attribute__((tls_model("initial-exec")));
 
@@ -30,6 +31,7 @@ enum rt_fn {
     RT_MALLOC_MANAGED,
     RT_MEM_GET_INFO,
     RT_DEVICE_RESET,
+    RT_DEVICE_ENABLE_PEER_ACCESS,
     RT_FN_COUNT
 };
 
@@ -47,6 +49,7 @@ static const char *const rt_names[RT_FN_COUNT] = {
     [RT_MALLOC_MANAGED] = "cudaMallocManaged",
     [RT_MEM_GET_INFO] = "cudaMemGetInfo",
     [RT_DEVICE_RESET] = "cudaDeviceReset",
+    [RT_DEVICE_ENABLE_PEER_ACCESS] = "cudaDeviceEnablePeerAccess",
 };
 
 static _Atomic(void *) rt_real[RT_FN_COUNT];
@@ -86,7 +89,8 @@ rt_is_free(enum rt_fn fn)
 static bool
 rt_allocates(enum rt_fn fn)
 {
-    return fn != RT_MEM_GET_INFO && fn != RT_DEVICE_RESET && !rt_is_free(fn);
+    return fn != RT_MEM_GET_INFO && fn != RT_DEVICE_RESET && fn != RT_DEVICE_ENABLE_PEER_ACCESS &&
+           !rt_is_free(fn);
 }
 
 /* Tags the thread for the driver wrappers below. Once cuprof is initialised the stack is taken
@@ -112,6 +116,7 @@ typedef cudaError_t (*rt_malloc_3d_fn)(struct cudaPitchedPtr *, struct cudaExten
 typedef cudaError_t (*rt_malloc_managed_fn)(void **, size_t, unsigned int);
 typedef cudaError_t (*rt_mem_get_info_fn)(size_t *, size_t *);
 typedef cudaError_t (*rt_device_reset_fn)(void);
+typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
 
 /* Every wrapper: guarded calls (cuprof's own) and off mode go straight through; others are
  * tagged. The wrapper's return address is the program's call site (exports.c's stubs are tail
@@ -185,5 +190,21 @@ cudaError_t shim_rt_device_reset(void)
     struct call_tag saved = rt_enter(RT_DEVICE_RESET, __builtin_return_address(0));
     cudaError_t result = real();
     call_tag_pop(saved);
+    return result;
+}
+
+cudaError_t
+shim_rt_device_enable_peer_access(int peer, unsigned int flags)
+{
+    RT_REAL(real, RT_DEVICE_ENABLE_PEER_ACCESS, rt_enable_peer_fn)
+    if (guard_active())
+        return real(peer, flags);
+    struct call_tag saved = rt_enter(RT_DEVICE_ENABLE_PEER_ACCESS, __builtin_return_address(0));
+    cudaError_t result = real(peer, flags);
+    call_tag_pop(saved);
+    /* The runtime's cuCtxEnablePeerAccess came through cuprof's wrapper already; this covers a
+     * runtime that reaches the driver otherwise (adding a peer twice does nothing). */
+    if (result == cudaSuccess || result == cudaErrorPeerAccessAlreadyEnabled)
+        shim_peer_record(peer);
     return result;
 }

@@ -23,5 +23,6 @@ cudaError_t shim_rt_malloc_3d(struct cudaPitchedPtr *pitched, struct cudaExtent 
 cudaError_t shim_rt_malloc_managed(void **ptr, size_t size, unsigned int flags);
 cudaError_t shim_rt_mem_get_info(size_t *free_bytes, size_t *total_bytes);
 cudaError_t shim_rt_device_reset(void);
+cudaError_t shim_rt_device_enable_peer_access(int peer, unsigned int flags);
 
 #endif

@@ -23,11 +23,12 @@ CUDA_EXPORTS = {
     "cuMemAddressFree", "cuMemGetAddressRange_v2", "cuPointerGetAttribute",
     "cuPointerGetAttributes", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2",
     "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", "cuCtxDestroy_v2",
-    "cuStreamDestroy_v2",
+    "cuStreamDestroy_v2", "cuCtxEnablePeerAccess",
     # runtime API
     "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFreeAsync",
     "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",
     "cudaMallocPitch", "cudaMalloc3D", "cudaMallocManaged", "cudaMemGetInfo", "cudaDeviceReset",
+    "cudaDeviceEnablePeerAccess",
 }
 
 # The only libraries libcuprof.so may need: glibc itself and its parts, plus the sanitizer

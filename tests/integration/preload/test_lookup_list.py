@@ -54,6 +54,10 @@ KNOWN = {
     ("cuStreamDestroy", 4000, 0):
         "extra: cuprof wraps stream destruction so that free_sync:events forgets the stream "
         "before the driver frees it (preload/shim_ctx.c shim_stream_destroy)",
+    ("cuCtxEnablePeerAccess", 4000, 0):
+        "extra: cuprof wraps peer enabling so that a device's expandable segments give the "
+        "new peer access to their pages, as PyTorch's enablePeerAccess does "
+        "(preload/shim_peer.c shim_peer_ctx_enable)",
     ("cuIpcGetMemHandle", 4010, 0):
         "missing: §10 B swaps it; cuprof hands out the driver's own, so an IPC handle of a "
         "cached block names its whole segment (preload/hooks.c has no cuIpcGetMemHandle row)",

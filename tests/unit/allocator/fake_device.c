@@ -178,6 +178,22 @@ fake_device_mapped(const struct fake_device *fake, uint64_t addr)
     return false;
 }
 
+bool
+fake_device_accessible(const struct fake_device *fake, uint64_t addr, int device)
+{
+    for (size_t i = 0; i < fake->page_count; i++)
+        if (addr >= fake->page_addr[i] && addr - fake->page_addr[i] < fake->page_size[i])
+            return (fake->page_access[i] >> device) & 1;
+    return false;
+}
+
+static void
+log_call(struct fake_device *f, char kind, int device, uint64_t addr, size_t size, int peer)
+{
+    if (f->call_count < FAKE_MAX_CALLS)
+        f->calls[f->call_count++] = (struct fake_vmm_call){kind, device, addr, size, peer};
+}
+
 static int
 f_vmm_map(void *ctx, int device, uint64_t addr, size_t page, size_t count)
 {
@@ -203,11 +219,40 @@ f_vmm_map(void *ctx, int device, uint64_t addr, size_t page, size_t count)
     for (size_t i = 0; i < count; i++) {
         f->page_addr[f->page_count] = addr + i * page;
         f->page_size[f->page_count] = page;
+        f->page_access[f->page_count] = 1u << device;
         f->page_device[f->page_count++] = device;
     }
     f->used[device] += count * page;
     f->pages_mapped += (long)count;
     f->vmm_map_calls++;
+    log_call(f, 'M', device, addr, count * page, device);
+    return 0;
+}
+
+/* cuMemSetAccess: the range must be whole mapped pages of `device`. */
+static int
+f_vmm_set_access(void *ctx, int device, uint64_t addr, size_t size, int peer)
+{
+    struct fake_device *f = ctx;
+    if (f->set_access_error != 0) {
+        int rc = f->set_access_error;
+        f->set_access_error = 0;
+        return rc;
+    }
+    if (size == 0 || peer < 0 || peer >= FAKE_DEVICES)
+        return 1;
+    for (uint64_t a = addr; a < addr + size;) {
+        size_t k = page_index(f, a);
+        if (k == SIZE_MAX || f->page_device[k] != device || a + f->page_size[k] > addr + size)
+            return 1;
+        a += f->page_size[k];
+    }
+    for (uint64_t a = addr; a < addr + size;) {
+        size_t k = page_index(f, a);
+        f->page_access[k] |= 1u << peer;
+        a += f->page_size[k];
+    }
+    log_call(f, 'A', device, addr, size, peer);
     return 0;
 }
 
@@ -226,10 +271,12 @@ f_vmm_unmap(void *ctx, int device, uint64_t addr, size_t page, size_t count)
         f->page_addr[k] = f->page_addr[f->page_count];
         f->page_size[k] = f->page_size[f->page_count];
         f->page_device[k] = f->page_device[f->page_count];
+        f->page_access[k] = f->page_access[f->page_count];
     }
     f->used[device] -= count * page;
     f->pages_unmapped += (long)count;
     f->vmm_unmap_calls++;
+    log_call(f, 'U', device, addr, count * page, device);
     return 0;
 }
 
@@ -252,6 +299,7 @@ fake_device_ops(struct fake_device *fake)
     ops.vmm_map = f_vmm_map;
     ops.vmm_unmap = f_vmm_unmap;
     ops.vmm_release = f_vmm_release;
+    ops.vmm_set_access = f_vmm_set_access;
     ops.stream_synchronize = f_stream_synchronize;
     return ops;
 }

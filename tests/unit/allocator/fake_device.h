@@ -22,6 +22,17 @@
 #define FAKE_VMM_BASE    0x7f8000000000ULL /* device d's reservations: + d * 2^40 */
 #define FAKE_GRANULARITY ((size_t)2 << 20)
 #define FAKE_MAX_PAGES   4096
+#define FAKE_MAX_CALLS   256
+
+/* One VMM call that succeeded, in order: 'M' vmm_map (count * page bytes, the owner's access),
+ * 'A' vmm_set_access (for `peer`), 'U' vmm_unmap. */
+struct fake_vmm_call {
+    char kind;
+    int device;
+    uint64_t addr;
+    size_t size;
+    int peer;
+};
 
 struct fake_event {
     uint64_t stream;
@@ -46,9 +57,13 @@ struct fake_device {
     uint64_t page_addr[FAKE_MAX_PAGES];
     size_t page_size[FAKE_MAX_PAGES];
     int page_device[FAKE_MAX_PAGES];
+    uint32_t page_access[FAKE_MAX_PAGES]; /* devices (bit d) that may access the page */
     size_t page_count;
-    long fail_create_at; /* >0: the fail_create_at-th page created from now on fails (OOM) */
-    int vmm_error;       /* nonzero: the next vmm_map fails with this backend error */
+    struct fake_vmm_call calls[FAKE_MAX_CALLS];
+    size_t call_count;
+    int set_access_error; /* nonzero: the next vmm_set_access fails with this backend error */
+    long fail_create_at;  /* >0: the fail_create_at-th page created from now on fails (OOM) */
+    int vmm_error;        /* nonzero: the next vmm_map fails with this backend error */
     long vmm_reserves, vmm_releases, pages_created, pages_mapped, pages_unmapped, stream_syncs;
     long vmm_map_calls, vmm_unmap_calls; /* successful ones */
     uint64_t last_stream_sync;
@@ -67,6 +82,8 @@ struct device_ops fake_device_ops(struct fake_device *fake);
 struct device_ops fake_device_ops_no_vmm(struct fake_device *fake);
 /* True when the page at addr is mapped. */
 bool fake_device_mapped(const struct fake_device *fake, uint64_t addr);
+/* True when the page at addr is mapped and `device` may access it. */
+bool fake_device_accessible(const struct fake_device *fake, uint64_t addr, int device);
 struct trace_sink fake_device_sink(struct fake_device *fake);
 /* Completes every recorded event on `stream` (UINT64_MAX: all streams). */
 void fake_device_complete(struct fake_device *fake, uint64_t stream);
