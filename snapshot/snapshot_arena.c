@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define ARENA_CHUNK (256u * 1024u)
 
@@ -50,7 +52,7 @@ snapshot_arena_destroy(struct snapshot_arena *arena)
 }
 
 void *
-snapshot_arena_alloc(struct snapshot_arena *arena, size_t size)
+snapshot_arena_alloc_bytes(struct snapshot_arena *arena, size_t size)
 {
     size = (size + 15u) & ~(size_t)15u;
     if (size == 0)
@@ -78,8 +80,54 @@ snapshot_arena_alloc(struct snapshot_arena *arena, size_t size)
     }
     void *p = c->data + c->used;
     c->used += size;
-    memset(p, 0, size);
     return p;
+}
+
+void *
+snapshot_arena_alloc(struct snapshot_arena *arena, size_t size)
+{
+    void *p = snapshot_arena_alloc_bytes(arena, size);
+    if (p != NULL)
+        memset(p, 0, size);
+    return p;
+}
+
+void
+snapshot_arena_reset(struct snapshot_arena *arena)
+{
+    struct arena_chunk *keep = arena->chunks;
+    if (keep == NULL)
+        return;
+    struct arena_chunk *c = keep->next;
+    while (c != NULL) {
+        struct arena_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    keep->next = NULL;
+    keep->used = 0;
+    arena->bytes = sizeof(struct arena_chunk) + keep->size;
+    if (arena->slot_used > 0) {
+        memset(arena->slots, 0, arena->slot_cap * sizeof(*arena->slots));
+        arena->slot_used = 0;
+    }
+}
+
+void
+snapshot_arena_prefault(void *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    static long page;
+    if (page == 0)
+        page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    uintptr_t mask = (uintptr_t)page - 1;
+    uintptr_t lo = ((uintptr_t)p + mask) & ~mask, hi = ((uintptr_t)p + len) & ~mask;
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE); /* a refusal changes nothing */
+#else
+    (void)p;
+    (void)len;
+#endif
 }
 
 size_t
@@ -200,7 +248,7 @@ snapshot_arena_intern(struct snapshot_arena *arena, const char *s, size_t len)
         }
         j = (j + 1) & (arena->slot_cap - 1);
     }
-    char *copy = snapshot_arena_alloc(arena, len + 1);
+    char *copy = snapshot_arena_alloc_bytes(arena, len + 1);
     if (copy == NULL) {
         free(fixed);
         return NULL;

@@ -11,7 +11,10 @@
 struct sval_seq *
 sval_seq_new(struct snapshot_arena *arena)
 {
-    return snapshot_arena_alloc(arena, sizeof(struct sval_seq));
+    struct sval_seq *seq = snapshot_arena_alloc_bytes(arena, sizeof(struct sval_seq));
+    if (seq != NULL)
+        *seq = (struct sval_seq){0};
+    return seq;
 }
 
 int
@@ -28,7 +31,7 @@ sval_seq_append(struct snapshot_arena *arena, struct sval_seq *seq, const struct
             cap *= 2;
         if (cap > UINT32_MAX)
             cap = UINT32_MAX;
-        struct sval *items = snapshot_arena_alloc(arena, cap * sizeof(struct sval));
+        struct sval *items = snapshot_arena_alloc_bytes(arena, cap * sizeof(struct sval));
         if (items == NULL)
             return -CUPROF_EHOSTMEM;
         if (used > 0)

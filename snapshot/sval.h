@@ -27,7 +27,10 @@ enum sval_type {
 struct sval_seq;
 
 struct sval {
-    uint8_t type; /* enum sval_type */
+    uint8_t type;  /* enum sval_type */
+    uint8_t flags; /* SVAL_MEMO, and the pickle reader's own bits */
+    uint8_t place; /* pickle reader only: where a container sits in a snapshot (streaming) */
+    uint32_t slot; /* pickle reader only: its index there (the d of device_traces[d]) */
     union {
         bool b;
         int64_t i;
@@ -37,6 +40,10 @@ struct sval {
         struct sval_seq *seq; /* list, tuple, dict */
     } u;
 };
+
+/* The container went through the pickle memo: the file may refer to it more than once (a
+ * container without it is referenced from one place only). */
+#define SVAL_MEMO 1u
 
 /* Items of a list or tuple; a dict holds 2*len items: key, value, key, value... */
 struct sval_seq {
