@@ -1,6 +1,6 @@
 /* test_snapshot_fast.c: the readers' and writers' speed-ups must not change a byte or a fact:
- * JSON frame lists rendered once and copied, the pickle reader's streamed history and its
- * memoized frames, and every shape that has to fall back to the plain value tree. */
+ * JSON frame lists rendered once and copied, and the pickle reader's streamed history (Python's
+ * own pickles and hand-made shapes: test_pickle_streaming.py). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,9 +11,14 @@
 
 #include <cmocka.h>
 
+#include <unistd.h>
+
 #include "allocator/trace_sink.h"
 #include "fixture.h"
 #include "snapshot/emitter.h"
+#include "snapshot/pickle_reader.h"
+#include "snapshot/snapshot_arena.h"
+#include "snapshot/snapshot_import.h"
 #include "snapshot/snapshot_read.h"
 #include "snapshot/snapshot_write.h"
 
@@ -102,11 +107,67 @@ test_json_cached_frames_same_text(void **state)
     snapshot_free(s);
 }
 
+/* A model as JSON text (compared as bytes), freed. */
+static struct buf
+json_and_free(struct snapshot *s)
+{
+    struct buf b = json_of(s, false);
+    snapshot_free(s);
+    return b;
+}
+
+/* cuprof's own pickle of every kind of entry (oom, annotate, pools, labels: the checked path),
+ * 7500 entries in batches, two devices: streamed from memory and from a file (a window at a
+ * time), it reads back as the plain value tree does, and as the model it came from. */
+static void
+test_streamed_same_as_tree(void **state)
+{
+    (void)state;
+    struct snapshot *s = fixture_model(2500, 7);
+    assert_non_null(s);
+    unsigned char *data;
+    size_t len;
+    assert_int_equal(snapshot_write_mem(s, SNAPSHOT_FORMAT_PICKLE, &data, &len), 0);
+    struct buf want = json_and_free(s);
+
+    char err[512] = "";
+    struct snapshot *r = NULL;
+    assert_int_equal(snapshot_read_mem(data, len, "mem", &r, err, sizeof(err)), 0);
+    struct buf streamed = json_and_free(r);
+
+    r = snapshot_create(0);
+    struct snapshot_arena *tree = snapshot_arena_create();
+    struct sval root;
+    assert_int_equal(pickle_read(data, len, tree, r, &root, err, sizeof(err)), 0);
+    assert_int_equal(snapshot_import(r, &root, "mem", err, sizeof(err)), 0);
+    snapshot_arena_destroy(tree);
+    struct buf plain = json_and_free(r);
+
+    char path[] = "/tmp/cuprof_test_fast_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, len), (ssize_t)len);
+    close(fd);
+    assert_int_equal(snapshot_read_file(path, &r, err, sizeof(err)), 0);
+    unlink(path);
+    struct buf from_file = json_and_free(r);
+
+    struct buf *all[] = {&streamed, &plain, &from_file};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(all[i]->len, want.len);
+        assert_memory_equal(all[i]->data, want.data, want.len);
+        free(all[i]->data);
+    }
+    free(want.data);
+    free(data);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_cached_frames_same_text),
+        cmocka_unit_test(test_streamed_same_as_tree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
