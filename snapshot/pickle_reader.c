@@ -246,6 +246,8 @@ locate(struct vm *vm, uint8_t type, struct sval *v)
         return;
     }
     size_t m = vm->mark_count > 0 ? vm->marks[vm->mark_count - 1] : 0;
+    if (m > vm->sp)
+        return; /* items below the MARK were taken: pop_mark refuses it later */
     const struct sval *top = &vm->stack[vm->sp - 1];
     bool is_list = type == SVAL_LIST, is_dict = type == SVAL_DICT;
     size_t slot = UINT32_MAX;
@@ -294,6 +296,8 @@ pop_mark(struct vm *vm, size_t *first)
     if (vm->mark_count == 0)
         return fail(vm, -CUPROF_EFORMAT, "opcode needs a MARK but none is open");
     *first = vm->marks[--vm->mark_count];
+    if (*first > vm->sp) /* an opcode took items from below the MARK (CPython cannot) */
+        return fail(vm, -CUPROF_EFORMAT, "stack underflow below a MARK");
     return 0;
 }
 
