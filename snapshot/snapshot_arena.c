@@ -65,6 +65,7 @@ snapshot_arena_alloc_bytes(struct snapshot_arena *arena, size_t size)
         struct arena_chunk *n = malloc(sizeof(struct arena_chunk) + want);
         if (n == NULL)
             return NULL;
+        snapshot_arena_prefault(n, sizeof(struct arena_chunk) + want); /* filled front to back */
         n->size = want;
         n->used = 0;
         arena->bytes += sizeof(struct arena_chunk) + want;
@@ -170,15 +171,39 @@ utf8_seq(const unsigned char *s, size_t len)
     return n;
 }
 
+/* 8 bytes a step (a hash of every interned string: the readers intern each one they meet). */
 static uint64_t
 hash_bytes(const char *s, size_t len)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
+    uint64_t h = (uint64_t)len * 0x9e3779b97f4a7c15ull, x;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&x, s + i, 8);
+        h = (h ^ x) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
     }
-    return h;
+    x = 0;
+    memcpy(&x, s + i, len - i);
+    h = (h ^ x) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 29);
+}
+
+/* ASCII without NUL: valid as it is (nearly every string; checked 8 bytes a step). */
+static bool
+plain_ascii(const unsigned char *s, size_t len)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        if ((x & highs) != 0 || ((x - ones) & ~x & highs) != 0)
+            return false;
+    }
+    for (; i < len; i++)
+        if (s[i] == 0 || s[i] >= 0x80)
+            return false;
+    return true;
 }
 
 static bool
@@ -188,6 +213,7 @@ intern_grow(struct snapshot_arena *arena)
     struct intern_slot *slots = calloc(cap, sizeof(*slots));
     if (slots == NULL)
         return false;
+    snapshot_arena_prefault(slots, cap * sizeof(*slots)); /* hashing touches every page */
     for (size_t i = 0; i < arena->slot_cap; i++) {
         struct intern_slot *o = &arena->slots[i];
         if (o->str == NULL)
@@ -209,14 +235,17 @@ snapshot_arena_intern(struct snapshot_arena *arena, const char *s, size_t len)
     /* Replace invalid UTF-8 (and NULs, which a C string cannot hold) first. */
     const unsigned char *u = (const unsigned char *)s;
     char *fixed = NULL;
-    for (size_t i = 0; i < len;) {
+    bool bad = false;
+    for (size_t i = 0; !plain_ascii(u, len) && i < len;) {
         size_t n = u[i] == 0 ? 0 : utf8_seq(u + i, len - i);
         if (n == 0) {
-            fixed = malloc(len * 3 + 1);
+            bad = true;
             break;
         }
         i += n;
     }
+    if (bad && (fixed = malloc(len * 3 + 1)) == NULL)
+        return NULL;
     if (fixed != NULL) {
         size_t o = 0;
         for (size_t i = 0; i < len;) {
