@@ -21,6 +21,7 @@
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
 #include "allocator/trace_sink.h"
+#include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_field.h"
 #include "snapshot/snapshot_import_meta.h"
 #include "snapshot/snapshot_write.h"
@@ -147,6 +148,7 @@ cache_put(struct ptr_cache *c, const void *key, uint32_t value)
         struct ptr_slot *s = calloc(cap, sizeof(*s));
         if (s == NULL)
             return -CUPROF_EHOSTMEM;
+        snapshot_arena_prefault(s, cap * sizeof(*s)); /* hashing touches every page */
         for (size_t i = 0; i < c->cap; i++) {
             if (c->slots[i].key == NULL)
                 continue;

@@ -182,6 +182,7 @@ rehash(uint32_t **table, size_t *cap, size_t count,
     uint32_t *t = calloc(n, sizeof(*t));
     if (t == NULL)
         return -CUPROF_EHOSTMEM;
+    snapshot_arena_prefault(t, n * sizeof(*t)); /* hashing touches every page */
     for (uint32_t i = 0; i < count; i++) {
         size_t j = (size_t)hash_of(snap, i) & (n - 1);
         while (t[j] != 0)
