@@ -10,7 +10,6 @@
  * container, the result) is first copied into the tree ("settled"). */
 #include "snapshot/pickle_reader.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "allocator/cuprof_errors.h"
+#include "snapshot/pickle_data.h"
 #include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_model.h"
 
@@ -324,122 +324,6 @@ op_mark(struct vm *vm)
     return 0;
 }
 
-/* A memo fetch inside a plain record: a set slot that is none of the big lists (memo_fetch tells
- * the consumer about those). */
-static inline bool
-plain_fetch(const struct vm *vm, uint64_t index, struct sval *v)
-{
-    if (index >= vm->memo_cap)
-        return false;
-    const struct sval *m = &vm->memo[index];
-    if (!(m->flags & SVAL_MEMO) || m->place == PLACE_SEGMENTS || m->place == PLACE_TRACE)
-        return false;
-    *v = *m;
-    return true;
-}
-
-/* LONG1 of 1 to 8 bytes at p (its length byte, then the bytes): an int64. */
-static inline int64_t
-plain_long(const unsigned char *p, size_t left)
-{
-    size_t n = p[0];
-    uint64_t u;
-    if (left >= 9) { /* one load, the bytes past n masked off */
-        memcpy(&u, p + 1, 8);
-        u = le64toh(u) & (n == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * n)) - 1);
-    } else {
-        u = 0;
-        for (size_t i = 0; i < n; i++)
-            u |= (uint64_t)p[1 + i] << (8 * i);
-    }
-    if (n < 8 && (p[n] & 0x80u))
-        u |= ~(uint64_t)0 << (8 * n); /* sign-extend */
-    return u <= INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1;
-}
-
-/* One plain value of a record (see record_plain): false for anything else. */
-static inline bool
-plain_value(const struct vm *vm, const unsigned char **at, struct sval *v)
-{
-    const unsigned char *p = *at + 1;
-    size_t left = (size_t)(vm->end - p); /* bytes after the opcode */
-    v->flags = v->place = 0;
-    v->slot = 0;
-    switch (**at) {
-    case 'h': /* BINGET */
-        if (left < 1 || !plain_fetch(vm, p[0], v))
-            return false;
-        p += 1;
-        break;
-    case 'j': /* LONG_BINGET */
-        if (left < 4 || !plain_fetch(vm, le(p, 4), v))
-            return false;
-        p += 4;
-        break;
-    case 'K': /* BININT1 */
-        if (left < 1)
-            return false;
-        v->type = SVAL_INT;
-        v->u.i = p[0];
-        p += 1;
-        break;
-    case 'M': /* BININT2 */
-        if (left < 2)
-            return false;
-        v->type = SVAL_INT;
-        v->u.i = (int64_t)le(p, 2);
-        p += 2;
-        break;
-    case 'J': /* BININT */
-        if (left < 4)
-            return false;
-        v->type = SVAL_INT;
-        v->u.i = (int32_t)(uint32_t)le(p, 4);
-        p += 4;
-        break;
-    case 0x8a: /* LONG1 */
-        if (left < 2 || p[0] == 0 || p[0] > 8 || left < 1u + p[0])
-            return false;
-        v->type = SVAL_INT;
-        v->u.i = plain_long(p, left);
-        p += 1 + p[0];
-        break;
-    case 'N':
-        v->type = SVAL_NONE;
-        break;
-    default:
-        return false;
-    }
-    *at = p;
-    return true;
-}
-
-#define RECORD_PLAIN_ITEMS 32
-
-/* Right after a record's EMPTY_DICT, the common record `MARK key value ... SETITEMS` whose
- * opcodes are all memo fetches, ints (LONG1 up to 8 bytes), None or booleans (cuprof's own
- * entries) is decoded in one go instead of opcode by opcode. Returns its items (2 a pair) with
- * vm->p past the SETITEMS, or 0 with nothing changed: anything else, or a record not whole in
- * the window, takes the general path. */
-static size_t
-record_plain(struct vm *vm, struct sval *items)
-{
-    const unsigned char *p = vm->p;
-    if (p == vm->end || *p != '(' || vm->mark_count == PICKLE_MAX_MARKS)
-        return 0;
-    p++;
-    size_t n = 0;
-    while (p < vm->end && *p != 'u') {
-        if (n == RECORD_PLAIN_ITEMS || !plain_value(vm, &p, &items[n]))
-            return 0;
-        n++;
-    }
-    if (p == vm->end || n == 0 || n % 2 != 0)
-        return 0;
-    vm->p = p + 1;
-    return n;
-}
-
 /* EMPTY_DICT, EMPTY_LIST, EMPTY_TUPLE. A record dict lives in the scratch arena. */
 static int
 op_empty(struct vm *vm, uint8_t type)
@@ -455,8 +339,12 @@ op_empty(struct vm *vm, uint8_t type)
     if (scratch) {
         v.flags |= SVAL_SCRATCH;
         vm->scratch_live++;
-        struct sval items[RECORD_PLAIN_ITEMS];
-        size_t n = record_plain(vm, items);
+        struct sval items[PICKLE_DATA_RECORD_ITEMS];
+        const unsigned char *after = vm->p;
+        size_t n = vm->mark_count < PICKLE_MAX_MARKS
+                       ? pickle_data_record(vm->p, vm->end, vm->memo, vm->memo_cap, items, &after)
+                       : 0;
+        vm->p = after;
         if (n > 0 && sval_seq_append(vm->scratch, v.u.seq, items, n, true) != 0)
             return oom(vm);
     }
@@ -591,62 +479,7 @@ op_int(struct vm *vm, size_t width, const char *what)
     return push(vm, (struct sval){.type = SVAL_INT, .u.i = i});
 }
 
-/* Decimal text of the two's-complement little-endian integer p[0..n) (n <= BIG_TEXT_BYTES). */
-#define BIG_TEXT_BYTES 48
-static void
-big_text(const unsigned char *p, size_t n, char *out, size_t out_len)
-{
-    unsigned char mag[BIG_TEXT_BYTES];
-    bool neg = (p[n - 1] & 0x80u) != 0;
-    unsigned carry = 1;
-    for (size_t i = 0; i < n; i++) { /* magnitude: negate if negative */
-        unsigned b = neg ? (unsigned)(uint8_t)~p[i] + carry : p[i];
-        mag[i] = (unsigned char)b;
-        carry = neg ? b >> 8 : 0;
-    }
-    char digits[BIG_TEXT_BYTES * 3 + 2];
-    size_t nd = 0, top = n;
-    while (top > 0) { /* repeated division by 10, most significant byte first */
-        unsigned rem = 0;
-        for (size_t i = top; i-- > 0;) {
-            unsigned cur = (rem << 8) | mag[i];
-            mag[i] = (unsigned char)(cur / 10);
-            rem = cur % 10;
-        }
-        digits[nd++] = (char)('0' + rem);
-        while (top > 0 && mag[top - 1] == 0)
-            top--;
-    }
-    if (nd == 0)
-        digits[nd++] = '0';
-    size_t o = 0;
-    if (neg && o + 1 < out_len)
-        out[o++] = '-';
-    while (nd > 0 && o + 1 < out_len)
-        out[o++] = digits[--nd];
-    out[o] = '\0';
-}
-
-/* A Python int wider than 64 bits: its decimal text (or its size) for messages. */
-static int
-push_big(struct vm *vm, const unsigned char *p, size_t len)
-{
-    char text[BIG_TEXT_BYTES * 3 + 32];
-    if (len <= BIG_TEXT_BYTES)
-        big_text(p, len, text, sizeof(text));
-    else
-        snprintf(text, sizeof(text), "a %s integer of %zu bytes",
-                 (p[len - 1] & 0x80u) ? "negative" : "positive", len);
-    const char *s = snapshot_intern(vm->strings, text);
-    if (s == NULL)
-        return oom(vm);
-    return push(vm, (struct sval){.type = SVAL_BIGINT, .u.s = s});
-}
-
-/* LONG1/LONG4: a Python int of any size, little-endian two's complement (CPython's
- * encode_long). Values that fit int64 are SVAL_INT, [2^63, 2^64) SVAL_UINT (PyTorch writes an
- * unknown size_t line as 2^64-1), anything wider SVAL_BIGINT: readable, and refused later only by
- * the field that holds it. */
+/* LONG1/LONG4: a Python int of any size (pickle_data.h says how it is typed). */
 static int
 op_long(struct vm *vm, size_t width, const char *what)
 {
@@ -654,40 +487,13 @@ op_long(struct vm *vm, size_t width, const char *what)
     int rc = arg(vm, width, what, &n);
     if (rc != 0 || (rc = need(vm, n, "LONG")) != 0)
         return rc;
-    const unsigned char *p = vm->p;
+    char text[PICKLE_DATA_TEXT];
+    struct sval v;
+    pickle_data_long(vm->p, (size_t)n, (size_t)(vm->end - vm->p), &v, text, sizeof(text));
     vm->p += n;
-    if (n == 0)
-        return push(vm, (struct sval){.type = SVAL_INT, .u.i = 0});
-    if (n <= 8) { /* any int64 (what cuprof writes for addresses and times) */
-        uint64_t u;
-        if (vm->end - p >= 8) { /* one load, then the bytes past n masked off */
-            memcpy(&u, p, 8);
-            u = le64toh(u) & (n == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * n)) - 1);
-        } else {
-            u = le(p, (size_t)n);
-        }
-        if (n < 8 && (p[n - 1] & 0x80u))
-            u |= ~(uint64_t)0 << (8 * n); /* sign-extend */
-        /* Two's complement to int64 without an implementation-defined conversion. */
-        int64_t i = u <= INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1;
-        return push(vm, (struct sval){.type = SVAL_INT, .u.i = i});
-    }
-    /* Drop sign-extension bytes CPython would not have written (a hand-made file might). */
-    size_t len = (size_t)n;
-    while (len > 1 && ((p[len - 1] == 0x00 && !(p[len - 2] & 0x80u)) ||
-                       (p[len - 1] == 0xff && (p[len - 2] & 0x80u))))
-        len--;
-    if (len <= 8) {
-        uint64_t u = le(p, len);
-        if (len < 8 && (p[len - 1] & 0x80u))
-            u |= ~(uint64_t)0 << (8 * len); /* sign-extend */
-        /* Two's complement to int64 without an implementation-defined conversion. */
-        int64_t i = u <= INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1;
-        return push(vm, (struct sval){.type = SVAL_INT, .u.i = i});
-    }
-    if (len == 9 && p[8] == 0x00)
-        return push(vm, (struct sval){.type = SVAL_UINT, .u.u = le(p, 8)});
-    return push_big(vm, p, len);
+    if (v.type == SVAL_BIGINT && (v.u.s = snapshot_intern(vm->strings, text)) == NULL)
+        return oom(vm);
+    return push(vm, v);
 }
 
 /* BINFLOAT: a big-endian double. */

@@ -24,19 +24,8 @@
 #include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_field.h"
 #include "snapshot/snapshot_import_meta.h"
+#include "snapshot/snapshot_import_stack.h"
 #include "snapshot/snapshot_write.h"
-
-/* Pointer -> index: a frame dict or frame list shared through the pickle memo is converted
- * once. */
-struct ptr_slot {
-    const void *key;
-    uint32_t value;
-};
-
-struct ptr_cache {
-    struct ptr_slot *slots;
-    size_t cap, used;
-};
 
 /* The keys the fast paths look for, in the order cuprof and PyTorch write them. */
 enum {
@@ -52,11 +41,9 @@ enum {
     K_CUPROF_POOL,
     ENTRY_KEYS
 };
-enum { K_NAME, K_FILENAME, K_LINE, FRAME_KEYS };
 static const char *const entry_key_names[ENTRY_KEYS] = {
     "action", "addr",        "size",          "stream", "time_us",
     "frames", "device_free", "user_metadata", "label",  "cuprof_pool"};
-static const char *const frame_key_names[FRAME_KEYS] = {"name", "filename", "line"};
 
 /* A list whose items the pickle reader handed over: where it must turn out to be. */
 struct taken_list {
@@ -68,40 +55,18 @@ struct snapshot_importer {
     struct snapshot *snap;
     char *err;
     size_t err_len;
-    struct ptr_cache frames, stacks;
-    const struct sval_seq *last_list; /* the last memoized frame list and its stack */
-    uint32_t last_stack;
-    uint32_t *frame_buf;
-    size_t frame_buf_cap;
+    struct snapshot_import_stacks stacks; /* frames and stacks */
     struct snap_block *blocks; /* one segment's blocks, staged until the segment is usable */
     size_t block_cap;
-    uint64_t *reserved;       /* per device: the sizes of its segments read so far */
-    struct snapshot_fields f; /* warnings, once per field name */
-    const char *entry_keys[ENTRY_KEYS], *frame_keys[FRAME_KEYS]; /* interned */
-    const char *actions[TRACE_ACTION_COUNT];                     /* interned action names */
-    const char *unknown;                                         /* "??", interned */
-    struct taken_list segments;                                  /* streaming: root["segments"] */
-    struct taken_list *traces; /* streaming: root["device_traces"][d] */
+    uint64_t *reserved;                      /* per device: the sizes of its segments read so far */
+    struct snapshot_fields f;                /* warnings, once per field name */
+    const char *entry_keys[ENTRY_KEYS];      /* interned */
+    const char *actions[TRACE_ACTION_COUNT]; /* interned action names */
+    struct taken_list segments;              /* streaming: root["segments"] */
+    struct taken_list *traces;               /* streaming: root["device_traces"][d] */
     size_t trace_cap;
     bool conflict; /* two lists were handed over for one place */
 };
-
-/* Where a record is, for messages: formatted only when a message is written. */
-struct where {
-    const char *text; /* NULL: device_traces[d][i] */
-    size_t d, i;
-    char buf[64];
-};
-
-static const char *
-where_text(struct where *w)
-{
-    if (w->text == NULL) {
-        snprintf(w->buf, sizeof(w->buf), "device_traces[%zu][%zu]", w->d, w->i);
-        w->text = w->buf;
-    }
-    return w->text;
-}
 
 static int
 fail(struct snapshot_importer *im, int code, const char *fmt, ...)
@@ -117,212 +82,6 @@ static int
 oom(struct snapshot_importer *im)
 {
     return fail(im, -CUPROF_EHOSTMEM, "out of memory");
-}
-
-static size_t
-ptr_hash(const void *key, size_t mask)
-{
-    return (size_t)(((uintptr_t)key >> 4) * 0x9e3779b97f4a7c15ull >> 20) & mask;
-}
-
-static bool
-cache_get(const struct ptr_cache *c, const void *key, uint32_t *value)
-{
-    if (c->cap == 0)
-        return false;
-    size_t mask = c->cap - 1;
-    for (size_t j = ptr_hash(key, mask); c->slots[j].key != NULL; j = (j + 1) & mask) {
-        if (c->slots[j].key == key) {
-            *value = c->slots[j].value;
-            return true;
-        }
-    }
-    return false;
-}
-
-static int
-cache_put(struct ptr_cache *c, const void *key, uint32_t value)
-{
-    if ((c->used + 1) * 2 > c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 1024;
-        struct ptr_slot *s = calloc(cap, sizeof(*s));
-        if (s == NULL)
-            return -CUPROF_EHOSTMEM;
-        snapshot_arena_prefault(s, cap * sizeof(*s)); /* hashing touches every page */
-        for (size_t i = 0; i < c->cap; i++) {
-            if (c->slots[i].key == NULL)
-                continue;
-            size_t j = ptr_hash(c->slots[i].key, cap - 1);
-            while (s[j].key != NULL)
-                j = (j + 1) & (cap - 1);
-            s[j] = c->slots[i];
-        }
-        free(c->slots);
-        c->slots = s;
-        c->cap = cap;
-    }
-    size_t mask = c->cap - 1, j = ptr_hash(key, mask);
-    while (c->slots[j].key != NULL)
-        j = (j + 1) & mask;
-    c->slots[j] = (struct ptr_slot){key, value};
-    c->used++;
-    return 0;
-}
-
-/* The values of `keys` (interned) in `dict`, NULL where absent; with a repeated key the last one
- * wins, as in Python (and sval_get). Keys come in a known order, so one comparison usually
- * finds each. */
-static void
-fields_of(const struct sval *dict, const char *const *keys, size_t n, const struct sval **out)
-{
-    for (size_t j = 0; j < n; j++)
-        out[j] = NULL;
-    const struct sval_seq *s = dict->u.seq;
-    size_t next = 0;
-    for (uint32_t i = 0; i < s->len; i++) {
-        const struct sval *k = &s->items[2 * i];
-        if (k->type != SVAL_STR)
-            continue;
-        size_t j = next < n && keys[next] == k->u.s ? next : 0;
-        while (j < n && keys[j] != k->u.s)
-            j++;
-        if (j < n) {
-            out[j] = k + 1;
-            next = j + 1;
-        }
-    }
-}
-
-/* ---- Frames and stacks: cosmetic, so nothing in them refuses a record. */
-
-/* A frame's line: 1..INT32_MAX (CPython's line numbers are C ints), else unknown. PyTorch writes
- * an unknown line as size_t -1 (18446744073709551615), others write -1: both are read silently. */
-static int
-frame_line(struct snapshot_importer *im, const char *where, const struct sval *f, int64_t *line)
-{
-    *line = SNAP_LINE_UNKNOWN;
-    const struct sval *v = sval_get(f, "line");
-    if (v == NULL || v->type == SVAL_NONE)
-        return 0;
-    const char *why = "not a line number";
-    bool neg = false;
-    uint64_t mag = 0;
-    if (snapshot_field_integer(v, &neg, &mag, &why)) {
-        if (!neg && mag <= INT32_MAX) {
-            *line = (int64_t)mag;
-            return 0;
-        }
-        if ((neg && mag == 1) || (!neg && mag == UINT64_MAX))
-            return 0;
-        why = "not a line number";
-    }
-    int rc = snapshot_field_warn(&im->f, where, "line", v, why, "read as unknown");
-    return rc < 0 ? rc : 0;
-}
-
-static bool
-plain_text_field(const struct sval *v, const char **out)
-{
-    if (v == NULL || v->type == SVAL_NONE)
-        return true; /* keeps the "??" default */
-    if (v->type != SVAL_STR)
-        return false;
-    *out = v->u.s;
-    return true;
-}
-
-/* A frame dict whose name, filename and line need no message (frame_line's silent cases). */
-static bool
-frame_plain(const struct snapshot_importer *im, const struct sval *f, const char **name,
-            const char **filename, int64_t *line)
-{
-    const struct sval *v[FRAME_KEYS];
-    fields_of(f, im->frame_keys, FRAME_KEYS, v);
-    if (!plain_text_field(v[K_NAME], name) || !plain_text_field(v[K_FILENAME], filename))
-        return false;
-    const struct sval *l = v[K_LINE];
-    *line = SNAP_LINE_UNKNOWN;
-    if (l == NULL || l->type == SVAL_NONE || (l->type == SVAL_INT && l->u.i == -1) ||
-        (l->type == SVAL_UINT && l->u.u == UINT64_MAX))
-        return true;
-    if (l->type == SVAL_INT && l->u.i >= 0 && l->u.i <= INT32_MAX) {
-        *line = l->u.i;
-        return true;
-    }
-    return false;
-}
-
-static int
-import_frame(struct snapshot_importer *im, struct where *w, const struct sval *f, uint32_t *index)
-{
-    const char *name = im->unknown, *filename = im->unknown;
-    int64_t line = SNAP_LINE_UNKNOWN;
-    int rc;
-    bool memo = f->type == SVAL_DICT && (f->flags & SVAL_MEMO);
-    if (memo && cache_get(&im->frames, f->u.seq, index))
-        return 0;
-    if (f->type != SVAL_DICT) {
-        if ((rc = snapshot_field_warn(&im->f, where_text(w), "frames", f,
-                                      "a frame that is not a dict", "read as ??")) < 0)
-            return rc;
-    } else if (!frame_plain(im, f, &name, &filename, &line)) {
-        const char *at = where_text(w);
-        name = filename = im->unknown;
-        if ((rc = snapshot_field_str(&im->f, at, f, "name", "read as ??", &name)) < 0 ||
-            (rc = snapshot_field_str(&im->f, at, f, "filename", "read as ??", &filename)) < 0 ||
-            (rc = frame_line(im, at, f, &line)) < 0)
-            return rc;
-    }
-    if (snapshot_add_frame_interned(im->snap, name, filename, line, index) != 0 ||
-        (memo && cache_put(&im->frames, f->u.seq, *index) != 0))
-        return oom(im);
-    return 0;
-}
-
-/* A frames list (absent or None: the empty stack). */
-static int
-import_stack(struct snapshot_importer *im, struct where *w, const struct sval *frames,
-             uint32_t *index)
-{
-    *index = 0;
-    if (frames == NULL || frames->type == SVAL_NONE)
-        return 0;
-    if (frames->type != SVAL_LIST && frames->type != SVAL_TUPLE) {
-        int rc = snapshot_field_warn(&im->f, where_text(w), "frames", frames, "not a list",
-                                     "read as no stack");
-        return rc < 0 ? rc : 0;
-    }
-    size_t n = frames->u.seq->len;
-    bool memo = (frames->flags & SVAL_MEMO) != 0;
-    if (n == 0)
-        return 0;
-    if (memo && frames->u.seq == im->last_list) {
-        *index = im->last_stack; /* an alloc and its free share their stack */
-        return 0;
-    }
-    if (memo && cache_get(&im->stacks, frames->u.seq, index))
-        goto remember;
-    if (n > im->frame_buf_cap) {
-        uint32_t *b = realloc(im->frame_buf, n * sizeof(*b));
-        if (b == NULL)
-            return oom(im);
-        im->frame_buf = b;
-        im->frame_buf_cap = n;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int rc = import_frame(im, w, &frames->u.seq->items[i], &im->frame_buf[i]);
-        if (rc != 0)
-            return rc;
-    }
-    if (snapshot_add_stack(im->snap, im->frame_buf, n, index) != 0 ||
-        (memo && cache_put(&im->stacks, frames->u.seq, *index) != 0))
-        return oom(im);
-    if (!memo)
-        return 0;
-remember:
-    im->last_list = frames->u.seq;
-    im->last_stack = *index;
-    return 0;
 }
 
 static int
@@ -408,8 +167,8 @@ import_block(struct snapshot_importer *im, const char *where, const struct sval 
     const struct sval *frames = sval_get(b, "frames");
     if (frames == NULL && hist != NULL)
         frames = sval_get(hist, "frames");
-    struct where w = {.text = where};
-    return import_stack(im, &w, frames, &blk->stack);
+    struct snapshot_import_where w = {.text = where};
+    return snapshot_import_stack(&im->stacks, &w, frames, &blk->stack);
 }
 
 /* Stages the segment's blocks in im->blocks: a block without a usable size drops the segment
@@ -502,8 +261,8 @@ import_segment(struct snapshot_importer *im, size_t i, const struct sval *s)
     }
     if (pool != NULL && parse_pool(pool) >= 0)
         seg.cuprof_pool = (uint8_t)parse_pool(pool);
-    struct where w = {.text = where};
-    if ((rc = import_stack(im, &w, sval_get(s, "frames"), &seg.stack)) != 0)
+    struct snapshot_import_where w = {.text = where};
+    if ((rc = snapshot_import_stack(&im->stacks, &w, sval_get(s, "frames"), &seg.stack)) != 0)
         return rc;
     size_t n = sval_len(blocks);
     uint64_t offset = 0;
@@ -563,9 +322,10 @@ parse_action(const char *s)
 
 /* The checked path: every field read with its range, warnings formatted. */
 static int
-import_entry_checked(struct snapshot_importer *im, struct where *w, size_t d, const struct sval *t)
+import_entry_checked(struct snapshot_importer *im, struct snapshot_import_where *w, size_t d,
+                     const struct sval *t)
 {
-    const char *where = where_text(w);
+    const char *where = snapshot_import_where_text(w);
     const char *action = NULL, *label = NULL, *pool = NULL;
     int rc = snapshot_field_str(&im->f, where, t, "action", SKIP_ENTRY, &action);
     if (rc == FIELD_ABSENT)
@@ -608,7 +368,7 @@ import_entry_checked(struct snapshot_importer *im, struct where *w, size_t d, co
         e.label = label;
     if (pool != NULL && parse_pool(pool) >= 0)
         e.pool = (uint8_t)parse_pool(pool);
-    if ((rc = import_stack(im, w, sval_get(t, "frames"), &e.stack)) != 0)
+    if ((rc = snapshot_import_stack(&im->stacks, w, sval_get(t, "frames"), &e.stack)) != 0)
         return rc;
     if (snapshot_add_entry(im->snap, d, &e) != 0)
         return oom(im);
@@ -651,19 +411,19 @@ entry_plain(const struct snapshot_importer *im, const struct sval *const *v, str
 static int
 import_entry(struct snapshot_importer *im, size_t d, size_t i, const struct sval *t)
 {
-    struct where w; /* its text is formatted only if a message needs it */
+    struct snapshot_import_where w; /* its text is formatted only if a message needs it */
     w.text = NULL;
     w.d = d;
     w.i = i;
     if (t->type != SVAL_DICT)
-        return snapshot_field_warn(&im->f, where_text(&w), "device_traces[][]", t, "not a dict",
-                                   SKIP_ENTRY);
+        return snapshot_field_warn(&im->f, snapshot_import_where_text(&w), "device_traces[][]", t,
+                                   "not a dict", SKIP_ENTRY);
     const struct sval *v[ENTRY_KEYS];
-    fields_of(t, im->entry_keys, ENTRY_KEYS, v);
+    snapshot_import_fields(t, im->entry_keys, ENTRY_KEYS, v);
     struct snap_entry e;
     if (!entry_plain(im, v, &e))
         return import_entry_checked(im, &w, d, t);
-    int rc = import_stack(im, &w, v[K_FRAMES], &e.stack);
+    int rc = snapshot_import_stack(&im->stacks, &w, v[K_FRAMES], &e.stack);
     if (rc != 0)
         return rc;
     return snapshot_add_entry(im->snap, d, &e) != 0 ? oom(im) : 0;
@@ -809,9 +569,7 @@ snapshot_import_begin(struct snapshot *snap, const char *name, char *err, size_t
     bool ok = true;
     for (size_t k = 0; k < ENTRY_KEYS; k++)
         ok = ok && (im->entry_keys[k] = snapshot_intern(snap, entry_key_names[k])) != NULL;
-    for (size_t k = 0; k < FRAME_KEYS; k++)
-        ok = ok && (im->frame_keys[k] = snapshot_intern(snap, frame_key_names[k])) != NULL;
-    ok = ok && (im->unknown = snapshot_intern(snap, "??")) != NULL;
+    ok = ok && snapshot_import_stacks_init(&im->stacks, &im->f) == 0;
     for (unsigned k = 0; k < TRACE_ACTION_COUNT; k++)
         ok = ok && (im->actions[k] = snapshot_intern(snap, snapshot_action_name(k))) != NULL;
     if (!ok) {
@@ -837,9 +595,7 @@ snapshot_import_free(struct snapshot_importer *im)
 {
     if (im == NULL)
         return;
-    free(im->frames.slots);
-    free(im->stacks.slots);
-    free(im->frame_buf);
+    snapshot_import_stacks_free(&im->stacks);
     free(im->blocks);
     free(im->reserved);
     free(im->traces);
