@@ -27,6 +27,7 @@
 /* sval.place: where a container was built (a guess the consumer checks against the tree). */
 enum place { PLACE_NONE = 0, PLACE_ROOT, PLACE_SEGMENTS, PLACE_TRACES, PLACE_TRACE, PLACE_RECORD };
 #define SVAL_SCRATCH 0x80u /* sval.flags: the container lives in vm->scratch */
+#define SVAL_FETCHED 0x40u /* sval.flags, on the stack: pushed by a memo fetch */
 
 struct vm {
     const unsigned char *p, *end; /* the bytes at hand: [start, end) */
@@ -383,6 +384,11 @@ add_items(struct vm *vm, size_t first, bool dict)
                     sval_type_name(target));
     if (dict && n % 2 != 0)
         return fail(vm, -CUPROF_EFORMAT, "SETITEMS with an odd number of items");
+    /* Filling a container reached through the memo (never done by CPython's or cuprof's
+     * pickler, which fill a container right after making it): records taken before may have
+     * seen it unfinished. */
+    if ((target->flags & SVAL_FETCHED) && vm->stream != NULL)
+        vm->stream->shared = true;
     int rc;
     if (!dict && vm->stream != NULL &&
         (target->place == PLACE_SEGMENTS || target->place == PLACE_TRACE) &&
@@ -553,7 +559,9 @@ memo_fetch(struct vm *vm, uint64_t index)
     if ((v->place == PLACE_SEGMENTS || v->place == PLACE_TRACE) && v->type == SVAL_LIST &&
         vm->stream != NULL)
         vm->stream->shared = true;
-    return push(vm, *v);
+    struct sval copy = *v;
+    copy.flags |= SVAL_FETCHED;
+    return push(vm, copy);
 }
 
 /* MEMOIZE, BINPUT, LONG_BINPUT. */

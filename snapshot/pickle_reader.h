@@ -33,8 +33,10 @@ struct pickle_stream {
     int (*take)(void *ctx, enum pickle_list which, uint32_t d, const struct sval_seq *list,
                 const struct sval *items, size_t n);
     void *ctx;
-    bool shared; /* set by the reader: a list given to `take` was fetched from the memo, so the
-                  * file refers to it twice: the tree lacks items a reader of it would expect */
+    bool shared; /* set by the reader when streaming may have misread: a list given to `take`
+                  * was fetched from the memo (referred to twice: the tree lacks its items), or
+                  * a container was filled through the memo (records taken before it may have
+                  * seen it unfinished) */
 };
 
 /* Where the pickle is: memory (fd < 0) or the regular file `fd` from its current offset, of

@@ -1,7 +1,8 @@
 /* snapshot_import_stack.c: frame lists of a snapshot's value tree -> the model's frames and
  * stacks. Cosmetic, so nothing in them refuses a record. A frame list or frame dict the pickle
- * memoizes is converted once (by address: two tables, and the last list seen, since an alloc and
- * its free share their stack); a frame whose fields are plain formats no message. */
+ * memoizes is converted once: its index is kept in its sval_seq.tag (the header a use reads
+ * anyway, where a table by address cost a cache miss an entry); a frame whose fields are plain
+ * formats no message. */
 #include "snapshot/snapshot_import_stack.h"
 
 #include <stdio.h>
@@ -12,8 +13,7 @@
 #include "snapshot/snapshot_arena.h"
 
 enum { K_NAME, K_FILENAME, K_LINE };
-static const char *const frame_key_names[SNAPSHOT_IMPORT_FRAME_KEYS] = {
-    "name", "filename", "line"};
+static const char *const frame_key_names[SNAPSHOT_IMPORT_FRAME_KEYS] = {"name", "filename", "line"};
 
 const char *
 snapshot_import_where_text(struct snapshot_import_where *w)
@@ -25,59 +25,6 @@ snapshot_import_where_text(struct snapshot_import_where *w)
     return w->text;
 }
 
-static size_t
-ptr_hash(const void *key, size_t mask)
-{
-    return (size_t)(((uintptr_t)key >> 4) * 0x9e3779b97f4a7c15ull >> 20) & mask;
-}
-
-static bool
-cache_get(const struct snapshot_import_ptr_cache *c, const void *key, uint32_t *value)
-{
-    if (c->cap == 0)
-        return false;
-    size_t mask = c->cap - 1;
-    for (size_t j = ptr_hash(key, mask); c->slots[j].key != NULL; j = (j + 1) & mask) {
-        if (c->slots[j].key == key) {
-            *value = c->slots[j].value;
-            return true;
-        }
-    }
-    return false;
-}
-
-static int
-cache_put(struct snapshot_import_ptr_cache *c, const void *key, uint32_t value)
-{
-    if ((c->used + 1) * 2 > c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 1024;
-        struct snapshot_import_ptr_slot *s = calloc(cap, sizeof(*s));
-        if (s == NULL)
-            return -CUPROF_EHOSTMEM;
-        snapshot_arena_prefault(s, cap * sizeof(*s)); /* hashing touches every page */
-        for (size_t i = 0; i < c->cap; i++) {
-            if (c->slots[i].key == NULL)
-                continue;
-            size_t j = ptr_hash(c->slots[i].key, cap - 1);
-            while (s[j].key != NULL)
-                j = (j + 1) & (cap - 1);
-            s[j] = c->slots[i];
-        }
-        free(c->slots);
-        c->slots = s;
-        c->cap = cap;
-    }
-    size_t mask = c->cap - 1, j = ptr_hash(key, mask);
-    while (c->slots[j].key != NULL)
-        j = (j + 1) & mask;
-    c->slots[j] = (struct snapshot_import_ptr_slot){key, value};
-    c->used++;
-    return 0;
-}
-
-/* The values of `keys` (interned) in `dict`, NULL where absent; with a repeated key the last one
- * wins, as in Python (and sval_get). Keys come in a known order, so one comparison usually
- * finds each. */
 void
 snapshot_import_fields(const struct sval *dict, const char *const *keys, size_t n,
                        const struct sval **out)
@@ -166,8 +113,10 @@ import_frame(struct snapshot_import_stacks *st, struct snapshot_import_where *w,
     int64_t line = SNAP_LINE_UNKNOWN;
     int rc;
     bool memo = f->type == SVAL_DICT && (f->flags & SVAL_MEMO);
-    if (memo && cache_get(&st->frames, f->u.seq, index))
+    if (memo && f->u.seq->tag != 0) {
+        *index = f->u.seq->tag - 1;
         return 0;
+    }
     if (f->type != SVAL_DICT) {
         if ((rc = snapshot_field_warn(st->f, snapshot_import_where_text(w), "frames", f,
                                       "a frame that is not a dict", "read as ??")) < 0)
@@ -180,9 +129,10 @@ import_frame(struct snapshot_import_stacks *st, struct snapshot_import_where *w,
             (rc = frame_line(st, at, f, &line)) < 0)
             return rc;
     }
-    if (snapshot_add_frame_interned(st->snap, name, filename, line, index) != 0 ||
-        (memo && cache_put(&st->frames, f->u.seq, *index) != 0))
+    if (snapshot_add_frame_interned(st->snap, name, filename, line, index) != 0)
         return -CUPROF_EHOSTMEM;
+    if (memo) /* the tree is the reader's scratch: its tag fields are ours */
+        ((struct sval_seq *)f->u.seq)->tag = *index + 1;
     return 0;
 }
 
@@ -203,12 +153,10 @@ snapshot_import_stack(struct snapshot_import_stacks *st, struct snapshot_import_
     bool memo = (frames->flags & SVAL_MEMO) != 0;
     if (n == 0)
         return 0;
-    if (memo && frames->u.seq == st->last_list) {
-        *index = st->last_stack; /* an alloc and its free share their stack */
+    if (memo && frames->u.seq->tag != 0) {
+        *index = frames->u.seq->tag - 1;
         return 0;
     }
-    if (memo && cache_get(&st->stacks, frames->u.seq, index))
-        goto remember;
     if (n > st->frame_buf_cap) {
         uint32_t *b = realloc(st->frame_buf, n * sizeof(*b));
         if (b == NULL)
@@ -221,14 +169,10 @@ snapshot_import_stack(struct snapshot_import_stacks *st, struct snapshot_import_
         if (rc != 0)
             return rc;
     }
-    if (snapshot_add_stack(st->snap, st->frame_buf, n, index) != 0 ||
-        (memo && cache_put(&st->stacks, frames->u.seq, *index) != 0))
+    if (snapshot_add_stack(st->snap, st->frame_buf, n, index) != 0)
         return -CUPROF_EHOSTMEM;
-    if (!memo)
-        return 0;
-remember:
-    st->last_list = frames->u.seq;
-    st->last_stack = *index;
+    if (memo)
+        ((struct sval_seq *)frames->u.seq)->tag = *index + 1;
     return 0;
 }
 
@@ -245,7 +189,5 @@ snapshot_import_stacks_init(struct snapshot_import_stacks *st, struct snapshot_f
 void
 snapshot_import_stacks_free(struct snapshot_import_stacks *st)
 {
-    free(st->frames.slots);
-    free(st->stacks.slots);
     free(st->frame_buf);
 }

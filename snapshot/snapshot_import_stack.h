@@ -26,23 +26,10 @@ const char *snapshot_import_where_text(struct snapshot_import_where *w);
 void snapshot_import_fields(const struct sval *dict, const char *const *keys, size_t n,
                             const struct sval **out);
 
-/* Pointer -> index: a frame dict or frame list shared through the pickle memo is converted once. */
-struct snapshot_import_ptr_slot {
-    const void *key;
-    uint32_t value;
-};
-struct snapshot_import_ptr_cache {
-    struct snapshot_import_ptr_slot *slots;
-    size_t cap, used;
-};
-
 #define SNAPSHOT_IMPORT_FRAME_KEYS 3
 struct snapshot_import_stacks {
     struct snapshot *snap;
     struct snapshot_fields *f; /* warnings */
-    struct snapshot_import_ptr_cache frames, stacks;
-    const struct sval_seq *last_list; /* the last memoized frame list and its stack */
-    uint32_t last_stack;
     uint32_t *frame_buf;
     size_t frame_buf_cap;
     const char *frame_keys[SNAPSHOT_IMPORT_FRAME_KEYS]; /* interned */

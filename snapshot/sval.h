@@ -45,11 +45,13 @@ struct sval {
  * container without it is referenced from one place only). */
 #define SVAL_MEMO 1u
 
-/* Items of a list or tuple; a dict holds 2*len items: key, value, key, value... */
+/* Items of a list or tuple; a dict holds 2*len items: key, value, key, value... Room for 8, then
+ * for the next power of two (sval_seq_append). */
 struct sval_seq {
     struct sval *items;
     uint32_t len; /* elements (pairs for a dict) */
-    uint32_t cap; /* struct sval slots allocated */
+    uint32_t tag; /* 0 from the readers, then the consumer's: snapshot_import keeps the stack of a
+                   * memoized frame list, and the frame of a frame dict, there (index + 1) */
 };
 
 /* A new empty container from the arena (NULL on OOM). */

@@ -197,6 +197,22 @@ seg = (b"}(" + s("device") + i(0) + s("address") + i(4096) + s("total_size") + i
 dup_segs = b"\x80\x04}(" + s("segments") + b"](" + seg + b"e" + s("segments") + b"]u."
 case("repeated_segments_key", dup_segs, {"segments": [], "device_traces": []}, again=1)
 
+# A frame list filled through the memo after an entry that holds it was read: Python's value
+# has the frame in both entries, so a streamed read that took the first entry early is redone.
+def entry_head(addr):
+    return b"}(" + s("action") + s("alloc") + s("addr") + i(addr) + s("size") + i(512)
+
+
+frame = b"}(" + s("name") + s("f") + s("filename") + s("f.py") + s("line") + i(3) + b"u"
+late = (b"\x80\x04}(" + s("segments") + b"]" + s("device_traces") + b"](]"
+        + entry_head(4096) + s("frames") + b"]\x94ua"
+        + entry_head(8192) + s("frames") + b"h\x00(" + frame + b"eua" + b"eu.")
+late_frames = [{"name": "f", "filename": "f.py", "line": 3}]
+late_want = {"segments": [], "device_traces": [[
+    {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "frames": late_frames},
+    {"action": "alloc", "addr": 8192, "size": 512, "stream": 0, "frames": late_frames}]]}
+case("frames_filled_through_memo", late, late_want, again=1)
+
 # Truncated in the middle of the history: the same error all three ways.
 data = dumps(big, 4)
 case("truncated", data[:len(data) // 2])
