@@ -1,11 +1,16 @@
-/* bench_snapshot.c: snapshot write/read speed and size: pickle write rate at 10^5 and 10^6
- * entries, 100k entries with 10k distinct stacks, JSON for comparison, bytes per entry in the
- * file and in the model; raw memcpy of the same bytes is the baseline.
- * Lines: `name: value unit (ratio× baseline)`. */
+/* bench_snapshot.c: snapshot write/read speed and size: pickle and JSON write rates at 10^5 and
+ * 10^6 entries (memcpy of the same bytes is the baseline; JSON into a sink that keeps nothing),
+ * pickle read rates from a file (read(2) of the same file is the baseline), 100k entries with 10k
+ * distinct stacks, bytes per entry in the file and in the model, and the reading process's peak
+ * memory against the file's size. `bench_snapshot --10m` adds the time to open a 10^7-entry history
+ * (about 40 s and 2 GB here to build). Lines: `name: value unit (ratio× baseline)`. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "allocator/trace_sink.h"
 #include "snapshot/snapshot_arena.h"
@@ -75,25 +80,241 @@ time_write(const struct snapshot *s, enum snapshot_format fmt, int reps, size_t 
     return best;
 }
 
-static double
-time_memcpy(size_t bytes)
+static int
+discard(void *ctx, const void *buf, size_t len)
 {
-    unsigned char *a = malloc(bytes), *b = malloc(bytes);
-    memset(a, 1, bytes);
-    memset(b, 0, bytes);
+    (void)ctx;
+    (void)buf;
+    (void)len;
+    return 0;
+}
+
+/* The JSON writer's own work: the text goes through its buffer to a sink that keeps nothing
+ * (into fresh memory, page faults would dominate on these VMs: 0.1-0.3 GB/s first touch). Best
+ * of `reps`. */
+static double
+time_json(const struct snapshot *s, int reps, size_t *bytes)
+{
+    double best = 1e9;
+    for (int r = 0; r < reps; r++) {
+        struct emitter *e = json_emitter_create_cached(discard, NULL, s->stack_count);
+        if (e == NULL)
+            exit(1);
+        double t0 = now();
+        int rc = snapshot_emit(s, e);
+        if (rc != 0 || emitter_finish(e) != 0)
+            exit(1);
+        double t = now() - t0;
+        *bytes = (size_t)e->bytes_written;
+        emitter_destroy(e);
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+/* memcpy of `bytes` bytes between two buffers of at most `chunk` bytes, touched beforehand. */
+static double
+time_memcpy_in(size_t bytes, size_t chunk)
+{
+    chunk = bytes < chunk ? bytes : chunk;
+    unsigned char *a = malloc(chunk), *b = malloc(chunk);
+    if (a == NULL || b == NULL)
+        exit(1);
+    memset(a, 1, chunk);
+    memset(b, 2, chunk); /* not 0: malloc+memset(0) may become an untouched calloc */
     double t0 = now();
-    memcpy(b, a, bytes);
+    for (size_t done = 0; done < bytes; done += chunk)
+        memcpy(b, a, bytes - done < chunk ? bytes - done : chunk);
     double t = now() - t0;
-    volatile unsigned char sink = b[bytes / 2];
+    volatile unsigned char sink = b[chunk / 2];
     (void)sink;
     free(a);
     free(b);
     return t > 1e-9 ? t : 1e-9;
 }
 
-int
-main(void)
+static double
+time_memcpy(size_t bytes)
 {
+    return time_memcpy_in(bytes, 256u << 20);
+}
+
+static void
+write_all(const char *path, const unsigned char *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
+
+/* The baseline of a read: the file's bytes into memory with read(2) (page cache warm). */
+static double
+time_read_bytes(const char *path, size_t len)
+{
+    unsigned char *buf = malloc(len + 1);
+    int fd = open(path, O_RDONLY);
+    if (buf == NULL || fd < 0)
+        exit(1);
+    double t0 = now();
+    size_t got = 0;
+    ssize_t n;
+    while ((n = read(fd, buf + got, len + 1 - got)) > 0)
+        got += (size_t)n;
+    double t = now() - t0;
+    close(fd);
+    free(buf);
+    return t > 1e-9 ? t : 1e-9;
+}
+
+static double
+time_read_snapshot(const char *path, int reps)
+{
+    double best = 1e9;
+    for (int r = 0; r < reps; r++) {
+        struct snapshot *snap = NULL;
+        char err[256];
+        double t0 = now();
+        if (snapshot_read_file(path, &snap, err, sizeof(err)) != 0) {
+            fprintf(stderr, "%s\n", err);
+            exit(1);
+        }
+        double t = now() - t0;
+        snapshot_free(snap);
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+/* Peak resident memory of a fresh process (this program, re-run) that reads the file: with
+ * `raw`, only into a buffer, else as a snapshot. KiB, from the child's VmHWM (rusage would count
+ * the parent's pages the child had before its exec). */
+static long
+peak_rss_kib(const char *path, bool raw)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    int fds[2];
+    if (n <= 0 || pipe(fds) != 0)
+        exit(1);
+    self[n] = '\0';
+    pid_t pid = fork();
+    if (pid < 0)
+        exit(1);
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        execl(self, "bench_snapshot", raw ? "--rss-raw" : "--rss-read", path, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[64] = "";
+    ssize_t got = read(fds[0], buf, sizeof(buf) - 1);
+    close(fds[0]);
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        got <= 0) {
+        fprintf(stderr, "bench_snapshot: the peak-memory child failed\n");
+        exit(1);
+    }
+    return atol(buf);
+}
+
+static long
+vm_hwm_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return kib;
+}
+
+static int
+rss_child(const char *mode, const char *path)
+{
+    if (strcmp(mode, "--rss-raw") == 0) {
+        FILE *f = fopen(path, "rb");
+        if (f == NULL || fseek(f, 0, SEEK_END) != 0)
+            return 1;
+        long len = ftell(f);
+        unsigned char *buf = malloc((size_t)len + 1);
+        rewind(f);
+        if (buf == NULL || fread(buf, 1, (size_t)len, f) != (size_t)len)
+            return 1;
+        fclose(f);
+        printf("%ld\n", vm_hwm_kib());
+        free(buf);
+        return 0;
+    }
+    struct snapshot *snap = NULL;
+    char err[256];
+    if (snapshot_read_file(path, &snap, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    printf("%ld\n", vm_hwm_kib());
+    snapshot_free(snap);
+    return 0;
+}
+
+/* pickle_read_rate_<n>k: the model written as a pickle file, then read back. */
+static void
+bench_read(const struct snapshot *s, size_t n, const char *path, bool peak)
+{
+    unsigned char *data;
+    size_t len;
+    if (snapshot_write_mem(s, SNAPSHOT_FORMAT_PICKLE, &data, &len) != 0)
+        exit(1);
+    write_all(path, data, len);
+    free(data);
+    double t = time_read_snapshot(path, n >= 1000000 ? 2 : 3);
+    printf("pickle_read_rate_%zuk: %.0f entries/s (%.2fx read_same_file)\n", n / 1000,
+           (double)n / t, t / time_read_bytes(path, len));
+    if (peak) {
+        long raw = peak_rss_kib(path, true), rss = peak_rss_kib(path, false);
+        printf("pickle_read_peak_rss_%zuk: %.1f MiB (%.2fx file_size)\n", n / 1000,
+               (double)rss / 1024.0, (double)rss * 1024.0 / (double)len);
+        printf("pickle_read_peak_rss_raw_read_%zuk: %.1f MiB (%.2fx file_size)\n", n / 1000,
+               (double)raw / 1024.0, (double)raw * 1024.0 / (double)len);
+    }
+}
+
+static void
+bench_10m(const char *path)
+{
+    size_t n = 10000000;
+    struct snapshot *s = make_model(n, 10000);
+    unsigned char *data;
+    size_t len;
+    if (snapshot_write_mem(s, SNAPSHOT_FORMAT_PICKLE, &data, &len) != 0)
+        exit(1);
+    snapshot_free(s);
+    write_all(path, data, len);
+    free(data);
+    double t = time_read_snapshot(path, 1);
+    printf("pickle_read_10m_entries: %.2f s (%.2fx target_2s)\n", t, t / 2.0);
+    long rss = peak_rss_kib(path, false);
+    printf("pickle_read_peak_rss_10m: %.1f MiB (%.2fx file_size)\n", (double)rss / 1024.0,
+           (double)rss * 1024.0 / (double)len);
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc == 3 && strncmp(argv[1], "--rss-", 6) == 0)
+        return rss_child(argv[1], argv[2]);
+    bool ten_m = argc == 2 && strcmp(argv[1], "--10m") == 0;
+    char path[] = "/tmp/cuprof_bench_snapshot_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return 1;
+    close(fd);
     size_t bytes = 0;
     for (size_t n = 100000; n <= 1000000; n *= 10) {
         struct snapshot *s = make_model(n, 1000);
@@ -105,12 +326,19 @@ main(void)
             printf("model_bytes_per_entry: %.1f bytes\n",
                    (double)(n * sizeof(struct snap_entry) + snapshot_arena_bytes(s->arena)) /
                        (double)n);
+        /* JSON repeats every frame list in full (no memo): 1.5 kB an entry here. The baseline
+         * copies the same bytes through a buffer of the writer's size. */
+        t = time_json(s, 3, &bytes);
+        printf("json_write_rate_%zuk: %.0f entries/s (%.2fx memcpy_same_bytes_64k_chunks)\n",
+               n / 1000, (double)n / t, t / time_memcpy_in(bytes, EMITTER_BUFFER));
         if (n == 100000) {
-            /* JSON repeats every frame list in full (no memo): sized at 10^5 only. */
-            t = time_write(s, SNAPSHOT_FORMAT_JSON, 1, &bytes);
-            printf("json_write_rate_100k: %.0f entries/s\n", (double)n / t);
             printf("json_bytes_per_entry_100k: %.1f bytes\n", (double)bytes / (double)n);
+            /* Into memory that has to be faulted in: what snapshot_write_mem costs here. */
+            t = time_write(s, SNAPSHOT_FORMAT_JSON, 3, &bytes);
+            printf("json_write_mem_rate_100k: %.0f entries/s (%.2fx memcpy_same_bytes)\n",
+                   (double)n / t, t / time_memcpy(bytes));
         }
+        bench_read(s, n, path, n == 1000000);
         snapshot_free(s);
     }
     struct snapshot *s = make_model(100000, 10000);
@@ -128,9 +356,14 @@ main(void)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    printf("pickle_read_100k_entries_10k_stacks: %.1f ms\n", (now() - t0) * 1e3);
+    t = now() - t0;
+    printf("pickle_read_100k_entries_10k_stacks: %.1f ms (%.2fx target_20ms)\n", t * 1e3,
+           t * 1e3 / 20.0);
     snapshot_free(r);
     free(data);
     snapshot_free(s);
+    if (ten_m)
+        bench_10m(path);
+    unlink(path);
     return 0;
 }

@@ -31,6 +31,8 @@ emitter_destroy(struct emitter *e)
 {
     if (e == NULL)
         return;
+    if (e->ops->destroy != NULL)
+        e->ops->destroy(e);
     for (int k = 0; k < EMITTER_MEMO_KINDS; k++)
         free(e->memo[k]);
     free(e);

@@ -35,6 +35,7 @@ struct emitter_ops {
     bool (*memo_get)(struct emitter *e, enum emitter_memo kind, uint32_t id);
     void (*memo_put)(struct emitter *e, enum emitter_memo kind, uint32_t id);
     void (*finish)(struct emitter *e);
+    void (*destroy)(struct emitter *e); /* frees the implementation's own state; may be NULL */
 };
 
 enum emitter_level_kind { EMITTER_DICT = 1, EMITTER_LIST = 2, EMITTER_TUPLE = 3 };
@@ -59,6 +60,7 @@ struct emitter {
     uint32_t memo_next;
     const char *literal_keys[256]; /* pickle: memoized constant strings, by pointer */
     uint32_t literal_memo[256];
+    void *impl; /* the implementation's own state (JSON: rendered frame lists) */
     unsigned char buf[EMITTER_BUFFER];
 };
 
@@ -68,6 +70,11 @@ struct emitter *pickle_emitter_create(int (*write)(void *ctx, const void *buf, s
                                       void *ctx, size_t frame_count, size_t stack_count);
 struct emitter *json_emitter_create(int (*write)(void *ctx, const void *buf, size_t len),
                                     void *ctx);
+/* The same, keeping the text of up to `stack_count` frame lists (EMITTER_MEMO_STACK ids) once
+ * rendered, so a stack that many entries share is formatted once and then copied: the JSON
+ * still holds every frame list in full. */
+struct emitter *json_emitter_create_cached(int (*write)(void *ctx, const void *buf, size_t len),
+                                           void *ctx, size_t stack_count);
 /* Writes the trailer and flushes; returns the first error seen (0 if none). */
 __attribute__((warn_unused_result)) int emitter_finish(struct emitter *e);
 void emitter_destroy(struct emitter *e);
@@ -165,8 +172,9 @@ emitter_float(struct emitter *e, double v)
 {
     e->ops->real(e, v);
 }
-/* True when the object was already written: a back-reference was emitted in its place. Otherwise
- * the caller writes it, calling emitter_memo_put right after its begin_dict/begin_list. */
+/* True when the object was already written: a back-reference (pickle) or a copy of its text
+ * (JSON) was emitted in its place. Otherwise the caller writes it, calling emitter_memo_put right
+ * after its begin_dict/begin_list. */
 static inline bool
 emitter_memo_get(struct emitter *e, enum emitter_memo kind, uint32_t id)
 {

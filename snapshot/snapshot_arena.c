@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define ARENA_CHUNK (256u * 1024u)
 
@@ -50,7 +52,7 @@ snapshot_arena_destroy(struct snapshot_arena *arena)
 }
 
 void *
-snapshot_arena_alloc(struct snapshot_arena *arena, size_t size)
+snapshot_arena_alloc_bytes(struct snapshot_arena *arena, size_t size)
 {
     size = (size + 15u) & ~(size_t)15u;
     if (size == 0)
@@ -63,6 +65,7 @@ snapshot_arena_alloc(struct snapshot_arena *arena, size_t size)
         struct arena_chunk *n = malloc(sizeof(struct arena_chunk) + want);
         if (n == NULL)
             return NULL;
+        snapshot_arena_prefault(n, sizeof(struct arena_chunk) + want); /* filled front to back */
         n->size = want;
         n->used = 0;
         arena->bytes += sizeof(struct arena_chunk) + want;
@@ -78,8 +81,54 @@ snapshot_arena_alloc(struct snapshot_arena *arena, size_t size)
     }
     void *p = c->data + c->used;
     c->used += size;
-    memset(p, 0, size);
     return p;
+}
+
+void *
+snapshot_arena_alloc(struct snapshot_arena *arena, size_t size)
+{
+    void *p = snapshot_arena_alloc_bytes(arena, size);
+    if (p != NULL)
+        memset(p, 0, size);
+    return p;
+}
+
+void
+snapshot_arena_reset(struct snapshot_arena *arena)
+{
+    struct arena_chunk *keep = arena->chunks;
+    if (keep == NULL)
+        return;
+    struct arena_chunk *c = keep->next;
+    while (c != NULL) {
+        struct arena_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    keep->next = NULL;
+    keep->used = 0;
+    arena->bytes = sizeof(struct arena_chunk) + keep->size;
+    if (arena->slot_used > 0) {
+        memset(arena->slots, 0, arena->slot_cap * sizeof(*arena->slots));
+        arena->slot_used = 0;
+    }
+}
+
+void
+snapshot_arena_prefault(void *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    static long page;
+    if (page == 0)
+        page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    uintptr_t mask = (uintptr_t)page - 1;
+    uintptr_t lo = ((uintptr_t)p + mask) & ~mask, hi = ((uintptr_t)p + len) & ~mask;
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE); /* a refusal changes nothing */
+#else
+    (void)p;
+    (void)len;
+#endif
 }
 
 size_t
@@ -122,15 +171,39 @@ utf8_seq(const unsigned char *s, size_t len)
     return n;
 }
 
+/* 8 bytes a step (a hash of every interned string: the readers intern each one they meet). */
 static uint64_t
 hash_bytes(const char *s, size_t len)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
+    uint64_t h = (uint64_t)len * 0x9e3779b97f4a7c15ull, x;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&x, s + i, 8);
+        h = (h ^ x) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
     }
-    return h;
+    x = 0;
+    memcpy(&x, s + i, len - i);
+    h = (h ^ x) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 29);
+}
+
+/* ASCII without NUL: valid as it is (nearly every string; checked 8 bytes a step). */
+static bool
+plain_ascii(const unsigned char *s, size_t len)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        if ((x & highs) != 0 || ((x - ones) & ~x & highs) != 0)
+            return false;
+    }
+    for (; i < len; i++)
+        if (s[i] == 0 || s[i] >= 0x80)
+            return false;
+    return true;
 }
 
 static bool
@@ -140,6 +213,7 @@ intern_grow(struct snapshot_arena *arena)
     struct intern_slot *slots = calloc(cap, sizeof(*slots));
     if (slots == NULL)
         return false;
+    snapshot_arena_prefault(slots, cap * sizeof(*slots)); /* hashing touches every page */
     for (size_t i = 0; i < arena->slot_cap; i++) {
         struct intern_slot *o = &arena->slots[i];
         if (o->str == NULL)
@@ -161,14 +235,17 @@ snapshot_arena_intern(struct snapshot_arena *arena, const char *s, size_t len)
     /* Replace invalid UTF-8 (and NULs, which a C string cannot hold) first. */
     const unsigned char *u = (const unsigned char *)s;
     char *fixed = NULL;
-    for (size_t i = 0; i < len;) {
+    bool bad = false;
+    for (size_t i = 0; !plain_ascii(u, len) && i < len;) {
         size_t n = u[i] == 0 ? 0 : utf8_seq(u + i, len - i);
         if (n == 0) {
-            fixed = malloc(len * 3 + 1);
+            bad = true;
             break;
         }
         i += n;
     }
+    if (bad && (fixed = malloc(len * 3 + 1)) == NULL)
+        return NULL;
     if (fixed != NULL) {
         size_t o = 0;
         for (size_t i = 0; i < len;) {
@@ -200,7 +277,7 @@ snapshot_arena_intern(struct snapshot_arena *arena, const char *s, size_t len)
         }
         j = (j + 1) & (arena->slot_cap - 1);
     }
-    char *copy = snapshot_arena_alloc(arena, len + 1);
+    char *copy = snapshot_arena_alloc_bytes(arena, len + 1);
     if (copy == NULL) {
         free(fixed);
         return NULL;

@@ -3,11 +3,16 @@
  * value cannot be used costs a warning (once per field name) and, where the record needs it, the
  * record: never the file. A record of the wrong shape (a segment or entry that is not a dict, a
  * `blocks` that is not a list) is skipped the same way; only a file that is no memory snapshot at
- * all (no `segments` list) is refused. */
+ * all (no `segments` list) is refused.
+ *
+ * Speed (10^7 entries in a few seconds): the pickle reader hands over segments and trace entries
+ * a batch at a time as it reads them (snapshot_import_take); dict keys are interned strings,
+ * compared by address; a frame list or frame dict the pickle memoizes is converted once; and an
+ * entry or frame whose fields are all plain takes a path that formats no message. Anything else
+ * goes through the checked path, which gives the same result or the warnings. */
 #include "snapshot/snapshot_import.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,34 +20,56 @@
 
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
-#include "snapshot/snapshot_usage.h"
 #include "allocator/trace_sink.h"
+#include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_field.h"
+#include "snapshot/snapshot_import_meta.h"
+#include "snapshot/snapshot_import_stack.h"
 #include "snapshot/snapshot_write.h"
 
-/* Pointer -> index cache: a frame dict or frame list shared through the pickle memo is
- * converted once. */
-struct ptr_slot {
-    const void *key;
-    uint32_t value;
+/* The keys the fast paths look for, in the order cuprof and PyTorch write them. */
+enum {
+    K_ACTION,
+    K_ADDR,
+    K_SIZE,
+    K_STREAM,
+    K_TIME_US,
+    K_FRAMES,
+    K_DEVICE_FREE,
+    K_USER_METADATA,
+    K_LABEL,
+    K_CUPROF_POOL,
+    ENTRY_KEYS
+};
+static const char *const entry_key_names[ENTRY_KEYS] = {
+    "action", "addr",        "size",          "stream", "time_us",
+    "frames", "device_free", "user_metadata", "label",  "cuprof_pool"};
+
+/* A list whose items the pickle reader handed over: where it must turn out to be. */
+struct taken_list {
+    const struct sval_seq *list;
+    size_t next; /* index of its next item (for messages) */
 };
 
-struct imp {
+struct snapshot_importer {
     struct snapshot *snap;
     char *err;
     size_t err_len;
-    struct ptr_slot *slots;
-    size_t slot_cap, slot_used;
-    uint32_t *frame_buf;
-    size_t frame_buf_cap;
+    struct snapshot_import_stacks stacks; /* frames and stacks */
     struct snap_block *blocks; /* one segment's blocks, staged until the segment is usable */
     size_t block_cap;
-    uint64_t *reserved;       /* per device: the sizes of its segments read so far */
-    struct snapshot_fields f; /* warnings, once per field name */
+    uint64_t *reserved;                      /* per device: the sizes of its segments read so far */
+    struct snapshot_fields f;                /* warnings, once per field name */
+    const char *entry_keys[ENTRY_KEYS];      /* interned */
+    const char *actions[TRACE_ACTION_COUNT]; /* interned action names */
+    struct taken_list segments;              /* streaming: root["segments"] */
+    struct taken_list *traces;               /* streaming: root["device_traces"][d] */
+    size_t trace_cap;
+    bool conflict; /* two lists were handed over for one place */
 };
 
 static int
-fail(struct imp *im, int code, const char *fmt, ...)
+fail(struct snapshot_importer *im, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -52,134 +79,9 @@ fail(struct imp *im, int code, const char *fmt, ...)
 }
 
 static int
-oom(struct imp *im)
+oom(struct snapshot_importer *im)
 {
     return fail(im, -CUPROF_EHOSTMEM, "out of memory");
-}
-
-static bool
-cache_get(struct imp *im, const void *key, uint32_t *value)
-{
-    if (im->slot_cap == 0)
-        return false;
-    size_t mask = im->slot_cap - 1, j = (size_t)(((uintptr_t)key >> 4) * 0x9e3779b97f4a7c15ull);
-    for (j &= mask; im->slots[j].key != NULL; j = (j + 1) & mask) {
-        if (im->slots[j].key == key) {
-            *value = im->slots[j].value;
-            return true;
-        }
-    }
-    return false;
-}
-
-static int
-cache_put(struct imp *im, const void *key, uint32_t value)
-{
-    if ((im->slot_used + 1) * 2 > im->slot_cap) {
-        size_t cap = im->slot_cap ? im->slot_cap * 2 : 1024;
-        struct ptr_slot *s = calloc(cap, sizeof(*s));
-        if (s == NULL)
-            return -CUPROF_EHOSTMEM;
-        struct ptr_slot *old = im->slots;
-        size_t old_cap = im->slot_cap;
-        im->slots = s;
-        im->slot_cap = cap;
-        im->slot_used = 0;
-        for (size_t i = 0; i < old_cap; i++)
-            if (old[i].key != NULL && cache_put(im, old[i].key, old[i].value) != 0)
-                return -CUPROF_EHOSTMEM;
-        free(old);
-    }
-    size_t mask = im->slot_cap - 1, j = (size_t)(((uintptr_t)key >> 4) * 0x9e3779b97f4a7c15ull);
-    for (j &= mask; im->slots[j].key != NULL; j = (j + 1) & mask)
-        ;
-    im->slots[j] = (struct ptr_slot){key, value};
-    im->slot_used++;
-    return 0;
-}
-
-/* ---- Frames and stacks: cosmetic, so nothing in them refuses a record. */
-
-/* A frame's line: 1..INT32_MAX (CPython's line numbers are C ints), else unknown. PyTorch writes
- * an unknown line as size_t -1 (18446744073709551615), others write -1: both are read silently. */
-static int
-frame_line(struct imp *im, const char *where, const struct sval *f, int64_t *line)
-{
-    *line = SNAP_LINE_UNKNOWN;
-    const struct sval *v = sval_get(f, "line");
-    if (v == NULL || v->type == SVAL_NONE)
-        return 0;
-    const char *why = "not a line number";
-    bool neg = false;
-    uint64_t mag = 0;
-    if (snapshot_field_integer(v, &neg, &mag, &why)) {
-        if (!neg && mag <= INT32_MAX) {
-            *line = (int64_t)mag;
-            return 0;
-        }
-        if ((neg && mag == 1) || (!neg && mag == UINT64_MAX))
-            return 0;
-        why = "not a line number";
-    }
-    int rc = snapshot_field_warn(&im->f, where, "line", v, why, "read as unknown");
-    return rc < 0 ? rc : 0;
-}
-
-static int
-import_frame(struct imp *im, const char *where, const struct sval *f, uint32_t *index)
-{
-    const char *name = "??", *filename = "??";
-    int64_t line = SNAP_LINE_UNKNOWN;
-    int rc;
-    if (f->type != SVAL_DICT) {
-        if ((rc = snapshot_field_warn(&im->f, where, "frames", f, "a frame that is not a dict",
-                                      "read as ??")) < 0)
-            return rc;
-    } else {
-        if (cache_get(im, f->u.seq, index))
-            return 0;
-        if ((rc = snapshot_field_str(&im->f, where, f, "name", "read as ??", &name)) < 0 ||
-            (rc = snapshot_field_str(&im->f, where, f, "filename", "read as ??", &filename)) < 0 ||
-            (rc = frame_line(im, where, f, &line)) < 0)
-            return rc;
-    }
-    if (snapshot_add_frame(im->snap, name, filename, line, index) != 0 ||
-        (f->type == SVAL_DICT && cache_put(im, f->u.seq, *index) != 0))
-        return oom(im);
-    return 0;
-}
-
-/* A frames list (absent or None: the empty stack). */
-static int
-import_stack(struct imp *im, const char *where, const struct sval *frames, uint32_t *index)
-{
-    *index = 0;
-    if (frames == NULL || frames->type == SVAL_NONE)
-        return 0;
-    if (frames->type != SVAL_LIST && frames->type != SVAL_TUPLE) {
-        int rc =
-            snapshot_field_warn(&im->f, where, "frames", frames, "not a list", "read as no stack");
-        return rc < 0 ? rc : 0;
-    }
-    size_t n = sval_len(frames);
-    if (n == 0 || cache_get(im, frames->u.seq, index))
-        return 0;
-    if (n > im->frame_buf_cap) {
-        uint32_t *b = realloc(im->frame_buf, n * sizeof(*b));
-        if (b == NULL)
-            return oom(im);
-        im->frame_buf = b;
-        im->frame_buf_cap = n;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int rc = import_frame(im, where, sval_at(frames, i), &im->frame_buf[i]);
-        if (rc != 0)
-            return rc;
-    }
-    if (snapshot_add_stack(im->snap, im->frame_buf, n, index) != 0 ||
-        cache_put(im, frames->u.seq, *index) != 0)
-        return oom(im);
-    return 0;
 }
 
 static int
@@ -209,8 +111,8 @@ parse_pool(const char *s)
 
 /* Returns 0 (block staged in *blk), 1 (segment to be skipped: warned) or a negative error. */
 static int
-import_block(struct imp *im, const char *where, const struct sval *b, uint64_t seg_addr,
-             uint64_t offset, struct snap_block *blk)
+import_block(struct snapshot_importer *im, const char *where, const struct sval *b,
+             uint64_t seg_addr, uint64_t offset, struct snap_block *blk)
 {
     if (b->type != SVAL_DICT) {
         int rc = snapshot_field_warn(&im->f, where, "blocks[]", b, "not a dict", SKIP_SEGMENT);
@@ -265,15 +167,16 @@ import_block(struct imp *im, const char *where, const struct sval *b, uint64_t s
     const struct sval *frames = sval_get(b, "frames");
     if (frames == NULL && hist != NULL)
         frames = sval_get(hist, "frames");
-    return import_stack(im, where, frames, &blk->stack);
+    struct snapshot_import_where w = {.text = where};
+    return snapshot_import_stack(&im->stacks, &w, frames, &blk->stack);
 }
 
 /* Stages the segment's blocks in im->blocks: a block without a usable size drops the segment
  * before it is added. 0 (*offset = the blocks' sum), 1 (segment to be skipped: warned) or a
  * negative error. */
 static int
-stage_blocks(struct imp *im, const char *where, const struct sval *blocks, uint64_t seg_addr,
-             uint64_t *offset)
+stage_blocks(struct snapshot_importer *im, const char *where, const struct sval *blocks,
+             uint64_t seg_addr, uint64_t *offset)
 {
     size_t n = sval_len(blocks);
     if (n > im->block_cap) {
@@ -316,7 +219,7 @@ sum_blocks(struct snap_segment *seg, const struct snap_block *blocks, size_t n)
 }
 
 static int
-import_segment(struct imp *im, size_t i, const struct sval *s)
+import_segment(struct snapshot_importer *im, size_t i, const struct sval *s)
 {
     char where[64];
     snprintf(where, sizeof(where), "segments[%zu]", i);
@@ -358,7 +261,8 @@ import_segment(struct imp *im, size_t i, const struct sval *s)
     }
     if (pool != NULL && parse_pool(pool) >= 0)
         seg.cuprof_pool = (uint8_t)parse_pool(pool);
-    if ((rc = import_stack(im, where, sval_get(s, "frames"), &seg.stack)) != 0)
+    struct snapshot_import_where w = {.text = where};
+    if ((rc = snapshot_import_stack(&im->stacks, &w, sval_get(s, "frames"), &seg.stack)) != 0)
         return rc;
     size_t n = sval_len(blocks);
     uint64_t offset = 0;
@@ -416,13 +320,12 @@ parse_action(const char *s)
 
 #define SKIP_ENTRY "entry skipped"
 
+/* The checked path: every field read with its range, warnings formatted. */
 static int
-import_entry(struct imp *im, size_t d, size_t i, const struct sval *t)
+import_entry_checked(struct snapshot_importer *im, struct snapshot_import_where *w, size_t d,
+                     const struct sval *t)
 {
-    char where[64];
-    snprintf(where, sizeof(where), "device_traces[%zu][%zu]", d, i);
-    if (t->type != SVAL_DICT)
-        return snapshot_field_warn(&im->f, where, "device_traces[][]", t, "not a dict", SKIP_ENTRY);
+    const char *where = snapshot_import_where_text(w);
     const char *action = NULL, *label = NULL, *pool = NULL;
     int rc = snapshot_field_str(&im->f, where, t, "action", SKIP_ENTRY, &action);
     if (rc == FIELD_ABSENT)
@@ -465,193 +368,162 @@ import_entry(struct imp *im, size_t d, size_t i, const struct sval *t)
         e.label = label;
     if (pool != NULL && parse_pool(pool) >= 0)
         e.pool = (uint8_t)parse_pool(pool);
-    if ((rc = import_stack(im, where, sval_get(t, "frames"), &e.stack)) != 0)
+    if ((rc = snapshot_import_stack(&im->stacks, w, sval_get(t, "frames"), &e.stack)) != 0)
         return rc;
     if (snapshot_add_entry(im->snap, d, &e) != 0)
         return oom(im);
     return 0;
 }
 
-/* ---- allocator_settings and cuprof's section: only shown, so a bad value is ignored. */
-
-/* PyTorch writes SIZE_MAX ("no limit") as -1; Python code may write it as 2^64-1. */
-static int
-size_max_field(struct imp *im, const char *where, const char *key, const struct sval *v,
-               int64_t *out)
+/* The common entry: an action cuprof knows (not oom), integer addr, a size in range, stream and
+ * time_us integers or absent, no device_free, label or pool: what the checked path would read
+ * without a message. False sends the entry there. */
+static bool
+entry_plain(const struct snapshot_importer *im, const struct sval *const *v, struct snap_entry *e)
 {
-    if (v != NULL && v->type == SVAL_UINT && v->u.u == UINT64_MAX) {
-        *out = -1;
-        return FIELD_OK;
-    }
-    return snapshot_field_i64_value(&im->f, where, key, v, -1, INT64_MAX, "ignored", out);
+    const struct sval *a = v[K_ACTION], *addr = v[K_ADDR], *size = v[K_SIZE], *stream = v[K_STREAM],
+                      *t = v[K_TIME_US];
+    if (a == NULL || a->type != SVAL_STR || v[K_DEVICE_FREE] != NULL ||
+        v[K_USER_METADATA] != NULL || v[K_LABEL] != NULL || v[K_CUPROF_POOL] != NULL)
+        return false;
+    unsigned act = 0;
+    while (act < TRACE_ACTION_COUNT && im->actions[act] != a->u.s)
+        act++;
+    if (act == TRACE_ACTION_COUNT || act == TRACE_OOM || addr == NULL || addr->type != SVAL_INT ||
+        size == NULL || size->type != SVAL_INT || size->u.i < 0 ||
+        (uint64_t)size->u.i > SNAP_MAX_BYTES ||
+        (stream != NULL && stream->type != SVAL_INT && stream->type != SVAL_NONE))
+        return false;
+    bool timed = t != NULL && t->type != SVAL_NONE;
+    if (timed && (t->type != SVAL_INT || t->u.i < INT64_MIN / 4 || t->u.i > INT64_MAX / 4))
+        return false;
+    *e = (struct snap_entry){
+        .action = (uint8_t)act,
+        .addr = (uint64_t)addr->u.i,
+        .size = (uint64_t)size->u.i,
+        .stream = stream != NULL && stream->type == SVAL_INT ? (uint64_t)stream->u.i : 0,
+        .has_time = timed,
+        .time_us = timed ? t->u.i : 0,
+    };
+    return true;
 }
 
 static int
-import_settings(struct imp *im, const struct sval *a)
+import_entry(struct snapshot_importer *im, size_t d, size_t i, const struct sval *t)
 {
-    const char *w = "allocator_settings";
-    if (a->type != SVAL_DICT) {
-        int rc = snapshot_field_warn(&im->f, "snapshot", w, a, "not a dict", "ignored");
-        return rc < 0 ? rc : 0;
+    struct snapshot_import_where w; /* its text is formatted only if a message needs it */
+    w.text = NULL;
+    w.d = d;
+    w.i = i;
+    if (t->type != SVAL_DICT)
+        return snapshot_field_warn(&im->f, snapshot_import_where_text(&w), "device_traces[][]", t,
+                                   "not a dict", SKIP_ENTRY);
+    const struct sval *v[ENTRY_KEYS];
+    snapshot_import_fields(t, im->entry_keys, ENTRY_KEYS, v);
+    struct snap_entry e;
+    if (!entry_plain(im, v, &e))
+        return import_entry_checked(im, &w, d, t);
+    int rc = snapshot_import_stack(&im->stacks, &w, v[K_FRAMES], &e.stack);
+    if (rc != 0)
+        return rc;
+    return snapshot_add_entry(im->snap, d, &e) != 0 ? oom(im) : 0;
+}
+
+/* ---- Streaming: the pickle reader hands over the items of what it takes for root["segments"]
+ * and root["device_traces"][d]; the finished tree must show those lists in those places. */
+
+int
+snapshot_import_take(void *ctx, enum pickle_list which, uint32_t d, const struct sval_seq *list,
+                     const struct sval *items, size_t n)
+{
+    struct snapshot_importer *im = ctx;
+    struct taken_list *t = &im->segments;
+    if (which == PICKLE_TRACE) {
+        if (d >= SNAPSHOT_MAX_DEVICES)
+            return 1; /* too many devices: kept in the tree, refused by import_all */
+        if (d >= im->trace_cap) {
+            size_t cap = im->trace_cap ? im->trace_cap : 8;
+            while (cap <= d)
+                cap *= 2;
+            struct taken_list *tl = realloc(im->traces, cap * sizeof(*tl));
+            if (tl == NULL)
+                return oom(im);
+            memset(tl + im->trace_cap, 0, (cap - im->trace_cap) * sizeof(*tl));
+            im->traces = tl;
+            im->trace_cap = cap;
+        }
+        t = &im->traces[d];
+        if (snapshot_set_device_count(im->snap, (size_t)d + 1) != 0 ||
+            snapshot_reserve_entries(im->snap, d, n) != 0)
+            return oom(im);
     }
-    struct snap_allocator_settings *s = &im->snap->allocator_settings;
-    im->snap->has_allocator_settings = true;
-    int64_t v = 0;
-    int rc;
-    if ((rc = snapshot_field_str(&im->f, w, a, "PYTORCH_CUDA_ALLOC_CONF", "ignored",
-                                 &s->alloc_conf)) < 0 ||
-        (rc = size_max_field(im, w, "max_split_size", sval_get(a, "max_split_size"),
-                             &s->max_split_size)) < 0 ||
-        (rc = snapshot_field_i64(&im->f, w, a, "pinned_num_register_threads", 0, INT32_MAX,
-                                 "ignored", &s->pinned_num_register_threads)) < 0 ||
-        (rc = snapshot_field_bool(&im->f, w, a, "expandable_segments", &s->expandable_segments)) <
-            0 ||
-        (rc = snapshot_field_bool(&im->f, w, a, "release_lock_on_cudamalloc",
-                                  &s->release_lock_on_cudamalloc)) < 0 ||
-        (rc = snapshot_field_bool(&im->f, w, a, "pinned_use_cuda_host_register",
-                                  &s->pinned_use_cuda_host_register)) < 0)
-        return rc;
-    const struct sval *g = sval_get(a, "garbage_collection_threshold");
-    if (g != NULL && g->type == SVAL_FLOAT && isfinite(g->u.f))
-        s->garbage_collection_threshold = g->u.f;
-    else if (g != NULL && g->type == SVAL_INT)
-        s->garbage_collection_threshold = (double)g->u.i;
-    else if (g != NULL && (rc = snapshot_field_warn(&im->f, w, "garbage_collection_threshold", g,
-                                                    "not a number", "ignored")) < 0)
-        return rc;
-    const struct sval *r = sval_get(a, "roundup_power2_divisions");
-    for (int i = 0; i < 16 && r != NULL && r->type == SVAL_DICT; i++) {
-        char key[8];
-        snprintf(key, sizeof(key), "%d", 1 << i);
-        if ((rc = snapshot_field_i64(&im->f, w, r, key, 0, UINT32_MAX, "ignored", &v)) < 0)
+    if (t->list != NULL && t->list != list)
+        im->conflict = true;
+    t->list = list;
+    for (size_t k = 0; k < n; k++) {
+        int rc = which == PICKLE_TRACE ? import_entry(im, d, t->next++, &items[k])
+                                       : import_segment(im, t->next++, &items[k]);
+        if (rc != 0)
             return rc;
-        if (rc == FIELD_OK)
-            s->roundup_power2_divisions[i] = (uint32_t)v;
     }
     return 0;
 }
 
-/* One device's memory_stats: counters are never negative, except max_split_size's -1. */
+/* 1: `list` is the list taken for this place (its items are imported already); 0: none was
+ * taken for it and `list` was not taken for another; SNAPSHOT_IMPORT_AGAIN: the reader's guess
+ * was wrong for this file. */
 static int
-import_stats(struct imp *im, size_t d, const struct sval *st)
+taken_here(const struct snapshot_importer *im, const struct sval *list, const struct taken_list *t)
 {
-    char w[48];
-    snprintf(w, sizeof(w), "cuprof.stats[%zu]", d);
-    if (st->type != SVAL_DICT) {
-        int rc =
-            snapshot_field_warn(&im->f, "snapshot", "cuprof.stats", st, "not a dict", "ignored");
-        return rc < 0 ? rc : 0;
-    }
-    size_t n = st->u.seq->len, used = 0;
-    struct snap_stat *kv = n ? calloc(n, sizeof(*kv)) : NULL;
-    if (n && kv == NULL)
-        return oom(im);
-    int rc = 0;
-    for (size_t i = 0; i < n && rc >= 0; i++) {
-        const struct sval *k = &st->u.seq->items[2 * i];
-        int64_t v = 0;
-        if (k->type != SVAL_STR)
-            continue;
-        if (strcmp(k->u.s, "max_split_size") == 0)
-            rc = size_max_field(im, w, k->u.s, k + 1, &v);
-        else
-            rc = snapshot_field_i64_value(&im->f, w, k->u.s, k + 1, 0, INT64_MAX, "ignored", &v);
-        if (rc == FIELD_OK)
-            kv[used++] = (struct snap_stat){k->u.s, v};
-    }
-    if (rc >= 0 && snapshot_set_stats(im->snap, d, kv, used) != 0)
-        rc = oom(im);
-    free(kv);
-    return rc < 0 ? rc : 0;
+    if (t != NULL && t->list != NULL)
+        return list->u.seq == t->list ? 1 : SNAPSHOT_IMPORT_AGAIN;
+    if (list->u.seq == im->segments.list)
+        return SNAPSHOT_IMPORT_AGAIN;
+    for (size_t d = 0; d < im->trace_cap; d++)
+        if (list->u.seq == im->traces[d].list)
+            return SNAPSHOT_IMPORT_AGAIN;
+    return 0;
 }
 
 static int
-import_cuprof(struct imp *im, const struct sval *c)
+import_traces(struct snapshot_importer *im, const struct sval *traces)
 {
-    const char *w = "cuprof";
-    struct snapshot *snap = im->snap;
-    if (c->type != SVAL_DICT) {
-        int rc = snapshot_field_warn(&im->f, "snapshot", w, c, "not a dict", "ignored");
-        return rc < 0 ? rc : 0;
-    }
-    snap->cuprof.present = true;
     int rc;
-    if ((rc = snapshot_field_str(&im->f, w, c, "version", "ignored", &snap->cuprof.version)) < 0 ||
-        (rc = snapshot_field_str(&im->f, w, c, "mode", "ignored", &snap->cuprof.mode)) < 0 ||
-        (rc = snapshot_field_str(&im->f, w, c, "host", "ignored", &snap->cuprof.host)) < 0 ||
-        (rc = snapshot_field_i64(&im->f, w, c, "pid", INT64_MIN, INT64_MAX, "ignored",
-                                 &snap->cuprof.pid)) < 0 ||
-        (rc = snapshot_field_i64(&im->f, w, c, "rank", -1, INT64_MAX, "ignored",
-                                 &snap->cuprof.rank)) < 0)
-        return rc;
-    const struct sval *py = sval_get(c, "python");
-    if (py != NULL && py->type == SVAL_DICT) {
-        struct snap_python *p = &snap->cuprof.python;
-        const char *pw = "cuprof.python";
-        p->present = true;
-        if ((rc = snapshot_field_str(&im->f, pw, py, "interpreter", "ignored", &p->interpreter)) <
-                0 ||
-            (rc = snapshot_field_str(&im->f, pw, py, "frames", "ignored", &p->frames)) < 0 ||
-            (rc = snapshot_field_i64(&im->f, pw, py, "captures_gil_held", 0, INT64_MAX, "ignored",
-                                     &p->captures_gil_held)) < 0 ||
-            (rc = snapshot_field_i64(&im->f, pw, py, "captures_gil_released", 0, INT64_MAX,
-                                     "ignored", &p->captures_gil_released)) < 0)
-            return rc;
+    size_t nt = sval_len(traces);
+    if (nt > SNAPSHOT_MAX_DEVICES)
+        return fail(im, -CUPROF_EFORMAT, "'device_traces' has %zu devices", nt);
+    for (size_t d = 0; d < im->trace_cap; d++) { /* every taken list where it was thought to be */
+        const struct sval *t = sval_at(traces, d);
+        if (im->traces[d].list != NULL &&
+            (t == NULL || t->type != SVAL_LIST || t->u.seq != im->traces[d].list))
+            return SNAPSHOT_IMPORT_AGAIN;
     }
-    const struct sval *cfg = sval_get(c, "config");
-    for (uint32_t i = 0; cfg != NULL && cfg->type == SVAL_DICT && i < cfg->u.seq->len; i++) {
-        const struct sval *k = &cfg->u.seq->items[2 * i], *v = k + 1;
-        if (k->type != SVAL_STR || v->type != SVAL_STR) {
-            if ((rc = snapshot_field_warn(&im->f, w, "config", v, "not a dict of strings",
-                                          "entry ignored")) < 0)
+    if (snapshot_set_device_count(im->snap, nt) != 0)
+        return oom(im);
+    for (size_t d = 0; d < nt; d++) {
+        const struct sval *t = sval_at(traces, d);
+        if (t->type != SVAL_LIST) {
+            if ((rc = snapshot_field_warn(&im->f, "device_traces", "device_traces[]", t,
+                                          "not a list", "read as no history for that device")) < 0)
                 return rc;
             continue;
         }
-        if (snapshot_add_config(snap, k->u.s, v->u.s) != 0)
-            return oom(im);
-    }
-    const struct sval *argv = sval_get(c, "argv");
-    size_t argc = sval_len(argv), used = 0;
-    const char **args = argc ? calloc(argc, sizeof(*args)) : NULL;
-    if (argc && args == NULL)
-        return oom(im);
-    for (size_t i = 0; i < argc; i++) {
-        if (sval_at(argv, i)->type == SVAL_STR)
-            args[used++] = sval_at(argv, i)->u.s;
-        else if ((rc = snapshot_field_warn(&im->f, w, "argv", sval_at(argv, i), "not a string",
-                                           "ignored")) < 0)
-            break;
-    }
-    rc = rc < 0 ? rc : snapshot_set_argv(snap, args, used) != 0 ? oom(im) : 0;
-    free(args);
-    if (rc < 0)
-        return rc;
-    const struct sval *stats = sval_get(c, "stats");
-    for (size_t d = 0; d < sval_len(stats) && d < SNAPSHOT_MAX_DEVICES; d++)
-        if ((rc = import_stats(im, d, sval_at(stats, d))) < 0)
+        if ((rc = taken_here(im, t, d < im->trace_cap ? &im->traces[d] : NULL)) != 0) {
+            if (rc == 1)
+                continue;
             return rc;
-    const struct sval *drops = sval_get(c, "dropped_entries");
-    for (size_t d = 0; d < sval_len(drops) && d < SNAPSHOT_MAX_DEVICES; d++) {
-        const struct sval *v = sval_at(drops, d);
-        bool neg = false;
-        uint64_t n = 0;
-        const char *why = "negative";
-        if (!snapshot_field_integer(v, &neg, &n, &why) || neg || n > INT64_MAX) {
-            why = neg ? "negative" : n > INT64_MAX ? "out of range" : why;
-            if ((rc = snapshot_field_warn(&im->f, w, "dropped_entries", v, why, "read as 0")) < 0)
-                return rc;
-            n = 0;
         }
-        if (snapshot_set_device_count(snap, d + 1) != 0)
+        if (snapshot_reserve_entries(im->snap, d, sval_len(t)) != 0)
             return oom(im);
-        snap->device_traces[d].dropped = n;
-        snap->cuprof.dropped_entries[d] = n;
+        for (size_t i = 0; i < sval_len(t); i++)
+            if ((rc = import_entry(im, d, i, sval_at(t, i))) != 0)
+                return rc;
     }
-    return snapshot_usage_import(&im->f, c);
+    return 0;
 }
 
 static int
-import_all(struct imp *im, const struct sval *root)
+import_all(struct snapshot_importer *im, const struct sval *root)
 {
     const struct sval *segs = root, *traces = NULL;
     if (root->type == SVAL_DICT) {
@@ -663,8 +535,10 @@ import_all(struct imp *im, const struct sval *root)
     if (segs->type != SVAL_LIST)
         return fail(im, -CUPROF_EFORMAT, "'segments' is %s, expected list: not a memory snapshot",
                     sval_type_name(segs));
-    int rc;
-    for (size_t i = 0; i < sval_len(segs); i++)
+    int rc = taken_here(im, segs, &im->segments);
+    if (rc == SNAPSHOT_IMPORT_AGAIN)
+        return rc;
+    for (size_t i = 0; rc == 0 && i < sval_len(segs); i++)
         if ((rc = import_segment(im, i, sval_at(segs, i))) != 0)
             return rc;
     if (traces != NULL && traces->type != SVAL_LIST) {
@@ -673,49 +547,72 @@ import_all(struct imp *im, const struct sval *root)
             return rc;
         traces = NULL;
     }
-    size_t nt = sval_len(traces);
-    if (nt > SNAPSHOT_MAX_DEVICES)
-        return fail(im, -CUPROF_EFORMAT, "'device_traces' has %zu devices", nt);
-    if (snapshot_set_device_count(im->snap, nt) != 0)
-        return oom(im);
-    for (size_t d = 0; d < nt; d++) {
-        const struct sval *t = sval_at(traces, d);
-        if (t->type != SVAL_LIST) {
-            if ((rc = snapshot_field_warn(&im->f, "device_traces", "device_traces[]", t,
-                                          "not a list", "read as no history for that device")) < 0)
-                return rc;
-            continue;
-        }
-        if (snapshot_reserve_entries(im->snap, d, sval_len(t)) != 0)
-            return oom(im);
-        for (size_t i = 0; i < sval_len(t); i++)
-            if ((rc = import_entry(im, d, i, sval_at(t, i))) != 0)
-                return rc;
-    }
+    if ((rc = import_traces(im, traces)) != 0)
+        return rc;
     const struct sval *a = sval_get(root, "allocator_settings");
-    if (a != NULL && (rc = import_settings(im, a)) != 0)
+    if (a != NULL && (rc = snapshot_import_settings(&im->f, a)) != 0)
         return rc;
     const struct sval *c = sval_get(root, "cuprof");
-    if (c != NULL && (rc = import_cuprof(im, c)) != 0)
+    if (c != NULL && (rc = snapshot_import_cuprof(&im->f, c)) != 0)
         return rc;
     return 0;
+}
+
+struct snapshot_importer *
+snapshot_import_begin(struct snapshot *snap, const char *name, char *err, size_t err_len)
+{
+    struct snapshot_importer *im = calloc(1, sizeof(*im));
+    if (im == NULL)
+        return NULL;
+    *im = (struct snapshot_importer){
+        .snap = snap, .err = err, .err_len = err_len, .f = {.snap = snap, .name = name}};
+    bool ok = true;
+    for (size_t k = 0; k < ENTRY_KEYS; k++)
+        ok = ok && (im->entry_keys[k] = snapshot_intern(snap, entry_key_names[k])) != NULL;
+    ok = ok && snapshot_import_stacks_init(&im->stacks, &im->f) == 0;
+    for (unsigned k = 0; k < TRACE_ACTION_COUNT; k++)
+        ok = ok && (im->actions[k] = snapshot_intern(snap, snapshot_action_name(k))) != NULL;
+    if (!ok) {
+        snapshot_import_free(im);
+        return NULL;
+    }
+    return im;
+}
+
+int
+snapshot_import_end(struct snapshot_importer *im, const struct sval *root, bool shared)
+{
+    int rc = shared || im->conflict ? SNAPSHOT_IMPORT_AGAIN : import_all(im, root);
+    if (rc == 0)
+        rc = snapshot_field_publish(&im->f);
+    if (rc == -CUPROF_EHOSTMEM)
+        oom(im);
+    return rc;
+}
+
+void
+snapshot_import_free(struct snapshot_importer *im)
+{
+    if (im == NULL)
+        return;
+    snapshot_import_stacks_free(&im->stacks);
+    free(im->blocks);
+    free(im->reserved);
+    free(im->traces);
+    snapshot_field_free(&im->f);
+    free(im);
 }
 
 int
 snapshot_import(struct snapshot *snap, const struct sval *root, const char *name, char *err,
                 size_t err_len)
 {
-    struct imp im = {
-        .snap = snap, .err = err, .err_len = err_len, .f = {.snap = snap, .name = name}};
-    int rc = import_all(&im, root);
-    if (rc == 0)
-        rc = snapshot_field_publish(&im.f);
-    if (rc == -CUPROF_EHOSTMEM)
-        oom(&im);
-    free(im.slots);
-    free(im.frame_buf);
-    free(im.blocks);
-    free(im.reserved);
-    snapshot_field_free(&im.f);
+    struct snapshot_importer *im = snapshot_import_begin(snap, name, err, err_len);
+    if (im == NULL) {
+        snprintf(err, err_len, "out of memory");
+        return -CUPROF_EHOSTMEM;
+    }
+    int rc = snapshot_import_end(im, root, false);
+    snapshot_import_free(im);
     return rc;
 }

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "snapshot/pickle_reader.h"
 #include "snapshot/snapshot_model.h"
 #include "snapshot/sval.h"
 
@@ -23,5 +24,21 @@
 __attribute__((warn_unused_result)) int snapshot_import(struct snapshot *snap,
                                                         const struct sval *root, const char *name,
                                                         char *err, size_t err_len);
+
+/* The same in steps, so that the pickle reader can hand over segments and trace entries as it
+ * reads them (snapshot_import_take is a pickle_stream.take). _begin: NULL on OOM. _end imports
+ * the rest of the finished tree and returns what snapshot_import returns, or
+ * SNAPSHOT_IMPORT_AGAIN when what was handed over is not where the tree has it (or `shared`, the
+ * reader's pickle_stream.shared, is set): the model is then wrong and the file must be read
+ * again without streaming. Free with _free whatever _end returned. */
+#define SNAPSHOT_IMPORT_AGAIN 2
+struct snapshot_importer;
+struct snapshot_importer *snapshot_import_begin(struct snapshot *snap, const char *name, char *err,
+                                                size_t err_len);
+int snapshot_import_take(void *importer, enum pickle_list which, uint32_t d,
+                         const struct sval_seq *list, const struct sval *items, size_t n);
+__attribute__((warn_unused_result)) int snapshot_import_end(struct snapshot_importer *im,
+                                                            const struct sval *root, bool shared);
+void snapshot_import_free(struct snapshot_importer *im);
 
 #endif

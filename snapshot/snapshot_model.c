@@ -26,9 +26,10 @@ owner_of(struct snapshot *snap)
     return (struct snapshot_owner *)(void *)snap;
 }
 
-/* Grows *array (element size `elem`) so that it can hold `need` elements. */
+/* Grows *array (element size `elem`) so that it can hold `need` elements; the new room is
+ * zero-filled unless `raw` (arrays that are only read up to their count). */
 static int
-grow(void **array, size_t *cap, size_t need, size_t elem)
+grow_array(void **array, size_t *cap, size_t need, size_t elem, bool raw)
 {
     if (need <= *cap)
         return 0;
@@ -41,10 +42,17 @@ grow(void **array, size_t *cap, size_t need, size_t elem)
     void *p = realloc(*array, n * elem);
     if (p == NULL)
         return -CUPROF_EHOSTMEM;
-    memset((char *)p + *cap * elem, 0, (n - *cap) * elem);
+    if (!raw)
+        memset((char *)p + *cap * elem, 0, (n - *cap) * elem);
     *array = p;
     *cap = n;
     return 0;
+}
+
+static int
+grow(void **array, size_t *cap, size_t need, size_t elem)
+{
+    return grow_array(array, cap, need, elem, false);
 }
 
 struct snapshot *
@@ -174,6 +182,7 @@ rehash(uint32_t **table, size_t *cap, size_t count,
     uint32_t *t = calloc(n, sizeof(*t));
     if (t == NULL)
         return -CUPROF_EHOSTMEM;
+    snapshot_arena_prefault(t, n * sizeof(*t)); /* hashing touches every page */
     for (uint32_t i = 0; i < count; i++) {
         size_t j = (size_t)hash_of(snap, i) & (n - 1);
         while (t[j] != 0)
@@ -204,10 +213,18 @@ int
 snapshot_add_frame(struct snapshot *snap, const char *name, const char *filename, int64_t line,
                    uint32_t *index)
 {
-    struct snapshot_owner *o = owner_of(snap);
-    struct snap_frame f = {snapshot_intern(snap, name), snapshot_intern(snap, filename), line};
-    if (f.name == NULL || f.filename == NULL)
+    const char *n = snapshot_intern(snap, name), *fn = snapshot_intern(snap, filename);
+    if (n == NULL || fn == NULL)
         return -CUPROF_EHOSTMEM;
+    return snapshot_add_frame_interned(snap, n, fn, line, index);
+}
+
+int
+snapshot_add_frame_interned(struct snapshot *snap, const char *name, const char *filename,
+                            int64_t line, uint32_t *index)
+{
+    struct snapshot_owner *o = owner_of(snap);
+    struct snap_frame f = {name, filename, line};
     if ((snap->frame_count + 1) * 2 > o->frame_table_cap &&
         rehash(&o->frame_table, &o->frame_table_cap, snap->frame_count, frame_hash_at, snap) != 0)
         return -CUPROF_EHOSTMEM;
@@ -302,7 +319,13 @@ snapshot_reserve_entries(struct snapshot *snap, size_t device, size_t count)
     struct snap_device_trace *t = &snap->device_traces[device];
     if (count > SIZE_MAX - t->count)
         return -CUPROF_EHOSTMEM;
-    return grow((void **)&t->entries, &o->entry_cap[device], t->count + count, sizeof(*t->entries));
+    /* Not zero-filled: a 10^7-entry history is written once, not twice. */
+    if (grow_array((void **)&t->entries, &o->entry_cap[device], t->count + count,
+                   sizeof(*t->entries), true) != 0)
+        return -CUPROF_EHOSTMEM;
+    if (count >= 256) /* a reader's batch: its pages in one call rather than fault by fault */
+        snapshot_arena_prefault(t->entries + t->count, count * sizeof(*t->entries));
+    return 0;
 }
 
 int

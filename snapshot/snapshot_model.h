@@ -172,6 +172,11 @@ const char *snapshot_intern_n(struct snapshot *snap, const char *s, size_t len);
 __attribute__((warn_unused_result)) int snapshot_add_frame(struct snapshot *snap, const char *name,
                                                            const char *filename, int64_t line,
                                                            uint32_t *index);
+/* The same for strings already interned in this model (snapshot_intern's results). */
+__attribute__((warn_unused_result)) int snapshot_add_frame_interned(struct snapshot *snap,
+                                                                    const char *name,
+                                                                    const char *filename,
+                                                                    int64_t line, uint32_t *index);
 /* Deduplicated: the same frame-index sequence gives the same stack index; count 0 gives 0. */
 __attribute__((warn_unused_result)) int
 snapshot_add_stack(struct snapshot *snap, const uint32_t *frames, size_t count, uint32_t *index);

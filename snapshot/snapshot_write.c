@@ -315,7 +315,7 @@ make_emitter(const struct snapshot *snap, enum snapshot_format format,
              int (*write)(void *ctx, const void *buf, size_t len), void *ctx)
 {
     if (format == SNAPSHOT_FORMAT_JSON)
-        return json_emitter_create(write, ctx);
+        return json_emitter_create_cached(write, ctx, snap->stack_count);
     return pickle_emitter_create(write, ctx, snap->frame_count, snap->stack_count);
 }
 

@@ -11,7 +11,20 @@
 struct sval_seq *
 sval_seq_new(struct snapshot_arena *arena)
 {
-    return snapshot_arena_alloc(arena, sizeof(struct sval_seq));
+    struct sval_seq *seq = snapshot_arena_alloc_bytes(arena, sizeof(struct sval_seq));
+    if (seq != NULL)
+        *seq = (struct sval_seq){0};
+    return seq;
+}
+
+/* The slots an array of `used` items has: 8, then powers of two. */
+static size_t
+seq_room(size_t used)
+{
+    size_t cap = used > 0 ? 8 : 0;
+    while (cap < used)
+        cap *= 2;
+    return cap;
 }
 
 int
@@ -21,20 +34,17 @@ sval_seq_append(struct snapshot_arena *arena, struct sval_seq *seq, const struct
     size_t used = pairs ? (size_t)seq->len * 2 : seq->len;
     if (n > UINT32_MAX - used)
         return -CUPROF_EFORMAT;
-    if (used + n > seq->cap) {
+    if (used + n > seq_room(used)) {
         /* Arena memory: the old array is abandoned; doubling keeps the waste below the total. */
-        size_t cap = seq->cap ? (size_t)seq->cap * 2 : 8;
-        while (cap < used + n)
-            cap *= 2;
-        if (cap > UINT32_MAX)
-            cap = UINT32_MAX;
-        struct sval *items = snapshot_arena_alloc(arena, cap * sizeof(struct sval));
+        size_t cap = seq_room(used + n);
+        if (cap > SIZE_MAX / sizeof(struct sval))
+            return -CUPROF_EHOSTMEM;
+        struct sval *items = snapshot_arena_alloc_bytes(arena, cap * sizeof(struct sval));
         if (items == NULL)
             return -CUPROF_EHOSTMEM;
         if (used > 0)
             memcpy(items, seq->items, used * sizeof(struct sval));
         seq->items = items;
-        seq->cap = (uint32_t)cap;
     }
     if (n > 0)
         memcpy(seq->items + used, vals, n * sizeof(struct sval));

@@ -27,7 +27,10 @@ enum sval_type {
 struct sval_seq;
 
 struct sval {
-    uint8_t type; /* enum sval_type */
+    uint8_t type;  /* enum sval_type */
+    uint8_t flags; /* SVAL_MEMO, and the pickle reader's own bits */
+    uint8_t place; /* pickle reader only: where a container sits in a snapshot (streaming) */
+    uint32_t slot; /* pickle reader only: its index there (the d of device_traces[d]) */
     union {
         bool b;
         int64_t i;
@@ -38,11 +41,17 @@ struct sval {
     } u;
 };
 
-/* Items of a list or tuple; a dict holds 2*len items: key, value, key, value... */
+/* The container went through the pickle memo: the file may refer to it more than once (a
+ * container without it is referenced from one place only). */
+#define SVAL_MEMO 1u
+
+/* Items of a list or tuple; a dict holds 2*len items: key, value, key, value... Room for 8, then
+ * for the next power of two (sval_seq_append). */
 struct sval_seq {
     struct sval *items;
     uint32_t len; /* elements (pairs for a dict) */
-    uint32_t cap; /* struct sval slots allocated */
+    uint32_t tag; /* 0 from the readers, then the consumer's: snapshot_import keeps the stack of a
+                   * memoized frame list, and the frame of a frame dict, there (index + 1) */
 };
 
 /* A new empty container from the arena (NULL on OOM). */
