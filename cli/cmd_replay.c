@@ -155,18 +155,13 @@ static int
 fits_cache(struct replay_run *r, const struct alloc_config *config, const struct snap_entry *e,
            bool *fits)
 {
-    size_t nseg, nblk, got_seg, got_blk;
+    size_t got_seg, got_blk;
     uint64_t size = alloc_policy_round_size(config, e->size);
     bool small = alloc_policy_is_small(size);
     *fits = false;
-    allocator_lock_device(r->alloc, (int)r->device);
-    allocator_count_locked(r->alloc, (int)r->device, &nseg, &nblk);
-    struct segment_info *segs = malloc((nseg + 1) * sizeof(*segs));
-    struct block_info *blks = malloc((nblk + 1) * sizeof(*blks));
-    int rc = segs && blks ? allocator_copy_locked(r->alloc, (int)r->device, segs, nseg + 1, blks,
-                                                  nblk + 1, &got_seg, &got_blk)
-                          : -1;
-    allocator_unlock_device(r->alloc, (int)r->device);
+    struct segment_info *segs;
+    struct block_info *blks;
+    int rc = replay_copy_state(r, &segs, &got_seg, &blks, &got_blk);
     for (size_t s = 0; rc == 0 && s < got_seg && !*fits; s++) {
         if (segs[s].stream != e->stream || (bool)segs[s].is_small != small ||
             segs[s].pool != TRACE_POOL_DEFAULT)

@@ -91,6 +91,11 @@ struct replay_run {
 __attribute__((warn_unused_result)) int
 replay_start_state(struct replay_run *r, const struct alloc_config *config, size_t *misses);
 
+/* A copy of the replay device's segments and blocks (allocator_copy_locked under its lock):
+ * *segs and *blks are malloc'ed (free both, also on failure). Returns 0 or -1. */
+int replay_copy_state(struct replay_run *r, struct segment_info **segs, size_t *nseg,
+                      struct block_info **blks, size_t *nblk);
+
 /* The replay freed the block at `addr`: a guess it owned no longer stands. */
 void replay_guess_freed(struct replay_run *r, uint64_t addr);
 

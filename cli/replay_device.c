@@ -254,3 +254,21 @@ replay_device_ops(struct fake_device *f, struct device_ops *ops)
         .vmm_release = fake_vmm_release,
     };
 }
+
+int
+replay_copy_state(struct replay_run *r, struct segment_info **segs, size_t *nseg,
+                  struct block_info **blks, size_t *nblk)
+{
+    size_t segments, blocks;
+    *nseg = *nblk = 0;
+    allocator_lock_device(r->alloc, (int)r->device);
+    allocator_count_locked(r->alloc, (int)r->device, &segments, &blocks);
+    *segs = malloc((segments + 1) * sizeof(**segs));
+    *blks = malloc((blocks + 1) * sizeof(**blks));
+    int rc = *segs != NULL && *blks != NULL
+                 ? allocator_copy_locked(r->alloc, (int)r->device, *segs, segments + 1, *blks,
+                                         blocks + 1, nseg, nblk)
+                 : -1;
+    allocator_unlock_device(r->alloc, (int)r->device);
+    return rc == 0 ? 0 : -1;
+}

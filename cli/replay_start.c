@@ -522,16 +522,11 @@ replay_guess_freed(struct replay_run *r, uint64_t addr)
 static int
 free_block_size(struct replay_run *r, uint64_t addr, uint64_t *size)
 {
-    size_t nseg, nblk, got_seg, got_blk;
+    size_t got_seg, got_blk;
     *size = 0;
-    allocator_lock_device(r->alloc, (int)r->device);
-    allocator_count_locked(r->alloc, (int)r->device, &nseg, &nblk);
-    struct segment_info *segs = malloc((nseg + 1) * sizeof(*segs));
-    struct block_info *blks = malloc((nblk + 1) * sizeof(*blks));
-    int rc = segs && blks ? allocator_copy_locked(r->alloc, (int)r->device, segs, nseg + 1, blks,
-                                                  nblk + 1, &got_seg, &got_blk)
-                          : -1;
-    allocator_unlock_device(r->alloc, (int)r->device);
+    struct segment_info *segs;
+    struct block_info *blks;
+    int rc = replay_copy_state(r, &segs, &got_seg, &blks, &got_blk);
     for (size_t i = 0; rc == 0 && i < got_blk; i++)
         if (blks[i].addr == addr && blks[i].state == BLOCK_INACTIVE)
             *size = blks[i].size;
