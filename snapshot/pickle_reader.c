@@ -548,7 +548,7 @@ memo_store(struct vm *vm, uint64_t index)
 }
 
 /* BINGET, LONG_BINGET. A big list given to the consumer and fetched again is in the tree
- * twice, and empty: the consumer is told. */
+ * twice, and empty: the consumer is told (and for the root and device_traces too). */
 static int
 memo_fetch(struct vm *vm, uint64_t index)
 {
@@ -556,9 +556,9 @@ memo_fetch(struct vm *vm, uint64_t index)
         return fail(vm, -CUPROF_EFORMAT, "memo index %llu was never stored",
                     (unsigned long long)index);
     const struct sval *v = &vm->memo[index];
-    if ((v->place == PLACE_SEGMENTS || v->place == PLACE_TRACE) && v->type == SVAL_LIST &&
-        vm->stream != NULL)
-        vm->stream->shared = true;
+    if (v->place != PLACE_NONE && v->place != PLACE_RECORD && vm->stream != NULL)
+        vm->stream->shared = true; /* also root and device_traces: records inside them could
+                                    * have been taken while they were unfinished */
     struct sval copy = *v;
     copy.flags |= SVAL_FETCHED;
     return push(vm, copy);

@@ -34,9 +34,9 @@ struct pickle_stream {
                 const struct sval *items, size_t n);
     void *ctx;
     bool shared; /* set by the reader when streaming may have misread: a list given to `take`
-                  * was fetched from the memo (referred to twice: the tree lacks its items), or
-                  * a container was filled through the memo (records taken before it may have
-                  * seen it unfinished) */
+                  * was fetched from the memo (referred to twice: the tree lacks its items), so
+                  * was the root or device_traces, or a container was filled through the memo
+                  * (records taken before may have seen it unfinished) */
 };
 
 /* Where the pickle is: memory (fd < 0) or the regular file `fd` from its current offset, of

@@ -218,6 +218,26 @@ sum_blocks(struct snap_segment *seg, const struct snap_block *blocks, size_t n)
     }
 }
 
+/* A segment's kind: small or large, expandable, its pool (PyTorch's id, cuprof's tag). */
+static void
+segment_kind(const struct sval *s, const char *type, const char *pool, struct snap_segment *seg)
+{
+    seg->is_small = type != NULL && strcmp(type, "small") == 0;
+    const struct sval *exp = sval_get(s, "is_expandable");
+    seg->is_expandable = exp != NULL && exp->type == SVAL_BOOL && exp->u.b;
+    const struct sval *pid = sval_get(s, "segment_pool_id");
+    for (size_t k = 0; k < 2 && k < sval_len(pid); k++) {
+        bool neg;
+        uint64_t mag;
+        const char *why;
+        if (snapshot_field_integer(sval_at(pid, k), &neg, &mag,
+                                   &why)) /* MempoolId: two 64-bit ids */
+            memcpy(&seg->pool_id[k], &(uint64_t){neg ? 0 - mag : mag}, sizeof(uint64_t));
+    }
+    if (pool != NULL && parse_pool(pool) >= 0)
+        seg->cuprof_pool = (uint8_t)parse_pool(pool);
+}
+
 static int
 import_segment(struct snapshot_importer *im, size_t i, const struct sval *s)
 {
@@ -247,20 +267,7 @@ import_segment(struct snapshot_importer *im, size_t i, const struct sval *s)
         (rc = snapshot_field_str(&im->f, where, s, "cuprof_pool", "ignored", &pool)) < 0)
         return rc;
     seg.device = (int32_t)device;
-    seg.is_small = type != NULL && strcmp(type, "small") == 0;
-    const struct sval *exp = sval_get(s, "is_expandable");
-    seg.is_expandable = exp != NULL && exp->type == SVAL_BOOL && exp->u.b;
-    const struct sval *pid = sval_get(s, "segment_pool_id");
-    for (size_t k = 0; k < 2 && k < sval_len(pid); k++) {
-        bool neg;
-        uint64_t mag;
-        const char *why;
-        if (snapshot_field_integer(sval_at(pid, k), &neg, &mag,
-                                   &why)) /* MempoolId: two 64-bit ids */
-            memcpy(&seg.pool_id[k], &(uint64_t){neg ? 0 - mag : mag}, sizeof(uint64_t));
-    }
-    if (pool != NULL && parse_pool(pool) >= 0)
-        seg.cuprof_pool = (uint8_t)parse_pool(pool);
+    segment_kind(s, type, pool, &seg);
     struct snapshot_import_where w = {.text = where};
     if ((rc = snapshot_import_stack(&im->stacks, &w, sval_get(s, "frames"), &seg.stack)) != 0)
         return rc;

@@ -100,6 +100,26 @@ import_stats(struct snapshot_fields *f, size_t d, const struct sval *st)
     return rc < 0 ? rc : 0;
 }
 
+/* cuprof.python: the interpreter cuprof found and whether its frames are in the stacks. */
+static int
+import_python(struct snapshot_fields *f, const struct sval *py)
+{
+    if (py == NULL || py->type != SVAL_DICT)
+        return 0;
+    struct snap_python *p = &f->snap->cuprof.python;
+    const char *pw = "cuprof.python";
+    int rc;
+    p->present = true;
+    if ((rc = snapshot_field_str(f, pw, py, "interpreter", "ignored", &p->interpreter)) < 0 ||
+        (rc = snapshot_field_str(f, pw, py, "frames", "ignored", &p->frames)) < 0 ||
+        (rc = snapshot_field_i64(f, pw, py, "captures_gil_held", 0, INT64_MAX, "ignored",
+                                 &p->captures_gil_held)) < 0 ||
+        (rc = snapshot_field_i64(f, pw, py, "captures_gil_released", 0, INT64_MAX, "ignored",
+                                 &p->captures_gil_released)) < 0)
+        return rc;
+    return 0;
+}
+
 int
 snapshot_import_cuprof(struct snapshot_fields *f, const struct sval *c)
 {
@@ -119,19 +139,8 @@ snapshot_import_cuprof(struct snapshot_fields *f, const struct sval *c)
         (rc = snapshot_field_i64(f, w, c, "rank", -1, INT64_MAX, "ignored", &snap->cuprof.rank)) <
             0)
         return rc;
-    const struct sval *py = sval_get(c, "python");
-    if (py != NULL && py->type == SVAL_DICT) {
-        struct snap_python *p = &snap->cuprof.python;
-        const char *pw = "cuprof.python";
-        p->present = true;
-        if ((rc = snapshot_field_str(f, pw, py, "interpreter", "ignored", &p->interpreter)) < 0 ||
-            (rc = snapshot_field_str(f, pw, py, "frames", "ignored", &p->frames)) < 0 ||
-            (rc = snapshot_field_i64(f, pw, py, "captures_gil_held", 0, INT64_MAX, "ignored",
-                                     &p->captures_gil_held)) < 0 ||
-            (rc = snapshot_field_i64(f, pw, py, "captures_gil_released", 0, INT64_MAX, "ignored",
-                                     &p->captures_gil_released)) < 0)
-            return rc;
-    }
+    if ((rc = import_python(f, sval_get(c, "python"))) < 0)
+        return rc;
     const struct sval *cfg = sval_get(c, "config");
     for (uint32_t i = 0; cfg != NULL && cfg->type == SVAL_DICT && i < cfg->u.seq->len; i++) {
         const struct sval *k = &cfg->u.seq->items[2 * i], *v = k + 1;

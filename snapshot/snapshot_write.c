@@ -11,6 +11,7 @@
 
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
+#include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_usage.h"
 #include "allocator/trace_sink.h"
 
@@ -354,6 +355,8 @@ mem_write(void *ctx, const void *buf, size_t len)
         m->data = p;
         m->cap = cap;
     }
+    if (m->cap >= (16u << 20)) /* fresh mmap'd memory: its pages in one call, not fault by fault */
+        snapshot_arena_prefault(m->data + m->len, len);
     memcpy(m->data + m->len, buf, len);
     m->len += len;
     return 0;

@@ -157,6 +157,11 @@ shared = snapshot(entries=(3,), segments=1)
 shared["device_traces"] = [shared["device_traces"][0], shared["device_traces"][0]]
 case("shared_history_list", dumps(shared, 4), shared, again=1)
 
+# An entry whose frames are device_traces itself (recursive: that list was still being read).
+loop = snapshot(entries=(3,), segments=1)
+loop["device_traces"][0][0]["frames"] = loop["device_traces"]
+case("entry_refers_to_device_traces", dumps(loop, 4), None, again=1)
+
 # The segments list reused as a history (its records read as entries: skipped, warned).
 reused = snapshot(entries=(), segments=2)
 reused["device_traces"] = [reused["segments"]]
