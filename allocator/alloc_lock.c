@@ -54,9 +54,11 @@ void
 alloc_lock_init(struct alloc_lock *lock)
 {
     atomic_init(&lock->state, 0);
-    atomic_init(&lock->owner_inside, 0);
     atomic_init(&lock->owner, 0);
-    lock->held_biased = false;
+    for (unsigned g = 0; g < ALLOC_LOCK_MAX_GRANTS; g++)
+        atomic_init(&lock->inside[g], 0);
+    lock->held_grant = -1;
+    lock->grants = 0;
     lock->revocations = 0;
     lock->streak = 0;
     lock->streak_thread = 0;
@@ -68,20 +70,22 @@ alloc_lock_init(struct alloc_lock *lock)
 void
 alloc_lock_reset_after_fork(struct alloc_lock *lock)
 {
-    uint32_t revocations = lock->revocations;
+    uint32_t revocations = lock->revocations, grants = lock->grants;
     alloc_lock_init(lock);
     lock->revocations = revocations;
+    lock->grants = grants; /* grant numbers are never reused */
     /* Whether a child inherits the registration is the kernel's business: register again. */
     atomic_store_explicit(&membarrier_state, 0, memory_order_relaxed);
 }
 
 /* Takes the bias back from its owner; the mutex is held, so no one can grant it again. */
 static void
-revoke_bias(struct alloc_lock *lock)
+revoke_bias(struct alloc_lock *lock, uint64_t grant)
 {
+    _Atomic uint32_t *inside = &lock->inside[grant & ((1u << ALLOC_LOCK_GRANT_BITS) - 1)];
     atomic_store_explicit(&lock->owner, 0, memory_order_relaxed);
     /* Every running thread of the process passes a full barrier: if the owner's second load of
-     * `owner` came before ours, its owner_inside store is visible now; if after, it sees 0. A
+     * `owner` came before ours, its inside-flag store is visible now; if after, it sees 0. A
      * bias is only granted after registration succeeded, so this should not fail; if it does,
      * a millisecond is far longer than any store takes to become visible. */
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
@@ -92,8 +96,7 @@ revoke_bias(struct alloc_lock *lock)
     /* The owner leaves within its critical section's time, which may include a device
      * allocation or a synchronization (milliseconds), and it may be descheduled meanwhile: spin
      * briefly, then yield, then sleep in 50 us steps rather than burn a core. */
-    for (unsigned spins = 0; atomic_load_explicit(&lock->owner_inside, memory_order_acquire) != 0;
-         spins++) {
+    for (unsigned spins = 0; atomic_load_explicit(inside, memory_order_acquire) != 0; spins++) {
         if (spins >= 1024) {
             struct timespec step = {0, 50000};
             nanosleep(&step, NULL);
@@ -149,9 +152,10 @@ alloc_lock_acquire_slow(struct alloc_lock *lock, uint64_t self)
             seen = atomic_exchange_explicit(&lock->state, 2, memory_order_acquire);
         }
     }
-    if (atomic_load_explicit(&lock->owner, memory_order_relaxed) != 0)
-        revoke_bias(lock);
-    lock->held_biased = false;
+    uint64_t grant = atomic_load_explicit(&lock->owner, memory_order_relaxed);
+    if (grant != 0)
+        revoke_bias(lock, grant);
+    lock->held_grant = -1;
     if (lock->streak_thread == self) {
         lock->streak++;
     } else {
@@ -166,9 +170,11 @@ alloc_lock_release_slow(struct alloc_lock *lock)
     /* A thread that took the mutex often enough in a row gets the bias; its next acquire is the
      * inline fast path. `owner` is only ever set to the releasing thread itself. */
     if (lock->streak >= ALLOC_LOCK_BIAS_STREAK && lock->revocations < ALLOC_LOCK_MAX_REVOCATIONS &&
-        lock->streak_thread == alloc_lock_thread_id && membarrier_ready()) {
+        lock->grants < ALLOC_LOCK_MAX_GRANTS && lock->streak_thread == alloc_lock_thread_id &&
+        membarrier_ready()) {
         lock->streak = 0;
-        atomic_store_explicit(&lock->owner, lock->streak_thread, memory_order_relaxed);
+        uint64_t grant = lock->streak_thread << ALLOC_LOCK_GRANT_BITS | lock->grants++;
+        atomic_store_explicit(&lock->owner, grant, memory_order_relaxed);
     }
     /* 1 -> 0 means nobody waits; from 2 a waiter may sleep and needs a wake-up. */
     if (atomic_fetch_sub_explicit(&lock->state, 1, memory_order_release) != 1) {

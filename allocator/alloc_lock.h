@@ -2,12 +2,14 @@
  *   thread using a device alone comes to own outright ("biased"), so that its acquire and
  *   release are plain loads and stores, with no atomic read-modify-write.
  * Locking: this is the lock. Another thread takes the bias back with the mutex held: it clears
- *   `owner`, runs membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) so that the owner's store of
- *   owner_inside and its second load of `owner` are ordered for it (the asymmetric Dekker of
- *   Linux's membarrier(2)), then waits for owner_inside to drop. A thread regains the bias after
+ *   `owner`, runs membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) so that the owner's store of its
+ *   inside flag and its second load of `owner` are ordered for it (the asymmetric Dekker of
+ *   Linux's membarrier(2)), then waits for that flag to drop. A thread regains the bias after
  *   ALLOC_LOCK_BIAS_STREAK mutex acquisitions in a row, at most ALLOC_LOCK_MAX_REVOCATIONS times
- *   per lock. Without membarrier the lock is never biased. A contended waiter spins briefly
- *   (ALLOC_LOCK_SPINS), then sleeps in the kernel.
+ *   per lock. Each grant has its own inside flag, written only by the thread it was granted to:
+ *   a former owner that read `owner` just before losing the bias may still store to its flag,
+ *   and must never clear the flag of the owner after it. Without membarrier the lock is never
+ *   biased. A contended waiter spins briefly (ALLOC_LOCK_SPINS), then sleeps in the kernel.
  * Hot path: acquire/release are (inline); only the mutex and the revocation are calls. */
 #ifndef CUPROF_ALLOC_LOCK_H
 #define CUPROF_ALLOC_LOCK_H
@@ -20,15 +22,21 @@
 #define ALLOC_LOCK_BIAS_STREAK     128 /* mutex acquisitions in a row that earn the bias */
 #define ALLOC_LOCK_MAX_REVOCATIONS 32  /* then the lock stays a plain mutex */
 #define ALLOC_LOCK_SPINS           200 /* looks at a held mutex before sleeping (~2-10 us) */
+/* Every grant but the first follows a revocation, so a lock is granted at most this often. */
+#define ALLOC_LOCK_MAX_GRANTS (ALLOC_LOCK_MAX_REVOCATIONS + 1)
+#define ALLOC_LOCK_GRANT_BITS 6 /* `owner` is (thread id << GRANT_BITS) | grant number */
+_Static_assert(ALLOC_LOCK_MAX_GRANTS <= (1 << ALLOC_LOCK_GRANT_BITS), "grant numbers fit");
 
 struct alloc_lock {
-    _Atomic uint32_t state;        /* the mutex: 0 free, 1 held, 2 held and maybe waited for */
-    _Atomic uint32_t owner_inside; /* written by the bias owner only: 1 while it holds the lock */
-    _Atomic uint64_t owner;        /* thread id (alloc_lock_self) the lock is biased to, or 0 */
-    bool held_biased;              /* written by the holder: taken through the bias */
-    uint32_t revocations;          /* protected by the mutex */
-    uint32_t streak;               /* protected by the mutex: acquisitions in a row by ... */
-    uint64_t streak_thread;        /* ... this thread */
+    _Atomic uint32_t state; /* the mutex: 0 free, 1 held, 2 held and maybe waited for */
+    _Atomic uint64_t owner; /* (thread id << GRANT_BITS) | grant the lock is biased to, or 0 */
+    int32_t held_grant;     /* written by the holder: the grant it entered through, -1: mutex */
+    uint32_t grants;        /* protected by the mutex: biases granted so far */
+    uint32_t revocations;   /* protected by the mutex */
+    uint32_t streak;        /* protected by the mutex: acquisitions in a row by ... */
+    uint64_t streak_thread; /* ... this thread */
+    /* inside[g]: written only by the thread of grant g: 1 while it holds the lock through it. */
+    _Atomic uint32_t inside[ALLOC_LOCK_MAX_GRANTS];
 #ifndef NDEBUG
     uint64_t holder; /* written by the holder: its alloc_lock_self id (0: free); debug builds */
 #endif
@@ -64,20 +72,22 @@ static inline void
 alloc_lock_acquire(struct alloc_lock *lock)
 {
     uint64_t self = alloc_lock_self();
-    if (atomic_load_explicit(&lock->owner, memory_order_relaxed) == self) {
+    uint64_t grant = atomic_load_explicit(&lock->owner, memory_order_relaxed);
+    if (grant >> ALLOC_LOCK_GRANT_BITS == self) {
+        uint32_t number = (uint32_t)(grant & ((1u << ALLOC_LOCK_GRANT_BITS) - 1));
         ALLOC_LOCK_ENTRY_PAUSE();
-        atomic_store_explicit(&lock->owner_inside, 1, memory_order_relaxed);
+        atomic_store_explicit(&lock->inside[number], 1, memory_order_relaxed);
         /* A compiler barrier only: a revoker's membarrier stands in for the hardware fence. */
         atomic_signal_fence(memory_order_seq_cst);
-        if (atomic_load_explicit(&lock->owner, memory_order_relaxed) == self) {
-            lock->held_biased = true;
+        if (atomic_load_explicit(&lock->owner, memory_order_relaxed) == grant) {
+            lock->held_grant = (int32_t)number;
 #ifndef NDEBUG
             lock->holder = self;
 #endif
             return;
         }
         /* Revoked meanwhile: step out (the revoker waits for this) and queue on the mutex. */
-        atomic_store_explicit(&lock->owner_inside, 0, memory_order_release);
+        atomic_store_explicit(&lock->inside[number], 0, memory_order_release);
     }
     alloc_lock_acquire_slow(lock, self);
 #ifndef NDEBUG
@@ -91,10 +101,11 @@ alloc_lock_release(struct alloc_lock *lock)
 #ifndef NDEBUG
     lock->holder = 0;
 #endif
-    if (lock->held_biased) {
-        /* held_biased may stay set: whoever takes the lock next sets it. Release order: a
+    int32_t number = lock->held_grant;
+    if (number >= 0) {
+        /* held_grant may stay set: whoever takes the lock next sets it. Release order: a
          * revoker that reads 0 here sees the whole critical section. */
-        atomic_store_explicit(&lock->owner_inside, 0, memory_order_release);
+        atomic_store_explicit(&lock->inside[number], 0, memory_order_release);
         return;
     }
     alloc_lock_release_slow(lock);
@@ -120,7 +131,7 @@ bool alloc_lock_can_bias(void);
 static inline uint64_t
 alloc_lock_biased_to(struct alloc_lock *lock)
 {
-    return atomic_load_explicit(&lock->owner, memory_order_relaxed);
+    return atomic_load_explicit(&lock->owner, memory_order_relaxed) >> ALLOC_LOCK_GRANT_BITS;
 }
 
 #endif

@@ -1,25 +1,33 @@
 /* test_alloc_lock.c: the device lock: a thread that takes it often enough in a row gets the
- * bias, another thread takes the bias back without ever sharing the critical section, the
- * number of revocations is bounded, and a forked child starts with every lock free. */
+ * bias, another thread takes the bias back without ever sharing the critical section, a former
+ * owner that lost the bias mid-entry cannot let anyone in beside the next owner, the number of
+ * revocations is bounded, and a forked child starts with every lock free. */
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
-/* Every 16th biased entry pauses between its two looks at `owner`, so that revocations land
- * inside that window too. */
+/* Every 64th biased entry pauses between its first look at `owner` and its entry, so that
+ * revocations land inside that window too; a thread with `stall_entry` set stops there until
+ * the test lets it go. */
 static _Thread_local unsigned entry_count;
+static _Thread_local bool stall_entry;
+static void stall_until_released(void);
 #define ALLOC_LOCK_ENTRY_PAUSE()                                                                   \
     do {                                                                                           \
-        if ((++entry_count & 63) == 0)                                                             \
+        if (stall_entry)                                                                           \
+            stall_until_released();                                                                \
+        else if ((++entry_count & 63) == 0)                                                        \
             for (volatile unsigned pause_i = 0; pause_i < 30000; pause_i++) {                      \
             }                                                                                      \
     } while (0)
@@ -49,9 +57,9 @@ test_bias_after_streak(void **state)
     /* Biased acquisitions touch neither the mutex nor the streak. */
     alloc_lock_acquire(&lock);
     assert_int_equal(atomic_load(&lock.state), 0);
-    assert_int_equal(atomic_load(&lock.owner_inside), 1);
+    assert_int_equal(atomic_load(&lock.inside[0]), 1);
     alloc_lock_release(&lock);
-    assert_int_equal(atomic_load(&lock.owner_inside), 0);
+    assert_int_equal(atomic_load(&lock.inside[0]), 0);
     assert_int_equal(lock.revocations, 0);
 }
 
@@ -134,6 +142,63 @@ test_revocation_excludes(void **state)
         assert_true(revoked >= 16); /* the bias was granted and taken back, round after round */
 }
 
+/* The stalled entry of a former owner: it read `owner` (its own grant) and stopped before
+ * stepping inside. Meanwhile the bias is taken back, granted to the main thread, which enters
+ * through it and stays. The former owner then goes on, sees the bias gone, steps out and queues
+ * on the mutex: it must wait for the main thread to leave, not find the way open. */
+static struct alloc_lock stale_lock;
+static _Atomic int stall_phase; /* 1: the former owner is stalled; 2: let it go */
+static _Atomic int stale_entered;
+
+static void
+stall_until_released(void)
+{
+    stall_entry = false;
+    atomic_store(&stall_phase, 1);
+    while (atomic_load(&stall_phase) != 2)
+        sched_yield();
+}
+
+static void *
+former_owner(void *arg)
+{
+    (void)arg;
+    take_in_a_row(&stale_lock, ALLOC_LOCK_BIAS_STREAK);
+    assert_int_equal(alloc_lock_biased_to(&stale_lock), alloc_lock_self());
+    stall_entry = true;
+    alloc_lock_acquire(&stale_lock);
+    atomic_store(&stale_entered, 1);
+    alloc_lock_release(&stale_lock);
+    return NULL;
+}
+
+static void
+test_former_owner_waits(void **state)
+{
+    (void)state;
+    if (!alloc_lock_can_bias())
+        skip();
+    alloc_lock_init(&stale_lock);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, former_owner, NULL), 0);
+    while (atomic_load(&stall_phase) != 1)
+        sched_yield();
+    /* Revokes the stalled thread's grant (it is not inside yet), then earns a grant of its own
+     * and enters through it. */
+    take_in_a_row(&stale_lock, ALLOC_LOCK_BIAS_STREAK);
+    assert_int_equal(alloc_lock_biased_to(&stale_lock), alloc_lock_self());
+    alloc_lock_acquire(&stale_lock);
+    assert_int_equal(stale_lock.held_grant, 1);
+    atomic_store(&stall_phase, 2);
+    struct timespec wait = {0, 100000000};
+    nanosleep(&wait, NULL);
+    assert_int_equal(atomic_load(&stale_entered), 0);
+    alloc_lock_release(&stale_lock);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(atomic_load(&stale_entered), 1);
+    assert_int_equal(stale_lock.revocations, 2);
+}
+
 /* Two threads that keep stealing the bias from each other: at most MAX_REVOCATIONS of them,
  * then the lock stays a mutex (a membarrier per steal would cost more than it saves). */
 static void
@@ -189,7 +254,7 @@ test_fork_child_starts_free(void **state)
     assert_int_equal(pthread_create(&t, NULL, hold_biased, NULL), 0);
     pthread_barrier_wait(&fork_barrier);
     assert_int_not_equal(alloc_lock_biased_to(&fork_lock), 0);
-    assert_int_equal(atomic_load(&fork_lock.owner_inside), 1);
+    assert_int_equal(atomic_load(&fork_lock.inside[0]), 1);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -212,6 +277,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bias_after_streak),
         cmocka_unit_test(test_revocation_excludes),
+        cmocka_unit_test(test_former_owner_waits),
         cmocka_unit_test(test_revocations_are_bounded),
         cmocka_unit_test(test_fork_child_starts_free),
     };
