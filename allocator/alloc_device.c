@@ -476,10 +476,11 @@ report_oom_locked(struct alloc_device *dev, size_t size, size_t alloc_size, uint
 
 /* PyTorch's malloc from process_events to alloc_found_block. `size` > 0 and < 2^60.
  * Returns 0 with *out allocated, -CUPROF_ENOMEM after the OOM event (message kept in
- * dev->oom_message), or a positive backend error. The spares must be ready. */
+ * dev->oom_message), or a positive backend error; `cached_only`: -CUPROF_EUNCACHED instead of
+ * asking the device. The spares must be ready. */
 static int
 malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t stream, uint32_t stack_id,
-              struct alloc_block **out)
+              bool cached_only, struct alloc_block **out)
 {
     ALLOC_ASSERT_HELD(&dev->lock);
     const struct alloc_config *cfg = dev->config;
@@ -488,6 +489,12 @@ malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t stream, uint3
     size_t size = alloc_policy_round_size(cfg, orig_size);
     struct alloc_pool *pool = alloc_device_pool_of(dev, alloc_policy_is_small(size));
     struct alloc_block *b = get_free_block_locked(dev, pool, stream, size);
+    if (b == NULL && cached_only) {
+        /* The caller asks again with the device allowed: count that search once. */
+        if (dev->collects_garbage)
+            pool->get_free_blocks_call_count--;
+        return -CUPROF_EUNCACHED;
+    }
     if (b == NULL) {
         size_t alloc_size = alloc_policy_segment_size(size);
         if (dev->collects_garbage)
@@ -605,10 +612,14 @@ alloc_device_grow_map(struct alloc_device *dev, size_t count)
 }
 
 int
-alloc_device_malloc(struct alloc_device *dev, bool caching, size_t size, uint64_t stream,
+alloc_device_malloc(struct alloc_device *dev, enum alloc_reach reach, size_t size, uint64_t stream,
                     uint32_t stack_id, uint16_t owner, uint64_t *addr)
 {
     struct alloc_block *b = NULL;
+    /* Expandable segments may map pages to serve even a cached block. */
+    if (reach == ALLOC_REACH_CACHED_ONLY &&
+        ((uint64_t)size >= ALLOC_MAX_REQUEST || dev->config->expandable_segments))
+        return -CUPROF_EUNCACHED;
     if ((uint64_t)size >= ALLOC_MAX_REQUEST) {
         alloc_lock_acquire(&dev->lock);
         snprintf(dev->oom_message, sizeof(dev->oom_message),
@@ -620,8 +631,8 @@ alloc_device_malloc(struct alloc_device *dev, bool caching, size_t size, uint64_
     if (rc != 0)
         return rc;
     dev->request_owner = owner;
-    if (caching)
-        rc = malloc_locked(dev, size, stream, stack_id, &b);
+    if (reach != ALLOC_REACH_SEGMENT)
+        rc = malloc_locked(dev, size, stream, stack_id, reach == ALLOC_REACH_CACHED_ONLY, &b);
     else
         rc =
             alloc_device_whole_segment_locked(dev, size, 0, stream, TRACE_POOL_TRACE, stack_id, &b);

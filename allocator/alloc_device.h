@@ -327,14 +327,23 @@ __attribute__((warn_unused_result)) int alloc_device_lock_with_spares(struct all
 /* Doubles dev->map's buckets to `count` (from block_map_grow_count); mallocs unlocked. */
 void alloc_device_grow_map(struct alloc_device *dev, size_t count);
 
+/* How alloc_device_malloc serves a request. */
+enum alloc_reach {
+    ALLOC_REACH_SEGMENT,     /* one segment of its own (trace mode) */
+    ALLOC_REACH_CACHE,       /* PyTorch's malloc, the device when the cache has no block */
+    ALLOC_REACH_CACHED_ONLY, /* PyTorch's malloc if a cached block fits without the device (no
+                                new segment, no expandable pages), else -CUPROF_EUNCACHED with
+                                nothing changed */
+};
+
 /* allocator_malloc on one device (size > 0): refuses 1 EiB and more as PyTorch does, takes the
- * lock, serves the request (caching: PyTorch's malloc;
- * otherwise one segment of its own), enters the block in the pointer map, unlocks, and grows the
- * map afterwards when it is crowded. One function, so that the hit path is one call frame. */
-__attribute__((warn_unused_result)) int alloc_device_malloc(struct alloc_device *dev, bool caching,
-                                                            size_t size, uint64_t stream,
-                                                            uint32_t stack_id, uint16_t owner,
-                                                            uint64_t *addr);
+ * lock, serves the request as `reach` says, enters the block in the pointer map, unlocks, and
+ * grows the map afterwards when it is crowded. One function, so that the hit path is one call
+ * frame. */
+__attribute__((warn_unused_result)) int alloc_device_malloc(struct alloc_device *dev,
+                                                            enum alloc_reach reach, size_t size,
+                                                            uint64_t stream, uint32_t stack_id,
+                                                            uint16_t owner, uint64_t *addr);
 
 /* Trace mode and external memory: one block per segment of exactly `size`, never cached.
  * `addr` 0 asks the device for the memory (trace mode); otherwise it is the external address. */

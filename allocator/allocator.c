@@ -160,9 +160,9 @@ allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stre
     return allocator_malloc_owned(alloc, device, size, stream, stack_id, 0, addr);
 }
 
-int
-allocator_malloc_owned(struct allocator *alloc, int device, size_t size, uint64_t stream,
-                       uint32_t stack_id, uint16_t owner, uint64_t *addr)
+static int
+malloc_reaching(struct allocator *alloc, int device, size_t size, uint64_t stream,
+                uint32_t stack_id, uint16_t owner, enum alloc_reach reach, uint64_t *addr)
 {
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL || addr == NULL)
@@ -170,8 +170,26 @@ allocator_malloc_owned(struct allocator *alloc, int device, size_t size, uint64_
     *addr = 0;
     if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
         return 0;
-    return CHECKED(alloc, alloc_device_malloc(dev, alloc->config.caching, size, stream, stack_id,
-                                              owner, addr));
+    return CHECKED(alloc, alloc_device_malloc(dev, reach, size, stream, stack_id, owner, addr));
+}
+
+int
+allocator_malloc_owned(struct allocator *alloc, int device, size_t size, uint64_t stream,
+                       uint32_t stack_id, uint16_t owner, uint64_t *addr)
+{
+    return malloc_reaching(
+        alloc, device, size, stream, stack_id, owner,
+        alloc != NULL && alloc->config.caching ? ALLOC_REACH_CACHE : ALLOC_REACH_SEGMENT, addr);
+}
+
+int
+allocator_malloc_cached(struct allocator *alloc, int device, size_t size, uint64_t stream,
+                        uint32_t stack_id, uint16_t owner, uint64_t *addr)
+{
+    if (alloc == NULL || !alloc->config.caching)
+        return -CUPROF_EUNCACHED;
+    return malloc_reaching(alloc, device, size, stream, stack_id, owner, ALLOC_REACH_CACHED_ONLY,
+                           addr);
 }
 
 int

@@ -39,6 +39,14 @@ __attribute__((warn_unused_result)) int allocator_malloc_owned(struct allocator 
                                                                size_t size, uint64_t stream,
                                                                uint32_t stack_id, uint16_t owner,
                                                                uint64_t *addr);
+/* allocator_malloc_owned served only from blocks the cache holds: when that needs the device (a
+ * new segment, an OOM and its retries, expandable pages, trace mode, 1 EiB or more) it returns
+ * -CUPROF_EUNCACHED and nothing was recorded or counted, so the caller can ask again through a
+ * path that may reach the device. */
+__attribute__((warn_unused_result)) int allocator_malloc_cached(struct allocator *alloc, int device,
+                                                                size_t size, uint64_t stream,
+                                                                uint32_t stack_id, uint16_t owner,
+                                                                uint64_t *addr);
 /* Frees a block this allocator handed out. Blocks used on other streams (allocator_record_stream)
  * become free_requested now and free_completed when their events complete. Returns
  * -CUPROF_ENOTOWNED for a pointer it does not own (including a double free). */

@@ -17,6 +17,8 @@ enum cuprof_error {
     /* The device said success with a value that cannot be right (a NULL, misaligned, wrapping
      * or overlapping allocation): the caller keeps cuprof out of that request. */
     CUPROF_EDRIVER = 7,
+    /* allocator_malloc_cached: the cache cannot serve the request without the device. */
+    CUPROF_EUNCACHED = 8,
 };
 
 #endif

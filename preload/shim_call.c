@@ -14,25 +14,7 @@
 #include "preload/real_cuda.h"
 #include "snapshot/stacks.h"
 
-static _Atomic(struct cuprof_runtime *) ready_runtime;
-
-struct cuprof_runtime *
-shim_call_runtime_if_ready(void)
-{
-    return atomic_load_explicit(&ready_runtime, memory_order_acquire);
-}
-
-uint32_t
-shim_call_stack(enum shim_call_kind kind)
-{
-    if (call_tag_current.has_stack)
-        return call_tag_current.stack_id;
-    enum stack_mode mode = stacks_mode();
-    if (mode == STACKS_NONE || (kind == SHIM_CALL_FREE && mode != STACKS_ALL))
-        return 0;
-    /* stacks_capture drops the frames inside libcuprof itself. */
-    return stacks_capture(0);
-}
+_Atomic(struct cuprof_runtime *) shim_call_ready_runtime;
 
 bool
 shim_call_begin(struct shim_call *call, enum shim_call_kind kind, const void *caller)
@@ -55,8 +37,8 @@ shim_call_begin(struct shim_call *call, enum shim_call_kind kind, const void *ca
         guard_leave();
         return false;
     }
-    if (atomic_load_explicit(&ready_runtime, memory_order_relaxed) == NULL)
-        atomic_store_explicit(&ready_runtime, rt, memory_order_release);
+    if (atomic_load_explicit(&shim_call_ready_runtime, memory_order_relaxed) == NULL)
+        atomic_store_explicit(&shim_call_ready_runtime, rt, memory_order_release);
     call->rt = rt;
     call->device = dev;
     call->stack_id = shim_call_stack(kind);

@@ -7,10 +7,13 @@
 #define CUPROF_SHIM_CALL_H
 
 #include <cuda.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "preload/call_tag.h"
 #include "preload/runtime.h"
+#include "snapshot/stacks.h"
 
 struct shim_call {
     struct cuprof_runtime *rt;
@@ -32,12 +35,28 @@ bool shim_call_begin(struct shim_call *call, enum shim_call_kind kind, const voi
 void shim_call_end(struct shim_call *call);
 
 /* The runtime once some wrapper initialised it (NULL before, and in off mode): for queries that
- * must not trigger initialisation themselves. */
-struct cuprof_runtime *shim_call_runtime_if_ready(void);
+ * must not trigger initialisation themselves. Inline: one load. */
+extern _Atomic(struct cuprof_runtime *) shim_call_ready_runtime;
+static inline struct cuprof_runtime *
+shim_call_runtime_if_ready(void)
+{
+    return atomic_load_explicit(&shim_call_ready_runtime, memory_order_acquire);
+}
 
 /* The stack for this call: the one a runtime-level wrapper captured further out, else a fresh
- * capture when CUPROF_STACKS asks for it for this kind of call. */
-uint32_t shim_call_stack(enum shim_call_kind kind);
+ * capture when CUPROF_STACKS asks for it for this kind of call. Inline: without stacks it is two
+ * loads. */
+static inline uint32_t
+shim_call_stack(enum shim_call_kind kind)
+{
+    if (call_tag_current.has_stack)
+        return call_tag_current.stack_id;
+    enum stack_mode mode = stacks_mode();
+    if (mode == STACKS_NONE || (kind == SHIM_CALL_FREE && mode != STACKS_ALL))
+        return 0;
+    /* stacks_capture drops the frames inside libcuprof itself. */
+    return stacks_capture(0);
+}
 
 /* The device answered with a value cuprof cannot believe (-CUPROF_EDRIVER from the allocator):
  * logs one line per process naming `api`. Call outside every cuprof lock. */

@@ -13,6 +13,7 @@
 #include "preload/real_dl.h"
 #include "preload/shim_call.h"
 #include "preload/shim_ctx.h"
+#include "preload/shim_fast.h"
 #include "preload/shim_peer.h"
 
 _Thread_local struct call_tag call_tag_current __attribute__((tls_model("initial-exec")));
@@ -129,15 +130,47 @@ typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
     call_tag_pop(saved_);                                                                          \
     return result_;
 
+/* cudaMalloc and cudaFree: the cache answers at once when it can (shim_fast.h); otherwise the
+ * runtime's call, tagged with the stack the fast path captured already. */
+#define RT_CALL_AFTER_FAST(fn, real, ...)                                                          \
+    if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)                               \
+        return real(__VA_ARGS__);                                                                  \
+    struct call_tag saved_ =                                                                       \
+        has_stack ? call_tag_push(rt_names[fn], stack, true, caller) : rt_enter(fn, caller);       \
+    cudaError_t result_ = real(__VA_ARGS__);                                                       \
+    call_tag_pop(saved_);                                                                          \
+    return result_;
+
 cudaError_t
-shim_rt_malloc(void **ptr, size_t size){RT_REAL(real, RT_MALLOC, rt_malloc_fn)
-                                            RT_CALL(RT_MALLOC, real, ptr, size)}
+shim_rt_malloc(void **ptr, size_t size)
+{
+    const void *caller = __builtin_return_address(0);
+    cudaError_t result;
+    uint32_t stack;
+    bool has_stack;
+    if (shim_fast_malloc(ptr, size, caller, &result, &stack, &has_stack))
+        return result;
+    RT_REAL(real, RT_MALLOC, rt_malloc_fn)
+    RT_CALL_AFTER_FAST(RT_MALLOC, real, ptr, size)
+}
 
-cudaError_t shim_rt_free(void *ptr){RT_REAL(real, RT_FREE, rt_free_fn) RT_CALL(RT_FREE, real, ptr)}
+cudaError_t
+shim_rt_free(void *ptr)
+{
+    const void *caller = __builtin_return_address(0);
+    cudaError_t result;
+    uint32_t stack;
+    bool has_stack;
+    if (shim_fast_free(ptr, &result, &stack, &has_stack))
+        return result;
+    RT_REAL(real, RT_FREE, rt_free_fn)
+    RT_CALL_AFTER_FAST(RT_FREE, real, ptr)
+}
 
-cudaError_t shim_rt_malloc_async(void **ptr, size_t size, cudaStream_t stream){
-    RT_REAL(real, RT_MALLOC_ASYNC, rt_malloc_async_fn)
-        RT_CALL(RT_MALLOC_ASYNC, real, ptr, size, stream)}
+cudaError_t
+shim_rt_malloc_async(void **ptr, size_t size,
+                     cudaStream_t stream){RT_REAL(real, RT_MALLOC_ASYNC, rt_malloc_async_fn)
+                                              RT_CALL(RT_MALLOC_ASYNC, real, ptr, size, stream)}
 
 cudaError_t shim_rt_malloc_async_ptsz(void **ptr, size_t size, cudaStream_t stream){
     RT_REAL(real, RT_MALLOC_ASYNC_PTSZ, rt_malloc_async_fn)

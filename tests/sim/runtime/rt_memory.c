@@ -1,14 +1,50 @@
 /* rt_memory: the runtime's allocation calls, each one driver call through the table, with the
- * runtime's own rules on top (size 0 -> NULL + success, cudaFree(NULL) -> success, and so on). */
+ * runtime's own rules on top (size 0 -> NULL + success, cudaFree(NULL) -> success, and so on).
+ * SIMCUDA_RT_LOG names a file that gets one line per cudaMalloc and cudaFree the runtime itself
+ * ran ("cudaMalloc SIZE", "cudaFree ADDRESS"), so a test sees which calls an interposer answered
+ * without the runtime. */
 #include "rt_api.h"
 #include "rt_driver.h"
 #include "rt_state.h"
 
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdint.h>
+#include <unistd.h>
+
+static pthread_once_t call_log_once = PTHREAD_ONCE_INIT;
+static int call_log_fd = -1;
+
+static void
+call_log_open(void)
+{
+    const char *path = getenv("SIMCUDA_RT_LOG");
+    if (path == NULL || *path == '\0')
+        return;
+    call_log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (call_log_fd < 0)
+        fprintf(stderr, "cuprof: sim: SIMCUDA_RT_LOG=\"%s\": cannot open the file\n", path);
+}
+
+static void
+call_log(const char *call, uint64_t value)
+{
+    pthread_once(&call_log_once, call_log_open);
+    if (call_log_fd < 0)
+        return;
+    char line[64];
+    int n = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", call, value);
+    if (n > 0 && (size_t)n < sizeof(line))
+        (void)!write(call_log_fd, line, (size_t)n); /* one write per line: no interleaving */
+}
 
 RT_EXPORT cudaError_t CUDARTAPI
 cudaMalloc(void **devPtr, size_t size)
 {
+    call_log("cudaMalloc", size);
     if (devPtr == NULL)
         return rt_state_ret(cudaErrorInvalidValue);
     RT_CTX_OR_RETURN();
@@ -26,6 +62,7 @@ cudaMalloc(void **devPtr, size_t size)
 RT_EXPORT cudaError_t CUDARTAPI
 cudaFree(void *devPtr)
 {
+    call_log("cudaFree", (uint64_t)(uintptr_t)devPtr);
     /* cudaFree(NULL) is the classic "initialise the context" idiom: it does init, then succeeds. */
     RT_CTX_OR_RETURN();
     if (devPtr == NULL)

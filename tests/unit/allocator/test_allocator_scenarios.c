@@ -450,6 +450,56 @@ test_owner_tags(void **state)
     fixture_free(fx);
 }
 
+/* allocator_malloc_cached serves only what the cache holds, exactly as allocator_malloc would
+ * (same block, split and owner), and otherwise answers -CUPROF_EUNCACHED having recorded and
+ * counted nothing: no device call, no trace entry, no stats. Expandable segments never take it. */
+static void
+test_cached_only(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p = 1;
+    assert_int_equal(allocator_malloc_cached(a, 0, 4096, 0, 3, 7, &p), -CUPROF_EUNCACHED);
+    assert_true(p == 0);
+    assert_int_equal(fx->fake.trace_count, 0);
+    expect_stats(a, 0, "");
+    must_free(a, must_malloc(a, 0, 4096, 0)); /* one 2 MiB small segment, cached whole */
+    size_t entries = fx->fake.trace_count;
+    assert_int_equal(allocator_malloc_cached(a, 0, 1000, 0, 3, 7, &p), 0);
+    assert_true(p == B);
+    assert_int_equal(fx->fake.trace_count, entries + 1);
+    expect_trace(&fx->fake, entries, TRACE_ALLOC, B, 1000, 0);
+    assert_int_equal(fx->fake.trace[entries].owner, 7);
+    assert_int_equal(fx->fake.trace[entries].stack_id, 3);
+    /* Another stream's block, a large request, 1 EiB: the device (or the OOM) would be needed. */
+    uint64_t q = 1;
+    assert_int_equal(allocator_malloc_cached(a, 0, 1000, 5, 0, 0, &q), -CUPROF_EUNCACHED);
+    assert_int_equal(allocator_malloc_cached(a, 0, 3 * MIB, 0, 0, 0, &q), -CUPROF_EUNCACHED);
+    assert_int_equal(allocator_malloc_cached(a, 0, SIZE_MAX, 0, 0, 0, &q), -CUPROF_EUNCACHED);
+    assert_true(q == 0);
+    assert_int_equal(fx->fake.trace_count, entries + 1);
+    expect_stats(a, 0,
+                 SMALL("allocation", 1, 1, 2, 1) SMALL("allocated_bytes", 1024, 4096, 5120, 4096)
+                     SMALL("active", 1, 1, 2, 1) SMALL("active_bytes", 1024, 4096, 5120, 4096)
+                         SMALL("requested_bytes", 1000, 4096, 5096, 4096)
+                             SMALL("segment", 1, 1, 1, 0)
+                                 SMALL("reserved_bytes", 2097152, 2097152, 2097152, 0)
+                                     SMALL("inactive_split", 1, 1, 2, 1)
+                                         SMALL("inactive_split_bytes", 2096128, 2096128, 4189184,
+                                               2093056) " num_device_alloc=1");
+    must_free(a, p);
+    expect_invariants(a);
+    fixture_free(fx);
+
+    fx = fixture_new("expandable_segments:True", 1ULL << 30, 1);
+    must_free(fx->alloc, must_malloc(fx->alloc, 0, 4096, 0));
+    entries = fx->fake.trace_count;
+    assert_int_equal(allocator_malloc_cached(fx->alloc, 0, 1000, 0, 0, 0, &p), -CUPROF_EUNCACHED);
+    assert_int_equal(fx->fake.trace_count, entries);
+    fixture_free(fx);
+}
+
 int
 main(void)
 {
@@ -463,6 +513,7 @@ main(void)
         cmocka_unit_test(test_release_available),
         cmocka_unit_test(test_gc_and_fraction),
         cmocka_unit_test(test_owner_tags),
+        cmocka_unit_test(test_cached_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

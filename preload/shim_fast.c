@@ -1,0 +1,86 @@
+/* shim_fast.c: the cached fast path at the runtime's exports (see shim_fast.h). */
+#include "preload/shim_fast.h"
+
+#include "allocator/allocator.h"
+#include "allocator/cuprof_errors.h"
+#include "preload/call_tag.h"
+#include "preload/cuda_backend.h"
+#include "preload/device_footprint.h"
+#include "preload/guard.h"
+#include "preload/library_usage.h"
+#include "preload/real_cuda.h"
+#include "preload/runtime.h"
+#include "preload/shim_call.h"
+
+/* The runtime in cache mode once a wrapper initialised it, or NULL: the fast path never
+ * initialises anything itself. */
+static struct cuprof_runtime *
+cache_runtime(void)
+{
+    if (guard_active())
+        return NULL;
+    struct cuprof_runtime *rt = shim_call_runtime_if_ready();
+    if (rt == NULL || rt->mode != CUPROF_MODE_CACHE)
+        return NULL;
+    return rt;
+}
+
+bool
+shim_fast_malloc(void **ptr, size_t size, const void *caller, cudaError_t *result,
+                 uint32_t *stack_id, bool *has_stack)
+{
+    *has_stack = false;
+    /* A NULL pointer or size 0 gets the runtime's own answer. */
+    struct cuprof_runtime *rt = ptr != NULL && size != 0 ? cache_runtime() : NULL;
+    if (rt == NULL)
+        return false;
+    /* The runtime serves the thread's current context, as the driver wrapper does; without one
+     * the runtime has its own work to do (initialise, make the device's primary context
+     * current). */
+    const struct real_cuda *real = real_cuda_get();
+    CUdevice dev;
+    if (real == NULL || real->cuCtxGetDevice == NULL ||
+        real->cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= rt->device_count)
+        return false;
+    guard_enter();
+    lifecycle_resume_after_fork(rt);
+    *stack_id = shim_call_stack(SHIM_CALL_ALLOC);
+    *has_stack = true;
+    device_footprint_note_start(dev);
+    uint16_t owner = library_usage_begin_alloc(
+        *stack_id, call_tag_current.caller != NULL ? call_tag_current.caller : caller);
+    uint64_t addr = 0;
+    int rc = allocator_malloc_cached(rt->alloc, dev, size, 0, *stack_id, owner, &addr);
+    library_usage_end_call();
+    cuda_backend_log_faults();
+    guard_leave();
+    if (rc != 0)
+        return false; /* -CUPROF_EUNCACHED: nothing happened; the long way may reach the device */
+    *ptr = (void *)(uintptr_t)addr;
+    *result = cudaSuccess;
+    return true;
+}
+
+bool
+shim_fast_free(void *ptr, cudaError_t *result, uint32_t *stack_id, bool *has_stack)
+{
+    *has_stack = false;
+    /* cudaFree(NULL) is the runtime's way to initialise: always the runtime's. */
+    struct cuprof_runtime *rt = ptr != NULL ? cache_runtime() : NULL;
+    if (rt == NULL)
+        return false;
+    guard_enter();
+    lifecycle_resume_after_fork(rt);
+    *stack_id = shim_call_stack(SHIM_CALL_FREE);
+    *has_stack = true;
+    /* Synchronizes the block's device first, as the real cudaFree does. */
+    int rc = allocator_free(rt->alloc, (uint64_t)(uintptr_t)ptr, *stack_id);
+    cuda_backend_log_faults();
+    guard_leave();
+    if (rc == -CUPROF_ENOTOWNED)
+        return false; /* external memory, a stale pointer, the driver's: the long way decides */
+    /* In cache mode a block's free answers 0; a device error while recording its streams' events
+     * comes back as the driver's code, which the runtime's codes share for those errors. */
+    *result = rc == 0 ? cudaSuccess : rc > 0 ? (cudaError_t)rc : cudaErrorInvalidValue;
+    return true;
+}
