@@ -17,8 +17,6 @@
 static struct cuprof_runtime *
 cache_runtime(void)
 {
-    if (guard_active())
-        return NULL;
     struct cuprof_runtime *rt = shim_call_runtime_if_ready();
     if (rt == NULL || rt->mode != CUPROF_MODE_CACHE)
         return NULL;

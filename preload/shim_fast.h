@@ -14,9 +14,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* True: answered, *result is what the program gets. False: nothing was recorded; forward the
- * call, tagged with *stack_id when *has_stack (the stack already captured for it). `caller` is
- * the export's return address. */
+#include "preload/guard.h"
+#include "preload/shim_call.h"
+
+/* Whether to try at all: not cuprof's own call, and cuprof initialised (never in off mode).
+ * Inline: off mode and the first calls pay two loads. */
+static inline bool
+shim_fast_may_answer(void)
+{
+    return !guard_active() && shim_call_runtime_if_ready() != NULL;
+}
+
+/* Call when shim_fast_may_answer(). True: answered, *result is what the program gets. False:
+ * nothing was recorded; forward the call, tagged with *stack_id when *has_stack (the stack
+ * already captured for it). `caller` is the export's return address. */
 bool shim_fast_malloc(void **ptr, size_t size, const void *caller, cudaError_t *result,
                       uint32_t *stack_id, bool *has_stack);
 bool shim_fast_free(void *ptr, cudaError_t *result, uint32_t *stack_id, bool *has_stack);

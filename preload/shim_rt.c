@@ -147,8 +147,8 @@ shim_rt_malloc(void **ptr, size_t size)
     const void *caller = __builtin_return_address(0);
     cudaError_t result;
     uint32_t stack;
-    bool has_stack;
-    if (shim_fast_malloc(ptr, size, caller, &result, &stack, &has_stack))
+    bool has_stack = false;
+    if (shim_fast_may_answer() && shim_fast_malloc(ptr, size, caller, &result, &stack, &has_stack))
         return result;
     RT_REAL(real, RT_MALLOC, rt_malloc_fn)
     RT_CALL_AFTER_FAST(RT_MALLOC, real, ptr, size)
@@ -160,8 +160,8 @@ shim_rt_free(void *ptr)
     const void *caller = __builtin_return_address(0);
     cudaError_t result;
     uint32_t stack;
-    bool has_stack;
-    if (shim_fast_free(ptr, &result, &stack, &has_stack))
+    bool has_stack = false;
+    if (shim_fast_may_answer() && shim_fast_free(ptr, &result, &stack, &has_stack))
         return result;
     RT_REAL(real, RT_FREE, rt_free_fn)
     RT_CALL_AFTER_FAST(RT_FREE, real, ptr)
