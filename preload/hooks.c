@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "preload/config.h"
+#include "preload/entry_points.h"
 #include "preload/layers.h"
 #include "preload/real_cuda.h"
 #include "preload/real_dl.h"
@@ -23,11 +24,9 @@
 /* Function pointers travel as void * (what cuGetProcAddress and dlsym hand out). */
 #define FN(f) ((void *)(uintptr_t)(f))
 
-enum { PTSZ_ANY = -1, PTSZ_NO = 0, PTSZ_YES = 1 };
-
-/* (base name, [min_version, max_version), per-thread flag) -> wrapper of the same ABI, from the
- * PFN_<name>_v<version>[_ptsz] typedefs of cudaTypedefs.h. Versions below a row's minimum are an
- * older ABI (e.g. cuMemAlloc@2000 is the 32-bit one) and keep the driver's pointer. */
+/* (lookup name, [min_version, max_version), per-thread flag) -> wrapper of the same ABI: the
+ * DRIVER_LOOKUP and DRIVER_WRAPPER rows of entry_points.def. Versions below a row's minimum are
+ * an older ABI (e.g. cuMemAlloc@2000 is the 32-bit one) and keep the driver's pointer. */
 struct hook_row {
     const char *name;
     int min_version;
@@ -36,37 +35,17 @@ struct hook_row {
     void *wrapper;
 };
 
+#define DRIVER_LOOKUP(field, exported, lookup, min_version, max_version, ptsz, pfn, wrapper,       \
+                      params, args)                                                                \
+    {lookup, min_version, max_version, ptsz, FN(wrapper)},
+#define DRIVER_WRAPPER  DRIVER_LOOKUP
+#define DRIVER_CALLED   ENTRY_POINT_IGNORE
+#define RUNTIME_WRAPPER ENTRY_POINT_IGNORE
 static const struct hook_row hook_rows[] = {
-    {"cuGetProcAddress", 11030, 12000, PTSZ_ANY, FN(hooks_get_proc_address)},
-    {"cuGetProcAddress", 12000, INT_MAX, PTSZ_ANY, FN(hooks_get_proc_address_v2)},
-    {"cuMemAlloc", 3020, INT_MAX, PTSZ_ANY, FN(shim_mem_alloc)},
-    {"cuMemFree", 3020, INT_MAX, PTSZ_ANY, FN(shim_mem_free)},
-    {"cuMemAllocPitch", 3020, INT_MAX, PTSZ_ANY, FN(shim_mem_alloc_pitch)},
-    {"cuMemAllocManaged", 6000, INT_MAX, PTSZ_ANY, FN(shim_mem_alloc_managed)},
-    {"cuMemAllocAsync", 11020, INT_MAX, PTSZ_NO, FN(shim_mem_alloc_async)},
-    {"cuMemAllocAsync", 11020, INT_MAX, PTSZ_YES, FN(shim_mem_alloc_async_ptsz)},
-    {"cuMemFreeAsync", 11020, INT_MAX, PTSZ_NO, FN(shim_mem_free_async)},
-    {"cuMemFreeAsync", 11020, INT_MAX, PTSZ_YES, FN(shim_mem_free_async_ptsz)},
-    {"cuMemAllocFromPoolAsync", 11020, INT_MAX, PTSZ_NO, FN(shim_mem_alloc_from_pool_async)},
-    {"cuMemAllocFromPoolAsync", 11020, INT_MAX, PTSZ_YES, FN(shim_mem_alloc_from_pool_async_ptsz)},
-    {"cuMemCreate", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_create)},
-    {"cuMemRelease", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_release)},
-    {"cuMemMap", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_map)},
-    {"cuMemUnmap", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_unmap)},
-    {"cuMemAddressReserve", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_address_reserve)},
-    {"cuMemAddressFree", 10020, INT_MAX, PTSZ_ANY, FN(shim_vmm_address_free)},
-    {"cuMemGetInfo", 3020, INT_MAX, PTSZ_ANY, FN(shim_query_mem_get_info)},
-    {"cuMemGetAddressRange", 3020, INT_MAX, PTSZ_ANY, FN(shim_query_address_range)},
-    {"cuPointerGetAttribute", 4000, INT_MAX, PTSZ_ANY, FN(shim_query_pointer_attribute)},
-    {"cuPointerGetAttributes", 7000, INT_MAX, PTSZ_ANY, FN(shim_query_pointer_attributes)},
-    {"cuDevicePrimaryCtxReset", 7000, 11000, PTSZ_ANY, FN(shim_ctx_primary_reset)},
-    {"cuDevicePrimaryCtxReset", 11000, INT_MAX, PTSZ_ANY, FN(shim_ctx_primary_reset_v2)},
-    {"cuDevicePrimaryCtxRelease", 7000, 11000, PTSZ_ANY, FN(shim_ctx_primary_release)},
-    {"cuDevicePrimaryCtxRelease", 11000, INT_MAX, PTSZ_ANY, FN(shim_ctx_primary_release_v2)},
-    {"cuCtxDestroy", 4000, INT_MAX, PTSZ_ANY, FN(shim_ctx_destroy)},
-    {"cuStreamDestroy", 4000, INT_MAX, PTSZ_ANY, FN(shim_stream_destroy)},
-    {"cuCtxEnablePeerAccess", 4000, INT_MAX, PTSZ_ANY, FN(shim_peer_ctx_enable)},
+#include "preload/entry_points.def"
 };
+#undef DRIVER_LOOKUP
+#undef DRIVER_WRAPPER
 
 /* Exported (versioned) driver names -> wrapper, for programs and cudart's fallback path that
  * dlsym the driver by name. The unsuffixed 32-bit cuMemAlloc/cuMemFree are never wrapped. */
@@ -75,37 +54,17 @@ struct name_row {
     void *wrapper;
 };
 
+#define DRIVER_LOOKUP(field, exported, lookup, min_version, max_version, ptsz, pfn, wrapper,       \
+                      params, args)                                                                \
+    {#exported, FN(wrapper)},
+#define DRIVER_WRAPPER DRIVER_LOOKUP
 static const struct name_row name_rows[] = {
-    {"cuGetProcAddress", FN(hooks_get_proc_address)},
-    {"cuGetProcAddress_v2", FN(hooks_get_proc_address_v2)},
-    {"cuMemAlloc_v2", FN(shim_mem_alloc)},
-    {"cuMemFree_v2", FN(shim_mem_free)},
-    {"cuMemAllocPitch_v2", FN(shim_mem_alloc_pitch)},
-    {"cuMemAllocManaged", FN(shim_mem_alloc_managed)},
-    {"cuMemAllocAsync", FN(shim_mem_alloc_async)},
-    {"cuMemAllocAsync_ptsz", FN(shim_mem_alloc_async_ptsz)},
-    {"cuMemFreeAsync", FN(shim_mem_free_async)},
-    {"cuMemFreeAsync_ptsz", FN(shim_mem_free_async_ptsz)},
-    {"cuMemAllocFromPoolAsync", FN(shim_mem_alloc_from_pool_async)},
-    {"cuMemAllocFromPoolAsync_ptsz", FN(shim_mem_alloc_from_pool_async_ptsz)},
-    {"cuMemCreate", FN(shim_vmm_create)},
-    {"cuMemRelease", FN(shim_vmm_release)},
-    {"cuMemMap", FN(shim_vmm_map)},
-    {"cuMemUnmap", FN(shim_vmm_unmap)},
-    {"cuMemAddressReserve", FN(shim_vmm_address_reserve)},
-    {"cuMemAddressFree", FN(shim_vmm_address_free)},
-    {"cuMemGetInfo_v2", FN(shim_query_mem_get_info)},
-    {"cuMemGetAddressRange_v2", FN(shim_query_address_range)},
-    {"cuPointerGetAttribute", FN(shim_query_pointer_attribute)},
-    {"cuPointerGetAttributes", FN(shim_query_pointer_attributes)},
-    {"cuDevicePrimaryCtxReset", FN(shim_ctx_primary_reset)},
-    {"cuDevicePrimaryCtxReset_v2", FN(shim_ctx_primary_reset_v2)},
-    {"cuDevicePrimaryCtxRelease", FN(shim_ctx_primary_release)},
-    {"cuDevicePrimaryCtxRelease_v2", FN(shim_ctx_primary_release_v2)},
-    {"cuCtxDestroy_v2", FN(shim_ctx_destroy)},
-    {"cuStreamDestroy_v2", FN(shim_stream_destroy)},
-    {"cuCtxEnablePeerAccess", FN(shim_peer_ctx_enable)},
+#include "preload/entry_points.def"
 };
+#undef DRIVER_LOOKUP
+#undef DRIVER_WRAPPER
+#undef DRIVER_CALLED
+#undef RUNTIME_WRAPPER
 
 /* The driver lookups dlsym swapped for cuprof's (a few distinct ones): where our lookup
  * forwards when a driver that forwards to another driver through dlsym calls it back. */
@@ -151,12 +110,13 @@ count(_Atomic uint64_t *counter)
 void *
 hooks_wrapper_for(const char *symbol, int version, cuuint64_t flags)
 {
-    int ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? PTSZ_YES : PTSZ_NO;
+    int ptsz =
+        (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? ENTRY_PTSZ_YES : ENTRY_PTSZ_NO;
     for (size_t i = 0; i < sizeof hook_rows / sizeof hook_rows[0]; i++) {
         const struct hook_row *row = &hook_rows[i];
         if (version < row->min_version || version >= row->max_version)
             continue;
-        if (row->ptsz != PTSZ_ANY && row->ptsz != ptsz)
+        if (row->ptsz != ENTRY_PTSZ_ANY && row->ptsz != ptsz)
             continue;
         if (strcmp(row->name, symbol) == 0)
             return row->wrapper;

@@ -106,19 +106,6 @@ resolve(void *lib, const char *base, int version, cuuint64_t flags, const char *
     return fn;
 }
 
-/* "cuGetProcAddress_v1" -> "cuGetProcAddress" (see REAL_CUDA_FUNCS). */
-static const char *
-exported_name(const char *field)
-{
-    static char buf[64];
-    size_t len = strlen(field);
-    if (len < 3 || len >= sizeof buf || strcmp(field + len - 3, "_v1") != 0)
-        return field;
-    memcpy(buf, field, len - 3);
-    buf[len - 3] = '\0';
-    return buf;
-}
-
 static void
 real_cuda_resolve_driver(void)
 {
@@ -134,13 +121,25 @@ real_cuda_resolve_driver(void)
     if (gpa != NULL && real_dl_is_self(gpa))
         gpa = real_cuda_instead_of_self("cuGetProcAddress_v2");
     memcpy(&real.cuGetProcAddress_v2, &gpa, sizeof gpa);
-#define REAL_CUDA_RESOLVE(field, base, version, flags, type)                                       \
+    /* Every other row: asked of that lookup at its version, else dlsym'd by its exported name. */
+#define RESOLVE(field, lookup, version, flags, exported)                                           \
     {                                                                                              \
-        void *fn = resolve(lib, base, version, flags, exported_name(#field));                      \
+        void *fn = resolve(lib, lookup, version, flags, exported);                                 \
         memcpy(&real.field, &fn, sizeof fn);                                                       \
     }
-    REAL_CUDA_FUNCS(REAL_CUDA_RESOLVE)
-#undef REAL_CUDA_RESOLVE
+#define DRIVER_LOOKUP ENTRY_POINT_IGNORE
+#define DRIVER_WRAPPER(field, exported, lookup, min_version, max_version, ptsz, pfn, wrapper,      \
+                       params, args)                                                               \
+    RESOLVE(field, lookup, min_version, ENTRY_LOOKUP_FLAGS(ptsz), #exported)
+#define DRIVER_CALLED(field, lookup, version, flags, pfn)                                          \
+    RESOLVE(field, lookup, version, flags, #field)
+#define RUNTIME_WRAPPER ENTRY_POINT_IGNORE
+#include "preload/entry_points.def"
+#undef DRIVER_LOOKUP
+#undef DRIVER_WRAPPER
+#undef DRIVER_CALLED
+#undef RUNTIME_WRAPPER
+#undef RESOLVE
     real_found = true;
 }
 

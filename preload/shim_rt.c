@@ -8,6 +8,7 @@
 
 #include "preload/call_tag.h"
 #include "preload/config.h"
+#include "preload/entry_points.h"
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
 #include "preload/real_dl.h"
@@ -18,40 +19,24 @@
 
 _Thread_local struct call_tag call_tag_current __attribute__((tls_model("initial-exec")));
 
+/* The runtime functions cuprof wraps: the RUNTIME_WRAPPER rows of entry_points.def. */
+#define DRIVER_LOOKUP                                    ENTRY_POINT_IGNORE
+#define DRIVER_WRAPPER                                   ENTRY_POINT_IGNORE
+#define DRIVER_CALLED                                    ENTRY_POINT_IGNORE
+#define RUNTIME_WRAPPER(exported, wrapper, params, args) RT_##exported,
 enum rt_fn {
-    RT_MALLOC,
-    RT_FREE,
-    RT_MALLOC_ASYNC,
-    RT_MALLOC_ASYNC_PTSZ,
-    RT_FREE_ASYNC,
-    RT_FREE_ASYNC_PTSZ,
-    RT_MALLOC_FROM_POOL_ASYNC,
-    RT_MALLOC_FROM_POOL_ASYNC_PTSZ,
-    RT_MALLOC_PITCH,
-    RT_MALLOC_3D,
-    RT_MALLOC_MANAGED,
-    RT_MEM_GET_INFO,
-    RT_DEVICE_RESET,
-    RT_DEVICE_ENABLE_PEER_ACCESS,
+#include "preload/entry_points.def"
     RT_FN_COUNT
 };
-
+#undef RUNTIME_WRAPPER
+#define RUNTIME_WRAPPER(exported, wrapper, params, args) [RT_##exported] = #exported,
 static const char *const rt_names[RT_FN_COUNT] = {
-    [RT_MALLOC] = "cudaMalloc",
-    [RT_FREE] = "cudaFree",
-    [RT_MALLOC_ASYNC] = "cudaMallocAsync",
-    [RT_MALLOC_ASYNC_PTSZ] = "cudaMallocAsync_ptsz",
-    [RT_FREE_ASYNC] = "cudaFreeAsync",
-    [RT_FREE_ASYNC_PTSZ] = "cudaFreeAsync_ptsz",
-    [RT_MALLOC_FROM_POOL_ASYNC] = "cudaMallocFromPoolAsync",
-    [RT_MALLOC_FROM_POOL_ASYNC_PTSZ] = "cudaMallocFromPoolAsync_ptsz",
-    [RT_MALLOC_PITCH] = "cudaMallocPitch",
-    [RT_MALLOC_3D] = "cudaMalloc3D",
-    [RT_MALLOC_MANAGED] = "cudaMallocManaged",
-    [RT_MEM_GET_INFO] = "cudaMemGetInfo",
-    [RT_DEVICE_RESET] = "cudaDeviceReset",
-    [RT_DEVICE_ENABLE_PEER_ACCESS] = "cudaDeviceEnablePeerAccess",
+#include "preload/entry_points.def"
 };
+#undef DRIVER_LOOKUP
+#undef DRIVER_WRAPPER
+#undef DRIVER_CALLED
+#undef RUNTIME_WRAPPER
 
 static _Atomic(void *) rt_real[RT_FN_COUNT];
 
@@ -71,7 +56,7 @@ rt_lookup(enum rt_fn fn)
 
 /* Declares `real` of type `type` for `fn`, or returns the runtime's "not initialised" error: a
  * program reaches these exports only with libcudart loaded, so this is a defensive answer. */
-#define RT_REAL(real, fn, type)                                                                    \
+#define SHIM_RT_REAL(real, fn, type)                                                               \
     type real;                                                                                     \
     {                                                                                              \
         void *p_ = rt_lookup(fn);                                                                  \
@@ -84,14 +69,14 @@ rt_lookup(enum rt_fn fn)
 static bool
 rt_is_free(enum rt_fn fn)
 {
-    return fn == RT_FREE || fn == RT_FREE_ASYNC || fn == RT_FREE_ASYNC_PTSZ;
+    return fn == RT_cudaFree || fn == RT_cudaFreeAsync || fn == RT_cudaFreeAsync_ptsz;
 }
 
 static bool
 rt_allocates(enum rt_fn fn)
 {
-    return fn != RT_MEM_GET_INFO && fn != RT_DEVICE_RESET && fn != RT_DEVICE_ENABLE_PEER_ACCESS &&
-           !rt_is_free(fn);
+    return fn != RT_cudaMemGetInfo && fn != RT_cudaDeviceReset &&
+           fn != RT_cudaDeviceEnablePeerAccess && !rt_is_free(fn);
 }
 
 /* Tags the thread for the driver wrappers below. Once cuprof is initialised the stack is taken
@@ -122,7 +107,7 @@ typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
 /* Every wrapper: guarded calls (cuprof's own) and off mode go straight through; others are
  * tagged. The wrapper's return address is the program's call site (exports.c's stubs are tail
  * calls). */
-#define RT_CALL(fn, real, ...)                                                                     \
+#define SHIM_RT_CALL(fn, real, ...)                                                                \
     if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)                               \
         return real(__VA_ARGS__);                                                                  \
     struct call_tag saved_ = rt_enter(fn, __builtin_return_address(0));                            \
@@ -132,7 +117,7 @@ typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
 
 /* cudaMalloc and cudaFree: the cache answers at once when it can (shim_fast.h); otherwise the
  * runtime's call, tagged with the stack the fast path captured already. */
-#define RT_CALL_AFTER_FAST(fn, real, ...)                                                          \
+#define SHIM_RT_CALL_AFTER_FAST(fn, real, ...)                                                     \
     if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)                               \
         return real(__VA_ARGS__);                                                                  \
     struct call_tag saved_ =                                                                       \
@@ -150,8 +135,8 @@ shim_rt_malloc(void **ptr, size_t size)
     bool has_stack = false;
     if (shim_fast_may_answer() && shim_fast_malloc(ptr, size, caller, &result, &stack, &has_stack))
         return result;
-    RT_REAL(real, RT_MALLOC, rt_malloc_fn)
-    RT_CALL_AFTER_FAST(RT_MALLOC, real, ptr, size)
+    SHIM_RT_REAL(real, RT_cudaMalloc, rt_malloc_fn)
+    SHIM_RT_CALL_AFTER_FAST(RT_cudaMalloc, real, ptr, size)
 }
 
 cudaError_t
@@ -163,54 +148,85 @@ shim_rt_free(void *ptr)
     bool has_stack = false;
     if (shim_fast_may_answer() && shim_fast_free(ptr, &result, &stack, &has_stack))
         return result;
-    RT_REAL(real, RT_FREE, rt_free_fn)
-    RT_CALL_AFTER_FAST(RT_FREE, real, ptr)
+    SHIM_RT_REAL(real, RT_cudaFree, rt_free_fn)
+    SHIM_RT_CALL_AFTER_FAST(RT_cudaFree, real, ptr)
 }
 
 cudaError_t
-shim_rt_malloc_async(void **ptr, size_t size,
-                     cudaStream_t stream){RT_REAL(real, RT_MALLOC_ASYNC, rt_malloc_async_fn)
-                                              RT_CALL(RT_MALLOC_ASYNC, real, ptr, size, stream)}
-
-cudaError_t shim_rt_malloc_async_ptsz(void **ptr, size_t size, cudaStream_t stream){
-    RT_REAL(real, RT_MALLOC_ASYNC_PTSZ, rt_malloc_async_fn)
-        RT_CALL(RT_MALLOC_ASYNC_PTSZ, real, ptr, size, stream)}
-
-cudaError_t shim_rt_free_async(void *ptr, cudaStream_t stream){
-    RT_REAL(real, RT_FREE_ASYNC, rt_free_async_fn) RT_CALL(RT_FREE_ASYNC, real, ptr, stream)}
-
-cudaError_t shim_rt_free_async_ptsz(void *ptr, cudaStream_t stream){
-    RT_REAL(real, RT_FREE_ASYNC_PTSZ, rt_free_async_fn)
-        RT_CALL(RT_FREE_ASYNC_PTSZ, real, ptr, stream)}
-
-cudaError_t shim_rt_malloc_from_pool_async(void **ptr, size_t size, cudaMemPool_t pool,
-                                           cudaStream_t stream){
-    RT_REAL(real, RT_MALLOC_FROM_POOL_ASYNC, rt_malloc_pool_fn)
-        RT_CALL(RT_MALLOC_FROM_POOL_ASYNC, real, ptr, size, pool, stream)}
-
-cudaError_t shim_rt_malloc_from_pool_async_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
-                                                cudaStream_t stream){
-    RT_REAL(real, RT_MALLOC_FROM_POOL_ASYNC_PTSZ, rt_malloc_pool_fn)
-        RT_CALL(RT_MALLOC_FROM_POOL_ASYNC_PTSZ, real, ptr, size, pool, stream)}
-
-cudaError_t shim_rt_malloc_pitch(void **ptr, size_t *pitch, size_t width, size_t height){
-    RT_REAL(real, RT_MALLOC_PITCH, rt_malloc_pitch_fn)
-        RT_CALL(RT_MALLOC_PITCH, real, ptr, pitch, width, height)}
-
-cudaError_t shim_rt_malloc_3d(struct cudaPitchedPtr *pitched, struct cudaExtent extent){
-    RT_REAL(real, RT_MALLOC_3D, rt_malloc_3d_fn) RT_CALL(RT_MALLOC_3D, real, pitched, extent)}
-
-cudaError_t shim_rt_malloc_managed(void **ptr, size_t size, unsigned int flags){
-    RT_REAL(real, RT_MALLOC_MANAGED, rt_malloc_managed_fn)
-        RT_CALL(RT_MALLOC_MANAGED, real, ptr, size, flags)}
-
-cudaError_t shim_rt_mem_get_info(size_t *free_bytes, size_t *total_bytes){
-    RT_REAL(real, RT_MEM_GET_INFO, rt_mem_get_info_fn)
-        RT_CALL(RT_MEM_GET_INFO, real, free_bytes, total_bytes)}
-
-cudaError_t shim_rt_device_reset(void)
+shim_rt_malloc_async(void **ptr, size_t size, cudaStream_t stream)
 {
-    RT_REAL(real, RT_DEVICE_RESET, rt_device_reset_fn)
+    SHIM_RT_REAL(real, RT_cudaMallocAsync, rt_malloc_async_fn)
+    SHIM_RT_CALL(RT_cudaMallocAsync, real, ptr, size, stream)
+}
+
+cudaError_t
+shim_rt_malloc_async_ptsz(void **ptr, size_t size, cudaStream_t stream)
+{
+    SHIM_RT_REAL(real, RT_cudaMallocAsync_ptsz, rt_malloc_async_fn)
+    SHIM_RT_CALL(RT_cudaMallocAsync_ptsz, real, ptr, size, stream)
+}
+
+cudaError_t
+shim_rt_free_async(void *ptr, cudaStream_t stream)
+{
+    SHIM_RT_REAL(real, RT_cudaFreeAsync, rt_free_async_fn)
+    SHIM_RT_CALL(RT_cudaFreeAsync, real, ptr, stream)
+}
+
+cudaError_t
+shim_rt_free_async_ptsz(void *ptr, cudaStream_t stream)
+{
+    SHIM_RT_REAL(real, RT_cudaFreeAsync_ptsz, rt_free_async_fn)
+    SHIM_RT_CALL(RT_cudaFreeAsync_ptsz, real, ptr, stream)
+}
+
+cudaError_t
+shim_rt_malloc_from_pool_async(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream)
+{
+    SHIM_RT_REAL(real, RT_cudaMallocFromPoolAsync, rt_malloc_pool_fn)
+    SHIM_RT_CALL(RT_cudaMallocFromPoolAsync, real, ptr, size, pool, stream)
+}
+
+cudaError_t
+shim_rt_malloc_from_pool_async_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
+                                    cudaStream_t stream)
+{
+    SHIM_RT_REAL(real, RT_cudaMallocFromPoolAsync_ptsz, rt_malloc_pool_fn)
+    SHIM_RT_CALL(RT_cudaMallocFromPoolAsync_ptsz, real, ptr, size, pool, stream)
+}
+
+cudaError_t
+shim_rt_malloc_pitch(void **ptr, size_t *pitch, size_t width, size_t height)
+{
+    SHIM_RT_REAL(real, RT_cudaMallocPitch, rt_malloc_pitch_fn)
+    SHIM_RT_CALL(RT_cudaMallocPitch, real, ptr, pitch, width, height)
+}
+
+cudaError_t
+shim_rt_malloc_3d(struct cudaPitchedPtr *pitched, struct cudaExtent extent)
+{
+    SHIM_RT_REAL(real, RT_cudaMalloc3D, rt_malloc_3d_fn)
+    SHIM_RT_CALL(RT_cudaMalloc3D, real, pitched, extent)
+}
+
+cudaError_t
+shim_rt_malloc_managed(void **ptr, size_t size, unsigned int flags)
+{
+    SHIM_RT_REAL(real, RT_cudaMallocManaged, rt_malloc_managed_fn)
+    SHIM_RT_CALL(RT_cudaMallocManaged, real, ptr, size, flags)
+}
+
+cudaError_t
+shim_rt_mem_get_info(size_t *free_bytes, size_t *total_bytes)
+{
+    SHIM_RT_REAL(real, RT_cudaMemGetInfo, rt_mem_get_info_fn)
+    SHIM_RT_CALL(RT_cudaMemGetInfo, real, free_bytes, total_bytes)
+}
+
+cudaError_t
+shim_rt_device_reset(void)
+{
+    SHIM_RT_REAL(real, RT_cudaDeviceReset, rt_device_reset_fn)
     if (guard_active())
         return real();
     /* Drop the current device's cache before the runtime resets its context (the driver-level
@@ -220,7 +236,7 @@ cudaError_t shim_rt_device_reset(void)
     if (shim_call_runtime_if_ready() != NULL && driver != NULL &&
         driver->cuCtxGetDevice(&dev) == CUDA_SUCCESS)
         shim_ctx_forget_device(dev);
-    struct call_tag saved = rt_enter(RT_DEVICE_RESET, __builtin_return_address(0));
+    struct call_tag saved = rt_enter(RT_cudaDeviceReset, __builtin_return_address(0));
     cudaError_t result = real();
     call_tag_pop(saved);
     return result;
@@ -229,10 +245,10 @@ cudaError_t shim_rt_device_reset(void)
 cudaError_t
 shim_rt_device_enable_peer_access(int peer, unsigned int flags)
 {
-    RT_REAL(real, RT_DEVICE_ENABLE_PEER_ACCESS, rt_enable_peer_fn)
+    SHIM_RT_REAL(real, RT_cudaDeviceEnablePeerAccess, rt_enable_peer_fn)
     if (guard_active())
         return real(peer, flags);
-    struct call_tag saved = rt_enter(RT_DEVICE_ENABLE_PEER_ACCESS, __builtin_return_address(0));
+    struct call_tag saved = rt_enter(RT_cudaDeviceEnablePeerAccess, __builtin_return_address(0));
     cudaError_t result = real(peer, flags);
     call_tag_pop(saved);
     /* The runtime's cuCtxEnablePeerAccess came through cuprof's wrapper already; this covers a

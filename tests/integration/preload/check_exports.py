@@ -6,7 +6,7 @@ A preloaded library's NEEDED entry that a machine lacks kills every process it i
 dlopen'ed RTLD_LOCAL at run time instead, never linked.
 
 Usage: check_exports.py LIBCUPROF NM READELF
-The expected list is written here independently of preload/libcuprof.map and preload/exports.c.
+The expected list is written here independently of preload/entry_points.def (which generates libcuprof.map and the stubs).
 """
 import re
 import subprocess

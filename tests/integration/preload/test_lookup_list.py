@@ -9,13 +9,14 @@ runtime: programs on the simulated runtime, with the recording spy (spy_gpa.c, S
   11030 then 12000) comes first in NVIDIA's order.
 swaps: gpa_table_probe asks the driver's own cuGetProcAddress_v2 and the one dlsym hands out for
   each of the 440; with libcuprof.so preloaded the triples whose pointer differs must be exactly
-  those preload/hooks.c's hook_rows claim (read from the source), every claimed one must exist in
+  those preload/entry_points.def's wrapped driver rows claim (read from the source; hooks.c's
+  hook_rows are made of them), every claimed one must exist in
   the simulated driver, and they must be the allocation/free/query/context triples of
   cuda-interposition.md §10 B that the list holds, except the differences named in KNOWN below.
   Without cuprof nothing differs.
 
 Usage: test_lookup_list.py runtime --spy SPY --ld-path PATH --list LIST PROGRAM...
-       test_lookup_list.py swaps --lib LIBCUPROF --ld-path PATH --list LIST --hooks HOOKS_C PROBE
+       test_lookup_list.py swaps --lib LIBCUPROF --ld-path PATH --list LIST --hooks ENTRY_POINTS_DEF PROBE
 """
 import argparse
 import os
@@ -87,12 +88,13 @@ def matches(rows, name, version, flags):
 
 
 def hook_rows(path):
-    """preload/hooks.c's hook_rows as (name, min, max, flags or None)."""
-    src = open(path).read()
-    table = re.search(r"hook_rows\[\]\s*=\s*\{(.*?)\n\};", src, re.S)
+    """The lookups preload/entry_points.def says cuprof wraps (its DRIVER_LOOKUP and
+    DRIVER_WRAPPER rows, which preload/hooks.c's hook_rows are made of), as
+    (name, min, max, flags or None)."""
+    src = re.sub(r"/\*.*?\*/", "", open(path).read(), flags=re.S)
     rows = []
-    for m in re.finditer(r'\{"(\w+)",\s*(\d+),\s*(INT_MAX|\d+),\s*(PTSZ_ANY|PTSZ_NO|PTSZ_YES),',
-                         table.group(1) if table else ""):
+    for m in re.finditer(r'^DRIVER_(?:LOOKUP|WRAPPER)\(\s*\w+,\s*\w+,\s*"(\w+)",\s*(\d+),\s*'
+                         r'(INT_MAX|\d+),\s*ENTRY_(PTSZ_ANY|PTSZ_NO|PTSZ_YES),', src, re.M):
         hi = INT_MAX if m.group(3) == "INT_MAX" else int(m.group(3))
         flags = {"PTSZ_ANY": None, "PTSZ_NO": 0, "PTSZ_YES": PTSZ}[m.group(4)]
         rows.append((m.group(1), int(m.group(2)), hi, flags))

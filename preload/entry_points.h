@@ -1,0 +1,19 @@
+/* entry_points.h: the one list of CUDA entry points (preload/entry_points.def, whose header
+ *   comment names its row kinds and columns) and what its rows share. A user defines
+ *   DRIVER_LOOKUP, DRIVER_WRAPPER, DRIVER_CALLED and RUNTIME_WRAPPER (ENTRY_POINT_IGNORE for the
+ *   kinds it has no use for), includes the .def, then undefines all four.
+ * Locking: none (constants only).
+ * Hot path: no. */
+#ifndef CUPROF_ENTRY_POINTS_H
+#define CUPROF_ENTRY_POINTS_H
+
+/* A row's per-thread-default-stream variant (cuGetProcAddress's flag 2). */
+enum entry_ptsz { ENTRY_PTSZ_ANY = -1, ENTRY_PTSZ_NO = 0, ENTRY_PTSZ_YES = 1 };
+
+/* The flags cuprof asks the driver's lookup with for a DRIVER_WRAPPER row's own function. */
+#define ENTRY_LOOKUP_FLAGS(ptsz) ((ptsz) == ENTRY_PTSZ_YES ? 2 : 0)
+
+/* Expands to nothing: for the row kinds a user does not read. */
+#define ENTRY_POINT_IGNORE(...)
+
+#endif

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Writes libcuprof.so's version script from preload/entry_points.def: cuprof's own API
+(cuprof_*), dlsym, and the exported name of every DRIVER_LOOKUP, DRIVER_WRAPPER and
+RUNTIME_WRAPPER row; everything else local. The script is anonymous so the exports stay
+unversioned and interpose versioned references (dlsym@GLIBC_2.34, cudaMalloc@libcudart.so.13).
+
+Usage: gen_export_map.py ENTRY_POINTS_DEF OUTPUT_MAP
+"""
+import re
+import sys
+
+# A row's kind and its first two columns (the exported name is the second for driver rows).
+ROW = re.compile(r"^(DRIVER_LOOKUP|DRIVER_WRAPPER|DRIVER_CALLED|RUNTIME_WRAPPER)\(\s*(\w+)\s*,\s*(\w+)?",
+                 re.MULTILINE)
+
+
+def exported_names(text):
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.DOTALL)
+    names = []
+    for kind, first, second in ROW.findall(text):
+        if kind == "DRIVER_CALLED":
+            continue
+        name = first if kind == "RUNTIME_WRAPPER" else second
+        if not name:
+            sys.exit(f"gen_export_map.py: a {kind} row starting {first!r} has no exported name")
+        names.append(name)
+    if len(set(names)) != len(names):
+        sys.exit("gen_export_map.py: an exported name appears twice in entry_points.def")
+    return names
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    with open(sys.argv[1], encoding="utf-8") as f:
+        names = exported_names(f.read())
+    if not names:
+        sys.exit(f"gen_export_map.py: no entry point rows in {sys.argv[1]}")
+    lines = ["/* Generated from preload/entry_points.def by preload/gen_export_map.py. */", "{",
+             "  global:", "    cuprof_*;", "    dlsym;"]
+    lines += [f"    {name};" for name in names]
+    lines += ["  local:", "    *;", "};", ""]
+    with open(sys.argv[2], "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
