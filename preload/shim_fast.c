@@ -1,6 +1,10 @@
 /* shim_fast.c: the cached fast path at the runtime's exports (see shim_fast.h). */
 #include "preload/shim_fast.h"
 
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <string.h>
+
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
 #include "preload/call_tag.h"
@@ -9,8 +13,32 @@
 #include "preload/guard.h"
 #include "preload/library_usage.h"
 #include "preload/real_cuda.h"
+#include "preload/real_dl.h"
 #include "preload/runtime.h"
 #include "preload/shim_call.h"
+
+/* Since CUDA 12 cudaSetDevice makes the device's primary context current at once, so the
+ * thread's current context is the one the runtime serves. An older runtime switched lazily, at
+ * its next call: there a cudaMalloc right after cudaSetDevice must reach the runtime. Asked once
+ * (0: not yet, 1: version 12 or later, -1: older or unknown). */
+static _Atomic int runtime_binds_at_set;
+
+static bool
+runtime_context_is_current(void)
+{
+    int known = atomic_load_explicit(&runtime_binds_at_set, memory_order_relaxed);
+    if (known == 0) {
+        void *sym = real_dl_dlsym(RTLD_NEXT, "cudaRuntimeGetVersion");
+        cudaError_t (*get_version)(int *) = NULL;
+        int version = 0;
+        memcpy(&get_version, &sym, sizeof sym);
+        known = get_version != NULL && get_version(&version) == cudaSuccess && version >= 12000
+                    ? 1
+                    : -1;
+        atomic_store_explicit(&runtime_binds_at_set, known, memory_order_relaxed);
+    }
+    return known == 1;
+}
 
 /* The runtime in cache mode once a wrapper initialised it, or NULL: the fast path never
  * initialises anything itself. */
@@ -37,7 +65,7 @@ shim_fast_malloc(void **ptr, size_t size, const void *caller, cudaError_t *resul
      * current). */
     const struct real_cuda *real = real_cuda_get();
     CUdevice dev;
-    if (real == NULL || real->cuCtxGetDevice == NULL ||
+    if (!runtime_context_is_current() || real == NULL || real->cuCtxGetDevice == NULL ||
         real->cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= rt->device_count)
         return false;
     guard_enter();

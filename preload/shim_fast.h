@@ -3,7 +3,8 @@
  *   would only have forwarded such a call to cuprof's own driver-level wrapper, which gives the
  *   same answer from the same cache; skipping the runtime and the second wrapper layer is most
  *   of the shim's cost per call. Anything else (a miss, a pointer cuprof does not hold, no
- *   current context, trace or off mode, before initialisation) goes the long way.
+ *   current context, trace or off mode, before initialisation, an allocation under a runtime
+ *   older than 12, whose cudaSetDevice switched contexts lazily) goes the long way.
  * Locking: the device lock, inside the allocator; entered holding no cuprof lock.
  * Hot path: yes. */
 #ifndef CUPROF_SHIM_FAST_H

@@ -9,6 +9,8 @@ and managed memory. Checked:
   the calls the cache cannot answer: the first 4 KiB request (cuprof not yet initialised), the
   3 MiB one (a new segment), size 0, cudaFree(NULL), the stale pointer (the driver wrapper
   reports it) and the managed pointer (not the cache's);
+- under a runtime that says it is 11.8 (SIMCUDA_RUNTIME_VERSION, whose cudaSetDevice switched
+  contexts lazily) every cudaMalloc reaches the runtime, the frees as in cache mode;
 - the exit snapshot (CUPROF_STACKS=all) records both 4 KiB requests alike: same address, same
   frames, naming fast_path_alloc and main and no runtime frame, whichever path served them; the
   frees name fast_path_free; the allocated counters are exact; the program owns the cache's bytes.
@@ -28,10 +30,12 @@ MIB = 1 << 20
 REUSE = "second reuses the first"
 
 
-def run(a, tmp, mode):
+def run(a, tmp, mode, runtime_version=None):
     """(result, runtime call log lines, snapshot or None) of one run; mode None: no cuprof."""
-    log = os.path.join(tmp, f"rt-{mode}.log")
+    log = os.path.join(tmp, f"rt-{mode}-{runtime_version}.log")
     env = {"SIMCUDA_RT_LOG": log}
+    if runtime_version is not None:
+        env["SIMCUDA_RUNTIME_VERSION"] = runtime_version
     if mode is not None:
         env.update({"CUPROF_MODE": mode, "CUPROF_STACKS": "all",
                     "CUPROF_SNAPSHOT": os.path.join(tmp, f"{mode}-%n.pickle")})
@@ -39,7 +43,9 @@ def run(a, tmp, mode):
     with open(log) as f:
         calls = [line.split() for line in f if line.strip()]
     files = dumps(tmp, f"{mode}-*.pickle") if mode else []
-    snap = load_checker(a.checker).load(files[-1]) if files else None
+    for f in files:
+        os.rename(f, f + ".read")
+    snap = load_checker(a.checker).load(files[-1] + ".read") if files else None
     return result, calls, snap
 
 
@@ -89,8 +95,9 @@ def main():
         base, base_calls, _ = run(a, tmp, None)
         cache, cache_calls, snap = run(a, tmp, "cache")
         trace, trace_calls, _ = run(a, tmp, "trace")
+        old, old_calls, _ = run(a, tmp, "cache", runtime_version="11080")
     check(base.returncode == 0, f"fails without cuprof: {base}")
-    for name, r in (("cache", cache), ("trace", trace)):
+    for name, r in (("cache", cache), ("trace", trace), ("cache under runtime 11.8", old)):
         check(r.returncode == 0, f"{name}: exit {r.returncode}: {r.stdout!r} {r.stderr!r}")
         check(without_reuse(r.stdout) == without_reuse(base.stdout),
               f"{name}: output differs: {base.stdout!r} / {r.stdout!r}")
@@ -104,6 +111,12 @@ def main():
     check(cache_calls[:4] == want, f"cache mode, the runtime ran: {cache_calls}")
     check(len(cache_calls) == 6 and all(c[0] == "cudaFree" and c[1] != "0" for c in cache_calls[4:]),
           f"cache mode, stale and managed frees: {cache_calls}")
+    # A runtime older than 12 switched contexts lazily at cudaSetDevice: every cudaMalloc reaches
+    # it; the frees are answered as before.
+    check(old_calls[:5] == [["cudaMalloc", "4096"]] * 2 + [["cudaMalloc", str(3 * MIB)],
+                                                            ["cudaMalloc", "0"], ["cudaFree", "0"]]
+          and len(old_calls) == 7 and all(c[0] == "cudaFree" and c[1] != "0" for c in old_calls[5:]),
+          f"cache mode under runtime 11.8, the runtime ran: {old_calls}")
     if snap is None:
         check(False, "no snapshot")
     else:

@@ -6,6 +6,7 @@
 #include "rt_state.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 RT_EXPORT cudaError_t CUDARTAPI
@@ -151,7 +152,9 @@ cudaRuntimeGetVersion(int *runtimeVersion)
 {
     if (runtimeVersion == NULL)
         return rt_state_ret(cudaErrorInvalidValue);
-    *runtimeVersion = CUDART_VERSION;
+    /* SIMCUDA_RUNTIME_VERSION: play an older runtime (tests of what depends on the version). */
+    const char *v = getenv("SIMCUDA_RUNTIME_VERSION");
+    *runtimeVersion = v != NULL && *v != '\0' ? atoi(v) : CUDART_VERSION;
     return cudaSuccess;
 }
 

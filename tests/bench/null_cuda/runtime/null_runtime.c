@@ -1,4 +1,5 @@
-/* null_runtime.c: a libcudart.so.13 with cudaMalloc and cudaFree only, for benchmarks: each is
+/* null_runtime.c: a libcudart.so.13 with cudaMalloc, cudaFree and cudaRuntimeGetVersion only,
+ * for benchmarks: each allocation call is
  * one call to the driver entry point it looked up once through cuGetProcAddress_v2, as NVIDIA's
  * runtime reaches the driver (so cuprof's driver-level wrapper serves it), and nothing else. */
 #include <cuda.h>
@@ -52,4 +53,11 @@ cudaFree(void *ptr)
     if (driver_free == NULL)
         return cudaErrorInitializationError;
     return driver_free((CUdeviceptr)ptr) == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+cudaError_t
+cudaRuntimeGetVersion(int *version)
+{
+    *version = CUDART_VERSION;
+    return cudaSuccess;
 }
