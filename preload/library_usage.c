@@ -107,7 +107,20 @@ usage_record(void *ctx, const struct trace_event *ev)
     if (ev->device < 0 || ev->device >= usage_device_count)
         return;
     struct usage_device *u = &usage_devices[ev->device];
-    switch (ev->action) {
+    uint8_t action = ev->action;
+    /* Every request, first: pass-through blocks are their segments, counted once, there. The
+     * block carries its library (the owner tag), and its free event the same requested size;
+     * PyTorch's allocated counters drop at the request, not when other streams are done. */
+    if (action == TRACE_ALLOC || action == TRACE_FREE_REQUESTED) {
+        if (ev->pool != TRACE_POOL_DEFAULT || ev->owner >= LIBRARY_TABLE_MAX)
+            return;
+        if (action == TRACE_ALLOC)
+            add(u, ev->owner, USAGE_CACHE_REQUESTED, ev->size);
+        else
+            sub(u, ev->owner, USAGE_CACHE_REQUESTED, ev->size);
+        return;
+    }
+    switch (action) {
     case TRACE_SEGMENT_ALLOC:
         on_segment(u, ev, true);
         break;
@@ -119,17 +132,6 @@ usage_record(void *ctx, const struct trace_event *ev)
         break;
     case TRACE_SEGMENT_UNMAP:
         on_map(u, ev, false);
-        break;
-    case TRACE_ALLOC:
-        /* Pass-through blocks are their segments: counted once, there. The block carries its
-         * library (the owner tag), and its free event carries the same requested size. */
-        if (ev->pool == TRACE_POOL_DEFAULT && ev->owner < LIBRARY_TABLE_MAX)
-            add(u, ev->owner, USAGE_CACHE_REQUESTED, ev->size);
-        break;
-    case TRACE_FREE_REQUESTED:
-        /* PyTorch's allocated counters drop at the request, not when other streams are done. */
-        if (ev->pool == TRACE_POOL_DEFAULT && ev->owner < LIBRARY_TABLE_MAX)
-            sub(u, ev->owner, USAGE_CACHE_REQUESTED, ev->size);
         break;
     default:
         break;
