@@ -1,8 +1,8 @@
 /* alloc_device.h: one device's caching state (pools, segments, spares, events, stats) and the
- *   malloc path of PyTorch's DeviceCachingAllocator over it.
+ *   helpers the malloc path (alloc_malloc.h) and the free side (alloc_free.h) share.
  * Locking: every field marked so is protected by dev->lock; *_locked functions need it held.
- * Hot path: alloc_device_malloc; it never calls malloc under the lock (spares are refilled
- *   outside it). */
+ * Hot path: yes (spares, pool sets, trace); nothing here calls malloc under the lock (spares are
+ *   refilled outside it). */
 #ifndef CUPROF_ALLOC_DEVICE_H
 #define CUPROF_ALLOC_DEVICE_H
 
@@ -321,35 +321,21 @@ void alloc_device_note_stream_locked(struct alloc_device *dev, uint64_t stream);
 void alloc_device_forget_stream_locked(struct alloc_device *dev, uint64_t stream);
 
 /* Takes dev->lock with enough spares for one malloc and `aux` records. Returns 0 (locked) or
- * -CUPROF_EHOSTMEM (not locked). */
-__attribute__((warn_unused_result)) int alloc_device_lock_with_spares(struct alloc_device *dev,
-                                                                      size_t aux);
+ * -CUPROF_EHOSTMEM (not locked). Inline: the malloc hit path takes it on every call. */
+__attribute__((always_inline, warn_unused_result)) static inline int
+alloc_device_lock_with_spares(struct alloc_device *dev, size_t aux)
+{
+    alloc_lock_acquire(&dev->lock);
+    while (!alloc_device_spares_ready_locked(dev, aux)) {
+        int rc = alloc_device_refill_unlocking(dev, aux);
+        if (rc != 0) {
+            alloc_lock_release(&dev->lock);
+            return rc;
+        }
+    }
+    return 0;
+}
 /* Doubles dev->map's buckets to `count` (from block_map_grow_count); mallocs unlocked. */
 void alloc_device_grow_map(struct alloc_device *dev, size_t count);
-
-/* How alloc_device_malloc serves a request. */
-enum alloc_reach {
-    ALLOC_REACH_SEGMENT,     /* one segment of its own (trace mode) */
-    ALLOC_REACH_CACHE,       /* PyTorch's malloc, the device when the cache has no block */
-    ALLOC_REACH_CACHED_ONLY, /* PyTorch's malloc if a cached block fits without the device (no
-                                new segment, no expandable pages), else -CUPROF_EUNCACHED with
-                                nothing changed */
-};
-
-/* allocator_malloc on one device (size > 0): refuses 1 EiB and more as PyTorch does, takes the
- * lock, serves the request as `reach` says, enters the block in the pointer map, unlocks, and
- * grows the map afterwards when it is crowded. One function, so that the hit path is one call
- * frame. */
-__attribute__((warn_unused_result)) int alloc_device_malloc(struct alloc_device *dev,
-                                                            enum alloc_reach reach, size_t size,
-                                                            uint64_t stream, uint32_t stack_id,
-                                                            uint16_t owner, uint64_t *addr);
-
-/* Trace mode and external memory: one block per segment of exactly `size`, never cached.
- * `addr` 0 asks the device for the memory (trace mode); otherwise it is the external address. */
-__attribute__((warn_unused_result)) int
-alloc_device_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_t addr,
-                                  uint64_t stream, uint8_t pool, uint32_t stack_id,
-                                  struct alloc_block **out);
 
 #endif

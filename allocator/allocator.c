@@ -1,5 +1,5 @@
 /* allocator.c: the public entry points: argument checks and device selection (malloc and free
- * hand over to alloc_device_malloc and alloc_free_by_address), trace mode and external memory,
+ * hand over to alloc_malloc_on_device and alloc_free_by_address), trace mode and external memory,
  * the owner of a pointer, fraction, stats copies. */
 #include "allocator/allocator.h"
 
@@ -10,6 +10,7 @@
 
 #include "allocator/alloc_expand.h"
 #include "allocator/alloc_free.h"
+#include "allocator/alloc_malloc.h"
 #include "allocator/alloc_policy.h"
 #include "allocator/allocator_state.h"
 #include "allocator/cuprof_errors.h"
@@ -170,7 +171,7 @@ malloc_reaching(struct allocator *alloc, int device, size_t size, uint64_t strea
     *addr = 0;
     if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
         return 0;
-    return CHECKED(alloc, alloc_device_malloc(dev, reach, size, stream, stack_id, owner, addr));
+    return CHECKED(alloc, alloc_malloc_on_device(dev, reach, size, stream, stack_id, owner, addr));
 }
 
 int
@@ -250,7 +251,7 @@ allocator_track_external(struct allocator *alloc, int device, uint64_t addr, siz
     int rc = alloc_device_lock_with_spares(dev, 0);
     if (rc != 0)
         return rc;
-    rc = alloc_device_whole_segment_locked(dev, size, addr, stream, pool, stack_id, &b);
+    rc = alloc_malloc_whole_segment_locked(dev, size, addr, stream, pool, stack_id, &b);
     size_t grow = rc == 0 && block_map_insert(&dev->map, b) ? block_map_grow_count(&dev->map) : 0;
     alloc_lock_release(&dev->lock);
     if (grow)
