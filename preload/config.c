@@ -218,93 +218,136 @@ config_parse_path(const char *text)
            config_ends_with(text, ".json");
 }
 
+/* A value checked against its kind, in the form its field takes. */
+struct config_value {
+    int as_int;      /* ENUM: the index in `accepted`; SIGNAL: the signal number */
+    unsigned flags;  /* FLAGS: bit i = accepted value i */
+    uint64_t number; /* UINT */
+};
+
+/* Checks `value` against the entry's kind; true when it is acceptable (ALLOC_CONF is checked
+ * when it is stored, by alloc_config_parse). */
+static bool
+config_check_value(const struct config_entry *e, const char *value, struct config_value *v)
+{
+    switch (e->kind) {
+    case CONFIG_KIND_ENUM:
+        /* Also refuses "" and "a,b": list items are non-empty, comma-free. */
+        v->as_int = config_list_index(e->accepted, value, strlen(value));
+        return v->as_int >= 0;
+    case CONFIG_KIND_UINT:
+        return config_parse_u64(value, &v->number) && v->number >= e->min && v->number <= e->max;
+    case CONFIG_KIND_FLAGS:
+        return config_parse_flags(value, e->accepted, &v->flags);
+    case CONFIG_KIND_SIGNAL:
+        return config_parse_signal(value, &v->as_int);
+    case CONFIG_KIND_PATH:
+        return config_parse_path(value);
+    case CONFIG_KIND_ALLOC_CONF:
+        break;
+    }
+    return true;
+}
+
+/* What a value of the entry's kind must be, for the bad-value message: `buf`, or e->accepted. */
+static const char *
+config_expected(const struct config_entry *e, const char *value, char *buf, size_t len)
+{
+    char prose[128];
+    switch (e->kind) {
+    case CONFIG_KIND_ENUM:
+        config_list_prose(e->accepted, prose, sizeof prose);
+        snprintf(buf, len, "one of %s", prose);
+        return buf;
+    case CONFIG_KIND_UINT:
+        snprintf(buf, len, "an integer from %llu to %llu", (unsigned long long)e->min,
+                 (unsigned long long)e->max);
+        return buf;
+    case CONFIG_KIND_FLAGS:
+        config_list_prose(e->accepted, prose, sizeof prose);
+        snprintf(buf, len, "a comma list of %s, or none", prose);
+        return buf;
+    case CONFIG_KIND_PATH:
+        if (strlen(value) >= CONFIG_VALUE_MAX)
+            snprintf(buf, len, "at most %d bytes", CONFIG_VALUE_MAX - 1);
+        else
+            snprintf(buf, len, "%s", e->accepted);
+        return buf;
+    case CONFIG_KIND_SIGNAL:
+    case CONFIG_KIND_ALLOC_CONF:
+        break;
+    }
+    return e->accepted;
+}
+
+/* CUPROF_ALLOC_CONF: PyTorch's syntax, parsed by the allocator's own parser into `out`. */
+static bool
+config_store_alloc_conf(const struct config_entry *e, const char *value, struct alloc_config *out,
+                        char *err, size_t err_len)
+{
+    char why[300];
+    if (strlen(value) >= sizeof(out->raw)) {
+        char expected[64];
+        snprintf(expected, sizeof expected, "at most %zu bytes", sizeof(out->raw) - 1);
+        config_bad_value(e, value, expected, err, err_len);
+        return false;
+    }
+    if (alloc_config_parse(value, out, why, sizeof why) != 0) {
+        snprintf(err, err_len, "cuprof: %s: %s", e->name, why);
+        return false;
+    }
+    return true;
+}
+
+/* Writes a checked value into variable `index`'s field (config.def names the field). */
+static bool
+config_store_field(struct cuprof_config *config, size_t index, const char *value,
+                   const struct config_value *v, char *err, size_t err_len)
+{
+    switch (index) {
+#define CUPROF_VAR(name, field, kind, def, min, max, accepted, help)                               \
+    case CONFIG_VAR_##name:                                                                        \
+        CONFIG_STORE_##kind(config->field);                                                        \
+        break;
+#define CONFIG_STORE_ENUM(f)   (f) = v->as_int
+#define CONFIG_STORE_UINT(f)   (f) = v->number
+#define CONFIG_STORE_FLAGS(f)  (f) = v->flags
+#define CONFIG_STORE_SIGNAL(f) (f) = v->as_int
+#define CONFIG_STORE_PATH(f)   snprintf((f), sizeof(f), "%s", value)
+#define CONFIG_STORE_ALLOC_CONF(f)                                                                 \
+    do {                                                                                           \
+        if (!config_store_alloc_conf(&config_table[index], value, &(f), err, err_len))             \
+            return false;                                                                          \
+    } while (0)
+#include "preload/config.def"
+#undef CUPROF_VAR
+#undef CONFIG_STORE_ENUM
+#undef CONFIG_STORE_UINT
+#undef CONFIG_STORE_FLAGS
+#undef CONFIG_STORE_SIGNAL
+#undef CONFIG_STORE_PATH
+#undef CONFIG_STORE_ALLOC_CONF
+    default:
+        break;
+    }
+    return true;
+}
+
 /* Stores one variable's value into its field; returns false after writing the message. */
 static bool
 config_store(struct cuprof_config *config, size_t index, const char *value, char *err,
              size_t err_len)
 {
     const struct config_entry *e = &config_table[index];
-    char expected[256];
-    int as_int = 0;
-    unsigned flags = 0;
-    uint64_t number = 0;
-
-    switch (e->kind) {
-    case CONFIG_KIND_ENUM:
-        as_int = config_list_index(e->accepted, value, strlen(value));
-        if (as_int < 0) { /* also "" and "a,b": list items are non-empty, comma-free */
-            char prose[128];
-            config_list_prose(e->accepted, prose, sizeof prose);
-            snprintf(expected, sizeof expected, "one of %s", prose);
-            config_bad_value(e, value, expected, err, err_len);
-            return false;
-        }
-        break;
-    case CONFIG_KIND_UINT:
-        if (!config_parse_u64(value, &number) || number < e->min || number > e->max) {
-            snprintf(expected, sizeof expected, "an integer from %llu to %llu",
-                     (unsigned long long)e->min, (unsigned long long)e->max);
-            config_bad_value(e, value, expected, err, err_len);
-            return false;
-        }
-        break;
-    case CONFIG_KIND_FLAGS:
-        if (!config_parse_flags(value, e->accepted, &flags)) {
-            char prose[128];
-            config_list_prose(e->accepted, prose, sizeof prose);
-            snprintf(expected, sizeof expected, "a comma list of %s, or none", prose);
-            config_bad_value(e, value, expected, err, err_len);
-            return false;
-        }
-        break;
-    case CONFIG_KIND_SIGNAL:
-        if (!config_parse_signal(value, &as_int)) {
-            config_bad_value(e, value, e->accepted, err, err_len);
-            return false;
-        }
-        break;
-    case CONFIG_KIND_PATH:
-        if (!config_parse_path(value)) {
-            if (strlen(value) >= CONFIG_VALUE_MAX)
-                snprintf(expected, sizeof expected, "at most %d bytes", CONFIG_VALUE_MAX - 1);
-            else
-                snprintf(expected, sizeof expected, "%s", e->accepted);
-            config_bad_value(e, value, expected, err, err_len);
-            return false;
-        }
-        break;
-    case CONFIG_KIND_ALLOC_CONF:
-        break; /* parsed into the field directly below */
+    struct config_value v = {0};
+    if (!config_check_value(e, value, &v)) {
+        char expected[256];
+        config_bad_value(e, value, config_expected(e, value, expected, sizeof expected), err,
+                         err_len);
+        return false;
     }
-
-    switch (index) {
-#define CUPROF_VAR(name, field, kind, def, min, max, accepted, help)                               \
-    case CONFIG_VAR_##name:                                                                        \
-        CONFIG_STORE_##kind(config->field);                                                        \
-        break;
-#define CONFIG_STORE_ENUM(f)   (f) = as_int
-#define CONFIG_STORE_UINT(f)   (f) = number
-#define CONFIG_STORE_FLAGS(f)  (f) = flags
-#define CONFIG_STORE_SIGNAL(f) (f) = as_int
-#define CONFIG_STORE_PATH(f)   snprintf((f), sizeof(f), "%s", value)
-#define CONFIG_STORE_ALLOC_CONF(f)                                                                 \
-    do {                                                                                           \
-        char why[300];                                                                             \
-        if (strlen(value) >= sizeof((f).raw)) {                                                    \
-            snprintf(expected, sizeof expected, "at most %zu bytes", sizeof((f).raw) - 1);         \
-            config_bad_value(e, value, expected, err, err_len);                                    \
-            return false;                                                                          \
-        }                                                                                          \
-        if (alloc_config_parse(value, &(f), why, sizeof why) != 0) {                               \
-            snprintf(err, err_len, "cuprof: %s: %s", e->name, why);                                \
-            return false;                                                                          \
-        }                                                                                          \
-    } while (0)
-#include "preload/config.def"
-#undef CUPROF_VAR
-    default:
-        break;
-    }
+    if (!config_store_field(config, index, value, &v, err, err_len))
+        return false;
     snprintf(config->text[index], sizeof config->text[index], "%s", value);
     return true;
 }
