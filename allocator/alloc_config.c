@@ -382,9 +382,9 @@ struct config_key {
 };
 
 static const struct config_key config_keys[] = {
-#define X(name, fn, what) {#name, fn, what},
+#define ALLOC_CONF_KEY(name, parser, expected) {#name, parser, expected},
 #include "allocator/alloc_config.def"
-#undef X
+#undef ALLOC_CONF_KEY
 };
 
 static void

@@ -14,9 +14,9 @@
  * unmapped; oom: the rounded request (device_free = free bytes); snapshot: total active bytes
  * (addr 0); annotate (cuprof_annotate): 0, with the label id in `stack_id`. */
 enum trace_action {
-#define X(action, name) action,
+#define TRACE_ACTION(id, name) id,
 #include "allocator/trace_actions.def"
-#undef X
+#undef TRACE_ACTION
     TRACE_ACTION_COUNT
 };
 
@@ -25,9 +25,9 @@ static inline const char *
 trace_action_name(unsigned action)
 {
     static const char *const names[TRACE_ACTION_COUNT] = {
-#define X(action, name) [action] = name,
+#define TRACE_ACTION(id, name) [id] = name,
 #include "allocator/trace_actions.def"
-#undef X
+#undef TRACE_ACTION
     };
     return action < TRACE_ACTION_COUNT ? names[action] : 0;
 }

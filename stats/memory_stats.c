@@ -26,6 +26,9 @@ static const struct stat_key stat_keys[] = {
 #define STAT_SINGLE(name, label) COUNTER_KEYS(#name, offsetof(struct memory_stats, name))
 #define STAT_SCALAR(name, reset) {#name, offsetof(struct memory_stats, name)},
 #include "stats/memory_stats.def"
+#undef STAT_ARRAY
+#undef STAT_SINGLE
+#undef STAT_SCALAR
 };
 
 _Static_assert(sizeof(stat_keys) / sizeof(stat_keys[0]) == MEMORY_STATS_KEY_COUNT,
@@ -75,7 +78,12 @@ memory_stats_settle_all(struct memory_stats *stats)
         stats->name[STAT_SMALL_POOL].allocated + stats->name[STAT_LARGE_POOL].allocated;           \
     stats->name[STAT_ALL].freed =                                                                  \
         stats->name[STAT_SMALL_POOL].freed + stats->name[STAT_LARGE_POOL].freed;
+#define STAT_SINGLE(name, label)
+#define STAT_SCALAR(name, reset)
 #include "stats/memory_stats.def"
+#undef STAT_ARRAY
+#undef STAT_SINGLE
+#undef STAT_SCALAR
 }
 
 void
@@ -85,7 +93,11 @@ memory_stats_reset_peak(struct memory_stats *stats)
     for (int p = 0; p < STAT_POOL_COUNT; p++)                                                      \
         counter_reset_peak(&stats->name[p]);
 #define STAT_SINGLE(name, label) counter_reset_peak(&stats->name);
+#define STAT_SCALAR(name, reset)
 #include "stats/memory_stats.def"
+#undef STAT_ARRAY
+#undef STAT_SINGLE
+#undef STAT_SCALAR
 }
 
 void
@@ -99,6 +111,9 @@ memory_stats_reset_accumulated(struct memory_stats *stats)
     if (reset)                                                                                     \
         stats->name = 0;
 #include "stats/memory_stats.def"
+#undef STAT_ARRAY
+#undef STAT_SINGLE
+#undef STAT_SCALAR
 }
 
 size_t

@@ -36,6 +36,9 @@ struct memory_stats {
 #define STAT_SINGLE(name, label)      struct stat_counter name;
 #define STAT_SCALAR(name, reset)      int64_t name;
 #include "stats/memory_stats.def"
+#undef STAT_ARRAY
+#undef STAT_SINGLE
+#undef STAT_SCALAR
 };
 
 /* 9 arrays x 3 pools x 4 fields + 2 singles x 4 fields + 6 scalars. */

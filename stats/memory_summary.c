@@ -125,7 +125,11 @@ summary_one(struct text_out *o, const struct memory_stats *s, int device, bool a
 #define STAT_SINGLE(name, label)                                                                   \
     out_printf(o, "|" RULE_DASH "|\n");                                                            \
     out_row(o, label, STAT_KIND_COUNT, &s->name, &s->name);
+#define STAT_SCALAR(name, reset)
 #include "stats/memory_stats.def"
+#undef STAT_ARRAY
+#undef STAT_SINGLE
+#undef STAT_SCALAR
 
     out_printf(o, "|" RULE_EQ "|\n");
 }

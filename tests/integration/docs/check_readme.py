@@ -14,7 +14,8 @@ table = subprocess.run([sys.executable, f"{root}/preload/config_table.py"], chec
 if table not in readme:
     problems.append("README's CUPROF_* table differs from `preload/config_table.py` output")
 
-keys = re.findall(r"^X\((\w+),", open(f"{root}/allocator/alloc_config.def").read(), re.M)
+keys = re.findall(r"^ALLOC_CONF_KEY\((\w+),", open(f"{root}/allocator/alloc_config.def").read(),
+                  re.M)
 for key in keys:
     if f"| `{key}` |" not in readme:
         problems.append(f"README does not document CUPROF_ALLOC_CONF key {key}")

@@ -659,12 +659,12 @@ cuGetErrorName(CUresult error, const char **pStr)
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     switch (error) {
-#define X(name, text)                                                                              \
+#define SIM_ERROR(name, text)                                                                      \
     case name:                                                                                     \
         *pStr = #name;                                                                             \
         return CUDA_SUCCESS;
 #include "sim_errors.def"
-#undef X
+#undef SIM_ERROR
     default:
         *pStr = NULL;
         return CUDA_ERROR_INVALID_VALUE;
@@ -677,12 +677,12 @@ cuGetErrorString(CUresult error, const char **pStr)
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     switch (error) {
-#define X(name, text)                                                                              \
+#define SIM_ERROR(name, text)                                                                      \
     case name:                                                                                     \
         *pStr = text;                                                                              \
         return CUDA_SUCCESS;
 #include "sim_errors.def"
-#undef X
+#undef SIM_ERROR
     default:
         *pStr = NULL;
         return CUDA_ERROR_INVALID_VALUE;

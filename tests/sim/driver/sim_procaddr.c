@@ -21,11 +21,12 @@ struct sim_proc {
 _Static_assert(sizeof(void (*)(void)) == sizeof(void *), "function and data pointers differ");
 
 static const struct sim_proc procs[] = {
-#define L(base, ver, fn) {#base, ver, false, (void (*)(void))fn},
-#define T(base, ver, fn) {#base, ver, true, (void (*)(void))fn},
+#define SIM_PROC_LEGACY(base, version, function) {#base, version, false, (void (*)(void))function},
+#define SIM_PROC_PER_THREAD(base, version, function)                                               \
+    {#base, version, true, (void (*)(void))function},
 #include "sim_procaddr.def"
-#undef L
-#undef T
+#undef SIM_PROC_LEGACY
+#undef SIM_PROC_PER_THREAD
 };
 
 /* Newest row of `name` with version <= cudaVersion, in the given stream flavour. */
