@@ -1,4 +1,5 @@
-/* cuprof_errors.h: the project's own negative error codes (positive codes are CUDA's, passed up).
+/* cuprof_errors.h: the project's own negative error codes (positive codes are CUDA's, passed up),
+ *   defined here and nowhere else (see CODING_STYLE.md; cuprof.h has the public API's).
  * Locking: none (constants only).
  * Hot path: yes. */
 #ifndef CUPROF_ERRORS_H
