@@ -51,7 +51,7 @@ test_own_frames_dropped(void **state)
     size_t count = 0;
     assert_int_equal(symbolizer_lookup(sym, ips[0], f, 8, &count), 0);
     if (strcmp(f[0].name, "selfskip_caller") != 0 ||
-        !ends_with(f[0].filename, "tests/unit/history/test_selfskip.c") || f[0].line != g_line)
+        !ends_with(f[0].filename, "tests/unit/snapshot/test_selfskip.c") || f[0].line != g_line)
         fail_msg("frame 0 is %s %s:%lld, expected selfskip_caller test_selfskip.c:%d", f[0].name,
                  f[0].filename, (long long)f[0].line, g_line);
     assert_int_equal(symbolizer_lookup(sym, ips[1], f, 8, &count), 0);
@@ -71,7 +71,7 @@ test_elf_symbol_demangled(void **state)
     assert_int_equal(symbolizer_lookup(sym, (uintptr_t)&selfskip_mangled + 1, f, 8, &count), 0);
     assert_int_equal(count, 1);
     assert_string_equal(f[0].name, "cuprof_test::mangled()");
-    assert_true(ends_with(f[0].filename, "/libhistory_selfskip.so"));
+    assert_true(ends_with(f[0].filename, "/libsnapshot_selfskip.so"));
     assert_int_equal(f[0].line, 0);
     symbolizer_destroy(sym);
 }

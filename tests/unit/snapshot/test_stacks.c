@@ -82,12 +82,12 @@ test_c_chain_symbolized(void **state)
     struct frames fr;
     symbolize_stack(id, &fr);
     assert_true(fr.n >= 6);
-    assert_frame(&fr.f[0], "chain_c_leaf", "tests/unit/history/chain_c.c", chain_c_lines.leaf);
-    assert_frame(&fr.f[1], "chain_c_inl", "tests/unit/history/chain_c.c", chain_c_lines.inl);
-    assert_frame(&fr.f[2], "chain_c_mid", "tests/unit/history/chain_c.c", chain_c_lines.mid);
-    assert_frame(&fr.f[3], "chain_c_outer", "tests/unit/history/chain_c.c", chain_c_lines.outer);
-    assert_frame(&fr.f[4], "call_c_chain", "tests/unit/history/test_stacks.c", g_test_line);
-    assert_frame(&fr.f[5], "test_c_chain_symbolized", "tests/unit/history/test_stacks.c",
+    assert_frame(&fr.f[0], "chain_c_leaf", "tests/unit/snapshot/chain_c.c", chain_c_lines.leaf);
+    assert_frame(&fr.f[1], "chain_c_inl", "tests/unit/snapshot/chain_c.c", chain_c_lines.inl);
+    assert_frame(&fr.f[2], "chain_c_mid", "tests/unit/snapshot/chain_c.c", chain_c_lines.mid);
+    assert_frame(&fr.f[3], "chain_c_outer", "tests/unit/snapshot/chain_c.c", chain_c_lines.outer);
+    assert_frame(&fr.f[4], "call_c_chain", "tests/unit/snapshot/test_stacks.c", g_test_line);
+    assert_frame(&fr.f[5], "test_c_chain_symbolized", "tests/unit/snapshot/test_stacks.c",
                  __LINE__ - 11);
 }
 
@@ -100,7 +100,7 @@ test_skip_drops_innermost(void **state)
     KEEP_FRAME();
     struct frames fr;
     symbolize_stack(id, &fr);
-    assert_frame(&fr.f[0], "test_skip_drops_innermost", "tests/unit/history/test_stacks.c", line);
+    assert_frame(&fr.f[0], "test_skip_drops_innermost", "tests/unit/snapshot/test_stacks.c", line);
 }
 
 #ifdef HAVE_CHAIN_CPP
@@ -122,11 +122,11 @@ test_cpp_chain_symbolized(void **state)
     struct frames fr;
     symbolize_stack(id, &fr);
     assert_true(fr.n >= 4);
-    const char *file = "tests/unit/history/chain_cpp.cpp";
+    const char *file = "tests/unit/snapshot/chain_cpp.cpp";
     assert_frame(&fr.f[0], "cuprof_test::Widget::inner(int)", file, chain_cpp_lines.leaf);
     assert_frame(&fr.f[1], "cuprof_test::Widget::capture(int)", file, chain_cpp_lines.mid);
     assert_frame(&fr.f[2], "cpp_chain_entry", file, chain_cpp_lines.outer);
-    assert_frame(&fr.f[3], "call_cpp_chain", "tests/unit/history/test_stacks.c", g_test_line);
+    assert_frame(&fr.f[3], "call_cpp_chain", "tests/unit/snapshot/test_stacks.c", g_test_line);
 }
 #endif
 

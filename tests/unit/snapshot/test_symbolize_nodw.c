@@ -90,7 +90,7 @@ test_shared_library_symbols(void **state)
     assert_int_equal(selfskip_mangled(), 7);
     lookup_one((uintptr_t)&selfskip_mangled + 1, &f);
     assert_string_equal(f.name, "cuprof_test::mangled()");
-    assert_true(ends_with(f.filename, "/libhistory_selfskip.so"));
+    assert_true(ends_with(f.filename, "/libsnapshot_selfskip.so"));
     assert_int_equal(f.line, 0);
 
     lookup_one((uintptr_t)&getpid + 1, &f);

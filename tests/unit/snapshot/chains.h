@@ -1,6 +1,6 @@
 /* chains.h: call chains with known functions, files and lines for the stack tests.
  * Locking: none (each chain writes the lines it passed through into globals).
- * Hot path: no (tests and the bench). */
+ * Hot path: no (tests only). */
 #ifndef CUPROF_TEST_CHAINS_H
 #define CUPROF_TEST_CHAINS_H
 
