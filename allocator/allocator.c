@@ -529,6 +529,7 @@ allocator_get_stats_locked(struct allocator *alloc, int device, struct memory_st
         memory_stats_init(out, -1);
         return;
     }
+    ALLOC_ASSERT_HELD(&dev->lock);
     memory_stats_settle_all(&dev->stats);
     *out = dev->stats;
 }

@@ -21,6 +21,7 @@ allocator_count_locked(struct allocator *alloc, int device, size_t *segments, si
     size_t ns = 0, nb = 0;
     if (alloc != NULL && device >= 0 && device < alloc->device_count) {
         struct alloc_device *dev = &alloc->devices[device];
+        ALLOC_ASSERT_HELD(&dev->lock);
         for (struct avl_node *n = avl_first(&dev->segments); n != NULL; n = avl_next(n)) {
             struct alloc_segment *seg = seg_of(n);
             ns += !seg->expandable;
@@ -45,6 +46,7 @@ allocator_copy_locked(struct allocator *alloc, int device, struct segment_info *
     if (alloc == NULL || device < 0 || device >= alloc->device_count)
         return -CUPROF_EINVAL;
     struct alloc_device *dev = &alloc->devices[device];
+    ALLOC_ASSERT_HELD(&dev->lock);
     for (struct avl_node *n = avl_first(&dev->segments); n != NULL; n = avl_next(n)) {
         struct alloc_segment *seg = seg_of(n);
         struct segment_info *si = NULL;
