@@ -83,6 +83,22 @@ def dumps(directory, pattern="*"):
                   key=lambda p: (os.path.getmtime(p), p))
 
 
+def run_expandable(cmd, ld_path, lib, tmp, extra_env=None):
+    """cmd under lib in cache mode with expandable_segments:True, snapshots written to
+    tmp/s-%n.pickle and the simulator's VMM call log (SIMCUDA_VMM_LOG) to tmp/vmm.log: returns
+    (Result, the snapshot files oldest first, the log's non-empty lines)."""
+    log = os.path.join(tmp, "vmm.log")
+    env = {"CUPROF_MODE": "cache", "CUPROF_ALLOC_CONF": "expandable_segments:True",
+           "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle"), "SIMCUDA_VMM_LOG": log}
+    env.update(extra_env or {})
+    result = run_shim(cmd, ld_path, preload=lib, extra_env=env)
+    lines = []
+    if os.path.exists(log):
+        with open(log) as f:
+            lines = [line.rstrip("\n") for line in f if line.strip()]
+    return result, dumps(tmp, "s-*.pickle"), lines
+
+
 @functools.lru_cache(maxsize=None)
 def load_checker(path=CHECKER):
     """The independent snapshot checker as a module (load(path), check(snap, ...))."""

@@ -25,7 +25,7 @@ import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402 (tests/integration/)
+from shimrun import Checks, load_checker, run_expandable, run_shim  # noqa: E402 (tests/integration/)
 
 MIB = 1 << 20
 
@@ -42,19 +42,14 @@ def main():
     base = run_shim([a.app, "dump"], a.ld_path)
     check(base.returncode == 0, f"fails without cuprof: {base}")
     with tempfile.TemporaryDirectory() as tmp:
-        log = os.path.join(tmp, "vmm.log")
-        env = {"CUPROF_MODE": "cache", "CUPROF_ALLOC_CONF": "expandable_segments:True",
-               "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle"), "SIMCUDA_VMM_LOG": log}
-        shim = run_shim([a.app, "dump"], a.ld_path, preload=a.lib, extra_env=env)
+        shim, files, log_lines = run_expandable([a.app, "dump"], a.ld_path, a.lib, tmp)
         check(shim.returncode == 0, f"exit {shim.returncode}: {shim.stderr!r}")
         check(shim.stdout == base.stdout, f"output differs: {base.stdout!r} / {shim.stdout!r}")
-        files = dumps(tmp, "s-*.pickle")
         check(len(files) == 2, f"snapshots: {files}")
         if len(files) != 2:
             check.finish()
         mid, end = (checker.load(f) for f in files)
-        with open(log) as f:
-            lines = [l.split() for l in f if l.strip()]
+        lines = [line.split() for line in log_lines]
 
     for name, snap in (("after the first empty", mid), ("at exit", end)):
         problems = checker.check(snap, complete_history=True)

@@ -27,7 +27,7 @@ import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402 (tests/integration/)
+from shimrun import Checks, load_checker, run_expandable, run_shim  # noqa: E402 (tests/integration/)
 
 RW = 3  # CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 GRAN = 2 << 20
@@ -129,11 +129,8 @@ def main():
         check(res.get("copy_before") == ("-1" if when == "early" else "0"),
               f"{when}: without cuprof ordinary memory is copied between devices: {res}")
         with tempfile.TemporaryDirectory() as tmp:
-            log = os.path.join(tmp, "vmm.log")
-            env = {"CUPROF_MODE": "cache", "CUPROF_ALLOC_CONF": "expandable_segments:True",
-                   "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle"), "SIMCUDA_DEVICES": "2",
-                   "SIMCUDA_VMM_LOG": log}
-            shim = run_shim([a.app, when], a.ld_path, preload=a.lib, extra_env=env)
+            shim, files, lines = run_expandable([a.app, when], a.ld_path, a.lib, tmp,
+                                                {"SIMCUDA_DEVICES": "2"})
             res = result(shim.stdout)
             name = f"peer_app {when}"
             check(shim.returncode == 0, f"{name}: exit {shim.returncode}: {shim.stdout!r} "
@@ -145,11 +142,8 @@ def main():
             for k in ("access_a", "access_b", "access_c"):
                 got, total = (res.get(k) or "0/-1").split("/")
                 check(got == total and int(total) > 0, f"{name}: {k}={res.get(k)}")
-            with open(log) as f:
-                lines = [l.rstrip("\n") for l in f if l.strip()]
             enablings, mappings = check_log(check, name, lines)
             check(enablings == 2, f"{name}: {enablings} peer enablings in the log, expected 2")
-            files = dumps(tmp)
             check(files, f"{name}: no snapshot")
             if files:
                 problems = checker.check(checker.load(files[-1]), complete_history=True)
