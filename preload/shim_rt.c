@@ -41,17 +41,22 @@ static const char *const rt_names[RT_FN_COUNT] = {
 static _Atomic(void *) rt_real[RT_FN_COUNT];
 
 /* The runtime's own function: the next definition after libcuprof (dlsym(RTLD_NEXT) from us).
- * Resolved on first use; racing threads store the same pointer. */
-static void *
+ * Resolved on first use; racing threads store the same pointer. The lookup is out of line so
+ * that a resolved call keeps no registers of its own (off mode's cost is a few loads). */
+__attribute__((noinline, cold)) static void *
+rt_lookup_slow(enum rt_fn fn)
+{
+    void *p = real_dl_dlsym(RTLD_NEXT, rt_names[fn]);
+    if (p != NULL)
+        atomic_store_explicit(&rt_real[fn], p, memory_order_release);
+    return p;
+}
+
+static inline void *
 rt_lookup(enum rt_fn fn)
 {
     void *p = atomic_load_explicit(&rt_real[fn], memory_order_acquire);
-    if (p == NULL) {
-        p = real_dl_dlsym(RTLD_NEXT, rt_names[fn]);
-        if (p != NULL)
-            atomic_store_explicit(&rt_real[fn], p, memory_order_release);
-    }
-    return p;
+    return __builtin_expect(p != NULL, 1) ? p : rt_lookup_slow(fn);
 }
 
 /* Declares `real` of type `type` for `fn`, or returns the runtime's "not initialised" error: a
@@ -115,41 +120,62 @@ typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
     call_tag_pop(saved_);                                                                          \
     return result_;
 
-/* cudaMalloc and cudaFree: the cache answers at once when it can (shim_fast.h); otherwise the
- * runtime's call, tagged with the stack the fast path captured already. */
-#define SHIM_RT_CALL_AFTER_FAST(fn, real, ...)                                                     \
+/* cudaMalloc and cudaFree: cuprof's own calls and off mode go straight to the runtime, from a
+ * frame that holds nothing else (so off mode adds two loads); otherwise the cache answers at once
+ * when it can (shim_fast.h), else the runtime's call is tagged with the stack the fast path
+ * captured already. */
+#define SHIM_RT_UNLESS_ACCOUNTED(real, ...)                                                        \
     if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)                               \
-        return real(__VA_ARGS__);                                                                  \
-    struct call_tag saved_ =                                                                       \
-        has_stack ? call_tag_push(rt_names[fn], stack, true, caller) : rt_enter(fn, caller);       \
-    cudaError_t result_ = real(__VA_ARGS__);                                                       \
-    call_tag_pop(saved_);                                                                          \
-    return result_;
+        return real(__VA_ARGS__);
 
-cudaError_t
-shim_rt_malloc(void **ptr, size_t size)
+static struct call_tag
+rt_enter_after_fast(enum rt_fn fn, const void *caller, uint32_t stack, bool has_stack)
 {
-    const void *caller = __builtin_return_address(0);
+    return has_stack ? call_tag_push(rt_names[fn], stack, true, caller) : rt_enter(fn, caller);
+}
+
+__attribute__((noinline)) static cudaError_t
+rt_malloc_accounted(rt_malloc_fn real, void **ptr, size_t size, const void *caller)
+{
     cudaError_t result;
     uint32_t stack;
     bool has_stack = false;
     if (shim_fast_may_answer() && shim_fast_malloc(ptr, size, caller, &result, &stack, &has_stack))
         return result;
-    SHIM_RT_REAL(real, RT_cudaMalloc, rt_malloc_fn)
-    SHIM_RT_CALL_AFTER_FAST(RT_cudaMalloc, real, ptr, size)
+    struct call_tag saved = rt_enter_after_fast(RT_cudaMalloc, caller, stack, has_stack);
+    result = real(ptr, size);
+    call_tag_pop(saved);
+    return result;
 }
 
-cudaError_t
-shim_rt_free(void *ptr)
+__attribute__((noinline)) static cudaError_t
+rt_free_accounted(rt_free_fn real, void *ptr, const void *caller)
 {
-    const void *caller = __builtin_return_address(0);
     cudaError_t result;
     uint32_t stack;
     bool has_stack = false;
     if (shim_fast_may_answer() && shim_fast_free(ptr, &result, &stack, &has_stack))
         return result;
+    struct call_tag saved = rt_enter_after_fast(RT_cudaFree, caller, stack, has_stack);
+    result = real(ptr);
+    call_tag_pop(saved);
+    return result;
+}
+
+cudaError_t
+shim_rt_malloc(void **ptr, size_t size)
+{
+    SHIM_RT_REAL(real, RT_cudaMalloc, rt_malloc_fn)
+    SHIM_RT_UNLESS_ACCOUNTED(real, ptr, size)
+    return rt_malloc_accounted(real, ptr, size, __builtin_return_address(0));
+}
+
+cudaError_t
+shim_rt_free(void *ptr)
+{
     SHIM_RT_REAL(real, RT_cudaFree, rt_free_fn)
-    SHIM_RT_CALL_AFTER_FAST(RT_cudaFree, real, ptr)
+    SHIM_RT_UNLESS_ACCOUNTED(real, ptr)
+    return rt_free_accounted(real, ptr, __builtin_return_address(0));
 }
 
 cudaError_t
