@@ -48,8 +48,8 @@ collect(const struct snapshot *snap, struct leak_site **out)
 {
     struct leak_site *sites = NULL;
     size_t n = 0, cap = 0;
-    struct addr_map index; /* (device << 32 | stack) + 1 -> position in sites */
-    addr_map_init(&index);
+    struct span_map index; /* (device << 32 | stack) + 1 -> position in sites */
+    span_map_init(&index);
     for (size_t s = 0; s < snap->segment_count; s++) {
         const struct snap_segment *seg = &snap->segments[s];
         for (uint32_t k = 0; k < seg->block_count; k++) {
@@ -57,7 +57,7 @@ collect(const struct snapshot *snap, struct leak_site **out)
             if (b->state != BLOCK_ACTIVE_ALLOCATED)
                 continue;
             uint64_t key = (((uint64_t)(uint32_t)seg->device << 32) | b->stack) + 1;
-            struct addr_map_item *it = addr_map_get(&index, key);
+            struct span_map_item *it = span_map_get(&index, key);
             if (it == NULL) {
                 if (n == cap) {
                     cap = cap ? cap * 2 : 16;
@@ -69,9 +69,9 @@ collect(const struct snapshot *snap, struct leak_site **out)
                 memset(&sites[n], 0, sizeof(sites[n]));
                 sites[n].device = seg->device;
                 sites[n].stack = b->stack;
-                if (addr_map_put(&index, key, n, 0) != 0)
+                if (span_map_put(&index, key, n, 0) != 0)
                     goto fail;
-                it = addr_map_get(&index, key);
+                it = span_map_get(&index, key);
                 n++;
             }
             struct leak_site *ls = &sites[it->size];
@@ -80,13 +80,13 @@ collect(const struct snapshot *snap, struct leak_site **out)
             ls->blocks++;
         }
     }
-    addr_map_free(&index);
+    span_map_free(&index);
     if (n > 1)
         qsort(sites, n, sizeof(*sites), cmp_leak);
     *out = sites;
     return (long)n;
 fail:
-    addr_map_free(&index);
+    span_map_free(&index);
     free(sites);
     return -1;
 }

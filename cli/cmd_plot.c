@@ -38,7 +38,7 @@ static const char usage_text[] =
 struct plot_ctx {
     FILE *out;
     const struct snapshot *snap;
-    struct addr_map site_of; /* stack + 1 -> site id */
+    struct span_map site_of; /* stack + 1 -> site id */
     uint32_t *site_stack;    /* site id -> stack */
     size_t site_count;
 };
@@ -46,7 +46,7 @@ struct plot_ctx {
 static long
 site_id(struct plot_ctx *p, uint32_t stack)
 {
-    struct addr_map_item *it = addr_map_get(&p->site_of, (uint64_t)stack + 1);
+    struct span_map_item *it = span_map_get(&p->site_of, (uint64_t)stack + 1);
     if (it != NULL)
         return (long)it->size;
     uint32_t *bigger = realloc(p->site_stack, (p->site_count + 1) * sizeof(uint32_t));
@@ -54,7 +54,7 @@ site_id(struct plot_ctx *p, uint32_t stack)
         return -1;
     p->site_stack = bigger;
     p->site_stack[p->site_count] = stack;
-    if (addr_map_put(&p->site_of, (uint64_t)stack + 1, p->site_count, 0) != 0)
+    if (span_map_put(&p->site_of, (uint64_t)stack + 1, p->site_count, 0) != 0)
         return -1;
     return (long)p->site_count++;
 }
@@ -92,8 +92,8 @@ cmp_u64(const void *a, const void *b)
 static int
 cmp_size_desc(const void *a, const void *b)
 {
-    uint64_t x = ((const struct addr_map_item *)a)->size;
-    uint64_t y = ((const struct addr_map_item *)b)->size;
+    uint64_t x = ((const struct span_map_item *)a)->size;
+    uint64_t y = ((const struct span_map_item *)b)->size;
     return (x < y) - (x > y);
 }
 
@@ -109,14 +109,14 @@ static int
 emit_state(struct plot_ctx *p, size_t device, size_t at, const char *label)
 {
     FILE *out = p->out;
-    struct addr_map segs;
+    struct span_map segs;
     if (analysis_segments_at(p->snap, device, at, &segs) != 0) {
-        addr_map_free(&segs);
+        span_map_free(&segs);
         return -1;
     }
-    struct addr_map_item *items, *blocks;
-    size_t nseg = addr_map_sorted(&segs, &items), nb;
-    addr_map_free(&segs);
+    struct span_map_item *items, *blocks;
+    size_t nseg = span_map_sorted(&segs, &items), nb;
+    span_map_free(&segs);
     if (nseg == (size_t)-1)
         return -1;
     if (analysis_live_at(p->snap, device, at, &blocks, &nb) != 0) {
@@ -196,7 +196,7 @@ emit_device(struct plot_ctx *p, size_t device)
     struct device_analysis a;
     if (analysis_run(p->snap, device, true, &a) != 0)
         return -1;
-    addr_map_init(&p->site_of);
+    span_map_init(&p->site_of);
     p->site_count = 0;
     char where_r[160], where_l[160], s[6][32];
     where_text(where_r, sizeof(where_r), p->snap, device, a.peak_reserved_at);
@@ -309,7 +309,7 @@ emit_device(struct plot_ctx *p, size_t device)
     free(end_counts);
     free(peak_bytes);
     free(peak_counts);
-    addr_map_free(&p->site_of);
+    span_map_free(&p->site_of);
     free(p->site_stack);
     p->site_stack = NULL;
     analysis_free(&a);

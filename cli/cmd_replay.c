@@ -48,16 +48,16 @@ struct replay_result {
 static int
 replay_external(struct replay_run *r, const struct snap_entry *e)
 {
-    struct addr_map_item old;
+    struct span_map_item old;
     if (e->action == TRACE_ALLOC) {
         uint64_t addr = r->dev.bump;
         r->dev.bump += (e->size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
         if (allocator_track_external(r->alloc, (int)r->device, addr, e->size, e->stream, e->pool,
                                      e->stack) != 0)
             return 0; /* not ours to judge: the recording had it */
-        return addr_map_put(&r->addr_of, e->addr, addr, REPLAY_BLOCK_EXTERNAL);
+        return span_map_put(&r->addr_of, e->addr, addr, REPLAY_BLOCK_EXTERNAL);
     }
-    if (e->action == TRACE_FREE_REQUESTED && addr_map_remove(&r->addr_of, e->addr, &old))
+    if (e->action == TRACE_FREE_REQUESTED && span_map_remove(&r->addr_of, e->addr, &old))
         (void)allocator_untrack_external(r->alloc, old.size, 0);
     return 0;
 }
@@ -88,24 +88,24 @@ pending_requests(const struct snap_device_trace *t)
 {
     size_t n = t ? t->count : 0;
     uint8_t *pending = calloc(n + 1, 1);
-    struct addr_map completions;
-    addr_map_init(&completions);
+    struct span_map completions;
+    span_map_init(&completions);
     for (size_t i = n; pending != NULL && i-- > 0;) {
         const struct snap_entry *e = &t->entries[i];
         if (e->pool != TRACE_POOL_DEFAULT && e->pool != TRACE_POOL_TRACE)
             continue;
         if (e->action == TRACE_FREE_COMPLETED) {
-            if (addr_map_put(&completions, e->addr, 1, 0) != 0) {
+            if (span_map_put(&completions, e->addr, 1, 0) != 0) {
                 free(pending);
                 pending = NULL;
             }
         } else if (e->action == TRACE_FREE_REQUESTED) {
-            pending[i] = addr_map_remove(&completions, e->addr, NULL);
+            pending[i] = span_map_remove(&completions, e->addr, NULL);
         } else if (e->action == TRACE_ALLOC) {
-            (void)addr_map_remove(&completions, e->addr, NULL);
+            (void)span_map_remove(&completions, e->addr, NULL);
         }
     }
-    addr_map_free(&completions);
+    span_map_free(&completions);
     return pending;
 }
 
@@ -126,9 +126,9 @@ run_free(struct replay_run *r)
         allocator_destroy_idle_events(r->alloc, d);
     }
     allocator_destroy(r->alloc);
-    addr_map_free(&r->dev.live);
-    addr_map_free(&r->dev.pending_events);
-    addr_map_free(&r->addr_of);
+    span_map_free(&r->dev.live);
+    span_map_free(&r->dev.pending_events);
+    span_map_free(&r->addr_of);
     free(r->guesses);
 }
 
@@ -137,7 +137,7 @@ run_free(struct replay_run *r)
 struct replay_mode {
     bool recorded, check, learn, learnt;
     size_t guesses; /* guessed free blocks of the starting state */
-    struct addr_map *remainders;
+    struct span_map *remainders;
 };
 
 /* A segment going back to the device: freed, or (expandable segments) pages unmapped. */
@@ -242,9 +242,9 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
         if (t->entries[i].addr + t->entries[i].size > top)
             top = t->entries[i].addr + t->entries[i].size;
     r.dev.bump = ((top >> 30) + 1) << 30; /* fresh addresses above every recorded one */
-    addr_map_init(&r.dev.live);
-    addr_map_init(&r.dev.pending_events);
-    addr_map_init(&r.addr_of);
+    span_map_init(&r.dev.live);
+    span_map_init(&r.dev.pending_events);
+    span_map_init(&r.addr_of);
     struct device_ops ops;
     replay_device_ops(&r.dev, &ops);
     /* The starting state is rebuilt with exact sizes (its blocks were rounded when they were
@@ -340,7 +340,7 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
                         show_diff(&r, i, e, addr, seg_first, seg_count);
                     }
                 }
-                if (addr != 0 && addr_map_put(&r.addr_of, e->addr, addr, REPLAY_BLOCK_CACHED) != 0)
+                if (addr != 0 && span_map_put(&r.addr_of, e->addr, addr, REPLAY_BLOCK_CACHED) != 0)
                     goto oom;
             }
             seg_count = 0;
@@ -348,7 +348,7 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
             /* A block used on other streams: freed now (PyTorch's allocated counters drop at the
              * request), cached only at its free_completed, through an event that waits for it.
              * Its own pseudo-stream keeps each such wait independent of the others. */
-            struct addr_map_item *it = addr_map_get(&r.addr_of, e->addr);
+            struct span_map_item *it = span_map_get(&r.addr_of, e->addr);
             if (it != NULL && it->stack == REPLAY_BLOCK_CACHED) {
                 r.dev.event_key = it->size;
                 int rc = allocator_free_on_stream(r.alloc, it->size, UINT64_MAX - i, 0);
@@ -360,8 +360,8 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
         } else if (e->action == TRACE_FREE_REQUESTED || e->action == TRACE_FREE_COMPLETED) {
             /* Freed at the request when no completion follows; a completion whose request came
              * before the first entry frees a block of the starting state. */
-            struct addr_map_item old;
-            if (addr_map_remove(&r.addr_of, e->addr, &old) && old.stack != REPLAY_BLOCK_EXTERNAL) {
+            struct span_map_item old;
+            if (span_map_remove(&r.addr_of, e->addr, &old) && old.stack != REPLAY_BLOCK_EXTERNAL) {
                 if (old.stack == REPLAY_BLOCK_PENDING)
                     (void)replay_device_complete(&r.dev, old.size);
                 else if (allocator_free(r.alloc, old.size, 0) != 0)
@@ -392,7 +392,7 @@ oom:
 
 static int
 learn_remainders(const struct snapshot *snap, size_t device, const char *conf, uint64_t capacity,
-                 struct addr_map *remainders)
+                 struct span_map *remainders)
 {
     for (int k = 0; k < REPLAY_MAX_LEARN; k++) {
         struct replay_mode mode = {
@@ -524,8 +524,8 @@ cmd_replay(int argc, char **argv)
     uint64_t capacity = memory ? memory : capacity_from_ooms(snap, (size_t)device);
     struct replay_result res[REPLAY_MAX_CONFS + 1];
     memset(res, 0, sizeof(res));
-    struct addr_map remainders;
-    addr_map_init(&remainders);
+    struct span_map remainders;
+    span_map_init(&remainders);
     int status = learn_remainders(snap, (size_t)device, confs[0], capacity, &remainders);
     for (size_t i = 0; i < nconf && status == CLI_OK; i++) {
         res[i].label = confs[i];
@@ -535,7 +535,7 @@ cmd_replay(int argc, char **argv)
             .recorded = i == 0, .check = check && i == 0, .remainders = &remainders};
         status = replay_once(snap, (size_t)device, confs[i], &mode, capacity, &res[i]);
     }
-    addr_map_free(&remainders);
+    span_map_free(&remainders);
     if (status == CLI_OK) {
         if (check) {
             printf("reproduced %zu/%zu allocations", res[0].reproduced, res[0].checked);

@@ -289,7 +289,7 @@ fill_gap(struct replay_run *r, uint64_t stream, bool small, uint64_t cursor, uin
  * replay does the same: it maps the page before the run too, holds that page and the piece with
  * one request, places the blocks, then frees the request and unmaps that page again. */
 static uint64_t
-lead_piece(const struct analysis_segment *seg, const struct addr_map_item *live, size_t nlive)
+lead_piece(const struct analysis_segment *seg, const struct span_map_item *live, size_t nlive)
 {
     size_t lo = 0, hi = nlive;
     while (lo < hi) {
@@ -311,7 +311,7 @@ lead_piece(const struct analysis_segment *seg, const struct addr_map_item *live,
  * rounded size is to be shrunk back once every other free block is held. */
 static uint64_t
 rebuilt_size(const struct replay_run *r, const struct alloc_config *config,
-             const struct trace_index *ix, const struct addr_map_item *blk, uint64_t cursor,
+             const struct trace_index *ix, const struct span_map_item *blk, uint64_t cursor,
              uint64_t limit, bool small, bool expandable, bool *guess)
 {
     uint64_t size = alloc_policy_round_size(config, blk->size);
@@ -337,8 +337,8 @@ rebuilt_size(const struct replay_run *r, const struct alloc_config *config,
     if (limit - cursor - size <= ALLOC_SMALL_SIZE)
         return limit - cursor; /* every free large-pool block is larger than 1 MiB */
     /* Unknown: no remainder, or what a later decision proved (learnt from earlier runs). */
-    const struct addr_map_item *learnt =
-        r->remainders ? addr_map_get(r->remainders, blk->addr) : NULL;
+    const struct span_map_item *learnt =
+        r->remainders ? span_map_get(r->remainders, blk->addr) : NULL;
     *guess = true;
     if (learnt != NULL && learnt->size > size && learnt->size < limit - cursor)
         return learnt->size;
@@ -352,7 +352,7 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
     const struct snap_device_trace *t =
         r->device < r->snap->device_count ? &r->snap->device_traces[r->device] : NULL;
     struct analysis_segment *seg;
-    struct addr_map_item *live;
+    struct span_map_item *live;
     size_t nseg, nlive;
     if (analysis_segment_list_at(r->snap, r->device, 0, &seg, &nseg) != 0)
         return -1;
@@ -429,7 +429,7 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
                 cursor = limit;
                 continue;
             }
-            if (addr_map_put(&r->addr_of, live[b].addr, addr, REPLAY_BLOCK_CACHED) != 0) {
+            if (span_map_put(&r->addr_of, live[b].addr, addr, REPLAY_BLOCK_CACHED) != 0) {
                 rc = -1;
                 break;
             }
@@ -551,5 +551,5 @@ replay_start_learn(struct replay_run *r, uint64_t got, uint64_t rounded)
     if (grown - g->rounded > ALLOC_SMALL_SIZE || g->owner + grown >= g->limit ||
         g->limit - (g->owner + grown) <= ALLOC_SMALL_SIZE)
         return 0;
-    return addr_map_put(r->remainders, g->owner, grown, 0) != 0 ? -1 : 1;
+    return span_map_put(r->remainders, g->owner, grown, 0) != 0 ? -1 : 1;
 }
