@@ -154,7 +154,7 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv, void *ctx, struc
         fprintf(stderr, "cuprof: %s: too many options\n", cmd->name);
         return stop(in, CLI_BADUSE);
     }
-    optind = 1;
+    optind = 0; /* 0, not 1: glibc then resets all its state (commands and tests parse again) */
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
