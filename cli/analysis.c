@@ -35,9 +35,9 @@ block_is_live(const struct snap_block *b)
 /* The live allocations at the first entry: the final active blocks with the trace undone
  * backwards (MemoryViz's rule: an alloc was not live before it, a free_completed was). */
 static int
-initial_map(const struct snapshot *snap, size_t device, struct addr_map *map)
+initial_map(const struct snapshot *snap, size_t device, struct span_map *map)
 {
-    addr_map_init(map);
+    span_map_init(map);
     for (size_t s = 0; s < snap->segment_count; s++) {
         const struct snap_segment *seg = &snap->segments[s];
         if ((size_t)seg->device != device)
@@ -47,7 +47,7 @@ initial_map(const struct snapshot *snap, size_t device, struct addr_map *map)
             if (!block_is_live(b))
                 continue;
             uint64_t size = b->requested_size ? b->requested_size : b->size;
-            if (addr_map_put(map, b->addr, size, b->stack) != 0)
+            if (span_map_put(map, b->addr, size, b->stack) != 0)
                 return -1;
         }
     }
@@ -55,16 +55,16 @@ initial_map(const struct snapshot *snap, size_t device, struct addr_map *map)
     for (size_t i = t->count; i-- > 0;) {
         const struct snap_entry *e = &t->entries[i];
         if (e->action == TRACE_ALLOC)
-            (void)addr_map_remove(map, e->addr, NULL);
+            (void)span_map_remove(map, e->addr, NULL);
         else if (e->action == TRACE_FREE_COMPLETED &&
-                 addr_map_put(map, e->addr, e->size, e->stack) != 0)
+                 span_map_put(map, e->addr, e->size, e->stack) != 0)
             return -1;
     }
     return 0;
 }
 
 static uint64_t
-map_total(const struct addr_map *map)
+map_total(const struct span_map *map)
 {
     uint64_t total = 0;
     for (size_t i = 0; i < map->cap; i++)
@@ -76,18 +76,18 @@ map_total(const struct addr_map *map)
 
 /* Applies one entry to the live map; returns the change of live bytes. */
 static int
-apply(struct addr_map *map, const struct snap_entry *e, int64_t *delta)
+apply(struct span_map *map, const struct snap_entry *e, int64_t *delta)
 {
-    struct addr_map_item old;
+    struct span_map_item old;
     *delta = 0;
     if (e->action == TRACE_ALLOC) {
-        if (addr_map_remove(map, e->addr, &old))
+        if (span_map_remove(map, e->addr, &old))
             *delta = -cli_i64(old.size);
-        if (addr_map_put(map, e->addr, e->size, e->stack) != 0)
+        if (span_map_put(map, e->addr, e->size, e->stack) != 0)
             return -1;
         *delta = cli_add_i64(*delta, cli_i64(e->size));
     } else if (e->action == TRACE_FREE_COMPLETED) {
-        if (addr_map_remove(map, e->addr, &old))
+        if (span_map_remove(map, e->addr, &old))
             *delta = -cli_i64(old.size);
     }
     return 0;
@@ -144,9 +144,9 @@ analysis_run(const struct snapshot *snap, size_t device, bool series, struct dev
     out->dropped = t->dropped;
     table_totals(snap, device, out);
 
-    struct addr_map map;
+    struct span_map map;
     if (initial_map(snap, device, &map) != 0) {
-        addr_map_free(&map);
+        span_map_free(&map);
         return -1;
     }
     /* Reserved bytes at the first entry: the final segments minus what the trace added. */
@@ -166,7 +166,7 @@ analysis_run(const struct snapshot *snap, size_t device, bool series, struct dev
         out->live_series = malloc((t->count + 1) * sizeof(uint64_t));
         out->reserved_series = malloc((t->count + 1) * sizeof(uint64_t));
         if (out->live_series == NULL || out->reserved_series == NULL) {
-            addr_map_free(&map);
+            span_map_free(&map);
             analysis_free(out);
             return -1;
         }
@@ -177,7 +177,7 @@ analysis_run(const struct snapshot *snap, size_t device, bool series, struct dev
         const struct snap_entry *e = &t->entries[i];
         int64_t d;
         if (apply(&map, e, &d) != 0) {
-            addr_map_free(&map);
+            span_map_free(&map);
             analysis_free(out);
             return -1;
         }
@@ -206,7 +206,7 @@ analysis_run(const struct snapshot *snap, size_t device, bool series, struct dev
     }
     out->end_live = (uint64_t)live;
     out->end_reserved = (uint64_t)reserved;
-    addr_map_free(&map);
+    span_map_free(&map);
     return 0;
 }
 
@@ -220,14 +220,14 @@ analysis_free(struct device_analysis *a)
 }
 
 int
-analysis_live_at(const struct snapshot *snap, size_t device, size_t at, struct addr_map_item **out,
+analysis_live_at(const struct snapshot *snap, size_t device, size_t at, struct span_map_item **out,
                  size_t *n)
 {
     *out = NULL;
     *n = 0;
-    struct addr_map map;
+    struct span_map map;
     if (initial_map(snap, device, &map) != 0) {
-        addr_map_free(&map);
+        span_map_free(&map);
         return -1;
     }
     const struct snap_device_trace *t = trace_of(snap, device);
@@ -236,12 +236,12 @@ analysis_live_at(const struct snapshot *snap, size_t device, size_t at, struct a
     for (size_t i = 0; i < at; i++) {
         int64_t d;
         if (apply(&map, &t->entries[i], &d) != 0) {
-            addr_map_free(&map);
+            span_map_free(&map);
             return -1;
         }
     }
-    size_t count = addr_map_sorted(&map, out);
-    addr_map_free(&map);
+    size_t count = span_map_sorted(&map, out);
+    span_map_free(&map);
     if (count == (size_t)-1)
         return -1;
     *n = count;
@@ -259,25 +259,25 @@ cmp_site(const void *a, const void *b)
 
 /* Groups live allocations by stack. */
 static int
-group_sites(const struct addr_map_item *items, size_t n, struct site_total **out, size_t *nsites)
+group_sites(const struct span_map_item *items, size_t n, struct site_total **out, size_t *nsites)
 {
     *out = NULL;
     *nsites = 0;
-    struct addr_map by_stack; /* key: stack + 1 (0 means empty), size: bytes, stack: count */
-    addr_map_init(&by_stack);
+    struct span_map by_stack; /* key: stack + 1 (0 means empty), size: bytes, stack: count */
+    span_map_init(&by_stack);
     for (size_t i = 0; i < n; i++) {
-        struct addr_map_item *s = addr_map_get(&by_stack, (uint64_t)items[i].stack + 1);
+        struct span_map_item *s = span_map_get(&by_stack, (uint64_t)items[i].stack + 1);
         if (s != NULL) {
             s->size += items[i].size;
             s->stack++;
-        } else if (addr_map_put(&by_stack, (uint64_t)items[i].stack + 1, items[i].size, 1) != 0) {
-            addr_map_free(&by_stack);
+        } else if (span_map_put(&by_stack, (uint64_t)items[i].stack + 1, items[i].size, 1) != 0) {
+            span_map_free(&by_stack);
             return -1;
         }
     }
     struct site_total *sites = by_stack.count ? malloc(by_stack.count * sizeof(*sites)) : NULL;
     if (by_stack.count && sites == NULL) {
-        addr_map_free(&by_stack);
+        span_map_free(&by_stack);
         return -1;
     }
     size_t k = 0;
@@ -289,7 +289,7 @@ group_sites(const struct addr_map_item *items, size_t n, struct site_total **out
         sites[k].count = by_stack.slots[i].stack;
         k++;
     }
-    addr_map_free(&by_stack);
+    span_map_free(&by_stack);
     if (k > 1)
         qsort(sites, k, sizeof(*sites), cmp_site);
     *out = sites;
@@ -301,7 +301,7 @@ int
 analysis_sites_at(const struct snapshot *snap, size_t device, size_t at, struct site_total **out,
                   size_t *nsites)
 {
-    struct addr_map_item *items;
+    struct span_map_item *items;
     size_t n;
     *out = NULL;
     *nsites = 0;
@@ -503,18 +503,18 @@ oom:
 }
 
 int
-analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, struct addr_map *segs)
+analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, struct span_map *segs)
 {
     struct analysis_segment *v;
     size_t n;
-    addr_map_init(segs);
+    span_map_init(segs);
     if (analysis_segment_list_at(snap, device, at, &v, &n) != 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
         uint32_t tag = v[i].index == UINT32_MAX
                            ? ANALYSIS_SEGMENT_UNKNOWN
                            : (uint32_t)(v[i].is_small ? 1 : 0) | (uint32_t)(v[i].index << 1);
-        if (addr_map_put(segs, v[i].addr, v[i].size, tag) != 0) {
+        if (span_map_put(segs, v[i].addr, v[i].size, tag) != 0) {
             free(v);
             return -1;
         }

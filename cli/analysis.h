@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/addr_map.h"
+#include "cli/span_map.h"
 #include "snapshot/snapshot_model.h"
 
 /* "live" bytes are the requested sizes of allocations not yet free_completed: exactly what the
@@ -49,7 +49,7 @@ void analysis_free(struct device_analysis *a);
 /* Live allocations (addr, requested size, stack) after `at` entries, sorted by address.
  * *out is malloc'd (NULL when none). Returns 0, or -1 when host memory runs out. */
 __attribute__((warn_unused_result)) int analysis_live_at(const struct snapshot *snap, size_t device,
-                                                         size_t at, struct addr_map_item **out,
+                                                         size_t at, struct span_map_item **out,
                                                          size_t *n);
 
 /* Bytes and allocation count per call site (stack index) of the allocations live after `at`
@@ -88,7 +88,7 @@ __attribute__((warn_unused_result)) int analysis_segment_list_at(const struct sn
  * ANALYSIS_SEGMENT_UNKNOWN for a range the trace freed later (its pool is not in the snapshot). */
 #define ANALYSIS_SEGMENT_UNKNOWN (UINT32_MAX & ~1u)
 __attribute__((warn_unused_result)) int
-analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, struct addr_map *segs);
+analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, struct span_map *segs);
 
 /* The time of the state after `at` entries (the entry's time_us); false when unknown. */
 bool analysis_time_at(const struct snapshot *snap, size_t device, size_t at, int64_t *time_us);

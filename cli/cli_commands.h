@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 
+#include "cli/cli_options.h"
 #include "snapshot/snapshot_model.h"
 
 int cmd_run(int argc, char **argv);
@@ -21,6 +22,20 @@ int cmd_stats(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+
+/* Each subcommand's options and help (cli_options.h). */
+extern const struct cli_command cmd_run_command;
+extern const struct cli_command cmd_summary_command;
+extern const struct cli_command cmd_leaks_command;
+extern const struct cli_command cmd_diff_command;
+extern const struct cli_command cmd_replay_command;
+extern const struct cli_command cmd_flamegraph_command;
+extern const struct cli_command cmd_timeline_command;
+extern const struct cli_command cmd_plot_command;
+extern const struct cli_command cmd_stats_command;
+extern const struct cli_command cmd_ps_command;
+extern const struct cli_command cmd_dump_command;
+extern const struct cli_command cmd_top_command;
 
 /* The summary of one loaded snapshot; `brief` keeps it to one screen (used by `run`). Returns 0,
  * or -1 when host memory runs out. */

@@ -193,43 +193,6 @@ cli_progress_end(struct cli_progress *p)
     p->last_percent = -1;
 }
 
-int
-cli_next_option(struct cli_options *o, int argc, char **argv)
-{
-    if (!o->started) {
-        o->started = true;
-        o->finished = false;
-        o->status = CLI_OK;
-        optind = 1;
-        opterr = 0;
-    }
-    if (o->finished)
-        return -1;
-    int c = getopt_long(argc, argv, o->shortopts, o->longopts, NULL);
-    if (c == -1) {
-        int have = argc - optind;
-        if (o->operands >= 0                  ? have != o->operands
-            : o->operands == CLI_ANY_OPERANDS ? false
-                                              : have < 1) {
-            o->finished = true;
-            o->status = cli_usage_error(o->cmd, "%s", o->operands_error);
-        }
-        return -1;
-    }
-    if (c == 'h') {
-        fputs(o->usage, stdout);
-        o->finished = true;
-        o->status = CLI_OK;
-        return -1;
-    }
-    if (c == '?' || c == ':') {
-        o->finished = true;
-        o->status = cli_usage_error(o->cmd, "%s \"%s\"", o->unknown, argv[optind - 1]);
-        return -1;
-    }
-    return c;
-}
-
 bool
 cli_parse_u64(const char *text, uint64_t *value)
 {

@@ -5,7 +5,6 @@
 #ifndef CUPROF_CLI_UTIL_H
 #define CUPROF_CLI_UTIL_H
 
-#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -74,28 +73,6 @@ void cli_progress_end(struct cli_progress *p);
 void cli_json_string(FILE *out, const char *s);
 /* A stack as a JSON list of frame objects {"name", "filename", "line"}, innermost first. */
 void cli_json_frames(FILE *out, const struct snapshot *snap, uint32_t stack);
-
-/* The option loop of a subcommand: getopt_long over argv from its start, without getopt's own
- * messages. -h/--help prints `usage` on stdout; an unknown option (or one missing its value) is
- * reported as "<unknown> \"ARG\"", and a wrong count of operands as `operands_error`, through
- * cli_usage_error. */
-#define CLI_ANY_OPERANDS (-2) /* the command counts its operands itself */
-struct cli_options {
-    const char *cmd;               /* the subcommand's name, for messages */
-    const char *usage;             /* its --help text */
-    const char *shortopts;         /* getopt's string; must hold 'h' */
-    const struct option *longopts; /* ends with a zero entry; must hold "help" as 'h' */
-    const char *unknown;           /* e.g. "unknown option" */
-    int operands; /* operands wanted: exactly this many, -1 for one or more, CLI_ANY_OPERANDS */
-    const char *operands_error; /* e.g. "expected one snapshot FILE" */
-    bool started;               /* set by cli_next_option */
-    bool finished;              /* the command ends now with `status` (help, or bad usage) */
-    int status;
-};
-/* Returns the next option character other than 'h' (optarg set as getopt_long does), or -1 when
- * the options end: then either o->finished says the command ends with o->status, or the operands
- * (as many as wanted) start at optind. */
-int cli_next_option(struct cli_options *o, int argc, char **argv);
 
 /* Parses a non-negative integer option value; false on garbage. */
 bool cli_parse_u64(const char *text, uint64_t *value);

@@ -1,26 +1,57 @@
 /* cmd_diff.c: `cuprof diff A B`: what grew between two snapshots, by call site and by segment. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
-#include "cli/frame_filter.h"
 
-static const char usage_text[] =
+static const char diff_text[] =
     "usage: cuprof diff [--json] [--top N] [--all-frames] A B\n\n"
     "Compares two snapshots (two dumps of one run, or two runs, or two ranks): live bytes at\n"
     "the end of each by call site (stacks are matched by their frames, so the files need not\n"
     "share indices), largest growth first, and reserved memory by segment: segments only in B\n"
     "(new), only in A (released), and per device the reserved totals. Stacks that differ only\n"
     "in frames of the allocation machinery (cuprof, CUDA, PyTorch's allocator, the Python\n"
-    "interpreter, libc start-up) are one call site, shown from the user's first frame.\n\n"
-    "  --json        one JSON object with \"sites\" and \"devices\"\n"
-    "  --top N       call sites to list (default 20)\n"
-    "  --all-frames  hide no frame: a call site is a whole stack, named by its innermost frame\n"
-    "  -h, --help    this text\n";
+    "interpreter, libc start-up) are one call site, shown from the user's first frame.\n\n";
+
+static const struct cli_option diff_options[] = {
+    {"json", 'j', NULL, "one JSON object with \"sites\" and \"devices\"", 0},
+    {"top", 't', "N", "call sites to list (default 20)", 0},
+    {"all-frames", 0, NULL,
+     "hide no frame: a call site is a whole stack, named by its innermost frame", CLI_ALL_FRAMES},
+    {0},
+};
+
+struct diff_args {
+    bool json;
+    uint64_t top;
+};
+
+static int
+diff_option(void *ctx, int key, const char *value)
+{
+    struct diff_args *a = ctx;
+    if (key == 'j')
+        a->json = true;
+    else if (key == 't' && !cli_parse_u64(value, &a->top))
+        return cli_usage_error("diff", "--top wants a number, not \"%s\"", value);
+    return CLI_OK;
+}
+
+const struct cli_command cmd_diff_command = {
+    .name = "diff",
+    .text = diff_text,
+    .options = diff_options,
+    .unknown = "unknown option",
+    .operands = 2,
+    .operands_error = "expected two snapshot files A and B",
+    .option = diff_option,
+    .read = 2,
+    .filter_frames = true,
+};
 
 struct diff_site {
     char *key; /* "device\x1fframes..." */
@@ -159,121 +190,118 @@ print_segments(bool json, const struct snapshot *a, const struct snapshot *b)
     }
 }
 
-int
-cmd_diff(int argc, char **argv)
+/* Every call site of A and B, matched by key, largest growth first. */
+struct diff_table {
+    struct diff_site *sa, *sb;
+    long na, nb;
+    struct diff_row *rows;
+    size_t nr;
+    int64_t total; /* growth of all sites */
+};
+
+static int
+diff_table_build(const struct snapshot *a, const struct snapshot *b, struct diff_table *d)
 {
-    static const struct option options[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"top", required_argument, NULL, 't'},
-        {"all-frames", no_argument, NULL, 'A'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    bool json = false, all_frames = false;
-    uint64_t top = 20;
-    struct cli_options o = {.cmd = "diff",
-                            .usage = usage_text,
-                            .shortopts = "jt:h",
-                            .longopts = options,
-                            .unknown = "unknown option",
-                            .operands = 2,
-                            .operands_error = "expected two snapshot files A and B"};
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1) {
-        switch (c) {
-        case 'j':
-            json = true;
-            break;
-        case 't':
-            if (!cli_parse_u64(optarg, &top))
-                return cli_usage_error("diff", "--top wants a number, not \"%s\"", optarg);
-            break;
-        case 'A':
-            all_frames = true;
-            break;
-        }
-    }
-    if (o.finished)
-        return o.status;
-    struct snapshot *a, *b;
-    if (frame_filter_load(argv[optind], all_frames, &a) != CLI_OK)
-        return CLI_BADUSE;
-    if (frame_filter_load(argv[optind + 1], all_frames, &b) != CLI_OK) {
-        snapshot_free(a);
-        return CLI_BADUSE;
-    }
-    struct diff_site *sa = NULL, *sb = NULL;
-    struct diff_row *rows = NULL;
-    long na = collect_sites(a, &sa), nb = na < 0 ? -1 : collect_sites(b, &sb);
-    int status = CLI_OK;
-    if (na < 0 || nb < 0 || (rows = malloc((size_t)(na + nb + 1) * sizeof(*rows))) == NULL) {
-        fprintf(stderr, "cuprof: diff: out of memory\n");
-        status = CLI_BADUSE;
-        goto done;
-    }
-    size_t nr = 0;
-    for (long i = 0, j = 0; i < na || j < nb;) {
-        int cmp = i >= na ? 1 : j >= nb ? -1 : strcmp(sa[i].key, sb[j].key);
-        struct diff_row r = {cmp <= 0 ? &sa[i] : NULL, cmp >= 0 ? &sb[j] : NULL, 0};
+    memset(d, 0, sizeof(*d));
+    d->na = collect_sites(a, &d->sa);
+    d->nb = d->na < 0 ? -1 : collect_sites(b, &d->sb);
+    if (d->na < 0 || d->nb < 0 ||
+        (d->rows = malloc((size_t)(d->na + d->nb + 1) * sizeof(*d->rows))) == NULL)
+        return -1;
+    for (long i = 0, j = 0; i < d->na || j < d->nb;) {
+        int cmp = i >= d->na ? 1 : j >= d->nb ? -1 : strcmp(d->sa[i].key, d->sb[j].key);
+        struct diff_row r = {cmp <= 0 ? &d->sa[i] : NULL, cmp >= 0 ? &d->sb[j] : NULL, 0};
         r.growth = cli_add_i64(cli_i64(r.b ? r.b->bytes : 0), -cli_i64(r.a ? r.a->bytes : 0));
-        rows[nr++] = r;
+        d->rows[d->nr++] = r;
         i += cmp <= 0;
         j += cmp >= 0;
     }
-    qsort(rows, nr, sizeof(*rows), cmp_growth);
-    int64_t total = 0;
-    for (size_t i = 0; i < nr; i++)
-        total = cli_add_i64(total, rows[i].growth);
-    char s1[32], s2[32], s3[32];
-    if (json) {
-        printf("{\"growth_bytes\": %" PRId64 ", \"sites\": [", total);
-        for (size_t i = 0, k = 0; i < nr && k < top; i++) {
-            if (rows[i].growth == 0)
-                continue;
-            const struct diff_site *s = rows[i].b ? rows[i].b : rows[i].a;
-            printf("%s\n  {\"device\": %zu, \"a_bytes\": %" PRIu64 ", \"b_bytes\": %" PRIu64
-                   ", \"growth\": %" PRId64 ", \"frames\": ",
-                   k ? "," : "", s->device, rows[i].a ? rows[i].a->bytes : 0,
-                   rows[i].b ? rows[i].b->bytes : 0, rows[i].growth);
-            cli_json_frames(stdout, s->snap, s->stack);
-            printf("}");
-            k++;
-        }
-        printf("], \"devices\": [");
-        print_segments(true, a, b);
-        printf("]}\n");
-    } else {
-        printf("live bytes at the end: %s%s from %s to %s\n", total >= 0 ? "+" : "-",
-               cli_size(total >= 0 ? (uint64_t)total : 0 - (uint64_t)total, s1, sizeof(s1)),
-               argv[optind], argv[optind + 1]);
-        printf("by call site (largest growth first):\n");
-        size_t shown = 0;
-        for (size_t i = 0; i < nr && shown < top; i++) {
-            if (rows[i].growth == 0)
-                continue;
-            const struct diff_site *s = rows[i].b ? rows[i].b : rows[i].a;
-            uint64_t g =
-                rows[i].growth > 0 ? (uint64_t)rows[i].growth : 0 - (uint64_t)rows[i].growth;
-            printf("  %s%s on device %zu (%s -> %s)\n", rows[i].growth > 0 ? "+" : "-",
-                   cli_size(g, s1, sizeof(s1)), s->device,
-                   cli_size(rows[i].a ? rows[i].a->bytes : 0, s2, sizeof(s2)),
-                   cli_size(rows[i].b ? rows[i].b->bytes : 0, s3, sizeof(s3)));
-            cli_print_stack(stdout, s->snap, s->stack, 6, 8);
-            shown++;
-        }
-        if (shown == 0)
-            printf("  (no call site changed)\n");
-        print_segments(false, a, b);
+    qsort(d->rows, d->nr, sizeof(*d->rows), cmp_growth);
+    for (size_t i = 0; i < d->nr; i++)
+        d->total = cli_add_i64(d->total, d->rows[i].growth);
+    return 0;
+}
+
+static void
+diff_table_free(struct diff_table *d)
+{
+    for (long i = 0; i < d->na; i++)
+        free(d->sa[i].key);
+    for (long i = 0; i < d->nb; i++)
+        free(d->sb[i].key);
+    free(d->sa);
+    free(d->sb);
+    free(d->rows);
+}
+
+static void
+print_json(const struct diff_table *d, uint64_t top, const struct snapshot *a,
+           const struct snapshot *b)
+{
+    printf("{\"growth_bytes\": %" PRId64 ", \"sites\": [", d->total);
+    for (size_t i = 0, k = 0; i < d->nr && k < top; i++) {
+        const struct diff_row *r = &d->rows[i];
+        if (r->growth == 0)
+            continue;
+        const struct diff_site *s = r->b ? r->b : r->a;
+        printf("%s\n  {\"device\": %zu, \"a_bytes\": %" PRIu64 ", \"b_bytes\": %" PRIu64
+               ", \"growth\": %" PRId64 ", \"frames\": ",
+               k ? "," : "", s->device, r->a ? r->a->bytes : 0, r->b ? r->b->bytes : 0, r->growth);
+        cli_json_frames(stdout, s->snap, s->stack);
+        printf("}");
+        k++;
     }
-done:
-    for (long i = 0; i < na; i++)
-        free(sa[i].key);
-    for (long i = 0; i < nb; i++)
-        free(sb[i].key);
-    free(sa);
-    free(sb);
-    free(rows);
-    snapshot_free(a);
-    snapshot_free(b);
+    printf("], \"devices\": [");
+    print_segments(true, a, b);
+    printf("]}\n");
+}
+
+static void
+print_text(const struct diff_table *d, uint64_t top, const struct snapshot *a,
+           const struct snapshot *b, char **paths)
+{
+    char s1[32], s2[32], s3[32];
+    printf("live bytes at the end: %s%s from %s to %s\n", d->total >= 0 ? "+" : "-",
+           cli_size(d->total >= 0 ? (uint64_t)d->total : 0 - (uint64_t)d->total, s1, sizeof(s1)),
+           paths[0], paths[1]);
+    printf("by call site (largest growth first):\n");
+    size_t shown = 0;
+    for (size_t i = 0; i < d->nr && shown < top; i++) {
+        const struct diff_row *r = &d->rows[i];
+        if (r->growth == 0)
+            continue;
+        const struct diff_site *s = r->b ? r->b : r->a;
+        uint64_t g = r->growth > 0 ? (uint64_t)r->growth : 0 - (uint64_t)r->growth;
+        printf("  %s%s on device %zu (%s -> %s)\n", r->growth > 0 ? "+" : "-",
+               cli_size(g, s1, sizeof(s1)), s->device,
+               cli_size(r->a ? r->a->bytes : 0, s2, sizeof(s2)),
+               cli_size(r->b ? r->b->bytes : 0, s3, sizeof(s3)));
+        cli_print_stack(stdout, s->snap, s->stack, 6, 8);
+        shown++;
+    }
+    if (shown == 0)
+        printf("  (no call site changed)\n");
+    print_segments(false, a, b);
+}
+
+int
+cmd_diff(int argc, char **argv)
+{
+    struct diff_args args = {.top = 20};
+    struct cli_input in;
+    if (!cli_begin(&cmd_diff_command, argc, argv, &args, &in))
+        return in.status;
+    struct diff_table d;
+    int status = CLI_OK;
+    if (diff_table_build(in.snap[0], in.snap[1], &d) != 0) {
+        fprintf(stderr, "cuprof: diff: out of memory\n");
+        status = CLI_BADUSE;
+    } else if (args.json) {
+        print_json(&d, args.top, in.snap[0], in.snap[1]);
+    } else {
+        print_text(&d, args.top, in.snap[0], in.snap[1], in.paths);
+    }
+    diff_table_free(&d);
+    cli_input_free(&in);
     return status;
 }

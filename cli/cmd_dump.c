@@ -1,6 +1,5 @@
 /* cmd_dump.c: `cuprof dump PID [-o FILE]`: asks a running process for a snapshot over its control
  *   socket (no signal: the program's sleeps and reads are not cut short) and says where it went. */
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,17 +7,41 @@
 #include <unistd.h>
 
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "cli/control_client.h"
 
-static const char usage_text[] =
+static const char dump_text[] =
     "usage: cuprof dump PID [-o FILE]\n\n"
     "Makes the running process PID (under cuprof, see `cuprof ps`) write a snapshot now, through\n"
     "its control socket: no signal is sent, so the program's own sleeps and reads go on\n"
-    "undisturbed. Prints the file's path.\n\n"
-    "  -o, --output FILE   write exactly FILE (.pickle/.pkl or .json; replaced atomically);\n"
-    "                      default: the program's CUPROF_SNAPSHOT name, never overwriting\n"
-    "  -h, --help          this text\n";
+    "undisturbed. Prints the file's path.\n\n";
+
+static const struct cli_option dump_options[] = {
+    {"output", 'o', "FILE",
+     "write exactly FILE (.pickle/.pkl or .json; replaced atomically);\n"
+     "default: the program's CUPROF_SNAPSHOT name, never overwriting",
+     0},
+    {0},
+};
+
+static int
+dump_option(void *ctx, int key, const char *value)
+{
+    if (key == 'o')
+        *(const char **)ctx = value;
+    return CLI_OK;
+}
+
+const struct cli_command cmd_dump_command = {
+    .name = "dump",
+    .text = dump_text,
+    .options = dump_options,
+    .unknown = "unknown option",
+    .operands = 1,
+    .operands_error = "expected one PID",
+    .option = dump_option,
+};
 
 /* PID as a positive number; false on anything else. */
 static bool
@@ -34,26 +57,13 @@ parse_pid(const char *text, pid_t *pid)
 int
 cmd_dump(int argc, char **argv)
 {
-    static const struct option longopts[] = {{"output", required_argument, NULL, 'o'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
-    struct cli_options o = {.cmd = "dump",
-                            .usage = usage_text,
-                            .shortopts = "ho:",
-                            .longopts = longopts,
-                            .unknown = "unknown option",
-                            .operands = 1,
-                            .operands_error = "expected one PID"};
     const char *output = NULL;
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1)
-        if (c == 'o')
-            output = optarg;
-    if (o.finished)
-        return o.status;
+    struct cli_input in;
+    if (!cli_parse(&cmd_dump_command, argc, argv, &output, &in))
+        return in.status;
     pid_t pid;
-    if (!parse_pid(argv[optind], &pid))
-        return cli_usage_error("dump", "PID \"%s\" is not a process id", argv[optind]);
+    if (!parse_pid(in.paths[0], &pid))
+        return cli_usage_error("dump", "PID \"%s\" is not a process id", in.paths[0]);
     /* The program's working directory is not ours: a relative FILE is made absolute here. */
     char request[PATH_MAX + 16], absolute[PATH_MAX];
     if (output != NULL && output[0] != '/') {

@@ -1,16 +1,15 @@
 /* cmd_flamegraph.c: `cuprof flamegraph FILE`: folded stacks of live bytes for flamegraph.pl,
  *   speedscope and inferno. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
-#include "cli/frame_filter.h"
 
-static const char usage_text[] =
+static const char flamegraph_text[] =
     "usage: cuprof flamegraph [--at peak|end|ENTRY] [--device N] [--all-frames] FILE\n\n"
     "Prints folded stacks, one line per call site: the frames from outermost to innermost\n"
     "joined by ';', a space, and the live bytes allocated there (requested sizes), as\n"
@@ -18,14 +17,55 @@ static const char usage_text[] =
     "  cuprof flamegraph run.pickle | flamegraph.pl --countname bytes > live.svg\n"
     "Stacks that differ only in frames of the allocation machinery (cuprof, CUDA, PyTorch's\n"
     "allocator, the Python interpreter, libc start-up) are one line, without those frames.\n"
-    "\n"
-    "  --at peak     the live peak of the history (default)\n"
-    "  --at end      the end of the history (what was still allocated when FILE was written)\n"
-    "  --at ENTRY    just after trace entry number ENTRY (0-based)\n"
-    "  --device N    the device (default: every device, prefixed with a \"device N\" frame when\n"
-    "                the snapshot has more than one)\n"
-    "  --all-frames  hide no frame: one line per whole stack\n"
-    "  -h, --help    this text\n";
+    "\n";
+
+static const struct cli_option flamegraph_options[] = {
+    {"at", 'a', "WHEN",
+     "peak: the live peak of the history (default)\n"
+     "end: the end of the history (what was still allocated when FILE was written)\n"
+     "ENTRY: just after trace entry number ENTRY (0-based)",
+     0},
+    {"device", 'd', "N",
+     "the device (default: every device, prefixed with a \"device N\" frame when the snapshot "
+     "has more than one)",
+     0},
+    {"all-frames", 0, NULL, "hide no frame: one line per whole stack", CLI_ALL_FRAMES},
+    {0},
+};
+
+struct flamegraph_args {
+    const char *at;
+    uint64_t device;
+};
+
+static int
+flamegraph_option(void *ctx, int key, const char *value)
+{
+    struct flamegraph_args *a = ctx;
+    uint64_t entry;
+    if (key == 'a') {
+        a->at = value;
+        if (strcmp(value, "peak") != 0 && strcmp(value, "end") != 0 &&
+            !cli_parse_u64(value, &entry))
+            return cli_usage_error("flamegraph",
+                                   "--at wants peak, end or an entry number, not \"%s\"", value);
+    } else if (key == 'd' && !cli_parse_u64(value, &a->device)) {
+        return cli_usage_error("flamegraph", "--device wants a number, not \"%s\"", value);
+    }
+    return CLI_OK;
+}
+
+const struct cli_command cmd_flamegraph_command = {
+    .name = "flamegraph",
+    .text = flamegraph_text,
+    .options = flamegraph_options,
+    .unknown = "unknown option",
+    .operands = 1,
+    .operands_error = "expected one snapshot FILE",
+    .option = flamegraph_option,
+    .read = 1,
+    .filter_frames = true,
+};
 
 /* Frame text without the folded format's separators. */
 static void
@@ -74,60 +114,21 @@ fold_device(const struct snapshot *snap, size_t device, const char *at_text, boo
 int
 cmd_flamegraph(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"at", required_argument, NULL, 'a'},
-        {"device", required_argument, NULL, 'd'},
-        {"all-frames", no_argument, NULL, 'A'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *at = "peak";
-    bool all_frames = false;
-    uint64_t device = UINT64_MAX, entry;
-    struct cli_options o = {.cmd = "flamegraph",
-                            .usage = usage_text,
-                            .shortopts = "a:d:h",
-                            .longopts = options,
-                            .unknown = "unknown option",
-                            .operands = 1,
-                            .operands_error = "expected one snapshot FILE"};
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1) {
-        switch (c) {
-        case 'a':
-            at = optarg;
-            if (strcmp(at, "peak") != 0 && strcmp(at, "end") != 0 && !cli_parse_u64(at, &entry))
-                return cli_usage_error("flamegraph",
-                                       "--at wants peak, end or an entry number, "
-                                       "not \"%s\"",
-                                       at);
-            break;
-        case 'd':
-            if (!cli_parse_u64(optarg, &device))
-                return cli_usage_error("flamegraph", "--device wants a number, not \"%s\"", optarg);
-            break;
-        case 'A':
-            all_frames = true;
-            break;
-        }
-    }
-    if (o.finished)
-        return o.status;
-    struct snapshot *snap;
-    int rc = frame_filter_load(argv[optind], all_frames, &snap);
-    if (rc != CLI_OK)
-        return rc;
-    size_t ndev = analysis_device_count(snap);
+    struct flamegraph_args args = {.at = "peak", .device = UINT64_MAX};
+    struct cli_input in;
+    if (!cli_begin(&cmd_flamegraph_command, argc, argv, &args, &in))
+        return in.status;
+    size_t ndev = analysis_device_count(in.snap[0]);
     int status = CLI_OK;
     for (size_t d = 0; d < ndev; d++) {
-        if (device != UINT64_MAX && d != device)
+        if (args.device != UINT64_MAX && d != args.device)
             continue;
-        if (fold_device(snap, d, at, device == UINT64_MAX && ndev > 1) != 0) {
-            fprintf(stderr, "cuprof: %s: out of memory\n", argv[optind]);
+        if (fold_device(in.snap[0], d, args.at, args.device == UINT64_MAX && ndev > 1) != 0) {
+            fprintf(stderr, "cuprof: %s: out of memory\n", in.paths[0]);
             status = CLI_BADUSE;
             break;
         }
     }
-    snapshot_free(snap);
+    cli_input_free(&in);
     return status;
 }

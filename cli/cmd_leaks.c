@@ -1,5 +1,4 @@
 /* cmd_leaks.c: `cuprof leaks FILE`: blocks still allocated at the end, grouped by stack. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,10 +6,10 @@
 #include "allocator/allocator.h"
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
-#include "cli/frame_filter.h"
 
-static const char usage_text[] =
+static const char leaks_text[] =
     "usage: cuprof leaks [--json] [--top N] [--all-frames] FILE\n\n"
     "Lists the blocks still allocated (state active_allocated) when FILE was written, grouped by\n"
     "allocation stack, largest total first, with block counts: compute-sanitizer's leak check,\n"
@@ -18,12 +17,46 @@ static const char usage_text[] =
     "allocated even though cuprof keeps the segment cached). Stacks that differ only in\n"
     "frames of the allocation machinery (cuprof, CUDA, PyTorch's allocator, the Python\n"
     "interpreter, libc start-up) are one call site, shown from the user's first frame.\n"
-    "Exit status 1 when anything leaked, 0 when nothing did, 2 on bad input.\n\n"
-    "  --json        one JSON object: {\"leaked_bytes\", \"leaked_blocks\", \"sites\": [{device,\n"
-    "                bytes, requested_bytes, blocks, frames}]}\n"
-    "  --top N       call sites to list (default all)\n"
-    "  --all-frames  hide no frame: a call site is a whole stack, named by its innermost frame\n"
-    "  -h, --help    this text\n";
+    "Exit status 1 when anything leaked, 0 when nothing did, 2 on bad input.\n\n";
+
+static const struct cli_option leaks_options[] = {
+    {"json", 'j', NULL,
+     "one JSON object: {\"leaked_bytes\", \"leaked_blocks\", \"sites\": [{device, bytes, "
+     "requested_bytes, blocks, frames}]}",
+     0},
+    {"top", 't', "N", "call sites to list (default all)", 0},
+    {"all-frames", 0, NULL,
+     "hide no frame: a call site is a whole stack, named by its innermost frame", CLI_ALL_FRAMES},
+    {0},
+};
+
+struct leaks_args {
+    bool json;
+    uint64_t top;
+};
+
+static int
+leaks_option(void *ctx, int key, const char *value)
+{
+    struct leaks_args *a = ctx;
+    if (key == 'j')
+        a->json = true;
+    else if (key == 't' && !cli_parse_u64(value, &a->top))
+        return cli_usage_error("leaks", "--top wants a number, not \"%s\"", value);
+    return CLI_OK;
+}
+
+const struct cli_command cmd_leaks_command = {
+    .name = "leaks",
+    .text = leaks_text,
+    .options = leaks_options,
+    .unknown = "unknown option",
+    .operands = 1,
+    .operands_error = "expected one snapshot FILE",
+    .option = leaks_option,
+    .read = 1,
+    .filter_frames = true,
+};
 
 struct leak_site {
     int32_t device;
@@ -48,8 +81,8 @@ collect(const struct snapshot *snap, struct leak_site **out)
 {
     struct leak_site *sites = NULL;
     size_t n = 0, cap = 0;
-    struct addr_map index; /* (device << 32 | stack) + 1 -> position in sites */
-    addr_map_init(&index);
+    struct span_map index; /* (device << 32 | stack) + 1 -> position in sites */
+    span_map_init(&index);
     for (size_t s = 0; s < snap->segment_count; s++) {
         const struct snap_segment *seg = &snap->segments[s];
         for (uint32_t k = 0; k < seg->block_count; k++) {
@@ -57,7 +90,7 @@ collect(const struct snapshot *snap, struct leak_site **out)
             if (b->state != BLOCK_ACTIVE_ALLOCATED)
                 continue;
             uint64_t key = (((uint64_t)(uint32_t)seg->device << 32) | b->stack) + 1;
-            struct addr_map_item *it = addr_map_get(&index, key);
+            struct span_map_item *it = span_map_get(&index, key);
             if (it == NULL) {
                 if (n == cap) {
                     cap = cap ? cap * 2 : 16;
@@ -69,9 +102,9 @@ collect(const struct snapshot *snap, struct leak_site **out)
                 memset(&sites[n], 0, sizeof(sites[n]));
                 sites[n].device = seg->device;
                 sites[n].stack = b->stack;
-                if (addr_map_put(&index, key, n, 0) != 0)
+                if (span_map_put(&index, key, n, 0) != 0)
                     goto fail;
-                it = addr_map_get(&index, key);
+                it = span_map_get(&index, key);
                 n++;
             }
             struct leak_site *ls = &sites[it->size];
@@ -80,106 +113,95 @@ collect(const struct snapshot *snap, struct leak_site **out)
             ls->blocks++;
         }
     }
-    addr_map_free(&index);
+    span_map_free(&index);
     if (n > 1)
         qsort(sites, n, sizeof(*sites), cmp_leak);
     *out = sites;
     return (long)n;
 fail:
-    addr_map_free(&index);
+    span_map_free(&index);
     free(sites);
     return -1;
+}
+
+/* The totals of every site. */
+static struct leak_site
+leak_totals(const struct leak_site *sites, long n)
+{
+    struct leak_site all = {0};
+    for (long i = 0; i < n; i++) {
+        all.bytes += sites[i].bytes;
+        all.blocks += sites[i].blocks;
+        all.requested += sites[i].requested;
+    }
+    return all;
+}
+
+static void
+print_json(const char *path, const struct snapshot *snap, const struct leak_site *sites, long n,
+           uint64_t top)
+{
+    struct leak_site all = leak_totals(sites, n);
+    printf("{\"file\": ");
+    cli_json_string(stdout, path);
+    printf(", \"leaked_bytes\": %" PRIu64 ", \"leaked_requested_bytes\": %" PRIu64
+           ", \"leaked_blocks\": %" PRIu64 ", \"sites\": [",
+           all.bytes, all.requested, all.blocks);
+    for (long i = 0; i < n && (uint64_t)i < top; i++) {
+        printf("%s\n  {\"device\": %" PRId32 ", \"bytes\": %" PRIu64
+               ", \"requested_bytes\": %" PRIu64 ", \"blocks\": %" PRIu64 ", \"frames\": ",
+               i ? "," : "", sites[i].device, sites[i].bytes, sites[i].requested, sites[i].blocks);
+        cli_json_frames(stdout, snap, sites[i].stack);
+        printf("}");
+    }
+    printf("%s]}\n", n ? "\n" : "");
+}
+
+static void
+print_text(const char *path, const struct snapshot *snap, const struct leak_site *sites, long n,
+           uint64_t top)
+{
+    if (n == 0) {
+        printf("%s: no leaks: every block was freed\n", path);
+        return;
+    }
+    struct leak_site all = leak_totals(sites, n);
+    char s1[32], s2[32];
+    printf("%s: %" PRIu64 " block%s still allocated, %s (%s requested), from %ld call "
+           "site%s\n",
+           path, all.blocks, all.blocks == 1 ? "" : "s", cli_size(all.bytes, s1, sizeof(s1)),
+           cli_size(all.requested, s2, sizeof(s2)), n, n == 1 ? "" : "s");
+    for (long i = 0; i < n && (uint64_t)i < top; i++) {
+        printf("  %s in %" PRIu64 " block%s on device %" PRId32 " (%" PRIu64 " bytes, %" PRIu64
+               " requested)\n",
+               cli_size(sites[i].bytes, s1, sizeof(s1)), sites[i].blocks,
+               sites[i].blocks == 1 ? "" : "s", sites[i].device, sites[i].bytes,
+               sites[i].requested);
+        cli_print_stack(stdout, snap, sites[i].stack, 6, 16);
+    }
+    if ((uint64_t)n > top)
+        printf("  ... %" PRIu64 " more call sites\n", (uint64_t)n - top);
 }
 
 int
 cmd_leaks(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"top", required_argument, NULL, 't'},
-        {"all-frames", no_argument, NULL, 'A'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    bool json = false, all_frames = false;
-    uint64_t top = UINT64_MAX;
-    struct cli_options o = {.cmd = "leaks",
-                            .usage = usage_text,
-                            .shortopts = "jt:h",
-                            .longopts = options,
-                            .unknown = "unknown option",
-                            .operands = 1,
-                            .operands_error = "expected one snapshot FILE"};
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1) {
-        switch (c) {
-        case 'j':
-            json = true;
-            break;
-        case 't':
-            if (!cli_parse_u64(optarg, &top))
-                return cli_usage_error("leaks", "--top wants a number, not \"%s\"", optarg);
-            break;
-        case 'A':
-            all_frames = true;
-            break;
-        }
-    }
-    if (o.finished)
-        return o.status;
-    const char *path = argv[optind];
-    struct snapshot *snap;
-    int rc = frame_filter_load(path, all_frames, &snap);
-    if (rc != CLI_OK)
-        return rc;
+    struct leaks_args args = {.top = UINT64_MAX};
+    struct cli_input in;
+    if (!cli_begin(&cmd_leaks_command, argc, argv, &args, &in))
+        return in.status;
     struct leak_site *sites = NULL;
-    long n = collect(snap, &sites);
+    long n = collect(in.snap[0], &sites);
     if (n < 0) {
-        fprintf(stderr, "cuprof: %s: out of memory\n", path);
-        snapshot_free(snap);
+        fprintf(stderr, "cuprof: %s: out of memory\n", in.paths[0]);
+        cli_input_free(&in);
         return CLI_BADUSE;
     }
-    uint64_t bytes = 0, blocks = 0, requested = 0;
-    for (long i = 0; i < n; i++) {
-        bytes += sites[i].bytes;
-        blocks += sites[i].blocks;
-        requested += sites[i].requested;
-    }
-    char s1[32], s2[32];
-    if (json) {
-        printf("{\"file\": ");
-        cli_json_string(stdout, path);
-        printf(", \"leaked_bytes\": %" PRIu64 ", \"leaked_requested_bytes\": %" PRIu64
-               ", \"leaked_blocks\": %" PRIu64 ", \"sites\": [",
-               bytes, requested, blocks);
-        for (long i = 0; i < n && (uint64_t)i < top; i++) {
-            printf("%s\n  {\"device\": %" PRId32 ", \"bytes\": %" PRIu64
-                   ", \"requested_bytes\": %" PRIu64 ", \"blocks\": %" PRIu64 ", \"frames\": ",
-                   i ? "," : "", sites[i].device, sites[i].bytes, sites[i].requested,
-                   sites[i].blocks);
-            cli_json_frames(stdout, snap, sites[i].stack);
-            printf("}");
-        }
-        printf("%s]}\n", n ? "\n" : "");
-    } else if (n == 0) {
-        printf("%s: no leaks: every block was freed\n", path);
-    } else {
-        printf("%s: %" PRIu64 " block%s still allocated, %s (%s requested), from %ld call "
-               "site%s\n",
-               path, blocks, blocks == 1 ? "" : "s", cli_size(bytes, s1, sizeof(s1)),
-               cli_size(requested, s2, sizeof(s2)), n, n == 1 ? "" : "s");
-        for (long i = 0; i < n && (uint64_t)i < top; i++) {
-            printf("  %s in %" PRIu64 " block%s on device %" PRId32 " (%" PRIu64 " bytes, %" PRIu64
-                   " requested)\n",
-                   cli_size(sites[i].bytes, s1, sizeof(s1)), sites[i].blocks,
-                   sites[i].blocks == 1 ? "" : "s", sites[i].device, sites[i].bytes,
-                   sites[i].requested);
-            cli_print_stack(stdout, snap, sites[i].stack, 6, 16);
-        }
-        if ((uint64_t)n > top)
-            printf("  ... %" PRIu64 " more call sites\n", (uint64_t)n - top);
-    }
+    if (args.json)
+        print_json(in.paths[0], in.snap[0], sites, n, args.top);
+    else
+        print_text(in.paths[0], in.snap[0], sites, n, args.top);
     free(sites);
-    snapshot_free(snap);
+    cli_input_free(&in);
     return n > 0 ? CLI_FOUND : CLI_OK;
 }

@@ -1,7 +1,6 @@
 /* cmd_plot.c: `cuprof plot FILE -o report.html`: one self-contained HTML page (the viewer template
  *   compiled into the binary, with the snapshot's numbers embedded as JSON). */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,13 +8,13 @@
 #include "allocator/trace_sink.h"
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "cli/cross_rank.h"
-#include "cli/frame_filter.h"
 #include "cli/library_report.h"
 #include "cli/report_html.h"
 
-static const char usage_text[] =
+static const char plot_text[] =
     "usage: cuprof plot [-o report.html] [--all-frames] FILE...\n\n"
     "Writes one self-contained HTML file (no network, no CDN) showing, per device: the\n"
     "allocated and reserved timeline (click it to pick an event), the segment map at the chosen\n"
@@ -25,10 +24,33 @@ static const char usage_text[] =
     "interpreter, libc start-up) are one call site, shown from the user's first frame.\n"
     "Several files (a job's ranks): the report opens with summary's cross-rank view (rank,\n"
     "peaks, OOMs, fragmentation, spread, outliers, the call sites that differ most), and the\n"
-    "per-device sections show the first FILE.\n\n"
-    "  -o, --output FILE  where to write (default: report.html)\n"
-    "  --all-frames       hide no frame: a call site is a whole stack\n"
-    "  -h, --help         this text\n";
+    "per-device sections show the first FILE.\n\n";
+
+static const struct cli_option plot_options[] = {
+    {"output", 'o', "FILE", "where to write (default: report.html)", 0},
+    {"all-frames", 0, NULL, "hide no frame: a call site is a whole stack", CLI_ALL_FRAMES},
+    {0},
+};
+
+static int
+plot_option(void *ctx, int key, const char *value)
+{
+    if (key == 'o')
+        *(const char **)ctx = value;
+    return CLI_OK;
+}
+
+const struct cli_command cmd_plot_command = {
+    .name = "plot",
+    .text = plot_text,
+    .options = plot_options,
+    .unknown = "unknown option or missing value",
+    .operands = CLI_ONE_OR_MORE,
+    .operands_error = "expected at least one snapshot FILE",
+    .option = plot_option,
+    .read = 1, /* the others are read by the cross-rank view */
+    .filter_frames = true,
+};
 
 #define PLOT_MAX_POINTS 4000 /* timeline points: bucket maxima beyond this */
 #define PLOT_MAX_STATES 40   /* segment-map states offered */
@@ -38,7 +60,7 @@ static const char usage_text[] =
 struct plot_ctx {
     FILE *out;
     const struct snapshot *snap;
-    struct addr_map site_of; /* stack + 1 -> site id */
+    struct span_map site_of; /* stack + 1 -> site id */
     uint32_t *site_stack;    /* site id -> stack */
     size_t site_count;
 };
@@ -46,7 +68,7 @@ struct plot_ctx {
 static long
 site_id(struct plot_ctx *p, uint32_t stack)
 {
-    struct addr_map_item *it = addr_map_get(&p->site_of, (uint64_t)stack + 1);
+    struct span_map_item *it = span_map_get(&p->site_of, (uint64_t)stack + 1);
     if (it != NULL)
         return (long)it->size;
     uint32_t *bigger = realloc(p->site_stack, (p->site_count + 1) * sizeof(uint32_t));
@@ -54,7 +76,7 @@ site_id(struct plot_ctx *p, uint32_t stack)
         return -1;
     p->site_stack = bigger;
     p->site_stack[p->site_count] = stack;
-    if (addr_map_put(&p->site_of, (uint64_t)stack + 1, p->site_count, 0) != 0)
+    if (span_map_put(&p->site_of, (uint64_t)stack + 1, p->site_count, 0) != 0)
         return -1;
     return (long)p->site_count++;
 }
@@ -92,8 +114,8 @@ cmp_u64(const void *a, const void *b)
 static int
 cmp_size_desc(const void *a, const void *b)
 {
-    uint64_t x = ((const struct addr_map_item *)a)->size;
-    uint64_t y = ((const struct addr_map_item *)b)->size;
+    uint64_t x = ((const struct span_map_item *)a)->size;
+    uint64_t y = ((const struct span_map_item *)b)->size;
     return (x < y) - (x > y);
 }
 
@@ -109,14 +131,14 @@ static int
 emit_state(struct plot_ctx *p, size_t device, size_t at, const char *label)
 {
     FILE *out = p->out;
-    struct addr_map segs;
+    struct span_map segs;
     if (analysis_segments_at(p->snap, device, at, &segs) != 0) {
-        addr_map_free(&segs);
+        span_map_free(&segs);
         return -1;
     }
-    struct addr_map_item *items, *blocks;
-    size_t nseg = addr_map_sorted(&segs, &items), nb;
-    addr_map_free(&segs);
+    struct span_map_item *items, *blocks;
+    size_t nseg = span_map_sorted(&segs, &items), nb;
+    span_map_free(&segs);
     if (nseg == (size_t)-1)
         return -1;
     if (analysis_live_at(p->snap, device, at, &blocks, &nb) != 0) {
@@ -189,26 +211,22 @@ by_site(struct plot_ctx *p, const struct site_total *sites, size_t ns, uint64_t 
     return 0;
 }
 
-static int
-emit_device(struct plot_ctx *p, size_t device)
+/* The device's peaks and totals, its library report and its timeline. */
+static void
+emit_overview(struct plot_ctx *p, size_t device, const struct device_analysis *a)
 {
     FILE *out = p->out;
-    struct device_analysis a;
-    if (analysis_run(p->snap, device, true, &a) != 0)
-        return -1;
-    addr_map_init(&p->site_of);
-    p->site_count = 0;
     char where_r[160], where_l[160], s[6][32];
-    where_text(where_r, sizeof(where_r), p->snap, device, a.peak_reserved_at);
-    where_text(where_l, sizeof(where_l), p->snap, device, a.peak_live_at);
+    where_text(where_r, sizeof(where_r), p->snap, device, a->peak_reserved_at);
+    where_text(where_l, sizeof(where_l), p->snap, device, a->peak_live_at);
     fprintf(out,
             "{\"device\": %zu, \"count\": %zu, \"dropped\": %" PRIu64 ", \"oom_count\": %zu, "
             "\"peak_reserved\": %" PRIu64 ", \"peak_reserved_at\": %zu, \"peak_live\": %" PRIu64
             ", \"peak_live_at\": %zu, \"end_reserved\": %" PRIu64 ", \"end_live\": %" PRIu64
             ", \"free_total\": %" PRIu64 ", \"largest_free\": %" PRIu64 ", ",
-            device, a.count, a.dropped, a.oom_count, a.peak_reserved, a.peak_reserved_at,
-            a.peak_live, a.peak_live_at, a.table_reserved, a.end_live, a.free_total,
-            a.largest_free);
+            device, a->count, a->dropped, a->oom_count, a->peak_reserved, a->peak_reserved_at,
+            a->peak_live, a->peak_live_at, a->table_reserved, a->end_live, a->free_total,
+            a->largest_free);
     fprintf(out, "\"peak_reserved_where\": ");
     cli_json_string(out, where_r);
     fprintf(out, ", \"peak_live_where\": ");
@@ -216,9 +234,9 @@ emit_device(struct plot_ctx *p, size_t device)
     fprintf(out,
             ", \"text\": {\"peak_reserved\": \"%s\", \"peak_live\": \"%s\", \"end_reserved\": "
             "\"%s\", \"end_live\": \"%s\", \"free_total\": \"%s\", \"largest_free\": \"%s\"}, ",
-            cli_size(a.peak_reserved, s[0], 32), cli_size(a.peak_live, s[1], 32),
-            cli_size(a.table_reserved, s[2], 32), cli_size(a.end_live, s[3], 32),
-            cli_size(a.free_total, s[4], 32), cli_size(a.largest_free, s[5], 32));
+            cli_size(a->peak_reserved, s[0], 32), cli_size(a->peak_live, s[1], 32),
+            cli_size(a->table_reserved, s[2], 32), cli_size(a->end_live, s[3], 32),
+            cli_size(a->free_total, s[4], 32), cli_size(a->largest_free, s[5], 32));
     char *libraries = library_report_text(p->snap, device);
     if (libraries != NULL) {
         fprintf(out, "\"libraries_text\": ");
@@ -226,19 +244,23 @@ emit_device(struct plot_ctx *p, size_t device)
         fprintf(out, ", ");
         free(libraries);
     }
-    emit_series(out, &a);
+    emit_series(out, a);
+}
 
-    /* States offered in the segment map: start, peaks, end, and evenly spaced points. */
+/* The states offered in the segment map: start, peaks, end, and evenly spaced points. */
+static int
+emit_states(struct plot_ctx *p, size_t device, const struct device_analysis *a)
+{
     uint64_t at[PLOT_MAX_STATES + 4];
     size_t nat = 0;
     at[nat++] = 0;
-    at[nat++] = a.peak_live_at;
-    at[nat++] = a.peak_reserved_at;
-    at[nat++] = a.count;
+    at[nat++] = a->peak_live_at;
+    at[nat++] = a->peak_reserved_at;
+    at[nat++] = a->count;
     for (size_t k = 1; k < PLOT_MAX_STATES - 4; k++)
-        at[nat++] = a.count * k / (PLOT_MAX_STATES - 4);
+        at[nat++] = a->count * k / (PLOT_MAX_STATES - 4);
     qsort(at, nat, sizeof(at[0]), cmp_u64);
-    fprintf(out, ", \"states\": [");
+    fprintf(p->out, ", \"states\": [");
     size_t emitted = 0, initial = 0;
     int rc = 0;
     for (size_t i = 0; i < nat && rc == 0; i++) {
@@ -247,127 +269,131 @@ emit_device(struct plot_ctx *p, size_t device)
         char label[256], where[160];
         where_text(where, sizeof(where), p->snap, device, (size_t)at[i]);
         snprintf(label, sizeof(label), "after %" PRIu64 " entries (%s)%s%s", at[i], where,
-                 at[i] == a.peak_live_at ? " - live peak" : "", at[i] == a.count ? " - end" : "");
-        if (at[i] == a.peak_live_at)
+                 at[i] == a->peak_live_at ? " - live peak" : "", at[i] == a->count ? " - end" : "");
+        if (at[i] == a->peak_live_at)
             initial = emitted;
-        fprintf(out, "%s", emitted ? ", " : "");
+        fprintf(p->out, "%s", emitted ? ", " : "");
         rc = emit_state(p, device, (size_t)at[i], label);
         emitted++;
     }
-    fprintf(out, "], \"initial_state\": %zu", initial);
-    uint64_t *end_bytes = NULL, *end_counts = NULL, *peak_bytes = NULL, *peak_counts = NULL;
+    fprintf(p->out, "], \"initial_state\": %zu", initial);
+    return rc;
+}
+
+/* Bytes and counts by site id, live at the end and at the live peak. */
+struct plot_sites {
+    uint64_t *end_bytes, *end_counts, *peak_bytes, *peak_counts;
+};
+
+static int
+plot_sites_collect(struct plot_ctx *p, size_t device, const struct device_analysis *a,
+                   struct plot_sites *ps)
+{
     struct site_total *end_sites = NULL, *peak_sites = NULL;
     size_t n_end = 0, n_peak = 0;
+    memset(ps, 0, sizeof(*ps));
+    int rc = site_totals(p, device, a->count, &end_sites, &n_end);
     if (rc == 0)
-        rc = site_totals(p, device, a.count, &end_sites, &n_end);
+        rc = site_totals(p, device, a->peak_live_at, &peak_sites, &n_peak);
     if (rc == 0)
-        rc = site_totals(p, device, a.peak_live_at, &peak_sites, &n_peak);
+        rc = by_site(p, end_sites, n_end, &ps->end_bytes, &ps->end_counts);
     if (rc == 0)
-        rc = by_site(p, end_sites, n_end, &end_bytes, &end_counts);
-    if (rc == 0)
-        rc = by_site(p, peak_sites, n_peak, &peak_bytes, &peak_counts);
+        rc = by_site(p, peak_sites, n_peak, &ps->peak_bytes, &ps->peak_counts);
     free(end_sites);
     free(peak_sites);
-    if (rc == 0) {
-        fprintf(out, ", \"sites\": [");
-        for (size_t i = 0; i < p->site_count; i++) {
-            fprintf(out,
-                    "%s{\"end_bytes\": %" PRIu64 ", \"end_count\": %" PRIu64
-                    ", \"peak_bytes\": %" PRIu64 ", \"frames\": [",
-                    i ? ", " : "", end_bytes[i], end_counts[i], peak_bytes[i]);
-            const struct snap_stack *st = &p->snap->stacks[p->site_stack[i]];
-            for (uint32_t k = 0; p->site_stack[i] != 0 && k < st->count && k < 24; k++) {
-                char text[1024];
-                cli_frame_text(p->snap, p->snap->stack_frames[st->first + k], text, sizeof(text));
-                fprintf(out, "%s", k ? ", " : "");
-                cli_json_string(out, text);
-            }
-            fprintf(out, "]}");
+    return rc;
+}
+
+static void
+plot_sites_free(struct plot_sites *ps)
+{
+    free(ps->end_bytes);
+    free(ps->end_counts);
+    free(ps->peak_bytes);
+    free(ps->peak_counts);
+}
+
+/* Every site: its bytes and its frames (innermost 24). */
+static void
+emit_site_list(struct plot_ctx *p, const struct plot_sites *ps)
+{
+    FILE *out = p->out;
+    fprintf(out, ", \"sites\": [");
+    for (size_t i = 0; i < p->site_count; i++) {
+        fprintf(out,
+                "%s{\"end_bytes\": %" PRIu64 ", \"end_count\": %" PRIu64
+                ", \"peak_bytes\": %" PRIu64 ", \"frames\": [",
+                i ? ", " : "", ps->end_bytes[i], ps->end_counts[i], ps->peak_bytes[i]);
+        const struct snap_stack *st = &p->snap->stacks[p->site_stack[i]];
+        for (uint32_t k = 0; p->site_stack[i] != 0 && k < st->count && k < 24; k++) {
+            char text[1024];
+            cli_frame_text(p->snap, p->snap->stack_frames[st->first + k], text, sizeof(text));
+            fprintf(out, "%s", k ? ", " : "");
+            cli_json_string(out, text);
         }
-        /* Top sites: by bytes live at the end, then at the peak. */
-        fprintf(out, "], \"top\": [");
-        size_t shown = 0;
-        bool *used = calloc(p->site_count + 1, sizeof(bool));
-        for (int pass = 0; used != NULL && pass < 2; pass++) {
-            uint64_t *by = pass == 0 ? end_bytes : peak_bytes;
-            while (shown < PLOT_TOP_SITES) {
-                size_t best = SIZE_MAX;
-                for (size_t i = 0; i < p->site_count; i++)
-                    if (!used[i] && by[i] > 0 && (best == SIZE_MAX || by[i] > by[best]))
-                        best = i;
-                if (best == SIZE_MAX)
-                    break;
-                used[best] = true;
-                fprintf(out, "%s%zu", shown ? "," : "", best);
-                shown++;
-            }
-        }
-        free(used);
         fprintf(out, "]}");
     }
-    free(end_bytes);
-    free(end_counts);
-    free(peak_bytes);
-    free(peak_counts);
-    addr_map_free(&p->site_of);
+    fprintf(out, "]");
+}
+
+/* The top sites' ids: by bytes live at the end, then at the peak. */
+static void
+emit_top(struct plot_ctx *p, const struct plot_sites *ps)
+{
+    fprintf(p->out, ", \"top\": [");
+    size_t shown = 0;
+    bool *used = calloc(p->site_count + 1, sizeof(bool));
+    for (int pass = 0; used != NULL && pass < 2; pass++) {
+        const uint64_t *by = pass == 0 ? ps->end_bytes : ps->peak_bytes;
+        while (shown < PLOT_TOP_SITES) {
+            size_t best = SIZE_MAX;
+            for (size_t i = 0; i < p->site_count; i++)
+                if (!used[i] && by[i] > 0 && (best == SIZE_MAX || by[i] > by[best]))
+                    best = i;
+            if (best == SIZE_MAX)
+                break;
+            used[best] = true;
+            fprintf(p->out, "%s%zu", shown ? "," : "", best);
+            shown++;
+        }
+    }
+    free(used);
+    fprintf(p->out, "]}");
+}
+
+static int
+emit_device(struct plot_ctx *p, size_t device)
+{
+    struct device_analysis a;
+    if (analysis_run(p->snap, device, true, &a) != 0)
+        return -1;
+    span_map_init(&p->site_of);
+    p->site_count = 0;
+    emit_overview(p, device, &a);
+    int rc = emit_states(p, device, &a);
+    struct plot_sites ps = {0};
+    if (rc == 0)
+        rc = plot_sites_collect(p, device, &a, &ps);
+    if (rc == 0) {
+        emit_site_list(p, &ps);
+        emit_top(p, &ps);
+    }
+    plot_sites_free(&ps);
+    span_map_free(&p->site_of);
     free(p->site_stack);
     p->site_stack = NULL;
     analysis_free(&a);
     return rc;
 }
 
-int
-cmd_plot(int argc, char **argv)
+/* The report's header: the file, who wrote it, and for several files summary's cross-rank view
+ * (as text). Returns CLI_OK, or CLI_BADUSE when the cross-rank view failed. */
+static int
+emit_header(FILE *out, const struct snapshot *snap, const struct cli_input *in)
 {
-    static const struct option options[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"all-frames", no_argument, NULL, 'A'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *output = "report.html";
-    bool all_frames = false;
-    struct cli_options o = {.cmd = "plot",
-                            .usage = usage_text,
-                            .shortopts = "o:h",
-                            .longopts = options,
-                            .unknown = "unknown option or missing value",
-                            .operands = -1,
-                            .operands_error = "expected at least one snapshot FILE"};
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1) {
-        switch (c) {
-        case 'o':
-            output = optarg;
-            break;
-        case 'A':
-            all_frames = true;
-            break;
-        }
-    }
-    if (o.finished)
-        return o.status;
-    const char *path = argv[optind];
-    struct snapshot *snap;
-    int rc = frame_filter_load(path, all_frames, &snap);
-    if (rc != CLI_OK)
-        return rc;
-    const char *marker = "/*CUPROF_DATA*/";
-    const char *split = strstr(report_html, marker);
-    FILE *out = fopen(output, "w");
-    if (out == NULL || split == NULL) {
-        fprintf(stderr, "cuprof: %s: %s\n", output,
-                out ? "bad built-in template" : strerror(errno));
-        if (out != NULL)
-            fclose(out);
-        snapshot_free(snap);
-        return CLI_BADUSE;
-    }
-    fwrite(report_html, 1, (size_t)(split - report_html), out);
-    struct plot_ctx p = {out, snap, {NULL, 0, 0}, NULL, 0};
     int status = CLI_OK;
     fprintf(out, "{\"file\": ");
-    cli_json_string(out, path);
+    cli_json_string(out, in->paths[0]);
     char meta[512] = "written by PyTorch (no cuprof section)";
     if (snap->cuprof.present)
         snprintf(meta, sizeof(meta),
@@ -377,14 +403,12 @@ cmd_plot(int argc, char **argv)
                  snap->cuprof.host ? snap->cuprof.host : "?");
     fprintf(out, ", \"meta\": ");
     cli_json_string(out, meta);
-    if (argc - optind > 1) {
-        /* summary's cross-rank view, as text, above the first file's sections */
+    if (in->count > 1) {
         char *text = NULL;
         size_t len = 0;
         FILE *mem = open_memstream(&text, &len);
-        int crc = mem != NULL ? cross_rank_print(mem, argv + optind, (size_t)(argc - optind),
-                                                 all_frames, 10, 0)
-                              : -1;
+        int crc =
+            mem != NULL ? cross_rank_print(mem, in->paths, in->count, in->all_frames, 10, 0) : -1;
         if (mem != NULL)
             fclose(mem);
         if (crc != 0)
@@ -395,23 +419,56 @@ cmd_plot(int argc, char **argv)
         }
         free(text);
     }
+    return status;
+}
+
+/* The report's data: the header, then every device of the first file. */
+static int
+emit_report(FILE *out, const struct snapshot *snap, const struct cli_input *in)
+{
+    struct plot_ctx p = {out, snap, {NULL, 0, 0}, NULL, 0};
+    int status = emit_header(out, snap, in);
     fprintf(out, ", \"devices\": [");
     size_t ndev = analysis_device_count(snap);
     for (size_t d = 0; d < ndev; d++) {
         fprintf(out, "%s", d ? ",\n" : "\n");
         if (emit_device(&p, d) != 0) {
-            fprintf(stderr, "cuprof: %s: out of memory\n", path);
+            fprintf(stderr, "cuprof: %s: out of memory\n", in->paths[0]);
             status = CLI_BADUSE;
             break;
         }
     }
     fprintf(out, "]}");
+    return status;
+}
+
+int
+cmd_plot(int argc, char **argv)
+{
+    const char *output = "report.html";
+    struct cli_input in;
+    if (!cli_begin(&cmd_plot_command, argc, argv, &output, &in))
+        return in.status;
+    const char *marker = "/*CUPROF_DATA*/";
+    const char *split = strstr(report_html, marker);
+    FILE *out = fopen(output, "w");
+    if (out == NULL || split == NULL) {
+        fprintf(stderr, "cuprof: %s: %s\n", output,
+                out ? "bad built-in template" : strerror(errno));
+        if (out != NULL)
+            fclose(out);
+        cli_input_free(&in);
+        return CLI_BADUSE;
+    }
+    /* The template, with the data where its marker stands. */
+    fwrite(report_html, 1, (size_t)(split - report_html), out);
+    int status = emit_report(out, in.snap[0], &in);
     fputs(split + strlen(marker), out);
     if (fclose(out) != 0) {
         fprintf(stderr, "cuprof: %s: %s\n", output, strerror(errno));
         status = CLI_BADUSE;
     }
-    snapshot_free(snap);
+    cli_input_free(&in);
     if (status != CLI_OK)
         remove(output);
     return status;

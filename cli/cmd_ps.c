@@ -1,20 +1,42 @@
 /* cmd_ps.c: `cuprof ps`: this user's processes running under cuprof, from their control sockets:
  *   pid, rank, host, mode, devices, allocated and reserved now and at peak, command. */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "cli/control_client.h"
 
-static const char usage_text[] =
+static const char ps_text[] =
     "usage: cuprof ps [--json]\n\n"
     "Lists this user's running processes under cuprof (each one answers on its control socket\n"
     "after its first CUDA call; see CUPROF_CONTROL), every rank of a job on this host included,\n"
-    "sorted by rank then pid. Sockets that dead processes left behind are removed.\n\n"
-    "  --json       one JSON list of the processes' INFO replies\n"
-    "  -h, --help   this text\n";
+    "sorted by rank then pid. Sockets that dead processes left behind are removed.\n\n";
+
+static const struct cli_option ps_options[] = {
+    {"json", 0, NULL, "one JSON list of the processes' INFO replies", 'j'},
+    {0},
+};
+
+static int
+ps_option(void *ctx, int key, const char *value)
+{
+    (void)value;
+    if (key == 'j')
+        *(bool *)ctx = true;
+    return CLI_OK;
+}
+
+const struct cli_command cmd_ps_command = {
+    .name = "ps",
+    .text = ps_text,
+    .options = ps_options,
+    .unknown = "unknown option",
+    .operands = 0,
+    .operands_error = "takes no operands",
+    .option = ps_option,
+};
 
 /* The command line, its arguments joined by spaces and cut to `len`. */
 static void
@@ -58,22 +80,10 @@ device_totals(const struct sval *info, int64_t sums[4], char *list, size_t len)
 int
 cmd_ps(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    struct cli_options o = {.cmd = "ps",
-                            .usage = usage_text,
-                            .shortopts = "h",
-                            .longopts = longopts,
-                            .unknown = "unknown option",
-                            .operands = 0,
-                            .operands_error = "takes no operands"};
     bool json = false;
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1)
-        if (c == 'j')
-            json = true;
-    if (o.finished)
-        return o.status;
+    struct cli_input in;
+    if (!cli_parse(&cmd_ps_command, argc, argv, &json, &in))
+        return in.status;
     struct control_process *list;
     size_t count, removed;
     if (control_client_list(&list, &count, &removed) != 0) {

@@ -1,6 +1,5 @@
 /* cmd_replay.c: `cuprof replay FILE [--alloc-conf C]... [--check]`: feeds the recorded requests
  *   through the real allocator on an in-process fake device, once per setting, and compares. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +9,13 @@
 #include "allocator/cuprof_errors.h"
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "cli/replay.h"
 #include "snapshot/snapshot_usage.h"
 #include "stats/memory_stats.h"
 
-static const char usage_text[] =
+static const char replay_text[] =
     "usage: cuprof replay [--alloc-conf CONF]... [--check] [--memory BYTES] [--device N] FILE\n\n"
     "Feeds FILE's recorded alloc/free sequence through cuprof's allocator (PyTorch's rules) on a\n"
     "simulated device, first with the snapshot's own settings, then with every --alloc-conf, and\n"
@@ -23,18 +23,66 @@ static const char usage_text[] =
     "max_split_size_mb:256 have avoided this OOM?\" answered without running the program.\n"
     "A history that starts mid-run starts from the state at its first entry, rebuilt backwards\n"
     "from the segments (as MemoryViz does), not from an empty device; what the segments do not\n"
-    "show (unsplit remainders of live blocks) is learnt from the recording's later decisions.\n\n"
-    "  --alloc-conf CONF  another setting to compare (PYTORCH_CUDA_ALLOC_CONF syntax); repeatable\n"
-    "  --check            with the snapshot's own settings, count the recorded decisions the\n"
-    "                     replay reproduces (each alloc's address and the size of the segment it\n"
-    "                     made) as `reproduced N/M allocations`, and list the first differences;\n"
-    "                     exit 1 when N < M\n"
-    "  --memory BYTES     device capacity (default: from the first OOM's free bytes, else none)\n"
-    "  --device N         the device to replay (default 0)\n"
-    "  -h, --help         this text\n";
-
+    "show (unsplit remainders of live blocks) is learnt from the recording's later decisions.\n\n";
 #define REPLAY_MAX_CONFS  16
 #define REPLAY_SHOW_DIFFS 10
+
+static const struct cli_option replay_options[] = {
+    {"alloc-conf", 'a', "CONF",
+     "another setting to compare (PYTORCH_CUDA_ALLOC_CONF syntax); repeatable", 0},
+    {"check", 'c', NULL,
+     "with the snapshot's own settings, count the recorded decisions the replay reproduces (each "
+     "alloc's address and the size of the segment it made) as `reproduced N/M allocations`, and "
+     "list the first differences; exit 1 when N < M",
+     0},
+    {"memory", 'm', "BYTES",
+     "device capacity (default: from the first OOM's free bytes, else none)", 0},
+    {"device", 'd', "N", "the device to replay (default 0)", 0},
+    {0},
+};
+
+struct replay_args {
+    const char *confs[REPLAY_MAX_CONFS + 1]; /* [0]: the recorded settings */
+    size_t nconf;
+    bool check;
+    uint64_t memory, device;
+};
+
+static int
+replay_option(void *ctx, int key, const char *value)
+{
+    struct replay_args *a = ctx;
+    switch (key) {
+    case 'a':
+        if (a->nconf > REPLAY_MAX_CONFS)
+            return cli_usage_error("replay", "at most %d --alloc-conf", REPLAY_MAX_CONFS);
+        a->confs[a->nconf++] = value;
+        break;
+    case 'c':
+        a->check = true;
+        break;
+    case 'm':
+        if (!cli_parse_u64(value, &a->memory) || a->memory == 0)
+            return cli_usage_error("replay", "--memory wants bytes, not \"%s\"", value);
+        break;
+    case 'd':
+        if (!cli_parse_u64(value, &a->device))
+            return cli_usage_error("replay", "--device wants a number, not \"%s\"", value);
+        break;
+    }
+    return CLI_OK;
+}
+
+const struct cli_command cmd_replay_command = {
+    .name = "replay",
+    .text = replay_text,
+    .options = replay_options,
+    .unknown = "unknown option or missing value",
+    .operands = 1,
+    .operands_error = "expected one snapshot FILE",
+    .option = replay_option,
+    .read = 1,
+};
 
 struct replay_result {
     const char *label;
@@ -48,16 +96,16 @@ struct replay_result {
 static int
 replay_external(struct replay_run *r, const struct snap_entry *e)
 {
-    struct addr_map_item old;
+    struct span_map_item old;
     if (e->action == TRACE_ALLOC) {
         uint64_t addr = r->dev.bump;
         r->dev.bump += (e->size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
         if (allocator_track_external(r->alloc, (int)r->device, addr, e->size, e->stream, e->pool,
                                      e->stack) != 0)
             return 0; /* not ours to judge: the recording had it */
-        return addr_map_put(&r->addr_of, e->addr, addr, REPLAY_BLOCK_EXTERNAL);
+        return span_map_put(&r->addr_of, e->addr, addr, REPLAY_BLOCK_EXTERNAL);
     }
-    if (e->action == TRACE_FREE_REQUESTED && addr_map_remove(&r->addr_of, e->addr, &old))
+    if (e->action == TRACE_FREE_REQUESTED && span_map_remove(&r->addr_of, e->addr, &old))
         (void)allocator_untrack_external(r->alloc, old.size, 0);
     return 0;
 }
@@ -88,24 +136,24 @@ pending_requests(const struct snap_device_trace *t)
 {
     size_t n = t ? t->count : 0;
     uint8_t *pending = calloc(n + 1, 1);
-    struct addr_map completions;
-    addr_map_init(&completions);
+    struct span_map completions;
+    span_map_init(&completions);
     for (size_t i = n; pending != NULL && i-- > 0;) {
         const struct snap_entry *e = &t->entries[i];
         if (e->pool != TRACE_POOL_DEFAULT && e->pool != TRACE_POOL_TRACE)
             continue;
         if (e->action == TRACE_FREE_COMPLETED) {
-            if (addr_map_put(&completions, e->addr, 1, 0) != 0) {
+            if (span_map_put(&completions, e->addr, 1, 0) != 0) {
                 free(pending);
                 pending = NULL;
             }
         } else if (e->action == TRACE_FREE_REQUESTED) {
-            pending[i] = addr_map_remove(&completions, e->addr, NULL);
+            pending[i] = span_map_remove(&completions, e->addr, NULL);
         } else if (e->action == TRACE_ALLOC) {
-            (void)addr_map_remove(&completions, e->addr, NULL);
+            (void)span_map_remove(&completions, e->addr, NULL);
         }
     }
-    addr_map_free(&completions);
+    span_map_free(&completions);
     return pending;
 }
 
@@ -126,9 +174,9 @@ run_free(struct replay_run *r)
         allocator_destroy_idle_events(r->alloc, d);
     }
     allocator_destroy(r->alloc);
-    addr_map_free(&r->dev.live);
-    addr_map_free(&r->dev.pending_events);
-    addr_map_free(&r->addr_of);
+    span_map_free(&r->dev.live);
+    span_map_free(&r->dev.pending_events);
+    span_map_free(&r->addr_of);
     free(r->guesses);
 }
 
@@ -137,7 +185,7 @@ run_free(struct replay_run *r)
 struct replay_mode {
     bool recorded, check, learn, learnt;
     size_t guesses; /* guessed free blocks of the starting state */
-    struct addr_map *remainders;
+    struct span_map *remainders;
 };
 
 /* A segment going back to the device: freed, or (expandable segments) pages unmapped. */
@@ -208,32 +256,153 @@ emptied_by_program(struct replay_run *r, const struct alloc_config *config,
     return fits_cache(r, config, &t->entries[k], emptied);
 }
 
+/* Where a replay stands in the trace: the segments recorded since the last request. */
+struct replay_cursor {
+    const struct snap_device_trace *t;
+    const struct alloc_config *config;
+    struct replay_mode *mode;
+    struct replay_result *res;
+    const uint8_t *pending; /* per entry: a free_requested whose free_completed follows */
+    size_t seg_first, seg_count;
+    uint64_t seg_sizes[8];
+};
+
+/* --check of the request at entry i, which got `addr`: its address and the segments it made
+ * against the recording's. Returns 0, 1 when a learning replay stops here, or -1. */
 static int
-replay_once(const struct snapshot *snap, size_t device, const char *conf, struct replay_mode *mode,
-            uint64_t capacity, struct replay_result *res)
+check_request(struct replay_run *r, struct replay_cursor *c, size_t i, const struct snap_entry *e,
+              uint64_t addr)
 {
-    bool recorded = mode->recorded, check = mode->check;
-    char err[256];
-    struct alloc_config config;
-    if (alloc_config_parse(conf, &config, err, sizeof(err)) != 0) {
-        fprintf(stderr, "cuprof: replay: %s\n", err);
-        return CLI_BADUSE;
+    bool same = addr == e->addr && r->dev.made_count == c->seg_count;
+    for (size_t k = 0; same && k < c->seg_count && k < 8; k++)
+        same = r->dev.made[k] == c->seg_sizes[k];
+    c->res->checked++;
+    if (same) {
+        c->res->reproduced++;
+    } else if (c->mode->learn) {
+        int learnt = addr == 0
+                         ? 0
+                         : replay_start_learn(r, addr, alloc_policy_round_size(c->config, e->size));
+        if (learnt < 0)
+            return -1;
+        c->mode->learnt = learnt == 1;
+        return 1;
+    } else {
+        show_diff(r, i, e, addr, c->seg_first, c->seg_count);
     }
-    config.free_sync = FREE_SYNC_NONE;
-    /* The recording's own settings include its mode: trace mode never caches. */
-    if (recorded && recorded_trace_mode(snap))
-        config.caching = false;
-    struct replay_run r = {
-        .snap = snap, .device = device, .check = check, .remainders = mode->remainders};
-    uint8_t *pending = NULL;
+    return 0;
+}
+
+/* An alloc (or a recorded OOM) at entry i. Returns 0, 1 when the replay stops here, or -1. */
+static int
+replay_request(struct replay_run *r, struct replay_cursor *c, size_t i, const struct snap_entry *e)
+{
+    uint64_t addr = 0;
+    r->dev.made_count = 0;
+    /* Offer the recorded segment address only to the request that made it. */
+    r->dev.cursor = c->seg_count ? c->seg_first : c->t->count;
+    int rc = allocator_malloc(r->alloc, (int)r->device, e->size, e->stream, e->stack, &addr);
+    if (rc == -CUPROF_ENOMEM) {
+        c->res->ooms++;
+        addr = 0;
+    } else if (rc != 0) {
+        return -1;
+    }
+    if (e->action == TRACE_OOM) {
+        c->res->recorded_ooms++;
+        /* The program never got this block: give it back at once. */
+        if (addr != 0 && allocator_free(r->alloc, addr, 0) != 0)
+            return -1;
+    } else {
+        int stop = r->check ? check_request(r, c, i, e, addr) : 0;
+        if (stop != 0)
+            return stop;
+        if (addr != 0 && span_map_put(&r->addr_of, e->addr, addr, REPLAY_BLOCK_CACHED) != 0)
+            return -1;
+    }
+    c->seg_count = 0;
+    return 0;
+}
+
+/* A free_requested or free_completed at entry i. Returns 0 or -1. */
+static int
+replay_free(struct replay_run *r, struct replay_cursor *c, size_t i, const struct snap_entry *e)
+{
+    if (e->action == TRACE_FREE_REQUESTED && c->pending[i]) {
+        /* A block used on other streams: freed now (PyTorch's allocated counters drop at the
+         * request), cached only at its free_completed, through an event that waits for it.
+         * Its own pseudo-stream keeps each such wait independent of the others. */
+        struct span_map_item *it = span_map_get(&r->addr_of, e->addr);
+        if (it != NULL && it->stack == REPLAY_BLOCK_CACHED) {
+            r->dev.event_key = it->size;
+            int rc = allocator_free_on_stream(r->alloc, it->size, UINT64_MAX - i, 0);
+            r->dev.event_key = 0;
+            if (rc != 0)
+                return -1;
+            it->stack = REPLAY_BLOCK_PENDING; /* its completion only ends the wait */
+        }
+        return 0;
+    }
+    /* Freed at the request when no completion follows; a completion whose request came before
+     * the first entry frees a block of the starting state. */
+    struct span_map_item old;
+    if (span_map_remove(&r->addr_of, e->addr, &old) && old.stack != REPLAY_BLOCK_EXTERNAL) {
+        if (old.stack == REPLAY_BLOCK_PENDING)
+            (void)replay_device_complete(&r->dev, old.size);
+        else if (allocator_free(r->alloc, old.size, 0) != 0)
+            return -1;
+        replay_guess_freed(r, old.size);
+    }
+    return 0;
+}
+
+/* Replays entry i. Returns 0, 1 when the replay stops here, or -1. */
+static int
+replay_step(struct replay_run *r, struct replay_cursor *c, size_t i)
+{
+    const struct snap_device_trace *t = c->t;
+    const struct snap_entry *e = &t->entries[i];
+    if (e->pool != TRACE_POOL_DEFAULT && e->pool != TRACE_POOL_TRACE)
+        return replay_external(r, e); /* managed, VMM or driver-pool memory: never cached */
+    if (e->action == TRACE_SEGMENT_ALLOC || e->action == TRACE_SEGMENT_MAP) {
+        if (c->seg_count == 0)
+            c->seg_first = i;
+        if (c->seg_count < 8)
+            c->seg_sizes[c->seg_count] = e->size;
+        c->seg_count++;
+        return 0;
+    }
+    if (is_release(e->action)) {
+        bool emptied = false;
+        if (i > 0 && is_release(t->entries[i - 1].action))
+            return 0;
+        if (emptied_by_program(r, c->config, t, i, &emptied) != 0)
+            return -1;
+        if (emptied)
+            (void)allocator_empty_cache(r->alloc, (int)r->device);
+        return 0;
+    }
+    if (e->action == TRACE_ALLOC || e->action == TRACE_OOM)
+        return replay_request(r, c, i, e);
+    if (e->action == TRACE_FREE_REQUESTED || e->action == TRACE_FREE_COMPLETED)
+        return replay_free(r, c, i, e);
+    return 0;
+}
+
+/* The fake device of one replay: its capacity, the recorded card's size, and fresh addresses
+ * above every recorded one. */
+static void
+fake_device_init(struct fake_device *dev, const struct snapshot *snap, size_t device, bool check,
+                 uint64_t capacity)
+{
     const struct snap_device_trace *t =
         device < snap->device_count ? &snap->device_traces[device] : NULL;
-    r.dev.trace = check ? t : NULL;
-    r.dev.capacity = capacity;
+    dev->trace = check ? t : NULL;
+    dev->capacity = capacity;
     for (size_t i = 0; i < snap->cuprof.footprint_count; i++)
         if (snap->cuprof.footprints[i].device == (int32_t)device &&
             snap->cuprof.footprints[i].total > 0)
-            r.dev.card_total = (uint64_t)snap->cuprof.footprints[i].total;
+            dev->card_total = (uint64_t)snap->cuprof.footprints[i].total;
     uint64_t top = 0;
     for (size_t i = 0; i < snap->segment_count; i++)
         if (snap->segments[i].addr + snap->segments[i].total_size > top)
@@ -241,10 +410,75 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
     for (size_t i = 0; t && i < t->count; i++)
         if (t->entries[i].addr + t->entries[i].size > top)
             top = t->entries[i].addr + t->entries[i].size;
-    r.dev.bump = ((top >> 30) + 1) << 30; /* fresh addresses above every recorded one */
-    addr_map_init(&r.dev.live);
-    addr_map_init(&r.dev.pending_events);
-    addr_map_init(&r.addr_of);
+    dev->bump = ((top >> 30) + 1) << 30;
+    span_map_init(&dev->live);
+    span_map_init(&dev->pending_events);
+}
+
+/* The setting `conf` as the replay uses it; false (said why) when it does not parse. */
+static bool
+replay_config(const struct snapshot *snap, const char *conf, bool recorded,
+              struct alloc_config *config)
+{
+    char err[256];
+    if (alloc_config_parse(conf, config, err, sizeof(err)) != 0) {
+        fprintf(stderr, "cuprof: replay: %s\n", err);
+        return false;
+    }
+    config->free_sync = FREE_SYNC_NONE;
+    /* The recording's own settings include its mode: trace mode never caches. */
+    if (recorded && recorded_trace_mode(snap))
+        config->caching = false;
+    return true;
+}
+
+/* Rebuilds the starting state in r->alloc, then counts peaks from the first entry. Returns 0 or
+ * -1. */
+static int
+replay_prepare(struct replay_run *r, const struct alloc_config *config, size_t trace_count,
+               struct replay_mode *mode, struct replay_result *res)
+{
+    /* No recorded segment address is offered while the starting state is rebuilt. */
+    r->dev.cursor = trace_count;
+    if (replay_start_state(r, config, &res->prelude_misses) != 0)
+        return -1;
+    mode->guesses = r->nguesses;
+    /* Peaks count from the first entry: the fillers that built the starting state held its free
+     * blocks (and a spare page) only for a moment. */
+    allocator_reset_peak_stats(r->alloc, (int)r->device);
+    allocator_set_roundup_divisions(r->alloc, config->roundup_power2_divisions);
+    r->dev.cursor = 0;
+    return 0;
+}
+
+/* Replays the entries in order, with progress on a terminal. Returns 0 or -1. */
+static int
+replay_entries(struct replay_run *r, struct replay_cursor *c, size_t count)
+{
+    struct cli_progress progress;
+    cli_progress_begin(&progress, "replaying");
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        cli_progress_update(&progress, i, c->t->count);
+        rc = replay_step(r, c, i);
+    }
+    cli_progress_end(&progress);
+    return rc < 0 ? -1 : 0;
+}
+
+static int
+replay_once(const struct snapshot *snap, size_t device, const char *conf, struct replay_mode *mode,
+            uint64_t capacity, struct replay_result *res)
+{
+    struct alloc_config config;
+    if (!replay_config(snap, conf, mode->recorded, &config))
+        return CLI_BADUSE;
+    struct replay_run r = {
+        .snap = snap, .device = device, .check = mode->check, .remainders = mode->remainders};
+    const struct snap_device_trace *t =
+        device < snap->device_count ? &snap->device_traces[device] : NULL;
+    fake_device_init(&r.dev, snap, device, mode->check, capacity);
+    span_map_init(&r.addr_of);
     struct device_ops ops;
     replay_device_ops(&r.dev, &ops);
     /* The starting state is rebuilt with exact sizes (its blocks were rounded when they were
@@ -256,131 +490,23 @@ replay_once(const struct snapshot *snap, size_t device, const char *conf, struct
         fprintf(stderr, "cuprof: replay: out of memory\n");
         return CLI_BADUSE;
     }
-    /* No recorded segment address is offered while the starting state is rebuilt. */
-    r.dev.cursor = t ? t->count : 0;
-    if (replay_start_state(&r, &config, &res->prelude_misses) != 0)
-        goto oom;
-    mode->guesses = r.nguesses;
-    /* Peaks count from the first entry: the fillers that built the starting state held its free
-     * blocks (and a spare page) only for a moment. */
-    allocator_reset_peak_stats(r.alloc, (int)device);
-    allocator_set_roundup_divisions(r.alloc, config.roundup_power2_divisions);
-    r.dev.cursor = 0;
-    struct cli_progress progress;
-    cli_progress_begin(&progress, "replaying");
-    size_t seg_first = 0, seg_count = 0;
-    uint64_t seg_sizes[8];
+    struct replay_cursor c = {.t = t, .config = &config, .mode = mode, .res = res};
     /* A learning replay has nothing to learn without a guess. */
+    int rc = replay_prepare(&r, &config, t ? t->count : 0, mode, res);
     size_t count = t && !(mode->learn && r.nguesses == 0) ? t->count : 0;
-    pending = pending_requests(t);
-    if (pending == NULL)
-        goto oom;
-    for (size_t i = 0; i < count; i++) {
-        const struct snap_entry *e = &t->entries[i];
-        cli_progress_update(&progress, i, t->count);
-        uint64_t addr = 0;
-        if (e->pool != TRACE_POOL_DEFAULT && e->pool != TRACE_POOL_TRACE) {
-            /* Managed, VMM or driver-pool memory: tracked, never a caching decision. */
-            if (replay_external(&r, e) != 0)
-                goto oom;
-            continue;
-        }
-        if (e->action == TRACE_SEGMENT_ALLOC || e->action == TRACE_SEGMENT_MAP) {
-            if (seg_count == 0)
-                seg_first = i;
-            if (seg_count < 8)
-                seg_sizes[seg_count] = e->size;
-            seg_count++;
-            continue;
-        }
-        if (is_release(e->action) && (i == 0 || !is_release(t->entries[i - 1].action))) {
-            bool emptied;
-            if (emptied_by_program(&r, &config, t, i, &emptied) != 0)
-                goto oom;
-            if (emptied)
-                (void)allocator_empty_cache(r.alloc, (int)device);
-            continue;
-        }
-        if (is_release(e->action))
-            continue;
-        if (e->action == TRACE_ALLOC || e->action == TRACE_OOM) {
-            r.dev.made_count = 0;
-            /* Offer the recorded segment address only to the request that made it. */
-            r.dev.cursor = seg_count ? seg_first : (t ? t->count : 0);
-            int rc = allocator_malloc(r.alloc, (int)device, e->size, e->stream, e->stack, &addr);
-            if (rc == -CUPROF_ENOMEM) {
-                res->ooms++;
-                addr = 0;
-            } else if (rc != 0) {
-                goto oom;
-            }
-            if (e->action == TRACE_OOM) {
-                res->recorded_ooms++;
-                /* The program never got this block: give it back at once. */
-                if (addr != 0 && allocator_free(r.alloc, addr, 0) != 0)
-                    goto oom;
-            } else {
-                if (check) {
-                    bool same = addr == e->addr && r.dev.made_count == seg_count;
-                    for (size_t k = 0; same && k < seg_count && k < 8; k++)
-                        same = r.dev.made[k] == seg_sizes[k];
-                    res->checked++;
-                    if (same) {
-                        res->reproduced++;
-                    } else if (mode->learn) {
-                        int learnt = addr == 0
-                                         ? 0
-                                         : replay_start_learn(
-                                               &r, addr, alloc_policy_round_size(&config, e->size));
-                        if (learnt < 0)
-                            goto oom;
-                        mode->learnt = learnt == 1;
-                        break;
-                    } else {
-                        show_diff(&r, i, e, addr, seg_first, seg_count);
-                    }
-                }
-                if (addr != 0 && addr_map_put(&r.addr_of, e->addr, addr, REPLAY_BLOCK_CACHED) != 0)
-                    goto oom;
-            }
-            seg_count = 0;
-        } else if (e->action == TRACE_FREE_REQUESTED && pending[i]) {
-            /* A block used on other streams: freed now (PyTorch's allocated counters drop at the
-             * request), cached only at its free_completed, through an event that waits for it.
-             * Its own pseudo-stream keeps each such wait independent of the others. */
-            struct addr_map_item *it = addr_map_get(&r.addr_of, e->addr);
-            if (it != NULL && it->stack == REPLAY_BLOCK_CACHED) {
-                r.dev.event_key = it->size;
-                int rc = allocator_free_on_stream(r.alloc, it->size, UINT64_MAX - i, 0);
-                r.dev.event_key = 0;
-                if (rc != 0)
-                    goto oom;
-                it->stack = REPLAY_BLOCK_PENDING; /* its completion only ends the wait */
-            }
-        } else if (e->action == TRACE_FREE_REQUESTED || e->action == TRACE_FREE_COMPLETED) {
-            /* Freed at the request when no completion follows; a completion whose request came
-             * before the first entry frees a block of the starting state. */
-            struct addr_map_item old;
-            if (addr_map_remove(&r.addr_of, e->addr, &old) && old.stack != REPLAY_BLOCK_EXTERNAL) {
-                if (old.stack == REPLAY_BLOCK_PENDING)
-                    (void)replay_device_complete(&r.dev, old.size);
-                else if (allocator_free(r.alloc, old.size, 0) != 0)
-                    goto oom;
-                replay_guess_freed(&r, old.size);
-            }
-        }
+    uint8_t *pending = rc == 0 ? pending_requests(t) : NULL;
+    c.pending = pending;
+    if (pending == NULL || replay_entries(&r, &c, count) != 0) {
+        fprintf(stderr, "cuprof: replay: the allocator failed on a recorded request\n");
+        run_free(&r);
+        free(pending);
+        return CLI_BADUSE;
     }
-    cli_progress_end(&progress);
     allocator_get_stats(r.alloc, (int)device, &res->stats);
     res->ok = true;
     run_free(&r);
     free(pending);
     return CLI_OK;
-oom:
-    fprintf(stderr, "cuprof: replay: the allocator failed on a recorded request\n");
-    run_free(&r);
-    free(pending);
-    return CLI_BADUSE;
 }
 
 /* A mid-run history's starting state guesses where some free blocks begin (their owners may hold
@@ -392,7 +518,7 @@ oom:
 
 static int
 learn_remainders(const struct snapshot *snap, size_t device, const char *conf, uint64_t capacity,
-                 struct addr_map *remainders)
+                 struct span_map *remainders)
 {
     for (int k = 0; k < REPLAY_MAX_LEARN; k++) {
         struct replay_mode mode = {
@@ -454,100 +580,94 @@ print_table(const struct replay_result *res, size_t n)
     printf("\n");
 }
 
+/* The settings given, each of which must parse, before the file is read. */
+static int
+check_confs(const struct replay_args *a)
+{
+    char err[256];
+    struct alloc_config probe;
+    for (size_t i = 1; i < a->nconf; i++)
+        if (alloc_config_parse(a->confs[i], &probe, err, sizeof(err)) != 0)
+            return cli_usage_error("replay", "--alloc-conf: %s", err);
+    return CLI_OK;
+}
+
+/* The snapshot's own settings, or the defaults when they do not parse. */
+static const char *
+recorded_conf(const struct snapshot *snap, const char *path)
+{
+    const char *conf = snap->has_allocator_settings && snap->allocator_settings.alloc_conf
+                           ? snap->allocator_settings.alloc_conf
+                           : "";
+    char err[256];
+    struct alloc_config probe;
+    if (alloc_config_parse(conf, &probe, err, sizeof(err)) != 0) {
+        fprintf(stderr, "cuprof: %s: the recorded settings do not parse (%s): using defaults\n",
+                path, err);
+        conf = "";
+    }
+    return conf;
+}
+
+/* Every setting replayed in turn, the recorded one first (after learning its remainders). */
+static int
+replay_all(const struct snapshot *snap, const struct replay_args *a, struct replay_result *res)
+{
+    uint64_t capacity = a->memory ? a->memory : capacity_from_ooms(snap, (size_t)a->device);
+    struct span_map remainders;
+    span_map_init(&remainders);
+    int status = learn_remainders(snap, (size_t)a->device, a->confs[0], capacity, &remainders);
+    for (size_t i = 0; i < a->nconf && status == CLI_OK; i++) {
+        res[i].label = a->confs[i];
+        if (i == 0 && a->check)
+            printf("differences from the recording (first %d):\n", REPLAY_SHOW_DIFFS);
+        struct replay_mode mode = {
+            .recorded = i == 0, .check = a->check && i == 0, .remainders = &remainders};
+        status = replay_once(snap, (size_t)a->device, a->confs[i], &mode, capacity, &res[i]);
+    }
+    span_map_free(&remainders);
+    return status;
+}
+
+/* The --check count, then the table; CLI_FOUND when the replay differs from the recording. */
+static int
+print_results(const struct replay_result *res, size_t n, bool check)
+{
+    if (check) {
+        printf("reproduced %zu/%zu allocations", res[0].reproduced, res[0].checked);
+        if (res[0].prelude_misses > 0)
+            printf(" (%zu blocks of the starting state could not be placed)",
+                   res[0].prelude_misses);
+        printf("\n\n");
+    }
+    print_table(res, n);
+    return check && res[0].reproduced < res[0].checked ? CLI_FOUND : CLI_OK;
+}
+
 int
 cmd_replay(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"alloc-conf", required_argument, NULL, 'a'},
-        {"check", no_argument, NULL, 'c'},
-        {"memory", required_argument, NULL, 'm'},
-        {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *confs[REPLAY_MAX_CONFS + 1];
-    size_t nconf = 1;
-    bool check = false;
-    uint64_t memory = 0, device = 0;
-    struct cli_options o = {.cmd = "replay",
-                            .usage = usage_text,
-                            .shortopts = "a:cm:d:h",
-                            .longopts = options,
-                            .unknown = "unknown option or missing value",
-                            .operands = 1,
-                            .operands_error = "expected one snapshot FILE"};
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1) {
-        switch (c) {
-        case 'a':
-            if (nconf > REPLAY_MAX_CONFS)
-                return cli_usage_error("replay", "at most %d --alloc-conf", REPLAY_MAX_CONFS);
-            confs[nconf++] = optarg;
-            break;
-        case 'c':
-            check = true;
-            break;
-        case 'm':
-            if (!cli_parse_u64(optarg, &memory) || memory == 0)
-                return cli_usage_error("replay", "--memory wants bytes, not \"%s\"", optarg);
-            break;
-        case 'd':
-            if (!cli_parse_u64(optarg, &device))
-                return cli_usage_error("replay", "--device wants a number, not \"%s\"", optarg);
-            break;
-        }
-    }
-    if (o.finished)
-        return o.status;
-    char err[256];
-    struct alloc_config probe;
-    for (size_t i = 1; i < nconf; i++)
-        if (alloc_config_parse(confs[i], &probe, err, sizeof(err)) != 0)
-            return cli_usage_error("replay", "--alloc-conf: %s", err);
-    struct snapshot *snap;
-    int rc = cli_load(argv[optind], &snap);
-    if (rc != CLI_OK)
-        return rc;
-    if (device >= snap->device_count) {
-        fprintf(stderr, "cuprof: %s: no trace for device %" PRIu64 "\n", argv[optind], device);
-        snapshot_free(snap);
+    struct replay_args args = {.nconf = 1};
+    struct cli_input in;
+    if (!cli_parse(&cmd_replay_command, argc, argv, &args, &in))
+        return in.status;
+    int status = check_confs(&args);
+    if (status != CLI_OK)
+        return status;
+    if (!cli_read(&cmd_replay_command, &in))
+        return in.status;
+    const struct snapshot *snap = in.snap[0];
+    if (args.device >= snap->device_count) {
+        fprintf(stderr, "cuprof: %s: no trace for device %" PRIu64 "\n", in.paths[0], args.device);
+        cli_input_free(&in);
         return CLI_BADUSE;
     }
-    confs[0] = snap->has_allocator_settings && snap->allocator_settings.alloc_conf
-                   ? snap->allocator_settings.alloc_conf
-                   : "";
-    if (alloc_config_parse(confs[0], &probe, err, sizeof(err)) != 0) {
-        fprintf(stderr, "cuprof: %s: the recorded settings do not parse (%s): using defaults\n",
-                argv[optind], err);
-        confs[0] = "";
-    }
-    uint64_t capacity = memory ? memory : capacity_from_ooms(snap, (size_t)device);
+    args.confs[0] = recorded_conf(snap, in.paths[0]);
     struct replay_result res[REPLAY_MAX_CONFS + 1];
     memset(res, 0, sizeof(res));
-    struct addr_map remainders;
-    addr_map_init(&remainders);
-    int status = learn_remainders(snap, (size_t)device, confs[0], capacity, &remainders);
-    for (size_t i = 0; i < nconf && status == CLI_OK; i++) {
-        res[i].label = confs[i];
-        if (i == 0 && check)
-            printf("differences from the recording (first %d):\n", REPLAY_SHOW_DIFFS);
-        struct replay_mode mode = {
-            .recorded = i == 0, .check = check && i == 0, .remainders = &remainders};
-        status = replay_once(snap, (size_t)device, confs[i], &mode, capacity, &res[i]);
-    }
-    addr_map_free(&remainders);
-    if (status == CLI_OK) {
-        if (check) {
-            printf("reproduced %zu/%zu allocations", res[0].reproduced, res[0].checked);
-            if (res[0].prelude_misses > 0)
-                printf(" (%zu blocks of the starting state could not be placed)",
-                       res[0].prelude_misses);
-            printf("\n\n");
-        }
-        print_table(res, nconf);
-        if (check && res[0].reproduced < res[0].checked)
-            status = CLI_FOUND;
-    }
-    snapshot_free(snap);
+    status = replay_all(snap, &args, res);
+    if (status == CLI_OK)
+        status = print_results(res, args.nconf, args.check);
+    cli_input_free(&in);
     return status;
 }

@@ -2,7 +2,6 @@
  *   reports where the snapshots went with a one-screen summary, exits with PROG's status. */
 #include <dlfcn.h>
 #include <errno.h>
-#include <getopt.h>
 #include <glob.h>
 #include <limits.h>
 #include <signal.h>
@@ -14,33 +13,89 @@
 #include <unistd.h>
 
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "cli/frame_filter.h"
 #include "cli/static_cudart.h"
 
-static const char usage_text[] =
+static const char run_text[] =
     "usage: cuprof run [OPTIONS] [--] PROG [ARGS...]\n\n"
     "Runs PROG with libcuprof.so preloaded (by absolute path; an LD_PRELOAD you already set is\n"
     "kept after it, except sanitizer runtimes, which stay first). The shim names each snapshot\n"
     "as it writes it; when PROG exits cuprof prints a one-screen summary of the last one on\n"
     "stderr (and names the snapshots itself under CUPROF_LOG=quiet), and exits with PROG's exit\n"
     "status (128+N when a signal N killed it).\n"
-    "Options set the matching CUPROF_* variables for PROG:\n\n"
-    "  -o, --output FILE      CUPROF_SNAPSHOT: snapshot path template (%p pid, %r rank, %h host,\n"
-    "                         %n dump number, %t time; .json for JSON, else pickle)\n"
-    "      --mode MODE        CUPROF_MODE: cache (default), trace or off\n"
-    "      --alloc-conf CONF  CUPROF_ALLOC_CONF: PyTorch's PYTORCH_CUDA_ALLOC_CONF syntax,\n"
-    "                         e.g. max_split_size_mb:256,roundup_power2_divisions:4\n"
-    "      --history H        CUPROF_HISTORY: all (default), state or off\n"
-    "      --stacks S         CUPROF_STACKS: all, alloc (default) or none\n"
-    "      --depth N          CUPROF_STACK_DEPTH: frames kept per stack (default 32)\n"
-    "      --sim              run on the simulated CUDA device installed with cuprof (or of\n"
-    "                         its build tree); also chosen, with a note, when no libcuda.so.1\n"
-    "                         can be loaded. A PROG carrying NVIDIA's own runtime (nvcc's\n"
-    "                         default -cudart static) cannot run there: cuprof says so first\n"
-    "  -q, --quiet            no summary, only where the snapshots went\n"
-    "  -h, --help             this text\n\n"
-    "Example: cuprof run -o train-%p.pickle --alloc-conf max_split_size_mb:128 -- ./train 20\n";
+    "Options set the matching CUPROF_* variables for PROG:\n\n";
+
+static const struct cli_option run_options[] = {
+    {"output", 'o', "FILE",
+     "CUPROF_SNAPSHOT: snapshot path template (%p pid, %r rank, %h host, %n dump number, %t "
+     "time; .json for JSON, else pickle)",
+     0},
+    {"mode", 0, "MODE", "CUPROF_MODE: cache (default), trace or off", 'm'},
+    {"alloc-conf", 0, "CONF",
+     "CUPROF_ALLOC_CONF: PyTorch's PYTORCH_CUDA_ALLOC_CONF syntax, e.g. "
+     "max_split_size_mb:256,roundup_power2_divisions:4",
+     'a'},
+    {"history", 0, "H", "CUPROF_HISTORY: all (default), state or off", 'H'},
+    {"stacks", 0, "S", "CUPROF_STACKS: all, alloc (default) or none", 's'},
+    {"depth", 0, "N", "CUPROF_STACK_DEPTH: frames kept per stack (default 32)", 'd'},
+    {"sim", 0, NULL,
+     "run on the simulated CUDA device installed with cuprof (or of its build tree); also "
+     "chosen, with a note, when no libcuda.so.1 can be loaded. A PROG carrying NVIDIA's own "
+     "runtime (nvcc's default -cudart static) cannot run there: cuprof says so first",
+     'S'},
+    {"quiet", 'q', NULL, "no summary, only where the snapshots went", 0},
+    {0},
+};
+
+/* The variable each option sets for PROG. */
+static const struct {
+    int key;
+    const char *env;
+} env_of[] = {{'o', "CUPROF_SNAPSHOT"}, {'m', "CUPROF_MODE"},   {'a', "CUPROF_ALLOC_CONF"},
+              {'H', "CUPROF_HISTORY"},  {'s', "CUPROF_STACKS"}, {'d', "CUPROF_STACK_DEPTH"}};
+
+struct run_args {
+    bool sim, quiet;
+};
+
+static int
+set_option_env(const char *name, const char *value)
+{
+    if (setenv(name, value, 1) != 0) {
+        fprintf(stderr, "cuprof: run: cannot set %s: %s\n", name, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int
+run_option(void *ctx, int key, const char *value)
+{
+    struct run_args *a = ctx;
+    if (key == 'S')
+        a->sim = true;
+    else if (key == 'q')
+        a->quiet = true;
+    for (size_t i = 0; i < sizeof(env_of) / sizeof(env_of[0]); i++)
+        if (env_of[i].key == key && set_option_env(env_of[i].env, value) != 0)
+            return CLI_BADUSE;
+    return CLI_OK;
+}
+
+const struct cli_command cmd_run_command = {
+    .name = "run",
+    .text = run_text,
+    .options = run_options,
+    .epilog = "Example: cuprof run -o train-%p.pickle --alloc-conf max_split_size_mb:128 -- "
+              "./train 20\n",
+    .unknown = "unknown option or missing value",
+    .operands = CLI_ONE_OR_MORE,
+    .operands_error = "expected a program to run after the options",
+    .in_order = true,
+    .option = run_option,
+};
 
 #ifndef CUPROF_INSTALL_BINDIR
 #define CUPROF_INSTALL_BINDIR "bin"
@@ -323,94 +378,44 @@ report_snapshots(const char *tmpl, pid_t pid, struct timespec started, bool quie
         globfree(&g);
 }
 
+/* Where PROG's CUDA calls go: the driver, or the simulated device (asked for, or when no driver
+ * loads). Returns CLI_OK or CLI_BADUSE (said why). */
 static int
-set_option_env(const char *name, const char *value)
+choose_device(const struct run_paths *paths, bool sim, const char *prog)
 {
-    if (setenv(name, value, 1) != 0) {
-        fprintf(stderr, "cuprof: run: cannot set %s: %s\n", name, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-int
-cmd_run(int argc, char **argv)
-{
-    static const struct option options[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"mode", required_argument, NULL, 'm'},
-        {"alloc-conf", required_argument, NULL, 'a'},
-        {"history", required_argument, NULL, 'H'},
-        {"stacks", required_argument, NULL, 's'},
-        {"depth", required_argument, NULL, 'd'},
-        {"sim", no_argument, NULL, 'S'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    static const struct {
-        int opt;
-        const char *env;
-    } env_of[] = {{'o', "CUPROF_SNAPSHOT"}, {'m', "CUPROF_MODE"},   {'a', "CUPROF_ALLOC_CONF"},
-                  {'H', "CUPROF_HISTORY"},  {'s', "CUPROF_STACKS"}, {'d', "CUPROF_STACK_DEPTH"}};
-    bool sim = false, quiet = false;
-    struct cli_options o = {.cmd = "run",
-                            .usage = usage_text,
-                            .shortopts = "+o:qh",
-                            .longopts = options,
-                            .unknown = "unknown option or missing value",
-                            .operands = -1,
-                            .operands_error = "expected a program to run after the options"};
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1) {
-        if (c == 'S') {
-            sim = true;
-        } else if (c == 'q') {
-            quiet = true;
-        } else {
-            for (size_t i = 0; i < sizeof(env_of) / sizeof(env_of[0]); i++)
-                if (env_of[i].opt == c && set_option_env(env_of[i].env, optarg) != 0)
-                    return CLI_BADUSE;
-        }
-    }
-    if (o.finished)
-        return o.status;
-    static struct run_paths paths;
-    find_paths(&paths);
-    if (paths.lib[0] == '\0') {
-        fprintf(stderr,
-                "cuprof: run: libcuprof.so not found next to this cuprof (%s) or in its "
-                "build tree\n",
-                paths.libdir[0] ? paths.libdir : CUPROF_INSTALL_LIBDIR);
-        return CLI_BADUSE;
-    }
     if (!sim && !driver_available()) {
         sim = true;
         fprintf(stderr, "cuprof: no CUDA driver (libcuda.so.1) could be loaded: running on the "
                         "simulated device\n");
     }
-    if (sim) {
-        if (paths.sim[0] == '\0') {
-            fprintf(stderr,
-                    "cuprof: run: the simulated device (libcuda.so.1, libcudart.so.13) is "
-                    "neither installed next to this cuprof (%s/cuprof/sim) nor built in its "
-                    "build tree (tests/sim)\n",
-                    paths.libdir);
-            return CLI_BADUSE;
-        }
-        if (prepend_env("LD_LIBRARY_PATH", paths.sim, ':') != 0)
-            return CLI_BADUSE;
-        /* NVIDIA's runtime inside PROG never reaches the simulated runtime: say why every CUDA
-         * call will fail, once; the simulated driver would otherwise say it when refused. */
-        char prog[PATH_MAX];
-        if (static_cudart_resolve(argv[optind], prog, sizeof prog) && static_cudart_linked(prog)) {
-            fprintf(stderr, "cuprof: %s " STATIC_CUDART_NOTE "\n", argv[optind]);
-            if (set_option_env("SIMCUDA_EXPORT_TABLE_NOTE", "0") != 0)
-                return CLI_BADUSE;
-        }
-    }
-    if (set_preload(paths.lib) != 0)
+    if (!sim)
+        return CLI_OK;
+    if (paths->sim[0] == '\0') {
+        fprintf(stderr,
+                "cuprof: run: the simulated device (libcuda.so.1, libcudart.so.13) is "
+                "neither installed next to this cuprof (%s/cuprof/sim) nor built in its "
+                "build tree (tests/sim)\n",
+                paths->libdir);
         return CLI_BADUSE;
+    }
+    if (prepend_env("LD_LIBRARY_PATH", paths->sim, ':') != 0)
+        return CLI_BADUSE;
+    /* NVIDIA's runtime inside PROG never reaches the simulated runtime: say why every CUDA
+     * call will fail, once; the simulated driver would otherwise say it when refused. */
+    char resolved[PATH_MAX];
+    if (static_cudart_resolve(prog, resolved, sizeof resolved) && static_cudart_linked(resolved)) {
+        fprintf(stderr, "cuprof: %s " STATIC_CUDART_NOTE "\n", prog);
+        if (set_option_env("SIMCUDA_EXPORT_TABLE_NOTE", "0") != 0)
+            return CLI_BADUSE;
+    }
+    return CLI_OK;
+}
+
+/* Runs PROG (prog[0]) and waits for it, then reports its snapshots. Returns its exit status as a
+ * shell gives it (128+N when signal N killed it). */
+static int
+run_program(char **prog, bool quiet)
+{
     const char *tmpl = getenv("CUPROF_SNAPSHOT");
     if (tmpl == NULL || tmpl[0] == '\0')
         tmpl = "cuprof-%p-%n.pickle";
@@ -424,8 +429,8 @@ cmd_run(int argc, char **argv)
         return CLI_BADUSE;
     }
     if (pid == 0) {
-        execvp(argv[optind], argv + optind);
-        fprintf(stderr, "cuprof: run: %s: %s\n", argv[optind], strerror(errno));
+        execvp(prog[0], prog);
+        fprintf(stderr, "cuprof: run: %s: %s\n", prog[0], strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
     }
     /* Like a shell, let ^C reach the program and wait for it to write its snapshot. */
@@ -440,7 +445,31 @@ cmd_run(int argc, char **argv)
     sigaction(SIGQUIT, &old_quit, NULL);
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (WIFSIGNALED(status))
-        fprintf(stderr, "cuprof: %s was killed by signal %d\n", argv[optind], WTERMSIG(status));
+        fprintf(stderr, "cuprof: %s was killed by signal %d\n", prog[0], WTERMSIG(status));
     report_snapshots(tmpl, pid, started, quiet);
     return code;
+}
+
+int
+cmd_run(int argc, char **argv)
+{
+    struct run_args args = {0};
+    struct cli_input in;
+    if (!cli_parse(&cmd_run_command, argc, argv, &args, &in))
+        return in.status;
+    static struct run_paths paths;
+    find_paths(&paths);
+    if (paths.lib[0] == '\0') {
+        fprintf(stderr,
+                "cuprof: run: libcuprof.so not found next to this cuprof (%s) or in its "
+                "build tree\n",
+                paths.libdir[0] ? paths.libdir : CUPROF_INSTALL_LIBDIR);
+        return CLI_BADUSE;
+    }
+    int rc = choose_device(&paths, args.sim, in.paths[0]);
+    if (rc != CLI_OK)
+        return rc;
+    if (set_preload(paths.lib) != 0)
+        return CLI_BADUSE;
+    return run_program(in.paths, args.quiet);
 }

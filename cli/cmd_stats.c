@@ -1,24 +1,54 @@
 /* cmd_stats.c: `cuprof stats FILE`: torch.cuda.memory_stats() of a snapshot as JSON. */
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "allocator/allocator.h"
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "stats/memory_stats.h"
 #include "stats/stats_json.h"
 
-static const char usage_text[] =
+static const char stats_text[] =
     "usage: cuprof stats [--device N | --all-devices] FILE\n\n"
     "Prints the memory_stats dict of FILE as JSON, with PyTorch's flat key names, sorted, the\n"
     "way json.dumps(torch.cuda.memory_stats(N)) prints it. Snapshots written by cuprof carry\n"
     "the counters; for a snapshot PyTorch wrote they are rebuilt from the block table (current\n"
-    "values) and the trace (reserved and requested peaks); accumulated counts are then 0.\n\n"
-    "  --device N      the device to print (default 0): one JSON object\n"
-    "  --all-devices   a JSON list with one object per device\n"
-    "  -h, --help      this text\n";
+    "values) and the trace (reserved and requested peaks); accumulated counts are then 0.\n\n";
+
+static const struct cli_option stats_options[] = {
+    {"device", 'd', "N", "the device to print (default 0): one JSON object", 0},
+    {"all-devices", 'a', NULL, "a JSON list with one object per device", 0},
+    {0},
+};
+
+struct stats_args {
+    uint64_t device;
+    bool all;
+};
+
+static int
+stats_option(void *ctx, int key, const char *value)
+{
+    struct stats_args *a = ctx;
+    if (key == 'a')
+        a->all = true;
+    else if (key == 'd' && !cli_parse_u64(value, &a->device))
+        return cli_usage_error("stats", "--device wants a device number, not \"%s\"", value);
+    return CLI_OK;
+}
+
+const struct cli_command cmd_stats_command = {
+    .name = "stats",
+    .text = stats_text,
+    .options = stats_options,
+    .unknown = "unknown option",
+    .operands = 1,
+    .operands_error = "expected one snapshot FILE",
+    .option = stats_option,
+    .read = 1,
+};
 
 static void
 add_block(struct memory_stats *st, const struct snap_block *b, bool is_small, bool split)
@@ -87,64 +117,22 @@ stats_for_device(const struct snapshot *snap, size_t device, struct memory_stats
     return false;
 }
 
-int
-cmd_stats(int argc, char **argv)
+/* The stats of `count` devices from `first` as JSON on stdout. Returns false when host memory
+ * runs out. */
+static bool
+print_stats(const struct snapshot *snap, size_t first, size_t count, bool all)
 {
-    static const struct option options[] = {
-        {"device", required_argument, NULL, 'd'},
-        {"all-devices", no_argument, NULL, 'a'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    uint64_t device = 0;
-    bool all = false;
-    struct cli_options o = {.cmd = "stats",
-                            .usage = usage_text,
-                            .shortopts = "d:ah",
-                            .longopts = options,
-                            .unknown = "unknown option",
-                            .operands = 1,
-                            .operands_error = "expected one snapshot FILE"};
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1) {
-        switch (c) {
-        case 'd':
-            if (!cli_parse_u64(optarg, &device))
-                return cli_usage_error("stats", "--device wants a device number, not \"%s\"",
-                                       optarg);
-            break;
-        case 'a':
-            all = true;
-            break;
-        }
-    }
-    if (o.finished)
-        return o.status;
-    struct snapshot *snap;
-    int rc = cli_load(argv[optind], &snap);
-    if (rc != CLI_OK)
-        return rc;
-    size_t ndev = analysis_device_count(snap);
-    if (ndev == 0)
-        ndev = 1;
-    if (!all && device >= ndev) {
-        fprintf(stderr, "cuprof: %s: no device %llu (the snapshot has %zu)\n", argv[optind],
-                (unsigned long long)device, ndev);
-        snapshot_free(snap);
-        return CLI_BADUSE;
-    }
-    size_t first = all ? 0 : (size_t)device, count = all ? ndev : 1;
     struct memory_stats *st = calloc(count, sizeof(*st));
     if (st == NULL) {
-        snapshot_free(snap);
         fprintf(stderr, "cuprof: out of memory\n");
-        return CLI_BADUSE;
+        return false;
     }
     for (size_t i = 0; i < count; i++)
         (void)stats_for_device(snap, first + i, &st[i]);
     size_t len = all ? stats_json_devices(st, (int)count, NULL, 0) : stats_json(st, NULL, 0);
     char *text = malloc(len + 1);
-    if (text != NULL) {
+    bool ok = text != NULL;
+    if (ok) {
         if (all)
             (void)stats_json_devices(st, (int)count, text, len + 1);
         else
@@ -153,6 +141,28 @@ cmd_stats(int argc, char **argv)
     }
     free(text);
     free(st);
-    snapshot_free(snap);
-    return text != NULL ? CLI_OK : CLI_BADUSE;
+    return ok;
+}
+
+int
+cmd_stats(int argc, char **argv)
+{
+    struct stats_args args = {0};
+    struct cli_input in;
+    if (!cli_begin(&cmd_stats_command, argc, argv, &args, &in))
+        return in.status;
+    size_t ndev = analysis_device_count(in.snap[0]);
+    if (ndev == 0)
+        ndev = 1;
+    int status = CLI_OK;
+    if (!args.all && args.device >= ndev) {
+        fprintf(stderr, "cuprof: %s: no device %llu (the snapshot has %zu)\n", in.paths[0],
+                (unsigned long long)args.device, ndev);
+        status = CLI_BADUSE;
+    } else if (!print_stats(in.snap[0], args.all ? 0 : (size_t)args.device, args.all ? ndev : 1,
+                            args.all)) {
+        status = CLI_BADUSE;
+    }
+    cli_input_free(&in);
+    return status;
 }

@@ -1,6 +1,5 @@
 /* cmd_summary.c: `cuprof summary FILE...`: per file (rank) and device, the memory_summary table,
  *   peaks and where they happened, fragmentation, top call sites and OOM events. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 #include "allocator/trace_sink.h"
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "cli/cross_rank.h"
 #include "cli/frame_filter.h"
@@ -16,7 +16,7 @@
 #include "stats/memory_stats.h"
 #include "stats/memory_summary.h"
 
-static const char usage_text[] =
+static const char summary_text[] =
     "usage: cuprof summary [--top N] [--brief] [--all-frames] FILE...\n\n"
     "For every snapshot FILE (one per rank), and every device in it:\n"
     "  - PyTorch's memory_summary table (cuprof's counters, or rebuilt from the block table);\n"
@@ -36,14 +36,59 @@ static const char usage_text[] =
     "spread (max/min) and the outlier ranks (peak reserved more than 10% from the median);\n"
     "then the call sites whose live bytes at the end differ most between ranks. The files are\n"
     "read in parallel, one snapshot per thread in memory. The per-file reports follow for up\n"
-    "to 16 files (--each for more).\n\n"
-    "  --top N       call sites to list (default 10)\n"
-    "  --brief       one screen: no table, 5 call sites\n"
-    "  --all-frames  hide no frame: a call site is a whole stack, named by its innermost frame\n"
-    "  --each        per-file reports after the cross-rank view, however many files\n"
-    "  --ranks-only  the cross-rank view alone\n"
-    "  --jobs N      files read at once (default: the number of CPUs, at most 16)\n"
-    "  -h, --help    this text\n";
+    "to 16 files (--each for more).\n\n";
+
+static const struct cli_option summary_options[] = {
+    {"top", 't', "N", "call sites to list (default 10)", 0},
+    {"brief", 'b', NULL, "one screen: no table, 5 call sites", 0},
+    {"all-frames", 0, NULL,
+     "hide no frame: a call site is a whole stack, named by its innermost frame", CLI_ALL_FRAMES},
+    {"each", 0, NULL, "per-file reports after the cross-rank view, however many files", 'E'},
+    {"ranks-only", 0, NULL, "the cross-rank view alone", 'R'},
+    {"jobs", 0, "N", "files read at once (default: the number of CPUs, at most 16)", 'j'},
+    {0},
+};
+
+struct summary_args {
+    uint64_t top, jobs;
+    bool brief, each, ranks_only;
+};
+
+static int
+summary_option(void *ctx, int key, const char *value)
+{
+    struct summary_args *a = ctx;
+    switch (key) {
+    case 't':
+        if (!cli_parse_u64(value, &a->top))
+            return cli_usage_error("summary", "--top wants a number, not \"%s\"", value);
+        break;
+    case 'b':
+        a->brief = true;
+        break;
+    case 'E':
+        a->each = true;
+        break;
+    case 'R':
+        a->ranks_only = true;
+        break;
+    case 'j':
+        if (!cli_parse_u64(value, &a->jobs) || a->jobs == 0 || a->jobs > 16)
+            return cli_usage_error("summary", "--jobs wants 1 to 16, not \"%s\"", value);
+        break;
+    }
+    return CLI_OK;
+}
+
+const struct cli_command cmd_summary_command = {
+    .name = "summary",
+    .text = summary_text,
+    .options = summary_options,
+    .unknown = "unknown option",
+    .operands = CLI_ONE_OR_MORE,
+    .operands_error = "expected at least one snapshot FILE",
+    .option = summary_option,
+};
 
 static void
 print_when(FILE *out, const struct snapshot *snap, size_t device, size_t at, int64_t t0)
@@ -223,71 +268,33 @@ summary_print(FILE *out, const char *path, const struct snapshot *snap, bool bri
 int
 cmd_summary(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"top", required_argument, NULL, 't'},  {"brief", no_argument, NULL, 'b'},
-        {"all-frames", no_argument, NULL, 'A'}, {"each", no_argument, NULL, 'E'},
-        {"ranks-only", no_argument, NULL, 'R'}, {"jobs", required_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
-    };
-    uint64_t top = 10, jobs = 0;
-    bool brief = false, all_frames = false, each = false, ranks_only = false;
-    struct cli_options o = {.cmd = "summary",
-                            .usage = usage_text,
-                            .shortopts = "t:bh",
-                            .longopts = options,
-                            .unknown = "unknown option",
-                            .operands = -1,
-                            .operands_error = "expected at least one snapshot FILE"};
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1) {
-        switch (c) {
-        case 't':
-            if (!cli_parse_u64(optarg, &top))
-                return cli_usage_error("summary", "--top wants a number, not \"%s\"", optarg);
-            break;
-        case 'b':
-            brief = true;
-            break;
-        case 'A':
-            all_frames = true;
-            break;
-        case 'E':
-            each = true;
-            break;
-        case 'R':
-            ranks_only = true;
-            break;
-        case 'j':
-            if (!cli_parse_u64(optarg, &jobs) || jobs == 0 || jobs > 16)
-                return cli_usage_error("summary", "--jobs wants 1 to 16, not \"%s\"", optarg);
-            break;
-        }
-    }
-    if (o.finished)
-        return o.status;
-    if (brief && top == 10)
-        top = 5;
+    struct summary_args args = {.top = 10};
+    struct cli_input in;
+    if (!cli_parse(&cmd_summary_command, argc, argv, &args, &in))
+        return in.status;
+    if (args.brief && args.top == 10)
+        args.top = 5;
     int status = CLI_OK;
-    int files = argc - optind;
-    if (files > 1) {
-        int rc = cross_rank_print(stdout, argv + optind, (size_t)files, all_frames, (size_t)top,
-                                  (unsigned)jobs);
+    if (in.count > 1) {
+        int rc = cross_rank_print(stdout, in.paths, in.count, in.all_frames, (size_t)args.top,
+                                  (unsigned)args.jobs);
         if (rc != 0)
             status = CLI_BADUSE;
-        if (ranks_only || (files > 16 && !each))
+        if (args.ranks_only || (in.count > 16 && !args.each))
             return status;
         printf("\n");
     }
-    for (int i = optind; i < argc; i++) {
+    /* One snapshot in memory at a time. */
+    for (size_t i = 0; i < in.count; i++) {
         struct snapshot *snap;
-        if (frame_filter_load(argv[i], all_frames, &snap) != CLI_OK) {
+        if (frame_filter_load(in.paths[i], in.all_frames, &snap) != CLI_OK) {
             status = CLI_BADUSE;
             continue;
         }
-        if (i > optind)
+        if (i > 0)
             printf("\n");
-        if (summary_print(stdout, argv[i], snap, brief, (size_t)top) != 0) {
-            fprintf(stderr, "cuprof: %s: out of memory\n", argv[i]);
+        if (summary_print(stdout, in.paths[i], snap, args.brief, (size_t)args.top) != 0) {
+            fprintf(stderr, "cuprof: %s: out of memory\n", in.paths[i]);
             status = CLI_BADUSE;
         }
         snapshot_free(snap);

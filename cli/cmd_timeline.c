@@ -1,7 +1,6 @@
 /* cmd_timeline.c: `cuprof timeline FILE -o trace.json`: Chrome trace-event JSON (Perfetto,
  *   chrome://tracing): allocated and reserved counter tracks per device, OOM and segment events. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,9 +8,10 @@
 #include "allocator/trace_sink.h"
 #include "cli/analysis.h"
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
 
-static const char usage_text[] =
+static const char timeline_text[] =
     "usage: cuprof timeline [-o trace.json] FILE...\n\n"
     "Writes the history of each FILE as Chrome trace-event JSON, which ui.perfetto.dev and\n"
     "chrome://tracing open: per device a counter track of allocated bytes (live requested\n"
@@ -19,9 +19,30 @@ static const char usage_text[] =
     "segment_alloc/segment_free, and annotations. Times are microseconds since the first\n"
     "entry; a history without times uses the entry number as the time. Several files (a job's\n"
     "ranks) each get a process track of their own, named by rank, host and pid, aligned on\n"
-    "wall-clock time: the earliest entry of all the files is time 0.\n\n"
-    "  -o, --output FILE  where to write (default: standard output)\n"
-    "  -h, --help         this text\n";
+    "wall-clock time: the earliest entry of all the files is time 0.\n\n";
+
+static const struct cli_option timeline_options[] = {
+    {"output", 'o', "FILE", "where to write (default: standard output)", 0},
+    {0},
+};
+
+static int
+timeline_option(void *ctx, int key, const char *value)
+{
+    if (key == 'o')
+        *(const char **)ctx = value;
+    return CLI_OK;
+}
+
+const struct cli_command cmd_timeline_command = {
+    .name = "timeline",
+    .text = timeline_text,
+    .options = timeline_options,
+    .unknown = "unknown option or missing value",
+    .operands = CLI_ONE_OR_MORE,
+    .operands_error = "expected at least one snapshot FILE",
+    .option = timeline_option,
+};
 
 struct tl_writer {
     FILE *out;
@@ -150,47 +171,74 @@ process_name(struct tl_writer *w, const struct snapshot *snap, const char *path)
     }
 }
 
-int
-cmd_timeline(int argc, char **argv)
+/* The earliest time of every file, so ranks line up on the wall clock (INT64_MAX when one has
+ * none): one file is in memory at a time. */
+static int
+shared_t0(char **paths, size_t count, int64_t *t0)
 {
-    static const struct option options[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *output = NULL;
-    struct cli_options o = {.cmd = "timeline",
-                            .usage = usage_text,
-                            .shortopts = "o:h",
-                            .longopts = options,
-                            .unknown = "unknown option or missing value",
-                            .operands = -1,
-                            .operands_error = "expected at least one snapshot FILE"};
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1) {
-        switch (c) {
-        case 'o':
-            output = optarg;
-            break;
-        }
-    }
-    if (o.finished)
-        return o.status;
-    /* First pass: the earliest time of every file, so ranks line up on the wall clock. One
-     * file is in memory at a time. */
-    int files = argc - optind;
-    bool shared_clock = files > 1;
-    int64_t t0 = INT64_MAX;
-    for (int f = optind; shared_clock && f < argc; f++) {
+    *t0 = INT64_MAX;
+    for (size_t f = 0; f < count; f++) {
         struct snapshot *snap;
-        int rc = cli_load(argv[f], &snap);
+        int rc = cli_load(paths[f], &snap);
         if (rc != CLI_OK)
             return rc;
         int64_t first = first_time(snap);
-        shared_clock = first != INT64_MAX;
-        t0 = first < t0 ? first : t0;
+        snapshot_free(snap);
+        if (first == INT64_MAX) {
+            *t0 = INT64_MAX;
+            break;
+        }
+        *t0 = first < *t0 ? first : *t0;
+    }
+    return CLI_OK;
+}
+
+/* Every file's tracks, one file in memory at a time. */
+static int
+write_files(struct tl_writer *w, char **paths, size_t count)
+{
+    int status = CLI_OK;
+    int64_t *pids = calloc(count, sizeof(*pids));
+    for (size_t f = 0; f < count && status == CLI_OK; f++) {
+        struct snapshot *snap;
+        status = cli_load(paths[f], &snap);
+        if (status != CLI_OK)
+            break;
+        /* A track per file: the process's pid, unless another file (another host) had it. */
+        w->pid = snap->cuprof.present ? snap->cuprof.pid : 0;
+        for (size_t k = 0; pids != NULL && k < f; k++)
+            if (pids[k] == w->pid)
+                w->pid = -(int64_t)f - 1;
+        if (pids != NULL)
+            pids[f] = w->pid;
+        process_name(w, snap, paths[f]);
+        size_t ndev = analysis_device_count(snap);
+        for (size_t d = 0; d < ndev; d++)
+            if (device_events(w, snap, d) != 0) {
+                fprintf(stderr, "cuprof: %s: out of memory\n", paths[f]);
+                status = CLI_BADUSE;
+                break;
+            }
         snapshot_free(snap);
     }
+    free(pids);
+    return status;
+}
+
+int
+cmd_timeline(int argc, char **argv)
+{
+    const char *output = NULL;
+    struct cli_input in;
+    if (!cli_parse(&cmd_timeline_command, argc, argv, &output, &in))
+        return in.status;
+    int64_t t0 = INT64_MAX;
+    if (in.count > 1) {
+        int rc = shared_t0(in.paths, in.count, &t0);
+        if (rc != CLI_OK)
+            return rc;
+    }
+    bool shared_clock = t0 != INT64_MAX;
     FILE *out = output ? fopen(output, "w") : stdout;
     if (out == NULL) {
         fprintf(stderr, "cuprof: %s: %s\n", output, strerror(errno));
@@ -198,31 +246,7 @@ cmd_timeline(int argc, char **argv)
     }
     fprintf(out, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [");
     struct tl_writer w = {out, true, 0, shared_clock, shared_clock ? t0 : 0};
-    int status = CLI_OK;
-    int64_t *pids = calloc((size_t)files, sizeof(*pids));
-    for (int f = optind; f < argc && status == CLI_OK; f++) {
-        struct snapshot *snap;
-        status = cli_load(argv[f], &snap);
-        if (status != CLI_OK)
-            break;
-        /* A track per file: the process's pid, unless another file (another host) had it. */
-        w.pid = snap->cuprof.present ? snap->cuprof.pid : 0;
-        for (int k = 0; pids != NULL && k < f - optind; k++)
-            if (pids[k] == w.pid)
-                w.pid = -(int64_t)(f - optind) - 1;
-        if (pids != NULL)
-            pids[f - optind] = w.pid;
-        process_name(&w, snap, argv[f]);
-        size_t ndev = analysis_device_count(snap);
-        for (size_t d = 0; d < ndev; d++)
-            if (device_events(&w, snap, d) != 0) {
-                fprintf(stderr, "cuprof: %s: out of memory\n", argv[f]);
-                status = CLI_BADUSE;
-                break;
-            }
-        snapshot_free(snap);
-    }
-    free(pids);
+    int status = write_files(&w, in.paths, in.count);
     fprintf(out, "\n]}\n");
     if (output != NULL && fclose(out) != 0) {
         fprintf(stderr, "cuprof: %s: %s\n", output, strerror(errno));

@@ -3,7 +3,6 @@
  *   minutes, then the call sites holding the most live memory, named by their first user frame.
  *   `--once` prints one frame as plain text, `--json` the process's raw TOP reply. */
 #include <errno.h>
-#include <getopt.h>
 #include <langinfo.h>
 #include <locale.h>
 #include <poll.h>
@@ -17,11 +16,12 @@
 #include <unistd.h>
 
 #include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "cli/control_client.h"
 #include "cli/frame_filter.h"
 
-static const char usage_text[] =
+static const char top_text[] =
     "usage: cuprof top [PID] [--once | --json] [-n N]\n\n"
     "Shows a running process under cuprof (PID, or the only one `cuprof ps` lists) live, like\n"
     "top: per device the bytes allocated and reserved now and at peak, OOMs so far and a\n"
@@ -29,11 +29,47 @@ static const char usage_text[] =
     "live memory, named by their first frame outside cuprof, CUDA, PyTorch's allocator and the\n"
     "Python interpreter. Refreshed every second; works in any terminal (over SSH too).\n"
     "Keys: q quit, d dump a snapshot now, s sort sites by bytes or by count, + / - more or fewer\n"
-    "sites.\n\n"
-    "  --once       print one frame as plain text and exit\n"
-    "  --json       print the process's TOP reply (JSON) and exit\n"
-    "  -n N         call sites to show (default: what fits the terminal, 10 with --once)\n"
-    "  -h, --help   this text\n";
+    "sites.\n\n";
+
+static const struct cli_option top_options[] = {
+    {"once", 0, NULL, "print one frame as plain text and exit", '1'},
+    {"json", 0, NULL, "print the process's TOP reply (JSON) and exit", 'j'},
+    {NULL, 'n', "N", "call sites to show (default: what fits the terminal, 10 with --once)", 0},
+    {0},
+};
+
+struct top_args {
+    bool once, json, fixed_sites;
+    size_t sites;
+};
+
+static int
+top_option(void *ctx, int key, const char *value)
+{
+    struct top_args *a = ctx;
+    uint64_t n;
+    if (key == '1') {
+        a->once = true;
+    } else if (key == 'j') {
+        a->json = true;
+    } else if (key == 'n') {
+        if (!cli_parse_u64(value, &n) || n == 0 || n > 1000)
+            return cli_usage_error("top", "-n \"%s\": expected 1 to 1000 call sites", value);
+        a->sites = (size_t)n;
+        a->fixed_sites = true;
+    }
+    return CLI_OK;
+}
+
+const struct cli_command cmd_top_command = {
+    .name = "top",
+    .text = top_text,
+    .options = top_options,
+    .unknown = "unknown option",
+    .operands = CLI_ANY_OPERANDS,
+    .operands_error = "",
+    .option = top_option,
+};
 
 static volatile sig_atomic_t top_stop;
 
@@ -400,40 +436,17 @@ live(const char *path, pid_t pid, struct top_view *v, bool fixed_sites)
 int
 cmd_top(int argc, char **argv)
 {
-    static const struct option longopts[] = {{"once", no_argument, NULL, '1'},
-                                             {"json", no_argument, NULL, 'j'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
-    struct cli_options o = {.cmd = "top",
-                            .usage = usage_text,
-                            .shortopts = "hn:",
-                            .longopts = longopts,
-                            .unknown = "unknown option",
-                            .operands = CLI_ANY_OPERANDS,
-                            .operands_error = ""};
-    bool once = false, json = false, fixed_sites = false;
-    struct top_view v = {.width = 100, .height = 30, .sites = 10};
-    int c;
-    while ((c = cli_next_option(&o, argc, argv)) != -1) {
-        uint64_t n;
-        if (c == '1')
-            once = true;
-        else if (c == 'j')
-            json = true;
-        else if (c == 'n') {
-            if (!cli_parse_u64(optarg, &n) || n == 0 || n > 1000)
-                return cli_usage_error("top", "-n \"%s\": expected 1 to 1000 call sites", optarg);
-            v.sites = (size_t)n;
-            fixed_sites = true;
-        }
-    }
-    if (o.finished)
-        return o.status;
+    struct top_args args = {.sites = 10};
+    struct cli_input in;
+    if (!cli_parse(&cmd_top_command, argc, argv, &args, &in))
+        return in.status;
+    bool once = args.once, json = args.json, fixed_sites = args.fixed_sites;
+    struct top_view v = {.width = 100, .height = 30, .sites = args.sites};
     if (once && json)
         return cli_usage_error("top", "--once and --json exclude each other");
     char path[256];
     pid_t pid = 0;
-    int rc = pick_process(argc - optind, argv + optind, path, sizeof(path), &pid);
+    int rc = pick_process((int)in.count, in.paths, path, sizeof(path), &pid);
     if (rc != CLI_OK)
         return rc;
     setlocale(LC_CTYPE, "");

@@ -12,7 +12,7 @@
 #include "allocator/alloc_config.h"
 #include "allocator/allocator.h"
 #include "allocator/device_ops.h"
-#include "cli/addr_map.h"
+#include "cli/span_map.h"
 #include "snapshot/snapshot_model.h"
 
 /* The capacity of a replay whose device size is unknown (no --memory, no recorded OOM). */
@@ -28,7 +28,7 @@ struct fake_device {
     uint64_t forced_addr;
     uint64_t bump, used, capacity;
     uint64_t card_total;  /* the recorded card's total bytes (cuprof.device_footprint), or 0 */
-    struct addr_map live; /* segment addr -> size */
+    struct span_map live; /* segment addr -> size */
     /* Segments made by the current request (for --check). */
     uint64_t made[8];
     size_t made_count;
@@ -36,7 +36,7 @@ struct fake_device {
      * replay_device_complete(key), as a recorded free_requested waits for its free_completed;
      * any other completes at once. */
     uint64_t event_key;
-    struct addr_map pending_events; /* key -> the pending event (its address as the size) */
+    struct span_map pending_events; /* key -> the pending event (its address as the size) */
     /* Expandable reservations (one per stream and pool: a handful). */
     struct {
         uint64_t addr, size;
@@ -72,11 +72,11 @@ struct replay_run {
     size_t device;
     struct allocator *alloc;
     struct fake_device dev;
-    struct addr_map addr_of; /* recorded address -> replayed address (size), kind (stack) */
+    struct span_map addr_of; /* recorded address -> replayed address (size), kind (stack) */
     bool check;
     size_t diffs_shown;
     /* Unsplit remainders learnt by earlier replays: owner address -> its whole block size. */
-    struct addr_map *remainders;
+    struct span_map *remainders;
     /* The guessed free blocks of the starting state, by owner address. */
     struct replay_guess *guesses;
     size_t nguesses;

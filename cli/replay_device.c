@@ -39,7 +39,7 @@ fake_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
         const struct snap_entry *e = &f->trace->entries[i];
         if (e->action != TRACE_SEGMENT_ALLOC)
             continue;
-        if (e->size == size && addr_map_get(&f->live, e->addr) == NULL) {
+        if (e->size == size && span_map_get(&f->live, e->addr) == NULL) {
             *addr = e->addr;
             f->cursor = i + 1;
         }
@@ -47,7 +47,7 @@ fake_segment_alloc(void *ctx, int device, size_t size, uint64_t *addr)
     }
     if (*addr == 0)
         *addr = fresh_addr(f, size);
-    if (addr_map_put(&f->live, *addr, size, 0) != 0)
+    if (span_map_put(&f->live, *addr, size, 0) != 0)
         return -CUPROF_EHOSTMEM;
     f->used += size;
     if (f->made_count < sizeof(f->made) / sizeof(f->made[0]))
@@ -60,7 +60,7 @@ fake_segment_free(void *ctx, int device, uint64_t addr, size_t size)
 {
     struct fake_device *f = ctx;
     (void)device;
-    (void)addr_map_remove(&f->live, addr, NULL);
+    (void)span_map_remove(&f->live, addr, NULL);
     f->used -= size;
     return 0;
 }
@@ -175,7 +175,7 @@ fake_event_record(void *ctx, void *event, uint64_t stream)
     ev->key = 0;
     if (f->event_key != 0) {
         /* Without a map entry the allocator falls back to a device synchronize: at once. */
-        if (addr_map_put(&f->pending_events, f->event_key, (uint64_t)(uintptr_t)ev, 0) != 0)
+        if (span_map_put(&f->pending_events, f->event_key, (uint64_t)(uintptr_t)ev, 0) != 0)
             return -CUPROF_EHOSTMEM;
         ev->key = f->event_key;
     }
@@ -197,7 +197,7 @@ fake_event_synchronize(void *ctx, void *event)
     struct fake_device *f = ctx;
     struct fake_event *ev = event;
     if (ev->key != 0)
-        (void)addr_map_remove(&f->pending_events, ev->key, NULL);
+        (void)span_map_remove(&f->pending_events, ev->key, NULL);
     ev->key = 0;
     return 0;
 }
@@ -213,8 +213,8 @@ fake_event_destroy(void *ctx, void *event)
 bool
 replay_device_complete(struct fake_device *f, uint64_t key)
 {
-    struct addr_map_item item;
-    if (key == 0 || !addr_map_remove(&f->pending_events, key, &item))
+    struct span_map_item item;
+    if (key == 0 || !span_map_remove(&f->pending_events, key, &item))
         return false;
     ((struct fake_event *)(uintptr_t)item.size)->key = 0;
     return true;
@@ -229,8 +229,8 @@ fake_synchronize(void *ctx, int device)
     for (size_t i = 0; i < f->pending_events.cap; i++)
         if (f->pending_events.slots[i].addr != 0)
             ((struct fake_event *)(uintptr_t)f->pending_events.slots[i].size)->key = 0;
-    addr_map_free(&f->pending_events);
-    addr_map_init(&f->pending_events);
+    span_map_free(&f->pending_events);
+    span_map_init(&f->pending_events);
     return 0;
 }
 

@@ -289,7 +289,7 @@ fill_gap(struct replay_run *r, uint64_t stream, bool small, uint64_t cursor, uin
  * replay does the same: it maps the page before the run too, holds that page and the piece with
  * one request, places the blocks, then frees the request and unmaps that page again. */
 static uint64_t
-lead_piece(const struct analysis_segment *seg, const struct addr_map_item *live, size_t nlive)
+lead_piece(const struct analysis_segment *seg, const struct span_map_item *live, size_t nlive)
 {
     size_t lo = 0, hi = nlive;
     while (lo < hi) {
@@ -311,7 +311,7 @@ lead_piece(const struct analysis_segment *seg, const struct addr_map_item *live,
  * rounded size is to be shrunk back once every other free block is held. */
 static uint64_t
 rebuilt_size(const struct replay_run *r, const struct alloc_config *config,
-             const struct trace_index *ix, const struct addr_map_item *blk, uint64_t cursor,
+             const struct trace_index *ix, const struct span_map_item *blk, uint64_t cursor,
              uint64_t limit, bool small, bool expandable, bool *guess)
 {
     uint64_t size = alloc_policy_round_size(config, blk->size);
@@ -337,142 +337,224 @@ rebuilt_size(const struct replay_run *r, const struct alloc_config *config,
     if (limit - cursor - size <= ALLOC_SMALL_SIZE)
         return limit - cursor; /* every free large-pool block is larger than 1 MiB */
     /* Unknown: no remainder, or what a later decision proved (learnt from earlier runs). */
-    const struct addr_map_item *learnt =
-        r->remainders ? addr_map_get(r->remainders, blk->addr) : NULL;
+    const struct span_map_item *learnt =
+        r->remainders ? span_map_get(r->remainders, blk->addr) : NULL;
     *guess = true;
     if (learnt != NULL && learnt->size > size && learnt->size < limit - cursor)
         return learnt->size;
     return size;
 }
 
+/* The work of rebuilding one starting state: the segments and live blocks at the first entry,
+ * and what holds the state together until it stands. */
+struct rebuild {
+    struct replay_run *r;
+    const struct alloc_config *config;
+    const struct trace_index *ix;
+    const struct snap_device_trace *t;
+    size_t *misses;
+    struct analysis_segment *seg; /* the segments, by address */
+    size_t nseg;
+    struct span_map_item *live; /* the live blocks, by address */
+    size_t nlive, b;            /* b: the next live block to place */
+    bool *small_of;             /* per segment: its pool */
+    uint64_t *from;             /* per segment: where it is made (lead_piece: a page lower) */
+    struct start_reservation *res;
+    size_t *res_of; /* per segment: its reservation */
+    size_t nres;
+    uint64_t *fillers; /* requests holding free gaps until every block stands */
+    size_t nfill;
+    struct shrink *shrink;
+    size_t nshrink;
+    uint64_t *leads; /* requests holding the page before a run and its lead piece */
+    size_t nlead;
+};
+
+/* Reads the state at the first entry and sizes the work arrays. Returns 0 or -1. */
+static int
+rebuild_begin(struct rebuild *w)
+{
+    struct replay_run *r = w->r;
+    if (analysis_segment_list_at(r->snap, r->device, 0, &w->seg, &w->nseg) != 0 ||
+        analysis_live_at(r->snap, r->device, 0, &w->live, &w->nlive) != 0)
+        return -1;
+    /* Fillers: at most one per gap, or one per MiB of a small segment. */
+    size_t cap = 2 * w->nlive + 1;
+    for (size_t s = 0; s < w->nseg; s++)
+        cap += 1 + (size_t)(w->seg[s].size >> 20);
+    w->fillers = malloc(cap * sizeof(uint64_t));
+    w->small_of = malloc((w->nseg + 1) * sizeof(bool));
+    w->res_of = malloc((w->nseg + 1) * sizeof(size_t));
+    w->res = malloc((w->nseg + 1) * sizeof(*w->res));
+    w->shrink = malloc((w->nlive + 1) * sizeof(*w->shrink));
+    w->from = malloc((w->nseg + 1) * sizeof(uint64_t));
+    w->leads = malloc((w->nseg + 1) * sizeof(uint64_t));
+    r->nguesses = 0;
+    r->guesses = malloc((w->nlive + 1) * sizeof(struct replay_guess));
+    return w->fillers && w->small_of && w->res_of && w->res && w->shrink && w->from && w->leads &&
+                   r->guesses
+               ? 0
+               : -1;
+}
+
+/* Each segment's pool and where it is made; the reservations of the expandable runs. */
+static void
+rebuild_plan(struct rebuild *w)
+{
+    for (size_t s = 0; s < w->nseg; s++) {
+        const struct analysis_segment *seg = &w->seg[s];
+        /* A segment the trace frees later is not in the snapshot: PyTorch's small-pool segments
+         * are exactly 2 MiB (large ones never are). */
+        w->small_of[s] = seg->index != UINT32_MAX ? seg->is_small
+                         : seg->is_expandable     ? run_is_small(w->t, seg)
+                                                  : seg->size == ALLOC_SMALL_BUFFER;
+        bool lead = w->config->expandable_segments && seg->is_expandable && !w->small_of[s] &&
+                    lead_piece(seg, w->live, w->nlive) != 0;
+        w->from[s] = seg->addr - (lead ? ALLOC_LARGE_BUFFER : 0);
+    }
+    /* With the setting off the recorded runs stand as ordinary segments (nothing maps them). */
+    if (w->config->expandable_segments) {
+        w->nres = group_reservations(w->r, w->t, w->seg, w->small_of, w->from, w->nseg, w->res,
+                                     w->res_of);
+        say_assumed(w->res, w->nres);
+    }
+}
+
+/* The page before expandable run s and the free piece at its start, held by one request.
+ * Returns where the run's first block begins. */
+static uint64_t
+hold_lead(struct rebuild *w, size_t s)
+{
+    const struct analysis_segment *seg = &w->seg[s];
+    uint64_t cursor = seg->addr + lead_piece(seg, w->live, w->nlive), addr;
+    if (allocator_malloc(w->r->alloc, (int)w->r->device, cursor - w->from[s], seg->stream, 0,
+                         &addr) != 0 ||
+        addr != w->from[s])
+        (*w->misses)++;
+    else
+        w->leads[w->nlead++] = addr;
+    return cursor;
+}
+
+/* Rebuilds live block w->b of segment `seg` at *cursor, the end of the gap before it, and moves
+ * *cursor past it (or to the next block when it could not be placed). Returns 0 or -1. */
+static int
+place_block(struct rebuild *w, const struct analysis_segment *seg, bool small, bool expandable,
+            uint64_t *cursor)
+{
+    struct replay_run *r = w->r;
+    const struct span_map_item *blk = &w->live[w->b];
+    uint64_t end = seg->addr + seg->size, addr;
+    uint64_t rounded = alloc_policy_round_size(w->config, blk->size);
+    uint64_t limit =
+        w->b + 1 < w->nlive && w->live[w->b + 1].addr < end ? w->live[w->b + 1].addr : end;
+    bool guess = false;
+    uint64_t size =
+        rebuilt_size(r, w->config, w->ix, blk, *cursor, limit, small, expandable, &guess);
+    if (expandable && size != rounded)
+        w->shrink[w->nshrink++] = (struct shrink){*cursor, rounded, seg->stream, blk->stack};
+    if (allocator_malloc(r->alloc, (int)r->device, size, seg->stream, blk->stack, &addr) != 0 ||
+        addr != *cursor) {
+        (*w->misses)++;
+        *cursor = limit;
+        return 0;
+    }
+    if (span_map_put(&r->addr_of, blk->addr, addr, REPLAY_BLOCK_CACHED) != 0)
+        return -1;
+    if (guess)
+        r->guesses[r->nguesses++] = (struct replay_guess){*cursor, size, rounded, limit, true};
+    *cursor += size;
+    return 0;
+}
+
+/* Makes segment s and places its live blocks, their gaps held by fillers. Returns 0 or -1. */
+static int
+rebuild_segment(struct rebuild *w, size_t s)
+{
+    const struct analysis_segment *seg = &w->seg[s];
+    uint64_t start = seg->addr, end = seg->addr + seg->size, cursor = start;
+    bool small = w->small_of[s], expandable = seg->is_expandable && w->nres > 0;
+    if (!make_segment(w->r, seg, small, seg->stream, expandable ? w->from[s] : start,
+                      expandable ? &w->res[w->res_of[s]] : NULL))
+        (*w->misses)++;
+    if (expandable && w->from[s] < start)
+        cursor = hold_lead(w, s);
+    for (; w->b < w->nlive && w->live[w->b].addr < start; w->b++)
+        (*w->misses)++;
+    for (; cursor < end; w->b++) {
+        bool have = w->b < w->nlive && w->live[w->b].addr < end;
+        uint64_t next = have ? w->live[w->b].addr : end;
+        cursor = fill_gap(w->r, seg->stream, small, cursor, next, w->fillers, &w->nfill, w->misses);
+        if (!have)
+            break;
+        if (place_block(w, seg, small, expandable, &cursor) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Once every block stands: the blocks that took a free piece behind them give it back, and the
+ * pages before the runs go again. */
+static void
+rebuild_settle(struct rebuild *w)
+{
+    struct replay_run *r = w->r;
+    /* Highest address first: a block freed for this borders no free piece (the piece of a block
+     * before it would, were that block shrunk first: both merged, the exact size came from the
+     * piece's start), and every other free block of its pool is a piece of 1 MiB or less, too
+     * small for a large request, so asking for the exact size takes its start. */
+    for (size_t j = w->nshrink; j > 0; j--) {
+        const struct shrink *sh = &w->shrink[j - 1];
+        uint64_t got = 0;
+        if (allocator_free(r->alloc, sh->addr, 0) != 0 ||
+            allocator_malloc(r->alloc, (int)r->device, sh->size, sh->stream, sh->stack, &got) !=
+                0 ||
+            got != sh->addr)
+            (*w->misses)++;
+    }
+    /* Now that every other free block is held, each lead unmaps exactly its page (lead_piece),
+     * and the free piece behind it stays. */
+    for (size_t i = 0; i < w->nlead; i++)
+        if (allocator_free(r->alloc, w->leads[i], 0) != 0 ||
+            allocator_unmap_expandable(r->alloc, (int)r->device, w->leads[i], ALLOC_LARGE_BUFFER) !=
+                0)
+            (*w->misses)++;
+}
+
+/* Frees the fillers (the gaps they held become the cached free blocks) and the work arrays. */
+static void
+rebuild_end(struct rebuild *w)
+{
+    for (size_t i = 0; i < w->nfill; i++)
+        if (allocator_free(w->r->alloc, w->fillers[i], 0) != 0)
+            (*w->misses)++;
+    free(w->leads);
+    free(w->from);
+    free(w->shrink);
+    free(w->fillers);
+    free(w->small_of);
+    free(w->res_of);
+    free(w->res);
+    free(w->seg);
+    free(w->live);
+}
+
 static int
 rebuild(struct replay_run *r, const struct alloc_config *config, const struct trace_index *ix,
         size_t *misses)
 {
-    const struct snap_device_trace *t =
-        r->device < r->snap->device_count ? &r->snap->device_traces[r->device] : NULL;
-    struct analysis_segment *seg;
-    struct addr_map_item *live;
-    size_t nseg, nlive;
-    if (analysis_segment_list_at(r->snap, r->device, 0, &seg, &nseg) != 0)
-        return -1;
-    if (analysis_live_at(r->snap, r->device, 0, &live, &nlive) != 0) {
-        free(seg);
-        return -1;
-    }
-    /* Fillers: at most one per gap, or one per MiB of a small segment. */
-    size_t cap = 2 * nlive + 1;
-    for (size_t s = 0; s < nseg; s++)
-        cap += 1 + (size_t)(seg[s].size >> 20);
-    uint64_t *fillers = malloc(cap * sizeof(uint64_t));
-    bool *small_of = malloc((nseg + 1) * sizeof(bool));
-    size_t *res_of = malloc((nseg + 1) * sizeof(size_t));
-    struct start_reservation *res = malloc((nseg + 1) * sizeof(*res));
-    struct shrink *shrink = malloc((nlive + 1) * sizeof(*shrink));
-    uint64_t *from = malloc((nseg + 1) * sizeof(uint64_t));
-    uint64_t *leads = malloc((nseg + 1) * sizeof(uint64_t));
-    size_t nfill = 0, b = 0, nres = 0, nshrink = 0, nlead = 0;
-    r->nguesses = 0;
-    r->guesses = malloc((nlive + 1) * sizeof(struct replay_guess));
-    int rc = fillers && small_of && res_of && res && shrink && from && leads && r->guesses ? 0 : -1;
-    for (size_t s = 0; rc == 0 && s < nseg; s++) {
-        /* A segment the trace frees later is not in the snapshot: PyTorch's small-pool segments
-         * are exactly 2 MiB (large ones never are). */
-        small_of[s] = seg[s].index != UINT32_MAX ? seg[s].is_small
-                      : seg[s].is_expandable     ? run_is_small(t, &seg[s])
-                                                 : seg[s].size == ALLOC_SMALL_BUFFER;
-        bool lead = config->expandable_segments && seg[s].is_expandable && !small_of[s] &&
-                    lead_piece(&seg[s], live, nlive) != 0;
-        from[s] = seg[s].addr - (lead ? ALLOC_LARGE_BUFFER : 0);
-    }
-    /* With the setting off the recorded runs stand as ordinary segments (nothing maps them). */
-    if (rc == 0 && config->expandable_segments) {
-        nres = group_reservations(r, t, seg, small_of, from, nseg, res, res_of);
-        say_assumed(res, nres);
-    }
-    for (size_t s = 0; rc == 0 && s < nseg; s++) {
-        uint64_t start = seg[s].addr, end = seg[s].addr + seg[s].size, cursor = start;
-        bool small = small_of[s], expandable = seg[s].is_expandable && nres > 0;
-        uint64_t stream = seg[s].stream, addr;
-        if (!make_segment(r, &seg[s], small, stream, expandable ? from[s] : start,
-                          expandable ? &res[res_of[s]] : NULL))
-            (*misses)++;
-        if (expandable && from[s] < start) {
-            /* The page before the run and the free piece at its start, held by one request. */
-            cursor += lead_piece(&seg[s], live, nlive);
-            if (allocator_malloc(r->alloc, (int)r->device, cursor - from[s], stream, 0, &addr) !=
-                    0 ||
-                addr != from[s])
-                (*misses)++;
-            else
-                leads[nlead++] = addr;
-        }
-        for (; b < nlive && live[b].addr < start; b++)
-            (*misses)++;
-        for (; cursor < end; b++) {
-            bool have = b < nlive && live[b].addr < end;
-            uint64_t next = have ? live[b].addr : end;
-            cursor = fill_gap(r, stream, small, cursor, next, fillers, &nfill, misses);
-            if (!have)
-                break;
-            uint64_t rounded = alloc_policy_round_size(config, live[b].size);
-            uint64_t limit = b + 1 < nlive && live[b + 1].addr < end ? live[b + 1].addr : end;
-            bool guess = false;
-            uint64_t size =
-                rebuilt_size(r, config, ix, &live[b], cursor, limit, small, expandable, &guess);
-            if (expandable && size != rounded)
-                shrink[nshrink++] = (struct shrink){cursor, rounded, stream, live[b].stack};
-            if (allocator_malloc(r->alloc, (int)r->device, size, stream, live[b].stack, &addr) !=
-                    0 ||
-                addr != cursor) {
-                (*misses)++;
-                cursor = limit;
-                continue;
-            }
-            if (addr_map_put(&r->addr_of, live[b].addr, addr, REPLAY_BLOCK_CACHED) != 0) {
-                rc = -1;
-                break;
-            }
-            if (guess)
-                r->guesses[r->nguesses++] =
-                    (struct replay_guess){cursor, size, rounded, limit, true};
-            cursor += size;
-        }
-    }
-    for (; rc == 0 && b < nlive; b++)
+    struct rebuild w = {.r = r, .config = config, .ix = ix, .misses = misses};
+    w.t = r->device < r->snap->device_count ? &r->snap->device_traces[r->device] : NULL;
+    int rc = rebuild_begin(&w);
+    if (rc == 0)
+        rebuild_plan(&w);
+    for (size_t s = 0; rc == 0 && s < w.nseg; s++)
+        rc = rebuild_segment(&w, s);
+    for (; rc == 0 && w.b < w.nlive; w.b++)
         (*misses)++;
-    /* The blocks that took a free piece behind them give it back, highest address first: a
-     * block freed for this borders no free piece (the piece of a block before it would, were
-     * that block shrunk first: both merged, the exact size came from the piece's start), and
-     * every other free block of its pool is a piece of 1 MiB or less, too small for a large
-     * request, so asking for the exact size takes its start. */
-    for (size_t j = nshrink; rc == 0 && j > 0; j--) {
-        size_t i = j - 1;
-        uint64_t got = 0;
-        if (allocator_free(r->alloc, shrink[i].addr, 0) != 0 ||
-            allocator_malloc(r->alloc, (int)r->device, shrink[i].size, shrink[i].stream,
-                             shrink[i].stack, &got) != 0 ||
-            got != shrink[i].addr)
-            (*misses)++;
-    }
-    /* Now that every other free block is held, the pages before the runs go again (lead_piece):
-     * each unmaps exactly its page, and the free piece behind it stays. */
-    for (size_t i = 0; rc == 0 && i < nlead; i++)
-        if (allocator_free(r->alloc, leads[i], 0) != 0 ||
-            allocator_unmap_expandable(r->alloc, (int)r->device, leads[i], ALLOC_LARGE_BUFFER) != 0)
-            (*misses)++;
-    for (size_t i = 0; i < nfill; i++)
-        if (allocator_free(r->alloc, fillers[i], 0) != 0)
-            (*misses)++;
-    free(leads);
-    free(from);
-    free(shrink);
-    free(fillers);
-    free(small_of);
-    free(res_of);
-    free(res);
-    free(seg);
-    free(live);
+    if (rc == 0)
+        rebuild_settle(&w);
+    rebuild_end(&w);
     return rc;
 }
 
@@ -551,5 +633,5 @@ replay_start_learn(struct replay_run *r, uint64_t got, uint64_t rounded)
     if (grown - g->rounded > ALLOC_SMALL_SIZE || g->owner + grown >= g->limit ||
         g->limit - (g->owner + grown) <= ALLOC_SMALL_SIZE)
         return 0;
-    return addr_map_put(r->remainders, g->owner, grown, 0) != 0 ? -1 : 1;
+    return span_map_put(r->remainders, g->owner, grown, 0) != 0 ? -1 : 1;
 }

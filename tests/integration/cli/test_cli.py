@@ -322,6 +322,18 @@ class Help(Base):
             p = run(c, "--help", check_rc=0)
             self.assertTrue(p.stdout.startswith("usage: cuprof " + c), c)
             self.assertGreater(len(p.stdout.splitlines()), 4, c)
+            self.assertIn("\n  -h, --help  ", p.stdout, c)
+            self.assertLessEqual(max(len(line) for line in p.stdout.splitlines()), 100, c)
+
+    def test_unknown_option_everywhere(self):
+        out = run("--help", check_rc=0).stdout
+        for c in re.findall(r"^  (\w+) ", out, re.M):
+            p = run(c, "--no-such-option", "x", check_rc=2)
+            lines = p.stderr.splitlines()
+            self.assertEqual(len(lines), 1, (c, p.stderr))
+            self.assertTrue(lines[0].startswith("cuprof: %s: " % c), lines[0])
+            self.assertIn('"--no-such-option"', lines[0])
+            self.assertEqual(p.stdout, "", c)
 
 
 class Read(Base):

@@ -1,5 +1,5 @@
-/* addr_map.c: linear probing with backward-shift deletion (no tombstones). */
-#include "cli/addr_map.h"
+/* span_map.c: linear probing with backward-shift deletion (no tombstones). */
+#include "cli/span_map.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,23 +12,23 @@ slot_of(uint64_t addr, size_t cap)
 }
 
 void
-addr_map_init(struct addr_map *map)
+span_map_init(struct span_map *map)
 {
     memset(map, 0, sizeof(*map));
 }
 
 void
-addr_map_free(struct addr_map *map)
+span_map_free(struct span_map *map)
 {
     free(map->slots);
     memset(map, 0, sizeof(*map));
 }
 
 static int
-grow(struct addr_map *map)
+grow(struct span_map *map)
 {
     size_t cap = map->cap ? map->cap * 2 : 64;
-    struct addr_map_item *slots = calloc(cap, sizeof(*slots));
+    struct span_map_item *slots = calloc(cap, sizeof(*slots));
     if (slots == NULL)
         return -1;
     for (size_t i = 0; i < map->cap; i++) {
@@ -46,7 +46,7 @@ grow(struct addr_map *map)
 }
 
 int
-addr_map_put(struct addr_map *map, uint64_t addr, uint64_t size, uint32_t stack)
+span_map_put(struct span_map *map, uint64_t addr, uint64_t size, uint32_t stack)
 {
     if (addr == 0)
         return 0;
@@ -63,8 +63,8 @@ addr_map_put(struct addr_map *map, uint64_t addr, uint64_t size, uint32_t stack)
     return 0;
 }
 
-struct addr_map_item *
-addr_map_get(const struct addr_map *map, uint64_t addr)
+struct span_map_item *
+span_map_get(const struct span_map *map, uint64_t addr)
 {
     if (map->cap == 0 || addr == 0)
         return NULL;
@@ -78,9 +78,9 @@ addr_map_get(const struct addr_map *map, uint64_t addr)
 }
 
 bool
-addr_map_remove(struct addr_map *map, uint64_t addr, struct addr_map_item *removed)
+span_map_remove(struct span_map *map, uint64_t addr, struct span_map_item *removed)
 {
-    struct addr_map_item *item = addr_map_get(map, addr);
+    struct span_map_item *item = span_map_get(map, addr);
     if (item == NULL)
         return false;
     if (removed != NULL)
@@ -108,18 +108,18 @@ addr_map_remove(struct addr_map *map, uint64_t addr, struct addr_map_item *remov
 static int
 cmp_addr(const void *a, const void *b)
 {
-    uint64_t x = ((const struct addr_map_item *)a)->addr;
-    uint64_t y = ((const struct addr_map_item *)b)->addr;
+    uint64_t x = ((const struct span_map_item *)a)->addr;
+    uint64_t y = ((const struct span_map_item *)b)->addr;
     return (x > y) - (x < y);
 }
 
 size_t
-addr_map_sorted(const struct addr_map *map, struct addr_map_item **out)
+span_map_sorted(const struct span_map *map, struct span_map_item **out)
 {
     *out = NULL;
     if (map->count == 0)
         return 0;
-    struct addr_map_item *items = malloc(map->count * sizeof(*items));
+    struct span_map_item *items = malloc(map->count * sizeof(*items));
     if (items == NULL)
         return (size_t)-1;
     size_t n = 0;
