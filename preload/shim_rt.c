@@ -1,4 +1,5 @@
-/* shim_rt.c: runtime-level wrappers (see shim_rt.h). */
+/* shim_rt.c: runtime-level wrappers and the cached fast path of cudaMalloc/cudaFree (see
+ * shim_rt.h). */
 #include "preload/shim_rt.h"
 
 #include <dlfcn.h>
@@ -6,15 +7,20 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "allocator/allocator.h"
+#include "allocator/cuprof_errors.h"
 #include "preload/call_tag.h"
 #include "preload/config.h"
+#include "preload/cuda_backend.h"
+#include "preload/device_footprint.h"
 #include "preload/entry_points.h"
 #include "preload/guard.h"
+#include "preload/library_usage.h"
 #include "preload/real_cuda.h"
 #include "preload/real_dl.h"
+#include "preload/runtime.h"
 #include "preload/shim_call.h"
 #include "preload/shim_ctx.h"
-#include "preload/shim_fast.h"
 #include "preload/shim_peer.h"
 
 _Thread_local struct call_tag call_tag_current __attribute__((tls_model("initial-exec")));
@@ -120,30 +126,153 @@ typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
     call_tag_pop(saved_);                                                                          \
     return result_;
 
-/* cudaMalloc and cudaFree: cuprof's own calls and off mode go straight to the runtime, from a
- * frame that holds nothing else (so off mode adds two loads); otherwise the cache answers at once
- * when it can (shim_fast.h), else the runtime's call is tagged with the stack the fast path
- * captured already. */
+/* ---- The cached fast path: cudaMalloc and cudaFree answered at the runtime's export when the
+ * cache alone can answer: a cached block fits, or the pointer is a block the cache handed out.
+ * The runtime would only have forwarded such a call to cuprof's own driver-level wrapper, which
+ * gives the same answer from the same cache; skipping the runtime and the second wrapper layer
+ * is most of the shim's cost per call. Anything else (a miss, a pointer cuprof does not hold, no
+ * current context, trace or off mode, before initialisation, an allocation under a runtime older
+ * than 12, whose cudaSetDevice switched contexts lazily) goes the long way. */
+
+/* Whether to try at all: not cuprof's own call, and cuprof initialised (never in off mode).
+ * Inline: off mode and the first calls pay two loads. */
+static inline bool
+fast_may_answer(void)
+{
+    return !guard_active() && shim_call_runtime_if_ready() != NULL;
+}
+
+/* What the fast path did (16 bytes: returned in two registers). `answered`: *result is what the
+ * program gets. Otherwise nothing was recorded: forward the call, tagged with `stack_id` when
+ * `has_stack` (the stack already captured for it). */
+struct shim_fast_answer {
+    cudaError_t result;
+    uint32_t stack_id;
+    bool answered;
+    bool has_stack;
+};
+
+/* Since CUDA 12 cudaSetDevice makes the device's primary context current at once, so the
+ * thread's current context is the one the runtime serves. An older runtime switched lazily, at
+ * its next call: there a cudaMalloc right after cudaSetDevice must reach the runtime. Asked once
+ * (0: not yet, 1: version 12 or later, -1: older or unknown). */
+static _Atomic int runtime_binds_at_set;
+
+static bool
+runtime_context_is_current(void)
+{
+    int known = atomic_load_explicit(&runtime_binds_at_set, memory_order_relaxed);
+    if (known == 0) {
+        void *sym = real_dl_dlsym(RTLD_NEXT, "cudaRuntimeGetVersion");
+        cudaError_t (*get_version)(int *) = NULL;
+        int version = 0;
+        memcpy(&get_version, &sym, sizeof sym);
+        known = get_version != NULL && get_version(&version) == cudaSuccess && version >= 12000
+                    ? 1
+                    : -1;
+        atomic_store_explicit(&runtime_binds_at_set, known, memory_order_relaxed);
+    }
+    return known == 1;
+}
+
+/* The runtime in cache mode once a wrapper initialised it, or NULL: the fast path never
+ * initialises anything itself. */
+static struct cuprof_runtime *
+cache_runtime(void)
+{
+    struct cuprof_runtime *rt = shim_call_runtime_if_ready();
+    if (rt == NULL || rt->mode != CUPROF_MODE_CACHE)
+        return NULL;
+    return rt;
+}
+
+static inline struct shim_fast_answer
+fast_malloc(void **ptr, size_t size, const void *caller)
+{
+    struct shim_fast_answer a = {0};
+    /* A NULL pointer or size 0 gets the runtime's own answer. */
+    struct cuprof_runtime *rt = ptr != NULL && size != 0 ? cache_runtime() : NULL;
+    if (rt == NULL)
+        return a;
+    /* The runtime serves the thread's current context, as the driver wrapper does; without one
+     * the runtime has its own work to do (initialise, make the device's primary context
+     * current). */
+    const struct real_cuda *real = real_cuda_get();
+    CUdevice dev;
+    if (!runtime_context_is_current() || real == NULL || real->cuCtxGetDevice == NULL ||
+        real->cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= rt->device_count)
+        return a;
+    guard_enter();
+    lifecycle_resume_after_fork(rt);
+    a.stack_id = shim_call_stack(SHIM_CALL_ALLOC);
+    a.has_stack = true;
+    device_footprint_note_start(dev);
+    uint16_t owner = library_usage_begin_alloc(
+        a.stack_id, call_tag_current.caller != NULL ? call_tag_current.caller : caller);
+    uint64_t addr = 0;
+    int rc = allocator_malloc_cached(rt->alloc, dev, size, 0, a.stack_id, owner, &addr);
+    library_usage_end_call();
+    cuda_backend_log_faults();
+    guard_leave();
+    if (rc != 0)
+        return a; /* -CUPROF_EUNCACHED: nothing happened; the long way may reach the device */
+    *ptr = (void *)(uintptr_t)addr;
+    a.result = cudaSuccess;
+    a.answered = true;
+    return a;
+}
+
+static inline struct shim_fast_answer
+fast_free(void *ptr)
+{
+    struct shim_fast_answer a = {0};
+    /* cudaFree(NULL) is the runtime's way to initialise: always the runtime's. */
+    struct cuprof_runtime *rt = ptr != NULL ? cache_runtime() : NULL;
+    if (rt == NULL)
+        return a;
+    guard_enter();
+    lifecycle_resume_after_fork(rt);
+    a.stack_id = shim_call_stack(SHIM_CALL_FREE);
+    a.has_stack = true;
+    /* Synchronizes the block's device first, as the real cudaFree does. */
+    int rc = allocator_free(rt->alloc, (uint64_t)(uintptr_t)ptr, a.stack_id);
+    cuda_backend_log_faults();
+    guard_leave();
+    if (rc == -CUPROF_ENOTOWNED)
+        return a; /* external memory, a stale pointer, the driver's: the long way decides */
+    /* In cache mode a block's free answers 0; a device error while recording its streams' events
+     * comes back as the driver's code, which the runtime's codes share for those errors. */
+    a.result = rc == 0 ? cudaSuccess : rc > 0 ? (cudaError_t)rc : cudaErrorInvalidValue;
+    a.answered = true;
+    return a;
+}
+
+/* cudaMalloc and cudaFree: cuprof's own calls and off mode go straight to the runtime from a
+ * frame that holds nothing (off mode adds a few loads). Otherwise the cache answers at once when
+ * it can (the fast path above), else the runtime's call is tagged: with the stack the fast path
+ * captured already, or as every runtime wrapper tags it (before initialisation, trace mode). */
 #define SHIM_RT_UNLESS_ACCOUNTED(real, ...)                                                        \
     if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)                               \
         return real(__VA_ARGS__);
 
 static struct call_tag
-rt_enter_after_fast(enum rt_fn fn, const void *caller, uint32_t stack, bool has_stack)
+rt_tag(enum rt_fn fn, const void *caller, struct shim_fast_answer a)
 {
-    return has_stack ? call_tag_push(rt_names[fn], stack, true, caller) : rt_enter(fn, caller);
+    return a.has_stack ? call_tag_push(rt_names[fn], a.stack_id, true, caller)
+                       : rt_enter(fn, caller);
 }
 
 __attribute__((noinline)) static cudaError_t
 rt_malloc_accounted(rt_malloc_fn real, void **ptr, size_t size, const void *caller)
 {
-    cudaError_t result;
-    uint32_t stack;
-    bool has_stack = false;
-    if (shim_fast_may_answer() && shim_fast_malloc(ptr, size, caller, &result, &stack, &has_stack))
-        return result;
-    struct call_tag saved = rt_enter_after_fast(RT_cudaMalloc, caller, stack, has_stack);
-    result = real(ptr, size);
+    struct shim_fast_answer a = {0};
+    if (fast_may_answer()) {
+        a = fast_malloc(ptr, size, caller);
+        if (a.answered)
+            return a.result;
+    }
+    struct call_tag saved = rt_tag(RT_cudaMalloc, caller, a);
+    cudaError_t result = real(ptr, size);
     call_tag_pop(saved);
     return result;
 }
@@ -151,13 +280,14 @@ rt_malloc_accounted(rt_malloc_fn real, void **ptr, size_t size, const void *call
 __attribute__((noinline)) static cudaError_t
 rt_free_accounted(rt_free_fn real, void *ptr, const void *caller)
 {
-    cudaError_t result;
-    uint32_t stack;
-    bool has_stack = false;
-    if (shim_fast_may_answer() && shim_fast_free(ptr, &result, &stack, &has_stack))
-        return result;
-    struct call_tag saved = rt_enter_after_fast(RT_cudaFree, caller, stack, has_stack);
-    result = real(ptr);
+    struct shim_fast_answer a = {0};
+    if (fast_may_answer()) {
+        a = fast_free(ptr);
+        if (a.answered)
+            return a.result;
+    }
+    struct call_tag saved = rt_tag(RT_cudaFree, caller, a);
+    cudaError_t result = real(ptr);
     call_tag_pop(saved);
     return result;
 }

@@ -1,7 +1,11 @@
 /* shim_rt.h: runtime-level wrappers (cudaMalloc, cudaFree, ...; reached only with a shared
- *   libcudart). They never account: they tag the thread (API name, outermost stack) and call the
- *   real runtime, whose driver calls come back through the driver wrappers and are counted there.
- * Locking: none (thread-local tag; real pointers published atomically).
+ *   libcudart). They tag the thread (API name, outermost stack) and call the real runtime, whose
+ *   driver calls come back through the driver wrappers and are counted there; except that in
+ *   cache mode cudaMalloc and cudaFree answer at once what the cache alone can answer (a cached
+ *   block fits; a block the cache handed out), which the runtime would only have forwarded to
+ *   cuprof's driver wrapper for the same answer.
+ * Locking: none of their own (thread-local tag; real pointers published atomically); the fast
+ *   path takes the device lock inside the allocator.
  * Hot path: yes. */
 #ifndef CUPROF_SHIM_RT_H
 #define CUPROF_SHIM_RT_H

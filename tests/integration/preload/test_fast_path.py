@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cudaMalloc and cudaFree answered at the runtime's export (preload/shim_fast.h), on the
+"""cudaMalloc and cudaFree answered at the runtime's export (preload/shim_rt.c), on the
 simulated runtime's call log (SIMCUDA_RT_LOG: one line per cudaMalloc/cudaFree it ran itself).
 fast_path_app makes a 4 KiB request twice, a 3 MiB one, a 0-byte one, frees NULL, a stale pointer
 and managed memory. Checked:
