@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "allocator/cuprof_errors.h"
 #include "allocator/trace_sink.h"
 #include "snapshot/snapshot_read.h"
 
@@ -207,42 +208,35 @@ cli_parse_u64(const char *text, uint64_t *value)
     return true;
 }
 
-void
-cli_json_string(FILE *out, const char *s)
+static int
+cli_json_write(void *ctx, const void *buf, size_t len)
 {
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", out);
-            break;
-        case '\\':
-            fputs("\\\\", out);
-            break;
-        case '\n':
-            fputs("\\n", out);
-            break;
-        case '\t':
-            fputs("\\t", out);
-            break;
-        case '\r':
-            fputs("\\r", out);
-            break;
-        default:
-            /* '<' escaped too, so the text can sit inside an HTML <script>. */
-            if (*p < 0x20 || *p == '<')
-                fprintf(out, "\\u%04x", *p);
-            else
-                fputc(*p, out);
-        }
-    }
-    fputc('"', out);
+    return fwrite(buf, 1, len, ctx) == len ? 0 : -CUPROF_EIO;
+}
+
+struct emitter *
+cli_json_open(FILE *out)
+{
+    struct emitter *e = json_emitter_create(cli_json_write, out);
+    if (e == NULL)
+        fprintf(stderr, "cuprof: out of host memory\n");
+    return e;
+}
+
+bool
+cli_json_close(struct emitter *e)
+{
+    if (e == NULL)
+        return false;
+    int rc = emitter_finish(e);
+    emitter_destroy(e);
+    return rc == 0;
 }
 
 void
-cli_json_frames(FILE *out, const struct snapshot *snap, uint32_t stack)
+cli_json_frames(struct emitter *e, const struct snapshot *snap, uint32_t stack)
 {
-    fputc('[', out);
+    emitter_begin_list(e);
     if (stack != 0 && stack < snap->stack_count) {
         const struct snap_stack *s = &snap->stacks[stack];
         for (uint32_t i = 0; i < s->count && s->first + i < snap->stack_frame_count; i++) {
@@ -250,12 +244,13 @@ cli_json_frames(FILE *out, const struct snapshot *snap, uint32_t stack)
             if (fi >= snap->frame_count)
                 continue;
             const struct snap_frame *f = &snap->frames[fi];
-            fprintf(out, "%s{\"name\": ", i ? ", " : "");
-            cli_json_string(out, f->name);
-            fprintf(out, ", \"filename\": ");
-            cli_json_string(out, f->filename);
-            fprintf(out, ", \"line\": %" PRId64 "}", f->line);
+            emitter_begin_dict(e);
+            cli_json_key_string(e, "name", f->name);
+            cli_json_key_string(e, "filename", f->filename);
+            emitter_key(e, "line");
+            emitter_int(e, f->line);
+            emitter_end(e);
         }
     }
-    fputc(']', out);
+    emitter_end(e);
 }

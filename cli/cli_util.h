@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "snapshot/emitter.h"
 #include "snapshot/snapshot_model.h"
 
 /* Exit statuses of every subcommand. */
@@ -69,10 +70,33 @@ void cli_progress_begin(struct cli_progress *p, const char *what);
 void cli_progress_update(struct cli_progress *p, size_t done, size_t total);
 void cli_progress_end(struct cli_progress *p);
 
-/* Writes s as a JSON string literal (quotes, escapes; NULL as ""). */
-void cli_json_string(FILE *out, const char *s);
-/* A stack as a JSON list of frame objects {"name", "filename", "line"}, innermost first. */
-void cli_json_frames(FILE *out, const struct snapshot *snap, uint32_t stack);
+/* JSON output goes through the snapshot module's JSON emitter, writing onto `out`: one JSON
+ * writer in the project. NULL (after a message) when host memory ran out. */
+struct emitter *cli_json_open(FILE *out);
+/* Ends the output with a newline, flushes and frees; false when a write failed or the value was
+ * left unbalanced. NULL is a failure. */
+bool cli_json_close(struct emitter *e);
+/* A stack as a list of frame objects {"name", "filename", "line"}, innermost first. */
+void cli_json_frames(struct emitter *e, const struct snapshot *snap, uint32_t stack);
+/* A key and its value in the dict being written; a NULL string is written as "". */
+static inline void
+cli_json_key_string(struct emitter *e, const char *key, const char *value)
+{
+    emitter_key(e, key);
+    emitter_string(e, value != NULL ? value : "");
+}
+static inline void
+cli_json_key_u64(struct emitter *e, const char *key, uint64_t value)
+{
+    emitter_key(e, key);
+    emitter_u64(e, value);
+}
+static inline void
+cli_json_key_int(struct emitter *e, const char *key, int64_t value)
+{
+    emitter_key(e, key);
+    emitter_int(e, value);
+}
 
 /* Parses a non-negative integer option value; false on garbage. */
 bool cli_parse_u64(const char *text, uint64_t *value);

@@ -135,49 +135,58 @@ segment_in(const struct snapshot *snap, const struct snap_segment *seg)
     return false;
 }
 
-static void
-print_segments(bool json, const struct snapshot *a, const struct snapshot *b)
+/* Reserved memory of one device in A and B, and the segments new in B or gone from A. */
+struct segment_change {
+    uint64_t reserved_a, reserved_b, new_bytes, released_bytes;
+    size_t segments_a, segments_b, new_segments, released_segments;
+};
+
+static struct segment_change
+segment_change(const struct snapshot *a, const struct snapshot *b, size_t d)
 {
-    size_t ndev = analysis_device_count(a);
-    if (analysis_device_count(b) > ndev)
-        ndev = analysis_device_count(b);
-    char s1[32], s2[32], s3[32];
-    if (!json)
-        printf("reserved memory by segment:\n");
-    for (size_t d = 0; d < ndev; d++) {
-        uint64_t ra = 0, rb = 0, new_bytes = 0, gone_bytes = 0;
-        size_t na = 0, nb = 0, nnew = 0, ngone = 0;
-        for (size_t i = 0; i < a->segment_count; i++)
-            if ((size_t)a->segments[i].device == d) {
-                ra += a->segments[i].total_size;
-                na++;
-                if (!segment_in(b, &a->segments[i])) {
-                    ngone++;
-                    gone_bytes += a->segments[i].total_size;
-                }
+    struct segment_change c = {0};
+    for (size_t i = 0; i < a->segment_count; i++)
+        if ((size_t)a->segments[i].device == d) {
+            c.reserved_a += a->segments[i].total_size;
+            c.segments_a++;
+            if (!segment_in(b, &a->segments[i])) {
+                c.released_segments++;
+                c.released_bytes += a->segments[i].total_size;
             }
-        for (size_t i = 0; i < b->segment_count; i++)
-            if ((size_t)b->segments[i].device == d) {
-                rb += b->segments[i].total_size;
-                nb++;
-                if (!segment_in(a, &b->segments[i])) {
-                    nnew++;
-                    new_bytes += b->segments[i].total_size;
-                }
-            }
-        if (json) {
-            printf("%s\n  {\"device\": %zu, \"reserved_a\": %" PRIu64 ", \"reserved_b\": %" PRIu64
-                   ", \"segments_a\": %zu, \"segments_b\": %zu, \"new_segments\": %zu, "
-                   "\"new_bytes\": %" PRIu64 ", \"released_segments\": %zu, \"released_bytes\": "
-                   "%" PRIu64 "}",
-                   d ? "," : "", d, ra, rb, na, nb, nnew, new_bytes, ngone, gone_bytes);
-            continue;
         }
+    for (size_t i = 0; i < b->segment_count; i++)
+        if ((size_t)b->segments[i].device == d) {
+            c.reserved_b += b->segments[i].total_size;
+            c.segments_b++;
+            if (!segment_in(a, &b->segments[i])) {
+                c.new_segments++;
+                c.new_bytes += b->segments[i].total_size;
+            }
+        }
+    return c;
+}
+
+static size_t
+max_device_count(const struct snapshot *a, const struct snapshot *b)
+{
+    size_t na = analysis_device_count(a), nb = analysis_device_count(b);
+    return na > nb ? na : nb;
+}
+
+static void
+print_segments(const struct snapshot *a, const struct snapshot *b)
+{
+    char s1[32], s2[32], s3[32];
+    printf("reserved memory by segment:\n");
+    for (size_t d = 0; d < max_device_count(a, b); d++) {
+        struct segment_change c = segment_change(a, b, d);
+        uint64_t ra = c.reserved_a, rb = c.reserved_b;
         printf("  device %zu: reserved %s -> %s (%s%s) in %zu -> %zu segments\n", d,
                cli_size(ra, s1, sizeof(s1)), cli_size(rb, s2, sizeof(s2)), rb >= ra ? "+" : "-",
-               cli_size(rb >= ra ? rb - ra : ra - rb, s3, sizeof(s3)), na, nb);
-        printf("    %zu new segment%s (%s), %zu released (%s)\n", nnew, nnew == 1 ? "" : "s",
-               cli_size(new_bytes, s1, sizeof(s1)), ngone, cli_size(gone_bytes, s2, sizeof(s2)));
+               cli_size(rb >= ra ? rb - ra : ra - rb, s3, sizeof(s3)), c.segments_a, c.segments_b);
+        printf("    %zu new segment%s (%s), %zu released (%s)\n", c.new_segments,
+               c.new_segments == 1 ? "" : "s", cli_size(c.new_bytes, s1, sizeof(s1)),
+               c.released_segments, cli_size(c.released_bytes, s2, sizeof(s2)));
         for (size_t i = 0; i < b->segment_count; i++) {
             const struct snap_segment *seg = &b->segments[i];
             if ((size_t)seg->device == d && !segment_in(a, seg)) {
@@ -188,6 +197,27 @@ print_segments(bool json, const struct snapshot *a, const struct snapshot *b)
             }
         }
     }
+}
+
+static void
+emit_segments(struct emitter *e, const struct snapshot *a, const struct snapshot *b)
+{
+    emitter_begin_list(e);
+    for (size_t d = 0; d < max_device_count(a, b); d++) {
+        struct segment_change c = segment_change(a, b, d);
+        emitter_begin_dict(e);
+        cli_json_key_u64(e, "device", d);
+        cli_json_key_u64(e, "reserved_a", c.reserved_a);
+        cli_json_key_u64(e, "reserved_b", c.reserved_b);
+        cli_json_key_u64(e, "segments_a", c.segments_a);
+        cli_json_key_u64(e, "segments_b", c.segments_b);
+        cli_json_key_u64(e, "new_segments", c.new_segments);
+        cli_json_key_u64(e, "new_bytes", c.new_bytes);
+        cli_json_key_u64(e, "released_segments", c.released_segments);
+        cli_json_key_u64(e, "released_bytes", c.released_bytes);
+        emitter_end(e);
+    }
+    emitter_end(e);
 }
 
 /* Every call site of A and B, matched by key, largest growth first. */
@@ -234,26 +264,37 @@ diff_table_free(struct diff_table *d)
     free(d->rows);
 }
 
-static void
+static bool
 print_json(const struct diff_table *d, uint64_t top, const struct snapshot *a,
            const struct snapshot *b)
 {
-    printf("{\"growth_bytes\": %" PRId64 ", \"sites\": [", d->total);
+    struct emitter *e = cli_json_open(stdout);
+    if (e == NULL)
+        return false;
+    emitter_begin_dict(e);
+    cli_json_key_int(e, "growth_bytes", d->total);
+    emitter_key(e, "sites");
+    emitter_begin_list(e);
     for (size_t i = 0, k = 0; i < d->nr && k < top; i++) {
         const struct diff_row *r = &d->rows[i];
         if (r->growth == 0)
             continue;
         const struct diff_site *s = r->b ? r->b : r->a;
-        printf("%s\n  {\"device\": %zu, \"a_bytes\": %" PRIu64 ", \"b_bytes\": %" PRIu64
-               ", \"growth\": %" PRId64 ", \"frames\": ",
-               k ? "," : "", s->device, r->a ? r->a->bytes : 0, r->b ? r->b->bytes : 0, r->growth);
-        cli_json_frames(stdout, s->snap, s->stack);
-        printf("}");
+        emitter_begin_dict(e);
+        cli_json_key_u64(e, "device", s->device);
+        cli_json_key_u64(e, "a_bytes", r->a ? r->a->bytes : 0);
+        cli_json_key_u64(e, "b_bytes", r->b ? r->b->bytes : 0);
+        cli_json_key_int(e, "growth", r->growth);
+        emitter_key(e, "frames");
+        cli_json_frames(e, s->snap, s->stack);
+        emitter_end(e);
         k++;
     }
-    printf("], \"devices\": [");
-    print_segments(true, a, b);
-    printf("]}\n");
+    emitter_end(e);
+    emitter_key(e, "devices");
+    emit_segments(e, a, b);
+    emitter_end(e);
+    return cli_json_close(e);
 }
 
 static void
@@ -281,7 +322,7 @@ print_text(const struct diff_table *d, uint64_t top, const struct snapshot *a,
     }
     if (shown == 0)
         printf("  (no call site changed)\n");
-    print_segments(false, a, b);
+    print_segments(a, b);
 }
 
 int
@@ -297,7 +338,8 @@ cmd_diff(int argc, char **argv)
         fprintf(stderr, "cuprof: diff: out of memory\n");
         status = CLI_BADUSE;
     } else if (args.json) {
-        print_json(&d, args.top, in.snap[0], in.snap[1]);
+        if (!print_json(&d, args.top, in.snap[0], in.snap[1]))
+            status = CLI_BADUSE;
     } else {
         print_text(&d, args.top, in.snap[0], in.snap[1], in.paths);
     }

@@ -137,24 +137,34 @@ leak_totals(const struct leak_site *sites, long n)
     return all;
 }
 
-static void
+static bool
 print_json(const char *path, const struct snapshot *snap, const struct leak_site *sites, long n,
            uint64_t top)
 {
     struct leak_site all = leak_totals(sites, n);
-    printf("{\"file\": ");
-    cli_json_string(stdout, path);
-    printf(", \"leaked_bytes\": %" PRIu64 ", \"leaked_requested_bytes\": %" PRIu64
-           ", \"leaked_blocks\": %" PRIu64 ", \"sites\": [",
-           all.bytes, all.requested, all.blocks);
+    struct emitter *e = cli_json_open(stdout);
+    if (e == NULL)
+        return false;
+    emitter_begin_dict(e);
+    cli_json_key_string(e, "file", path);
+    cli_json_key_u64(e, "leaked_bytes", all.bytes);
+    cli_json_key_u64(e, "leaked_requested_bytes", all.requested);
+    cli_json_key_u64(e, "leaked_blocks", all.blocks);
+    emitter_key(e, "sites");
+    emitter_begin_list(e);
     for (long i = 0; i < n && (uint64_t)i < top; i++) {
-        printf("%s\n  {\"device\": %" PRId32 ", \"bytes\": %" PRIu64
-               ", \"requested_bytes\": %" PRIu64 ", \"blocks\": %" PRIu64 ", \"frames\": ",
-               i ? "," : "", sites[i].device, sites[i].bytes, sites[i].requested, sites[i].blocks);
-        cli_json_frames(stdout, snap, sites[i].stack);
-        printf("}");
+        emitter_begin_dict(e);
+        cli_json_key_int(e, "device", sites[i].device);
+        cli_json_key_u64(e, "bytes", sites[i].bytes);
+        cli_json_key_u64(e, "requested_bytes", sites[i].requested);
+        cli_json_key_u64(e, "blocks", sites[i].blocks);
+        emitter_key(e, "frames");
+        cli_json_frames(e, snap, sites[i].stack);
+        emitter_end(e);
     }
-    printf("%s]}\n", n ? "\n" : "");
+    emitter_end(e);
+    emitter_end(e);
+    return cli_json_close(e);
 }
 
 static void
@@ -197,11 +207,12 @@ cmd_leaks(int argc, char **argv)
         cli_input_free(&in);
         return CLI_BADUSE;
     }
-    if (args.json)
-        print_json(in.paths[0], in.snap[0], sites, n, args.top);
-    else
+    int status = n > 0 ? CLI_FOUND : CLI_OK;
+    if (!args.json)
         print_text(in.paths[0], in.snap[0], sites, n, args.top);
+    else if (!print_json(in.paths[0], in.snap[0], sites, n, args.top))
+        status = CLI_BADUSE;
     free(sites);
     cli_input_free(&in);
-    return n > 0 ? CLI_FOUND : CLI_OK;
+    return status;
 }

@@ -58,7 +58,7 @@ const struct cli_command cmd_plot_command = {
 #define PLOT_TOP_SITES  25
 
 struct plot_ctx {
-    FILE *out;
+    struct emitter *e;
     const struct snapshot *snap;
     struct span_map site_of; /* stack + 1 -> site id */
     uint32_t *site_stack;    /* site id -> stack */
@@ -82,14 +82,16 @@ site_id(struct plot_ctx *p, uint32_t stack)
 }
 
 static void
-emit_series(FILE *out, const struct device_analysis *a)
+emit_series(struct emitter *e, const struct device_analysis *a)
 {
     size_t n = a->count + 1;
     size_t step = (n + PLOT_MAX_POINTS - 1) / PLOT_MAX_POINTS;
     const char *names[] = {"index", "live", "reserved"};
-    fprintf(out, "\"series\": {");
+    emitter_key(e, "series");
+    emitter_begin_dict(e);
     for (int k = 0; k < 3; k++) {
-        fprintf(out, "%s\"%s\": [", k ? ", " : "", names[k]);
+        emitter_key(e, names[k]);
+        emitter_begin_list(e);
         for (size_t i = 0; i < n; i += step) {
             uint64_t v = 0;
             for (size_t j = i; j < i + step && j < n; j++) {
@@ -97,11 +99,11 @@ emit_series(FILE *out, const struct device_analysis *a)
                 if (x > v)
                     v = x;
             }
-            fprintf(out, "%s%" PRIu64, i ? "," : "", v);
+            emitter_u64(e, v);
         }
-        fprintf(out, "]");
+        emitter_end(e);
     }
-    fprintf(out, "}");
+    emitter_end(e);
 }
 
 static int
@@ -127,10 +129,58 @@ where_text(char *buf, size_t len, const struct snapshot *snap, size_t device, si
     analysis_where(buf, len, snap, device, at, known ? &t0 : NULL);
 }
 
+/* "segments": [addr, size, is_small, stream] per segment (stream 0 when unknown). */
+static void
+emit_segment_rows(struct plot_ctx *p, const struct span_map_item *items, size_t nseg)
+{
+    emitter_key(p->e, "segments");
+    emitter_begin_list(p->e);
+    for (size_t i = 0; i < nseg; i++) {
+        uint32_t tag = items[i].stack;
+        uint64_t stream = 0;
+        if (tag != (ANALYSIS_SEGMENT_UNKNOWN) && (tag >> 1) < p->snap->segment_count)
+            stream = p->snap->segments[tag >> 1].stream;
+        emitter_begin_list(p->e);
+        emitter_u64(p->e, items[i].addr);
+        emitter_u64(p->e, items[i].size);
+        emitter_int(p->e, tag & 1);
+        emitter_u64(p->e, stream);
+        emitter_end(p->e);
+    }
+    emitter_end(p->e);
+}
+
+/* "blocks": [addr, size, site id] per block, the largest PLOT_MAX_BLOCKS. -1 on OOM. */
+static int
+emit_block_rows(struct plot_ctx *p, struct span_map_item *blocks, size_t nb)
+{
+    if (nb > PLOT_MAX_BLOCKS) {
+        qsort(blocks, nb, sizeof(*blocks), cmp_size_desc);
+        nb = PLOT_MAX_BLOCKS;
+    }
+    int rc = 0;
+    emitter_key(p->e, "blocks");
+    emitter_begin_list(p->e);
+    for (size_t i = 0; i < nb; i++) {
+        long site = site_id(p, blocks[i].stack);
+        if (site < 0) {
+            rc = -1;
+            break;
+        }
+        emitter_begin_list(p->e);
+        emitter_u64(p->e, blocks[i].addr);
+        emitter_u64(p->e, blocks[i].size);
+        emitter_int(p->e, site);
+        emitter_end(p->e);
+    }
+    emitter_end(p->e);
+    return rc;
+}
+
 static int
 emit_state(struct plot_ctx *p, size_t device, size_t at, const char *label)
 {
-    FILE *out = p->out;
+    struct emitter *e = p->e;
     struct span_map segs;
     if (analysis_segments_at(p->snap, device, at, &segs) != 0) {
         span_map_free(&segs);
@@ -150,36 +200,16 @@ emit_state(struct plot_ctx *p, size_t device, size_t at, const char *label)
         reserved += items[i].size;
     for (size_t i = 0; i < nb; i++)
         live += blocks[i].size;
-    fprintf(out, "{\"label\": ");
-    cli_json_string(out, label);
-    fprintf(out, ", \"at\": %zu, \"reserved\": %" PRIu64 ", \"live\": %" PRIu64 ", \"segments\": [",
-            at, reserved, live);
-    for (size_t i = 0; i < nseg; i++) {
-        uint32_t tag = items[i].stack;
-        uint64_t stream = 0;
-        if (tag != (ANALYSIS_SEGMENT_UNKNOWN) && (tag >> 1) < p->snap->segment_count)
-            stream = p->snap->segments[tag >> 1].stream;
-        fprintf(out, "%s[%" PRIu64 ",%" PRIu64 ",%d,%" PRIu64 "]", i ? "," : "", items[i].addr,
-                items[i].size, (int)(tag & 1), stream);
-    }
-    fprintf(out, "], \"blocks\": [");
-    if (nb > PLOT_MAX_BLOCKS) {
-        qsort(blocks, nb, sizeof(*blocks), cmp_size_desc);
-        nb = PLOT_MAX_BLOCKS;
-    }
-    int rc = 0;
-    for (size_t i = 0; i < nb; i++) {
-        long site = site_id(p, blocks[i].stack);
-        if (site < 0) {
-            rc = -1;
-            break;
-        }
-        fprintf(out, "%s[%" PRIu64 ",%" PRIu64 ",%ld]", i ? "," : "", blocks[i].addr,
-                blocks[i].size, site);
-    }
-    fprintf(out, "]}");
+    emitter_begin_dict(e);
+    cli_json_key_string(e, "label", label);
+    cli_json_key_u64(e, "at", at);
+    cli_json_key_u64(e, "reserved", reserved);
+    cli_json_key_u64(e, "live", live);
+    emit_segment_rows(p, items, nseg);
     free(items);
+    int rc = emit_block_rows(p, blocks, nb);
     free(blocks);
+    emitter_end(e);
     return rc;
 }
 
@@ -211,40 +241,51 @@ by_site(struct plot_ctx *p, const struct site_total *sites, size_t ns, uint64_t 
     return 0;
 }
 
-/* The device's peaks and totals, its library report and its timeline. */
+/* Sizes as PyTorch's format_size prints them, for the page to show. */
+static void
+emit_size_texts(struct emitter *e, const struct device_analysis *a)
+{
+    const char *keys[] = {"peak_reserved", "peak_live",  "end_reserved",
+                          "end_live",      "free_total", "largest_free"};
+    uint64_t values[] = {a->peak_reserved, a->peak_live,  a->table_reserved,
+                         a->end_live,      a->free_total, a->largest_free};
+    char text[32];
+    emitter_key(e, "text");
+    emitter_begin_dict(e);
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+        cli_json_key_string(e, keys[k], cli_size(values[k], text, sizeof(text)));
+    emitter_end(e);
+}
+
+/* The device's peaks and totals, its library report and its timeline (the device dict is open). */
 static void
 emit_overview(struct plot_ctx *p, size_t device, const struct device_analysis *a)
 {
-    FILE *out = p->out;
-    char where_r[160], where_l[160], s[6][32];
-    where_text(where_r, sizeof(where_r), p->snap, device, a->peak_reserved_at);
-    where_text(where_l, sizeof(where_l), p->snap, device, a->peak_live_at);
-    fprintf(out,
-            "{\"device\": %zu, \"count\": %zu, \"dropped\": %" PRIu64 ", \"oom_count\": %zu, "
-            "\"peak_reserved\": %" PRIu64 ", \"peak_reserved_at\": %zu, \"peak_live\": %" PRIu64
-            ", \"peak_live_at\": %zu, \"end_reserved\": %" PRIu64 ", \"end_live\": %" PRIu64
-            ", \"free_total\": %" PRIu64 ", \"largest_free\": %" PRIu64 ", ",
-            device, a->count, a->dropped, a->oom_count, a->peak_reserved, a->peak_reserved_at,
-            a->peak_live, a->peak_live_at, a->table_reserved, a->end_live, a->free_total,
-            a->largest_free);
-    fprintf(out, "\"peak_reserved_where\": ");
-    cli_json_string(out, where_r);
-    fprintf(out, ", \"peak_live_where\": ");
-    cli_json_string(out, where_l);
-    fprintf(out,
-            ", \"text\": {\"peak_reserved\": \"%s\", \"peak_live\": \"%s\", \"end_reserved\": "
-            "\"%s\", \"end_live\": \"%s\", \"free_total\": \"%s\", \"largest_free\": \"%s\"}, ",
-            cli_size(a->peak_reserved, s[0], 32), cli_size(a->peak_live, s[1], 32),
-            cli_size(a->table_reserved, s[2], 32), cli_size(a->end_live, s[3], 32),
-            cli_size(a->free_total, s[4], 32), cli_size(a->largest_free, s[5], 32));
+    struct emitter *e = p->e;
+    char where[160];
+    cli_json_key_u64(e, "device", device);
+    cli_json_key_u64(e, "count", a->count);
+    cli_json_key_u64(e, "dropped", a->dropped);
+    cli_json_key_u64(e, "oom_count", a->oom_count);
+    cli_json_key_u64(e, "peak_reserved", a->peak_reserved);
+    cli_json_key_u64(e, "peak_reserved_at", a->peak_reserved_at);
+    cli_json_key_u64(e, "peak_live", a->peak_live);
+    cli_json_key_u64(e, "peak_live_at", a->peak_live_at);
+    cli_json_key_u64(e, "end_reserved", a->table_reserved);
+    cli_json_key_u64(e, "end_live", a->end_live);
+    cli_json_key_u64(e, "free_total", a->free_total);
+    cli_json_key_u64(e, "largest_free", a->largest_free);
+    where_text(where, sizeof(where), p->snap, device, a->peak_reserved_at);
+    cli_json_key_string(e, "peak_reserved_where", where);
+    where_text(where, sizeof(where), p->snap, device, a->peak_live_at);
+    cli_json_key_string(e, "peak_live_where", where);
+    emit_size_texts(e, a);
     char *libraries = library_report_text(p->snap, device);
     if (libraries != NULL) {
-        fprintf(out, "\"libraries_text\": ");
-        cli_json_string(out, libraries);
-        fprintf(out, ", ");
+        cli_json_key_string(e, "libraries_text", libraries);
         free(libraries);
     }
-    emit_series(out, a);
+    emit_series(e, a);
 }
 
 /* The states offered in the segment map: start, peaks, end, and evenly spaced points. */
@@ -260,7 +301,8 @@ emit_states(struct plot_ctx *p, size_t device, const struct device_analysis *a)
     for (size_t k = 1; k < PLOT_MAX_STATES - 4; k++)
         at[nat++] = a->count * k / (PLOT_MAX_STATES - 4);
     qsort(at, nat, sizeof(at[0]), cmp_u64);
-    fprintf(p->out, ", \"states\": [");
+    emitter_key(p->e, "states");
+    emitter_begin_list(p->e);
     size_t emitted = 0, initial = 0;
     int rc = 0;
     for (size_t i = 0; i < nat && rc == 0; i++) {
@@ -272,11 +314,11 @@ emit_states(struct plot_ctx *p, size_t device, const struct device_analysis *a)
                  at[i] == a->peak_live_at ? " - live peak" : "", at[i] == a->count ? " - end" : "");
         if (at[i] == a->peak_live_at)
             initial = emitted;
-        fprintf(p->out, "%s", emitted ? ", " : "");
         rc = emit_state(p, device, (size_t)at[i], label);
         emitted++;
     }
-    fprintf(p->out, "], \"initial_state\": %zu", initial);
+    emitter_end(p->e);
+    cli_json_key_u64(p->e, "initial_state", initial);
     return rc;
 }
 
@@ -317,30 +359,34 @@ plot_sites_free(struct plot_sites *ps)
 static void
 emit_site_list(struct plot_ctx *p, const struct plot_sites *ps)
 {
-    FILE *out = p->out;
-    fprintf(out, ", \"sites\": [");
+    struct emitter *e = p->e;
+    emitter_key(e, "sites");
+    emitter_begin_list(e);
     for (size_t i = 0; i < p->site_count; i++) {
-        fprintf(out,
-                "%s{\"end_bytes\": %" PRIu64 ", \"end_count\": %" PRIu64
-                ", \"peak_bytes\": %" PRIu64 ", \"frames\": [",
-                i ? ", " : "", ps->end_bytes[i], ps->end_counts[i], ps->peak_bytes[i]);
+        emitter_begin_dict(e);
+        cli_json_key_u64(e, "end_bytes", ps->end_bytes[i]);
+        cli_json_key_u64(e, "end_count", ps->end_counts[i]);
+        cli_json_key_u64(e, "peak_bytes", ps->peak_bytes[i]);
+        emitter_key(e, "frames");
+        emitter_begin_list(e);
         const struct snap_stack *st = &p->snap->stacks[p->site_stack[i]];
         for (uint32_t k = 0; p->site_stack[i] != 0 && k < st->count && k < 24; k++) {
             char text[1024];
             cli_frame_text(p->snap, p->snap->stack_frames[st->first + k], text, sizeof(text));
-            fprintf(out, "%s", k ? ", " : "");
-            cli_json_string(out, text);
+            emitter_string(e, text);
         }
-        fprintf(out, "]}");
+        emitter_end(e);
+        emitter_end(e);
     }
-    fprintf(out, "]");
+    emitter_end(e);
 }
 
 /* The top sites' ids: by bytes live at the end, then at the peak. */
 static void
 emit_top(struct plot_ctx *p, const struct plot_sites *ps)
 {
-    fprintf(p->out, ", \"top\": [");
+    emitter_key(p->e, "top");
+    emitter_begin_list(p->e);
     size_t shown = 0;
     bool *used = calloc(p->site_count + 1, sizeof(bool));
     for (int pass = 0; used != NULL && pass < 2; pass++) {
@@ -353,12 +399,12 @@ emit_top(struct plot_ctx *p, const struct plot_sites *ps)
             if (best == SIZE_MAX)
                 break;
             used[best] = true;
-            fprintf(p->out, "%s%zu", shown ? "," : "", best);
+            emitter_u64(p->e, best);
             shown++;
         }
     }
     free(used);
-    fprintf(p->out, "]}");
+    emitter_end(p->e);
 }
 
 static int
@@ -369,6 +415,7 @@ emit_device(struct plot_ctx *p, size_t device)
         return -1;
     span_map_init(&p->site_of);
     p->site_count = 0;
+    emitter_begin_dict(p->e);
     emit_overview(p, device, &a);
     int rc = emit_states(p, device, &a);
     struct plot_sites ps = {0};
@@ -378,6 +425,7 @@ emit_device(struct plot_ctx *p, size_t device)
         emit_site_list(p, &ps);
         emit_top(p, &ps);
     }
+    emitter_end(p->e);
     plot_sites_free(&ps);
     span_map_free(&p->site_of);
     free(p->site_stack);
@@ -389,11 +437,10 @@ emit_device(struct plot_ctx *p, size_t device)
 /* The report's header: the file, who wrote it, and for several files summary's cross-rank view
  * (as text). Returns CLI_OK, or CLI_BADUSE when the cross-rank view failed. */
 static int
-emit_header(FILE *out, const struct snapshot *snap, const struct cli_input *in)
+emit_header(struct emitter *e, const struct snapshot *snap, const struct cli_input *in)
 {
     int status = CLI_OK;
-    fprintf(out, "{\"file\": ");
-    cli_json_string(out, in->paths[0]);
+    cli_json_key_string(e, "file", in->paths[0]);
     char meta[512] = "written by PyTorch (no cuprof section)";
     if (snap->cuprof.present)
         snprintf(meta, sizeof(meta),
@@ -401,8 +448,7 @@ emit_header(FILE *out, const struct snapshot *snap, const struct cli_input *in)
                  snap->cuprof.version ? snap->cuprof.version : "?",
                  snap->cuprof.mode ? snap->cuprof.mode : "?", snap->cuprof.pid, snap->cuprof.rank,
                  snap->cuprof.host ? snap->cuprof.host : "?");
-    fprintf(out, ", \"meta\": ");
-    cli_json_string(out, meta);
+    cli_json_key_string(e, "meta", meta);
     if (in->count > 1) {
         char *text = NULL;
         size_t len = 0;
@@ -413,10 +459,8 @@ emit_header(FILE *out, const struct snapshot *snap, const struct cli_input *in)
             fclose(mem);
         if (crc != 0)
             status = CLI_BADUSE;
-        if (text != NULL) {
-            fprintf(out, ", \"cross_rank_text\": ");
-            cli_json_string(out, text);
-        }
+        if (text != NULL)
+            cli_json_key_string(e, "cross_rank_text", text);
         free(text);
     }
     return status;
@@ -426,19 +470,25 @@ emit_header(FILE *out, const struct snapshot *snap, const struct cli_input *in)
 static int
 emit_report(FILE *out, const struct snapshot *snap, const struct cli_input *in)
 {
-    struct plot_ctx p = {out, snap, {NULL, 0, 0}, NULL, 0};
-    int status = emit_header(out, snap, in);
-    fprintf(out, ", \"devices\": [");
+    struct plot_ctx p = {cli_json_open(out), snap, {NULL, 0, 0}, NULL, 0};
+    if (p.e == NULL)
+        return CLI_BADUSE;
+    emitter_begin_dict(p.e);
+    int status = emit_header(p.e, snap, in);
+    emitter_key(p.e, "devices");
+    emitter_begin_list(p.e);
     size_t ndev = analysis_device_count(snap);
     for (size_t d = 0; d < ndev; d++) {
-        fprintf(out, "%s", d ? ",\n" : "\n");
         if (emit_device(&p, d) != 0) {
             fprintf(stderr, "cuprof: %s: out of memory\n", in->paths[0]);
             status = CLI_BADUSE;
             break;
         }
     }
-    fprintf(out, "]}");
+    emitter_end(p.e);
+    emitter_end(p.e);
+    if (!cli_json_close(p.e))
+        status = CLI_BADUSE;
     return status;
 }
 

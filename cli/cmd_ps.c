@@ -77,6 +77,37 @@ device_totals(const struct sval *info, int64_t sums[4], char *list, size_t len)
         snprintf(list, len, "-");
 }
 
+/* One JSON list: per process its pid, rank, host, mode, devices, memory totals and command. */
+static bool
+print_json(const struct control_process *list, size_t count)
+{
+    struct emitter *e = cli_json_open(stdout);
+    if (e == NULL)
+        return false;
+    emitter_begin_list(e);
+    for (size_t i = 0; i < count; i++) {
+        const struct sval *info = &list[i].info.value;
+        char text[256];
+        int64_t sums[4] = {0};
+        device_totals(info, sums, text, sizeof(text));
+        emitter_begin_dict(e);
+        cli_json_key_int(e, "pid", list[i].pid);
+        cli_json_key_int(e, "rank", control_int(info, "rank"));
+        cli_json_key_string(e, "host", control_str(info, "host"));
+        cli_json_key_string(e, "mode", control_str(info, "mode"));
+        cli_json_key_string(e, "devices", text);
+        cli_json_key_int(e, "allocated", sums[0]);
+        cli_json_key_int(e, "reserved", sums[1]);
+        cli_json_key_int(e, "peak_allocated", sums[2]);
+        cli_json_key_int(e, "peak_reserved", sums[3]);
+        command_text(info, text, sizeof(text));
+        cli_json_key_string(e, "command", text);
+        emitter_end(e);
+    }
+    emitter_end(e);
+    return cli_json_close(e);
+}
+
 int
 cmd_ps(int argc, char **argv)
 {
@@ -93,26 +124,9 @@ cmd_ps(int argc, char **argv)
     if (removed > 0)
         fprintf(stderr, "cuprof: ps: removed %zu socket%s left by processes that are gone\n",
                 removed, removed == 1 ? "" : "s");
+    bool ok = true;
     if (json) {
-        printf("[");
-        for (size_t i = 0; i < count; i++) {
-            char text[256];
-            int64_t sums[4] = {0};
-            device_totals(&list[i].info.value, sums, text, sizeof(text));
-            printf("%s\n  {\"pid\": %ld, \"rank\": %lld, \"host\": ", i ? "," : "",
-                   (long)list[i].pid, (long long)control_int(&list[i].info.value, "rank"));
-            cli_json_string(stdout, control_str(&list[i].info.value, "host"));
-            printf(", \"mode\": ");
-            cli_json_string(stdout, control_str(&list[i].info.value, "mode"));
-            printf(", \"devices\": \"%s\", \"allocated\": %lld, \"reserved\": %lld, "
-                   "\"peak_allocated\": %lld, \"peak_reserved\": %lld, \"command\": ",
-                   text, (long long)sums[0], (long long)sums[1], (long long)sums[2],
-                   (long long)sums[3]);
-            command_text(&list[i].info.value, text, sizeof(text));
-            cli_json_string(stdout, text);
-            printf("}");
-        }
-        printf("%s]\n", count ? "\n" : "");
+        ok = print_json(list, count);
     } else if (count == 0) {
         printf("no process of this user runs under cuprof (one shows up after its first CUDA "
                "call)\n");
@@ -138,5 +152,5 @@ cmd_ps(int argc, char **argv)
         }
     }
     control_client_list_free(list, count);
-    return CLI_OK;
+    return ok ? CLI_OK : CLI_BADUSE;
 }

@@ -45,28 +45,63 @@ const struct cli_command cmd_timeline_command = {
 };
 
 struct tl_writer {
-    FILE *out;
-    bool first;
+    struct emitter *e; /* inside the "traceEvents" list */
     int64_t pid;
     bool shared_clock; /* every file has times: t0 is the earliest of them all */
     int64_t t0;
 };
 
+/* An event's dict, opened with its name, phase and pid (its tid when tid >= 0). */
 static void
-event_begin(struct tl_writer *w)
+event_begin(struct tl_writer *w, const char *name, const char *ph, int64_t tid)
 {
-    fputs(w->first ? "\n" : ",\n", w->out);
-    w->first = false;
+    emitter_begin_dict(w->e);
+    cli_json_key_string(w->e, "name", name);
+    cli_json_key_string(w->e, "ph", ph);
+    cli_json_key_int(w->e, "pid", w->pid);
+    if (tid >= 0)
+        cli_json_key_int(w->e, "tid", tid);
 }
 
 static void
 counter(struct tl_writer *w, const char *name, size_t device, double ts, uint64_t bytes)
 {
-    event_begin(w);
-    fprintf(w->out,
-            "{\"name\": \"%s (device %zu)\", \"ph\": \"C\", \"pid\": %" PRId64
-            ", \"tid\": %zu, \"ts\": %.3f, \"args\": {\"bytes\": %" PRIu64 "}}",
-            name, device, w->pid, device, ts, bytes);
+    char track[64];
+    snprintf(track, sizeof(track), "%s (device %zu)", name, device);
+    event_begin(w, track, "C", (int64_t)device);
+    emitter_key(w->e, "ts");
+    emitter_float(w->e, ts);
+    emitter_key(w->e, "args");
+    emitter_begin_dict(w->e);
+    cli_json_key_u64(w->e, "bytes", bytes);
+    emitter_end(w->e);
+    emitter_end(w->e);
+}
+
+/* An instant event: an OOM (process-wide), a segment alloc or free, an annotation. */
+static void
+instant(struct tl_writer *w, const struct snap_entry *e, size_t device, double ts, size_t i)
+{
+    bool annotate = e->action == TRACE_ANNOTATE && e->label != NULL;
+    event_begin(w, annotate ? e->label : cli_action_name(e->action), "i", -1);
+    cli_json_key_string(w->e, "s", e->action == TRACE_OOM ? "p" : "t");
+    cli_json_key_u64(w->e, "tid", device);
+    emitter_key(w->e, "ts");
+    emitter_float(w->e, ts);
+    emitter_key(w->e, "args");
+    emitter_begin_dict(w->e);
+    cli_json_key_u64(w->e, "entry", i);
+    cli_json_key_u64(w->e, "size", e->size);
+    if (e->action == TRACE_OOM) {
+        cli_json_key_u64(w->e, "device_free", e->device_free);
+    } else {
+        char addr[24];
+        snprintf(addr, sizeof(addr), "0x%" PRIx64, e->addr);
+        cli_json_key_string(w->e, "addr", addr);
+    }
+    cli_json_key_u64(w->e, "stream", e->stream);
+    emitter_end(w->e);
+    emitter_end(w->e);
 }
 
 static int
@@ -83,11 +118,14 @@ device_events(struct tl_writer *w, const struct snapshot *snap, size_t device)
             t0 = t->entries[i].time_us;
             break;
         }
-    event_begin(w);
-    fprintf(w->out,
-            "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %" PRId64
-            ", \"tid\": %zu, \"args\": {\"name\": \"device %zu\"}}",
-            w->pid, device, device);
+    char name[32];
+    snprintf(name, sizeof(name), "device %zu", device);
+    event_begin(w, "thread_name", "M", (int64_t)device);
+    emitter_key(w->e, "args");
+    emitter_begin_dict(w->e);
+    cli_json_key_string(w->e, "name", name);
+    emitter_end(w->e);
+    emitter_end(w->e);
     /* On a shared clock a device's tracks start at its own first entry. */
     double last_ts = 0;
     for (size_t i = 0; w->shared_clock && t != NULL && i < t->count; i++)
@@ -108,23 +146,8 @@ device_events(struct tl_writer *w, const struct snapshot *snap, size_t device)
         if (a.reserved_series[i + 1] != a.reserved_series[i])
             counter(w, "reserved", device, ts, a.reserved_series[i + 1]);
         if (e->action == TRACE_OOM || e->action == TRACE_SEGMENT_ALLOC ||
-            e->action == TRACE_SEGMENT_FREE || e->action == TRACE_ANNOTATE) {
-            event_begin(w);
-            fprintf(w->out, "{\"name\": ");
-            if (e->action == TRACE_ANNOTATE && e->label != NULL)
-                cli_json_string(w->out, e->label);
-            else
-                fprintf(w->out, "\"%s\"", cli_action_name(e->action));
-            fprintf(w->out,
-                    ", \"ph\": \"i\", \"s\": \"%s\", \"pid\": %" PRId64
-                    ", \"tid\": %zu, \"ts\": %.3f, \"args\": {\"entry\": %zu, \"size\": %" PRIu64,
-                    e->action == TRACE_OOM ? "p" : "t", w->pid, device, ts, i, e->size);
-            if (e->action == TRACE_OOM)
-                fprintf(w->out, ", \"device_free\": %" PRIu64, e->device_free);
-            else
-                fprintf(w->out, ", \"addr\": \"0x%" PRIx64 "\"", e->addr);
-            fprintf(w->out, ", \"stream\": %" PRIu64 "}}", e->stream);
-        }
+            e->action == TRACE_SEGMENT_FREE || e->action == TRACE_ANNOTATE)
+            instant(w, e, device, ts, i);
     }
     analysis_free(&a);
     return 0;
@@ -149,25 +172,25 @@ first_time(const struct snapshot *snap)
 static void
 process_name(struct tl_writer *w, const struct snapshot *snap, const char *path)
 {
-    event_begin(w);
-    fprintf(w->out,
-            "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %" PRId64
-            ", \"args\": {\"name\": ",
-            w->pid);
     char name[512];
     if (snap->cuprof.present && snap->cuprof.rank >= 0)
         snprintf(name, sizeof(name), "cuprof rank %" PRId64 " (%s) pid %" PRId64, snap->cuprof.rank,
                  snap->cuprof.host ? snap->cuprof.host : "?", snap->cuprof.pid);
     else
         snprintf(name, sizeof(name), "%s", path);
-    cli_json_string(w->out, name);
-    fprintf(w->out, "}}");
+    event_begin(w, "process_name", "M", -1);
+    emitter_key(w->e, "args");
+    emitter_begin_dict(w->e);
+    cli_json_key_string(w->e, "name", name);
+    emitter_end(w->e);
+    emitter_end(w->e);
     if (snap->cuprof.present && snap->cuprof.rank >= 0) {
-        event_begin(w); /* Perfetto orders process tracks by this */
-        fprintf(w->out,
-                "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %" PRId64
-                ", \"args\": {\"sort_index\": %" PRId64 "}}",
-                w->pid, snap->cuprof.rank);
+        event_begin(w, "process_sort_index", "M", -1); /* Perfetto orders process tracks by this */
+        emitter_key(w->e, "args");
+        emitter_begin_dict(w->e);
+        cli_json_key_int(w->e, "sort_index", snap->cuprof.rank);
+        emitter_end(w->e);
+        emitter_end(w->e);
     }
 }
 
@@ -244,10 +267,20 @@ cmd_timeline(int argc, char **argv)
         fprintf(stderr, "cuprof: %s: %s\n", output, strerror(errno));
         return CLI_BADUSE;
     }
-    fprintf(out, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [");
-    struct tl_writer w = {out, true, 0, shared_clock, shared_clock ? t0 : 0};
-    int status = write_files(&w, in.paths, in.count);
-    fprintf(out, "\n]}\n");
+    struct emitter *e = cli_json_open(out);
+    int status = CLI_BADUSE;
+    if (e != NULL) {
+        emitter_begin_dict(e);
+        cli_json_key_string(e, "displayTimeUnit", "ms");
+        emitter_key(e, "traceEvents");
+        emitter_begin_list(e);
+        struct tl_writer w = {e, 0, shared_clock, shared_clock ? t0 : 0};
+        status = write_files(&w, in.paths, in.count);
+        emitter_end(e);
+        emitter_end(e);
+    }
+    if (!cli_json_close(e))
+        status = CLI_BADUSE;
     if (output != NULL && fclose(out) != 0) {
         fprintf(stderr, "cuprof: %s: %s\n", output, strerror(errno));
         status = CLI_BADUSE;

@@ -28,6 +28,7 @@ struct emitter_ops {
     void (*end)(struct emitter *e);
     void (*key)(struct emitter *e, const char *key, size_t len, bool literal);
     void (*integer)(struct emitter *e, int64_t v);
+    void (*uinteger)(struct emitter *e, uint64_t v); /* NULL: written as integer((int64_t)v) */
     void (*string)(struct emitter *e, const char *s, size_t len, bool literal);
     void (*boolean)(struct emitter *e, bool v);
     void (*none)(struct emitter *e);
@@ -146,6 +147,16 @@ static inline void
 emitter_uint(struct emitter *e, uint64_t v)
 {
     e->ops->integer(e, (int64_t)v);
+}
+/* Unsigned values in full (JSON: 2^64 - 1 stays 18446744073709551615); an emitter without an
+ * unsigned path (pickle) writes them as emitter_uint does. */
+static inline void
+emitter_u64(struct emitter *e, uint64_t v)
+{
+    if (e->ops->uinteger != NULL)
+        e->ops->uinteger(e, v);
+    else
+        e->ops->integer(e, (int64_t)v);
 }
 static inline void
 emitter_string(struct emitter *e, const char *s)

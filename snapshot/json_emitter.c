@@ -100,16 +100,24 @@ j_end(struct emitter *e)
     after_value(e);
 }
 
-/* Nonzero when one of the 8 bytes in x is below 0x20, '"' or '\\' (bytes >= 0x80, UTF-8, need
- * no escape): the classic "has a byte less than n" and "has a zero byte" word tricks. */
+/* Nonzero when one of the 8 bytes in x is below 0x20, '"', '\\' or '<' (bytes >= 0x80, UTF-8,
+ * need no escape): the classic "has a byte less than n" and "has a zero byte" word tricks. */
 static uint64_t
 needs_escape8(uint64_t x)
 {
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    uint64_t quote = x ^ (ones * '"'), backslash = x ^ (ones * '\\');
+    uint64_t quote = x ^ (ones * '"'), backslash = x ^ (ones * '\\'), lt = x ^ (ones * '<');
     return (((x - ones * 0x20) & ~x) | ((quote - ones) & ~quote) |
-            ((backslash - ones) & ~backslash)) &
+            ((backslash - ones) & ~backslash) | ((lt - ones) & ~lt)) &
            highs;
+}
+
+/* '<' is escaped too (\u003c), so that JSON inside an HTML <script> (cuprof plot) cannot close
+ * it; every JSON reader reads it back as '<'. */
+static bool
+needs_escape(unsigned char c)
+{
+    return c < 0x20 || c == '"' || c == '\\' || c == '<';
 }
 
 static bool
@@ -123,7 +131,7 @@ plain_text(const char *s, size_t len)
             return false;
     }
     for (; i < len; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == '"' || s[i] == '\\')
+        if (needs_escape((unsigned char)s[i]))
             return false;
     return true;
 }
@@ -135,7 +143,7 @@ put_escaped(struct emitter *e, const char *s, size_t len)
     size_t run = 0; /* bytes that need no escaping, written in one go */
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
+        if (!needs_escape(c))
             continue;
         emitter_put(e, s + run, i - run);
         run = i + 1;
@@ -201,8 +209,9 @@ j_key(struct emitter *e, const char *key, size_t len, bool literal)
     emitter_put_byte(e, ':');
 }
 
+/* The decimal digits of u, with a '-' in front when negative. */
 static void
-j_integer(struct emitter *e, int64_t v)
+put_decimal(struct emitter *e, uint64_t u, bool negative)
 {
     static const char pairs[] =
         "000102030405060708091011121314151617181920212223242526272829303132333435363738394041424344"
@@ -210,7 +219,6 @@ j_integer(struct emitter *e, int64_t v)
         "90919293949596979899";
     char b[24];
     char *p = b + sizeof(b);
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     while (u >= 100) { /* two digits a division */
         unsigned r = (unsigned)(u % 100);
         u /= 100;
@@ -223,11 +231,23 @@ j_integer(struct emitter *e, int64_t v)
     } else {
         *--p = (char)('0' + u);
     }
-    if (v < 0)
+    if (negative)
         *--p = '-';
     before_value(e);
     emitter_put(e, p, (size_t)(b + sizeof(b) - p));
     after_value(e);
+}
+
+static void
+j_integer(struct emitter *e, int64_t v)
+{
+    put_decimal(e, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
+}
+
+static void
+j_uinteger(struct emitter *e, uint64_t v)
+{
+    put_decimal(e, v, false);
 }
 
 static void
@@ -333,6 +353,7 @@ static const struct emitter_ops json_ops = {
     .end = j_end,
     .key = j_key,
     .integer = j_integer,
+    .uinteger = j_uinteger,
     .string = j_string,
     .boolean = j_boolean,
     .none = j_none,

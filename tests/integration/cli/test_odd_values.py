@@ -256,12 +256,81 @@ class JsonNumbers(Base):
         self.assertIn('field "total_size" is 1.5: not a whole number', p.stderr)
 
 
+class JsonText(Base):
+    """The JSON cuprof prints (leaks and diff --json, timeline, the data in plot's page) comes
+    from the snapshot module's JSON emitter: strings with '<', quotes, backslashes and control
+    bytes read back unchanged, '<' is never written raw (the plot's data sits in a <script>), and
+    unsigned values above 2^63 print unsigned."""
+    NAME = 'std::map<int, "q">::at \\ \x01\x1f\t\n</script>'
+    LABEL = '<b>"stage"</b>\x02 \u00e9'
+    SEG_STREAM = (1 << 63) + 7
+    ENTRY_STREAM = U64_MAX - 1
+
+    def snapshot(self):
+        snap = pytorch_2x()
+        odd = {"name": self.NAME, "filename": "a<b>.py", "line": 3}
+        for seg in snap["segments"]:
+            seg["stream"] = self.SEG_STREAM
+            for b in seg["blocks"]:
+                if b["frames"]:
+                    b["frames"] = [odd] + b["frames"]
+        trace = snap["device_traces"][0]
+        for e in trace:
+            e["stream"] = self.ENTRY_STREAM
+            if e["frames"]:
+                e["frames"] = [odd] + e["frames"]
+        trace.append({"action": "annotate", "addr": 0, "size": 0, "stream": 0,
+                      "time_us": trace[-1]["time_us"] + 1, "frames": [],
+                      "user_metadata": self.LABEL})
+        return snap
+
+    def names(self, sites):
+        return [f["name"] for s in sites for f in s["frames"]]
+
+    def test_strings_and_big_unsigned_read_back(self):
+        good = os.path.join(WORK, "good.pickle")
+        with open(good, "wb") as f:
+            pickle.dump(S.pytorch_snapshot(), f)
+        for path in self.files(self.snapshot(), "jsontext"):
+            p = run("leaks", "--json", path)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertNotIn("<", p.stdout)
+            self.assertIn(self.NAME, self.names(json.loads(p.stdout)["sites"]), path)
+            p = run("diff", "--json", good, path)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertNotIn("<", p.stdout)
+            self.assertIn(self.NAME, self.names(json.loads(p.stdout)["sites"]), path)
+            p = run("timeline", path)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertNotIn("<", p.stdout)
+            events = json.loads(p.stdout)["traceEvents"]
+            self.assertIn(self.LABEL, [e["name"] for e in events], path)
+            streams = [e["args"]["stream"] for e in events if "stream" in e.get("args", {})]
+            self.assertIn(self.ENTRY_STREAM, streams, path)
+            self.check_plot(path)
+
+    def check_plot(self, path):
+        html = os.path.join(WORK, "jsontext.html")
+        p = run("plot", "-o", html, path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(html, encoding="utf-8") as f:
+            page = f.read()
+        start = page.index('{"file":')
+        data, end = json.JSONDecoder().raw_decode(page, start)
+        self.assertNotIn("<", page[start:end], path)
+        dev = data["devices"][0]
+        frames = [t for s in dev["sites"] for t in s["frames"]]
+        self.assertTrue(any(t.startswith(self.NAME) for t in frames), (path, frames[:4]))
+        rows = [r for st in dev["states"] for r in st["segments"]]
+        self.assertIn(self.SEG_STREAM, [r[3] for r in rows], path)
+
+
 def main():
     global CUPROF, WORK
     CUPROF, WORK = sys.argv[1], sys.argv[2]
     os.makedirs(WORK, exist_ok=True)
     suite = unittest.TestSuite()
-    for case in (OddValues, JsonNumbers):
+    for case in (OddValues, JsonNumbers, JsonText):
         suite.addTests(unittest.defaultTestLoader.loadTestsFromTestCase(case))
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)

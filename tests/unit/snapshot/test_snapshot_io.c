@@ -166,6 +166,45 @@ test_float_and_json_text(void **state)
     free(b.data);
 }
 
+/* emitter_u64: JSON writes the value in full; pickle writes it as emitter_uint does (int64). '<'
+ * is escaped in JSON strings, in the 8-byte scan and in the byte loop alike. */
+static void
+test_unsigned_and_lt(void **state)
+{
+    (void)state;
+    struct buf b = {0};
+    struct emitter *e = json_emitter_create(buf_write, &b);
+    emitter_begin_list(e);
+    emitter_u64(e, UINT64_MAX);
+    emitter_u64(e, ((uint64_t)1 << 63) + 5);
+    emitter_u64(e, 7);
+    emitter_uint(e, UINT64_MAX);
+    emitter_string(e, "<");
+    emitter_string(e, "0123456789</script>");
+    emitter_end(e);
+    assert_int_equal(emitter_finish(e), 0);
+    emitter_destroy(e);
+    const char *want = "[18446744073709551615,9223372036854775813,7,-1,\"\\u003c\","
+                       "\"0123456789\\u003c/script>\"]\n";
+    assert_int_equal(b.len, strlen(want));
+    assert_memory_equal(b.data, want, b.len);
+    free(b.data);
+
+    struct buf u = {0}, i = {0};
+    e = pickle_emitter_create(buf_write, &u, 0, 0);
+    emitter_u64(e, UINT64_MAX);
+    assert_int_equal(emitter_finish(e), 0);
+    emitter_destroy(e);
+    e = pickle_emitter_create(buf_write, &i, 0, 0);
+    emitter_int(e, -1);
+    assert_int_equal(emitter_finish(e), 0);
+    emitter_destroy(e);
+    assert_int_equal(u.len, i.len);
+    assert_memory_equal(u.data, i.data, u.len);
+    free(u.data);
+    free(i.data);
+}
+
 static void
 test_unbalanced_is_an_error(void **state)
 {
@@ -390,6 +429,7 @@ main(void)
         cmocka_unit_test(test_pickle_ints),
         cmocka_unit_test(test_pickle_batches_and_strings),
         cmocka_unit_test(test_float_and_json_text),
+        cmocka_unit_test(test_unsigned_and_lt),
         cmocka_unit_test(test_unbalanced_is_an_error),
         cmocka_unit_test(test_roundtrip_pickle),
         cmocka_unit_test(test_roundtrip_json),
