@@ -247,6 +247,41 @@ run_pairs(int threads, bool two_devices, size_t size, enum pair_kind kind, long 
     return worst;
 }
 
+/* The floor under two threads sharing one device: a cache line passed from one core to the
+ * other and back (two threads flipping one flag), in ns a round trip. What it costs depends on
+ * where the VM's two vCPUs sit (same core complex or not), so the two-thread figure is also
+ * quoted against it, measured in the same run. */
+static _Atomic int line_flag;
+
+static void *
+line_bouncer(void *arg)
+{
+    long n = *(const long *)arg;
+    for (long i = 0; i < n; i++) {
+        while (atomic_load_explicit(&line_flag, memory_order_acquire) != 1) {
+        }
+        atomic_store_explicit(&line_flag, 0, memory_order_release);
+    }
+    return NULL;
+}
+
+static double
+line_round_trip(long n)
+{
+    pthread_t t;
+    atomic_store(&line_flag, 0);
+    pthread_create(&t, NULL, line_bouncer, &n);
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++) {
+        atomic_store_explicit(&line_flag, 1, memory_order_release);
+        while (atomic_load_explicit(&line_flag, memory_order_acquire) != 0) {
+        }
+    }
+    double ns = (now_ns() - t0) / (double)n;
+    pthread_join(t, NULL);
+    return ns;
+}
+
 /* RMM's random_allocations: n allocations of random sizes up to 1 MiB, each live allocation
  * freed at a random later point; returns ns per operation (malloc or free). */
 static double
@@ -357,6 +392,18 @@ main(int argc, char **argv)
     pair_figure("alloc_pair_small_split_1t", 1, false, 512, PAIR_SPLIT, n);
     pair_figure("alloc_pair_large_1t", 1, false, 5 * MIB, PAIR_SPLIT, n);
     pair_figure("alloc_pair_small_2t_same_device", 2, false, 512, PAIR_EXACT_FIT, n / 2);
+    {
+        double trip[REPS], ratio[REPS];
+        for (int r = 0; r < REPS; r++) {
+            trip[r] = line_round_trip(n / 4);
+            ratio[r] = run_pairs(2, false, 512, PAIR_EXACT_FIT, n / 2) / trip[r];
+        }
+        printf("cache_line_round_trip_2t: %.1f ns (1.00x cache_line_round_trip_2t)\n",
+               median(trip, REPS));
+        printf("alloc_pair_small_2t_same_device_vs_line: %.2f ratio (%.2fx "
+               "cache_line_round_trip_2t)\n",
+               median(ratio, REPS), median(ratio, REPS));
+    }
     pair_figure("alloc_pair_small_2t_two_devices", 2, true, 512, PAIR_EXACT_FIT, n / 2);
     pair_figure("alloc_pair_large_2t_two_devices", 2, true, 5 * MIB, PAIR_SPLIT, n / 2);
     /* Single pairs timed one by one: the absolute targets are per pair and at the 99th
