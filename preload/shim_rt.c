@@ -131,8 +131,8 @@ typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
  * The runtime would only have forwarded such a call to cuprof's own driver-level wrapper, which
  * gives the same answer from the same cache; skipping the runtime and the second wrapper layer
  * is most of the shim's cost per call. Anything else (a miss, a pointer cuprof does not hold, no
- * current context, trace or off mode, before initialisation, an allocation under a runtime older
- * than 12, whose cudaSetDevice switched contexts lazily) goes the long way. */
+ * current context, trace or off mode, before initialisation, a runtime older than 12, whose
+ * cudaSetDevice switched contexts lazily, an error the runtime holds) goes the long way. */
 
 /* Whether to try at all: not cuprof's own call, and cuprof initialised (never in off mode).
  * Inline: off mode and the first calls pay two loads. */
@@ -152,27 +152,41 @@ struct shim_fast_answer {
     bool has_stack;
 };
 
-/* Since CUDA 12 cudaSetDevice makes the device's primary context current at once, so the
- * thread's current context is the one the runtime serves. An older runtime switched lazily, at
- * its next call: there a cudaMalloc right after cudaSetDevice must reach the runtime. Asked once
- * (0: not yet, 1: version 12 or later, -1: older or unknown). */
-static _Atomic int runtime_binds_at_set;
+/* What the fast path needs of the runtime, asked once. Its version: since CUDA 12
+ * cudaSetDevice makes the device's primary context current at once, so the thread's current
+ * context is the one the runtime serves; an older runtime switched lazily, at its next call, so
+ * there a cudaMalloc right after cudaSetDevice must reach the runtime. And cudaPeekAtLastError:
+ * after a sticky error (an illegal address in a kernel, ...) every runtime call returns it, and
+ * an error the thread has not read yet is the runtime's to keep; in both cases the runtime
+ * answers. runtime_fast_state: 0 not asked yet, 1 usable, -1 never (older or unknown runtime). */
+static _Atomic int runtime_fast_state;
+static cudaError_t (*runtime_peek_error)(void);
 
-static bool
-runtime_context_is_current(void)
+__attribute__((noinline, cold)) static int
+runtime_fast_state_resolve(void)
 {
-    int known = atomic_load_explicit(&runtime_binds_at_set, memory_order_relaxed);
-    if (known == 0) {
-        void *sym = real_dl_dlsym(RTLD_NEXT, "cudaRuntimeGetVersion");
-        cudaError_t (*get_version)(int *) = NULL;
-        int version = 0;
-        memcpy(&get_version, &sym, sizeof sym);
-        known = get_version != NULL && get_version(&version) == cudaSuccess && version >= 12000
+    void *version_sym = real_dl_dlsym(RTLD_NEXT, "cudaRuntimeGetVersion");
+    void *peek_sym = real_dl_dlsym(RTLD_NEXT, "cudaPeekAtLastError");
+    cudaError_t (*get_version)(int *) = NULL;
+    int version = 0;
+    memcpy(&get_version, &version_sym, sizeof version_sym);
+    memcpy(&runtime_peek_error, &peek_sym, sizeof peek_sym);
+    int state = get_version != NULL && runtime_peek_error != NULL &&
+                        get_version(&version) == cudaSuccess && version >= 12000
                     ? 1
                     : -1;
-        atomic_store_explicit(&runtime_binds_at_set, known, memory_order_relaxed);
-    }
-    return known == 1;
+    atomic_store_explicit(&runtime_fast_state, state, memory_order_release);
+    return state;
+}
+
+/* True when the runtime would only forward the call: recent enough, and no error pending. */
+static bool
+runtime_would_forward(void)
+{
+    int state = atomic_load_explicit(&runtime_fast_state, memory_order_acquire);
+    if (state == 0)
+        state = runtime_fast_state_resolve();
+    return state == 1 && runtime_peek_error() == cudaSuccess;
 }
 
 /* The runtime in cache mode once a wrapper initialised it, or NULL: the fast path never
@@ -199,7 +213,7 @@ fast_malloc(void **ptr, size_t size, const void *caller)
      * current). */
     const struct real_cuda *real = real_cuda_get();
     CUdevice dev;
-    if (!runtime_context_is_current() || real == NULL || real->cuCtxGetDevice == NULL ||
+    if (!runtime_would_forward() || real == NULL || real->cuCtxGetDevice == NULL ||
         real->cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= rt->device_count)
         return a;
     guard_enter();
@@ -228,7 +242,7 @@ fast_free(void *ptr)
     struct shim_fast_answer a = {0};
     /* cudaFree(NULL) is the runtime's way to initialise: always the runtime's. */
     struct cuprof_runtime *rt = ptr != NULL ? cache_runtime() : NULL;
-    if (rt == NULL)
+    if (rt == NULL || !runtime_would_forward())
         return a;
     guard_enter();
     lifecycle_resume_after_fork(rt);

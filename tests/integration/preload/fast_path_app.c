@@ -5,6 +5,7 @@
  * an address (cuprof's and the simulator's differ). Links with the simulated libcudart. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
+#include <string.h>
 
 static int failures;
 
@@ -32,8 +33,23 @@ fast_path_free(void *p)
     return r;
 }
 
+/* `sticky`: then an event query that the simulator fails with an illegal address (run with
+ * SIMCUDA_FAIL=event_query:nth=1), a sticky error every later runtime call returns, cached block
+ * or not. */
+static void
+after_sticky_error(void)
+{
+    void *live = NULL, *again = NULL;
+    cudaEvent_t event;
+    expect("live 4096", fast_path_alloc(&live, 4096), cudaSuccess);
+    expect("event", cudaEventCreate(&event), cudaSuccess);
+    expect("event query", cudaEventQuery(event), cudaErrorIllegalAddress);
+    expect("4096 after the sticky error", fast_path_alloc(&again, 4096), cudaErrorIllegalAddress);
+    expect("free after the sticky error", fast_path_free(live), cudaErrorIllegalAddress);
+}
+
 int
-main(void)
+main(int argc, char **argv)
 {
     void *a = NULL, *b = NULL, *c = NULL, *z = (void *)1, *m = NULL;
     expect("first 4096", fast_path_alloc(&a, 4096), cudaSuccess);
@@ -52,6 +68,8 @@ main(void)
     expect("managed", cudaMallocManaged(&m, 8192, cudaMemAttachGlobal), cudaSuccess);
     expect("free managed", fast_path_free(m), cudaSuccess);
     expect("last error", cudaGetLastError(), cudaSuccess);
+    if (argc > 1 && strcmp(argv[1], "sticky") == 0)
+        after_sticky_error();
     printf("failures: %d\n", failures);
     return failures != 0;
 }

@@ -10,7 +10,10 @@ and managed memory. Checked:
   3 MiB one (a new segment), size 0, cudaFree(NULL), the stale pointer (the driver wrapper
   reports it) and the managed pointer (not the cache's);
 - under a runtime that says it is 11.8 (SIMCUDA_RUNTIME_VERSION, whose cudaSetDevice switched
-  contexts lazily) every cudaMalloc reaches the runtime, the frees as in cache mode;
+  contexts lazily) every call reaches the runtime;
+- after a sticky error (SIMCUDA_FAIL makes an event query fail with an illegal address), a
+  cudaMalloc a cached block could serve and a cudaFree of a live block reach the runtime and
+  return the error, as without cuprof;
 - the exit snapshot (CUPROF_STACKS=all) records both 4 KiB requests alike: same address, same
   frames, naming fast_path_alloc and main and no runtime frame, whichever path served them; the
   frees name fast_path_free; the allocated counters are exact; the program owns the cache's bytes.
@@ -30,16 +33,19 @@ MIB = 1 << 20
 REUSE = "second reuses the first"
 
 
-def run(a, tmp, mode, runtime_version=None):
+def run(a, tmp, mode, runtime_version=None, sticky=False):
     """(result, runtime call log lines, snapshot or None) of one run; mode None: no cuprof."""
-    log = os.path.join(tmp, f"rt-{mode}-{runtime_version}.log")
+    log = os.path.join(tmp, f"rt-{mode}-{runtime_version}-{sticky}.log")
     env = {"SIMCUDA_RT_LOG": log}
+    if sticky:
+        env["SIMCUDA_FAIL"] = "event_query:nth=1"
     if runtime_version is not None:
         env["SIMCUDA_RUNTIME_VERSION"] = runtime_version
     if mode is not None:
         env.update({"CUPROF_MODE": mode, "CUPROF_STACKS": "all",
                     "CUPROF_SNAPSHOT": os.path.join(tmp, f"{mode}-%n.pickle")})
-    result = run_shim([a.app], a.ld_path, preload=a.lib if mode else None, extra_env=env)
+    cmd = [a.app, "sticky"] if sticky else [a.app]
+    result = run_shim(cmd, a.ld_path, preload=a.lib if mode else None, extra_env=env)
     with open(log) as f:
         calls = [line.split() for line in f if line.strip()]
     files = dumps(tmp, f"{mode}-*.pickle") if mode else []
@@ -96,6 +102,8 @@ def main():
         cache, cache_calls, snap = run(a, tmp, "cache")
         trace, trace_calls, _ = run(a, tmp, "trace")
         old, old_calls, _ = run(a, tmp, "cache", runtime_version="11080")
+        sticky_base, sticky_base_calls, _ = run(a, tmp, None, sticky=True)
+        sticky, sticky_calls, _ = run(a, tmp, "cache", sticky=True)
     check(base.returncode == 0, f"fails without cuprof: {base}")
     for name, r in (("cache", cache), ("trace", trace), ("cache under runtime 11.8", old)):
         check(r.returncode == 0, f"{name}: exit {r.returncode}: {r.stdout!r} {r.stderr!r}")
@@ -111,12 +119,16 @@ def main():
     check(cache_calls[:4] == want, f"cache mode, the runtime ran: {cache_calls}")
     check(len(cache_calls) == 6 and all(c[0] == "cudaFree" and c[1] != "0" for c in cache_calls[4:]),
           f"cache mode, stale and managed frees: {cache_calls}")
-    # A runtime older than 12 switched contexts lazily at cudaSetDevice: every cudaMalloc reaches
-    # it; the frees are answered as before.
-    check(old_calls[:5] == [["cudaMalloc", "4096"]] * 2 + [["cudaMalloc", str(3 * MIB)],
-                                                            ["cudaMalloc", "0"], ["cudaFree", "0"]]
-          and len(old_calls) == 7 and all(c[0] == "cudaFree" and c[1] != "0" for c in old_calls[5:]),
+    # A runtime older than 12 switched contexts lazily at cudaSetDevice: every call reaches it.
+    check([c[0] for c in old_calls] == names,
           f"cache mode under runtime 11.8, the runtime ran: {old_calls}")
+    # After a sticky error every runtime call returns it: the cache must not answer for it.
+    check(sticky_base.returncode == 0 and "event query: 700" in sticky_base.stdout,
+          f"sticky error without cuprof: {sticky_base}")
+    check(sticky.returncode == 0 and without_reuse(sticky.stdout) == without_reuse(sticky_base.stdout),
+          f"sticky error, cache mode: {sticky.stdout!r} / {sticky_base.stdout!r} {sticky.stderr!r}")
+    check([c[0] for c in sticky_calls[-2:]] == ["cudaMalloc", "cudaFree"],
+          f"sticky error, cache mode: the runtime did not get the last two calls: {sticky_calls}")
     if snap is None:
         check(False, "no snapshot")
     else:

@@ -1,4 +1,5 @@
-/* null_runtime.c: a libcudart.so.13 with cudaMalloc, cudaFree and cudaRuntimeGetVersion only,
+/* null_runtime.c: a libcudart.so.13 with cudaMalloc, cudaFree, cudaRuntimeGetVersion and
+ * cudaPeekAtLastError only,
  * for benchmarks: each allocation call is
  * one call to the driver entry point it looked up once through cuGetProcAddress_v2, as NVIDIA's
  * runtime reaches the driver (so cuprof's driver-level wrapper serves it), and nothing else. */
@@ -60,4 +61,10 @@ cudaRuntimeGetVersion(int *version)
 {
     *version = CUDART_VERSION;
     return cudaSuccess;
+}
+
+cudaError_t
+cudaPeekAtLastError(void)
+{
+    return cudaSuccess; /* this runtime keeps no error */
 }
