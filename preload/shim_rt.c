@@ -142,7 +142,7 @@ fast_may_answer(void)
     return !guard_active() && shim_call_runtime_if_ready() != NULL;
 }
 
-/* What the fast path did (16 bytes: returned in two registers). `answered`: *result is what the
+/* What the fast path did (12 bytes: returned in two registers). `answered`: *result is what the
  * program gets. Otherwise nothing was recorded: forward the call, tagged with `stack_id` when
  * `has_stack` (the stack already captured for it). */
 struct shim_fast_answer {
