@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "allocator/allocator.h"
 
 #define MIB    ((size_t)1 << 20)
@@ -84,14 +85,6 @@ b_sync(void *ctx, int device)
 {
     (void)ctx, (void)device;
     return 0;
-}
-
-static double
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
 static struct allocator *
@@ -327,19 +320,6 @@ static void
 line(const char *name, double ns, double base, const char *base_name)
 {
     printf("%s: %.1f ns (%.2fx %s)\n", name, ns, ns / base, base_name);
-}
-
-static double
-median(double *v, int n)
-{
-    for (int i = 1; i < n; i++) { /* insertion sort: n is REPS */
-        double x = v[i];
-        int j = i;
-        for (; j > 0 && v[j - 1] > x; j--)
-            v[j] = v[j - 1];
-        v[j] = x;
-    }
-    return v[n / 2];
 }
 
 /* Median over REPS of (glibc pair, candidate pair) measured back to back; prints the candidate's

@@ -9,33 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
 #include "snapshot/stacks.h"
 #include "snapshot/symbolize.h"
 #include "snapshot/trace_ring.h"
 
 #define REPS 7
-
-static double
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double
-median(double *v)
-{
-    qsort(v, REPS, sizeof(*v), cmp_double);
-    return v[REPS / 2];
-}
 
 enum what { RAW_UNWIND, CAPTURE };
 
@@ -69,7 +48,7 @@ bench_walk(enum what what, int depth, int iters)
     (void)walk_at_depth(depth, what, depth, 100); /* warm: unwinder cache, interned stack */
     for (int r = 0; r < REPS; r++)
         v[r] = walk_at_depth(depth, what, depth, iters);
-    return median(v);
+    return median(v, REPS);
 }
 
 static double
@@ -86,7 +65,7 @@ bench_intern_hit(int depth, int iters)
             g_sink = stacks_intern(ips, (size_t)depth);
         v[r] = (now_ns() - t0) / iters;
     }
-    return median(v);
+    return median(v, REPS);
 }
 
 static double
@@ -105,7 +84,7 @@ bench_ring_append(struct trace_ring *ring, int iters)
         }
         v[r] = (now_ns() - t0) / iters;
     }
-    return median(v);
+    return median(v, REPS);
 }
 
 static double
@@ -121,7 +100,7 @@ bench_clock(int iters)
         }
         v[r] = (now_ns() - t0) / iters;
     }
-    return median(v);
+    return median(v, REPS);
 }
 
 /* Dump-time costs: creating a symbolizer, resolving unique ips (2000 spread over libc's text, as
@@ -156,7 +135,7 @@ bench_symbolize(void)
             g_sink += (uint32_t)symbolizer_lookup(sym, base + (uintptr_t)i * 64u, f, 32, &n);
         v[r] = (now_ns() - t0) / UNIQUE;
     }
-    double hit = median(v);
+    double hit = median(v, REPS);
     printf("history_symbolizer_create: %.1f us\n", create / 1000.0);
     printf("history_symbolize_first_ip_in_module: %.1f us\n", first / 1000.0);
     printf("history_symbolize_unique_ip: %.1f ns\n", miss);

@@ -8,31 +8,12 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/stacks.h"
 
 #define ROUNDS 20000
 #define REPS   5
-
-static double
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static double
-median(double *v, int n)
-{
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return v[n / 2];
-}
 
 static double
 time_python_capture(size_t *frames)

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
 #include "preload/cuprof.h"
 
 #define KIB           ((size_t)1 << 10)
@@ -43,14 +44,6 @@
         "CUPROF_MODE=cache", "CUPROF_STACKS=alloc", "CUPROF_STACK_DEPTH=32"
 
 extern char **environ;
-
-static double
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 static void
 die(const char *what, int rc)
@@ -496,19 +489,6 @@ run_child(const struct setup *st, bool preload, const char *const *extra, const 
     }
     out[len] = '\0';
     return out;
-}
-
-static double
-median(double *v, int n)
-{
-    for (int i = 1; i < n; i++) { /* insertion sort: n is REPS */
-        double x = v[i];
-        int j = i;
-        for (; j > 0 && v[j - 1] > x; j--)
-            v[j] = v[j - 1];
-        v[j] = x;
-    }
-    return v[n / 2];
 }
 
 static double
