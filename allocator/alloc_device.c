@@ -241,6 +241,28 @@ alloc_device_forget_stream_locked(struct alloc_device *dev, uint64_t stream)
     }
 }
 
+struct alloc_block *
+alloc_device_new_segment_locked(struct alloc_device *dev, uint64_t addr, size_t size,
+                                uint64_t stream, bool is_small, uint8_t pool)
+{
+    ALLOC_ASSERT_HELD(&dev->lock);
+    struct alloc_segment *seg = alloc_device_take_segment_locked(dev);
+    struct alloc_block *b = alloc_device_take_block_locked(dev);
+    seg->addr = addr;
+    seg->size = size;
+    seg->stream = stream;
+    seg->head = b;
+    seg->is_small = is_small;
+    seg->pool = pool;
+    b->seg = seg;
+    b->addr = addr;
+    b->size = size;
+    b->stream = stream;
+    b->is_small = is_small;
+    alloc_device_link_segment_locked(dev, seg);
+    return b;
+}
+
 void
 alloc_device_link_segment_locked(struct alloc_device *dev, struct alloc_segment *seg)
 {

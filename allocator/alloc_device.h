@@ -160,6 +160,12 @@ alloc_device_put_block_locked(struct alloc_device *dev, struct alloc_block *b)
 struct alloc_segment *alloc_device_take_segment_locked(struct alloc_device *dev);
 /* Adds a segment to dev->segments (ordered by address) and widens the device's range. */
 void alloc_device_link_segment_locked(struct alloc_device *dev, struct alloc_segment *seg);
+/* A new segment [addr, addr + size) made of one block (free, unpooled), linked into
+ * dev->segments; returns the block. The caller sets what else its kind of segment needs. The
+ * spares must be ready. */
+struct alloc_block *alloc_device_new_segment_locked(struct alloc_device *dev, uint64_t addr,
+                                                    size_t size, uint64_t stream, bool is_small,
+                                                    uint8_t pool);
 /* True when [addr, addr + size) can be new memory: not NULL, not wrapping, no overlap. */
 bool alloc_device_new_range_plausible_locked(const struct alloc_device *dev, uint64_t addr,
                                              size_t size);

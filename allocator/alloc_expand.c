@@ -187,23 +187,11 @@ new_segment_locked(struct alloc_device *dev, struct alloc_pool *pool, uint64_t s
         return rc;
     if (!alloc_device_new_range_plausible_locked(dev, addr, size))
         return -CUPROF_EDRIVER; /* not believed, so not ours to give back either */
-    struct alloc_segment *seg = alloc_device_take_segment_locked(dev);
-    struct alloc_block *b = alloc_device_take_block_locked(dev);
-    seg->addr = addr;
-    seg->size = size;
-    seg->stream = stream;
-    seg->head = b;
-    seg->is_small = pool->is_small;
-    seg->pool = TRACE_POOL_DEFAULT;
-    seg->expandable = true;
-    seg->page = page;
-    seg->serial = ++dev->expandable_made;
-    b->seg = seg;
-    b->addr = addr;
-    b->size = size;
-    b->stream = stream;
-    b->is_small = pool->is_small;
-    alloc_device_link_segment_locked(dev, seg);
+    struct alloc_block *b = alloc_device_new_segment_locked(dev, addr, size, stream, pool->is_small,
+                                                            TRACE_POOL_DEFAULT);
+    b->seg->expandable = true;
+    b->seg->page = page;
+    b->seg->serial = ++dev->expandable_made;
     unmapped_insert_locked(pool, b);
     dev->expandable_count++;
     *out = b;

@@ -63,21 +63,9 @@ alloc_block_locked(struct alloc_device *dev, struct alloc_pool *pool, size_t siz
     if (!alloc_device_new_range_plausible_locked(dev, addr, alloc_size))
         return -CUPROF_EDRIVER;
     dev->total_allocated += alloc_size;
-    struct alloc_segment *seg = alloc_device_take_segment_locked(dev);
-    struct alloc_block *b = alloc_device_take_block_locked(dev);
-    seg->addr = addr;
-    seg->size = alloc_size;
-    seg->stream = stream;
-    seg->head = b;
-    seg->stack_id = stack_id;
-    seg->is_small = is_small;
-    seg->pool = TRACE_POOL_DEFAULT;
-    b->seg = seg;
-    b->addr = addr;
-    b->size = alloc_size;
-    b->stream = stream;
-    b->is_small = is_small;
-    alloc_device_link_segment_locked(dev, seg);
+    struct alloc_block *b = alloc_device_new_segment_locked(dev, addr, alloc_size, stream, is_small,
+                                                            TRACE_POOL_DEFAULT);
+    b->seg->stack_id = stack_id;
     new_segment_stats_locked(dev, memory_stats_pool(is_small), alloc_size);
     dev->stats.num_device_alloc++;
     alloc_device_trace_locked(dev, TRACE_SEGMENT_ALLOC, TRACE_POOL_DEFAULT, addr, alloc_size,
@@ -259,26 +247,14 @@ alloc_malloc_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_
     if (!external)
         st->num_device_alloc++;
     dev->total_allocated += size;
-    struct alloc_segment *seg = alloc_device_take_segment_locked(dev);
-    struct alloc_block *b = alloc_device_take_block_locked(dev);
-    seg->addr = addr;
-    seg->size = size;
-    seg->stream = stream;
-    seg->head = b;
-    seg->stack_id = stack_id;
-    seg->is_small = is_small;
-    seg->pool = pool;
-    seg->external = external;
-    b->seg = seg;
-    b->addr = addr;
-    b->size = size;
+    struct alloc_block *b =
+        alloc_device_new_segment_locked(dev, addr, size, stream, is_small, pool);
+    b->seg->stack_id = stack_id;
+    b->seg->external = external;
     b->requested_size = size;
-    b->stream = stream;
-    b->is_small = is_small;
     b->allocated = true;
     b->stack_id = stack_id;
     b->owner = dev->request_owner;
-    alloc_device_link_segment_locked(dev, seg);
     new_segment_stats_locked(dev, sp, size);
     alloc_device_trace_locked(dev, TRACE_SEGMENT_ALLOC, pool, addr, size, stream, stack_id, 0,
                               b->owner);
