@@ -22,7 +22,8 @@ alloc_device_init(struct alloc_device *dev, int index, const struct alloc_config
     dev->index = index;
     dev->config = config;
     dev->ops = ops;
-    dev->sink = sink != NULL && sink->record != NULL ? sink : NULL; /* one test per event */
+    dev->sink = sink != NULL && sink->record != NULL ? sink : NULL;
+    dev->traced = dev->sink != NULL ? TRACE_ACTIONS_ALL : 0;
     /* Without VMM calls in the backend, expandable_segments:True gets ordinary segments. */
     dev->expandable = config->expandable_segments && ops->vmm_reserve != NULL &&
                       ops->vmm_map != NULL && ops->vmm_unmap != NULL && ops->vmm_release != NULL;

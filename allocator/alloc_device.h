@@ -14,6 +14,7 @@
 #include "allocator/alloc_block.h"
 #include "allocator/alloc_config.h"
 #include "allocator/alloc_lock.h"
+#include "allocator/allocator.h"
 #include "allocator/avl.h"
 #include "allocator/block_map.h"
 #include "allocator/device_ops.h"
@@ -56,6 +57,7 @@ struct alloc_device {
     const struct device_ops *ops;      /* read-only */
     const struct trace_sink *sink;     /* read-only; NULL = no trace (or no record callback) */
 
+    uint32_t traced;           /* protected by lock: actions handed to the sink (0 without one) */
     uint16_t request_owner;    /* protected by lock: the owner tag of the request being served */
     struct alloc_pool small;   /* protected by lock */
     struct alloc_pool large;   /* protected by lock */
@@ -91,6 +93,8 @@ struct alloc_device {
      * order they were added (each mapping gives them access); NULL until the first. */
     int16_t *peers;    /* protected by lock; [device count] */
     size_t peer_count; /* protected by lock */
+
+    struct alloc_owner_bytes owners[ALLOC_OWNERS_COUNTED]; /* protected by lock */
 };
 
 /* Sets up an empty device; returns 0 or -CUPROF_EHOSTMEM. */
@@ -304,21 +308,41 @@ alloc_device_pool_lower_bound_locked(struct alloc_pool *pool, uint64_t stream, s
     return best ? alloc_block_of(best) : NULL;
 }
 
-/* Hands one trace event to the sink (alloc_device_trace_locked checks that there is one). */
+/* Hands one trace event to the sink (alloc_device_trace_locked checks that it wants it). */
 void alloc_device_record_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
                                 uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
                                 uint64_t device_free, uint16_t owner);
 
-/* Emits one trace event if a sink is set (inline: with no sink it is one test). `owner`: the
- * block's for block events, dev->request_owner for what a request causes, else 0. */
+/* Emits one trace event if the sink wants that action (inline: otherwise it is one test of a
+ * constant bit). `owner`: the block's for block events, dev->request_owner for what a request
+ * causes, else 0. */
 static inline void
 alloc_device_trace_locked(struct alloc_device *dev, enum trace_action action, uint8_t pool,
                           uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack_id,
                           uint64_t device_free, uint16_t owner)
 {
-    if (dev->sink != NULL)
+    if (dev->traced & TRACE_ACTION_BIT(action))
         alloc_device_record_locked(dev, action, pool, addr, size, stream, stack_id, device_free,
                                    owner);
+}
+
+/* A cached block of `owner` was handed out (`requested` bytes asked for) or freed. */
+static inline void
+alloc_device_owner_alloc_locked(struct alloc_device *dev, uint16_t owner, uint64_t requested)
+{
+    if (owner >= ALLOC_OWNERS_COUNTED)
+        return;
+    struct alloc_owner_bytes *o = &dev->owners[owner];
+    o->requested += requested;
+    if (o->requested > o->requested_peak)
+        o->requested_peak = o->requested;
+}
+
+static inline void
+alloc_device_owner_free_locked(struct alloc_device *dev, uint16_t owner, uint64_t requested)
+{
+    if (owner < ALLOC_OWNERS_COUNTED)
+        dev->owners[owner].requested -= requested;
 }
 
 /* Remembers a stream the device used (free_sync:events records on each). */

@@ -191,6 +191,7 @@ free_request_locked(struct alloc_device *dev, struct alloc_block *b, uint32_t st
     alloc_device_trace_locked(dev, TRACE_FREE_REQUESTED, TRACE_POOL_DEFAULT, b->addr,
                               b->requested_size, b->stream, stack_id ? stack_id : b->stack_id, 0,
                               b->owner);
+    alloc_device_owner_free_locked(dev, b->owner, b->requested_size);
     b->free_stack_id = stack_id;
     b->allocated = false;
     memory_stats_sub_pool(dev->stats.allocation, sp, 1);

@@ -127,6 +127,7 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_pool *pool, stru
     b->stack_id = stack_id;
     b->free_stack_id = 0;
     b->owner = dev->request_owner;
+    alloc_device_owner_alloc_locked(dev, b->owner, orig_size);
     alloc_device_trace_locked(dev, TRACE_ALLOC, TRACE_POOL_DEFAULT, b->addr, orig_size, b->stream,
                               stack_id, 0, b->owner);
     memory_stats_add_pool(st->allocation, sp, 1);

@@ -183,14 +183,20 @@ allocator_malloc_owned(struct allocator *alloc, int device, size_t size, uint64_
         alloc != NULL && alloc->config.caching ? ALLOC_REACH_CACHE : ALLOC_REACH_SEGMENT, addr);
 }
 
+/* The fast path's entry: the checks of malloc_reaching, each made once. */
 int
 allocator_malloc_cached(struct allocator *alloc, int device, size_t size, uint64_t stream,
                         uint32_t stack_id, uint16_t owner, uint64_t *addr)
 {
     if (alloc == NULL || !alloc->config.caching)
         return -CUPROF_EUNCACHED;
-    return malloc_reaching(alloc, device, size, stream, stack_id, owner, ALLOC_REACH_CACHED_ONLY,
-                           addr);
+    if ((unsigned)device >= (unsigned)alloc->device_count || addr == NULL)
+        return -CUPROF_EINVAL;
+    *addr = 0;
+    if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
+        return 0;
+    return CHECKED(alloc, alloc_malloc_on_device(&alloc->devices[device], ALLOC_REACH_CACHED_ONLY,
+                                                 size, stream, stack_id, owner, addr));
 }
 
 int
@@ -576,6 +582,32 @@ int
 allocator_device_count(const struct allocator *alloc)
 {
     return alloc ? alloc->device_count : 0;
+}
+
+void
+allocator_set_traced_actions(struct allocator *alloc, uint32_t actions)
+{
+    for (int d = 0; alloc != NULL && d < alloc->device_count; d++) {
+        struct alloc_device *dev = &alloc->devices[d];
+        alloc_lock_acquire(&dev->lock);
+        dev->traced = dev->sink != NULL ? actions & TRACE_ACTIONS_ALL : 0;
+        alloc_lock_release(&dev->lock);
+    }
+}
+
+void
+allocator_owner_bytes_locked(struct allocator *alloc, int device, struct alloc_owner_bytes *out,
+                             size_t count)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (count > ALLOC_OWNERS_COUNTED)
+        count = ALLOC_OWNERS_COUNTED;
+    if (dev == NULL) {
+        memset(out, 0, count * sizeof(*out));
+        return;
+    }
+    ALLOC_ASSERT_HELD(&dev->lock);
+    memcpy(out, dev->owners, count * sizeof(*out));
 }
 
 void

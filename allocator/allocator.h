@@ -143,6 +143,23 @@ void allocator_last_oom_message(struct allocator *alloc, int device, char *buf, 
 
 int allocator_device_count(const struct allocator *alloc);
 
+/* Which trace events reach the sink: a set of TRACE_ACTION_BIT()s, all of them at create. A sink
+ * that needs fewer says so, and each event it does not want costs the hot path one test. */
+void allocator_set_traced_actions(struct allocator *alloc, uint32_t actions);
+
+/* The requested bytes of one owner's live cached blocks (allocator_malloc_owned's tag) and their
+ * peak, kept beside PyTorch's counters so that counting by owner needs no trace event. Tags from
+ * ALLOC_OWNERS_COUNTED up are carried on blocks but not counted. */
+#define ALLOC_OWNERS_COUNTED 256
+struct alloc_owner_bytes {
+    uint64_t requested;
+    uint64_t requested_peak;
+};
+/* With the device lock held: copies the counters of owner tags [0, count) (count at most
+ * ALLOC_OWNERS_COUNTED) into out. */
+void allocator_owner_bytes_locked(struct allocator *alloc, int device,
+                                  struct alloc_owner_bytes *out, size_t count);
+
 /* ---- Consistent copies for snapshots. The dumper locks one device, copies the block table (and
  * the trace ring, which the sink fills under the same lock), then unlocks and works outside. */
 enum block_state {

@@ -60,4 +60,13 @@ struct trace_sink {
     void (*record)(void *ctx, const struct trace_event *event);
 };
 
+/* Sets of actions, one bit each: which events a sink wants handed to it
+ * (allocator_set_traced_actions); the allocator skips the call for the others. */
+#define TRACE_ACTION_BIT(action) (UINT32_C(1) << (action))
+#define TRACE_ACTIONS_ALL        ((UINT32_C(1) << TRACE_ACTION_COUNT) - 1)
+#define TRACE_ACTIONS_SEGMENTS                                                                     \
+    (TRACE_ACTION_BIT(TRACE_SEGMENT_ALLOC) | TRACE_ACTION_BIT(TRACE_SEGMENT_FREE) |                \
+     TRACE_ACTION_BIT(TRACE_SEGMENT_MAP) | TRACE_ACTION_BIT(TRACE_SEGMENT_UNMAP))
+_Static_assert(TRACE_ACTION_COUNT <= 32, "a set of actions is one 32-bit word");
+
 #endif

@@ -233,7 +233,7 @@ cuprof_record_memory_history(const char *enabled, const char *context, const cha
     /* PyTorch: enabled=None stops recording stacks too. */
     stacks_configure(e == 0 ? STACKS_NONE : stacks_of[c], (unsigned)rt->config->stack_depth);
     stacks_set_python_only(s == 1);
-    return api_result(trace_ring_set_mode(rt->ring, history_of[e], max_entries));
+    return api_result(runtime_set_history(rt, history_of[e], max_entries));
 }
 
 CUPROF_EXPORT int

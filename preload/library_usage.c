@@ -1,7 +1,8 @@
 /* library_usage.c: the counting sink (see library_usage.h). A block's or segment's bytes go back
  * to the library that allocated them, whoever frees them: a block carries its library as the
- * allocator's owner tag; segments (which another library's out-of-memory retry or empty_cache may
- * release) and mapped pages are remembered per address in the maps. */
+ * allocator's owner tag (the allocator counts its requested bytes by it); segments (which another
+ * library's out-of-memory retry or empty_cache may release) and mapped pages are remembered per
+ * address in the maps. */
 #include "preload/library_usage.h"
 
 #include <stdlib.h>
@@ -14,10 +15,9 @@
 #include "snapshot/snapshot_usage.h"
 
 enum usage_kind {
-    USAGE_CACHE_REQUESTED, /* requested bytes of live blocks in cuprof's cache */
-    USAGE_CACHE_RESERVED,  /* cuprof's segments, made to serve the library's requests */
-    USAGE_PASSTHROUGH,     /* memory the driver handed out directly (managed, VMM, pools, trace) */
-    USAGE_DEVICE,          /* reserved + pass-through: what the device holds for the library */
+    USAGE_CACHE_RESERVED, /* cuprof's segments, made to serve the library's requests */
+    USAGE_PASSTHROUGH,    /* memory the driver handed out directly (managed, VMM, pools, trace) */
+    USAGE_DEVICE,         /* reserved + pass-through: what the device holds for the library */
     USAGE_KINDS
 };
 
@@ -36,10 +36,11 @@ static struct usage_device *usage_devices; /* set once by library_usage_init */
 static int usage_device_count;
 static struct trace_sink usage_next;
 
-static _Thread_local uint16_t current_library __attribute__((tls_model("initial-exec")));
+_Static_assert(LIBRARY_UNKNOWN == 0, "library_usage_end_call stores 0");
+_Thread_local uint16_t library_usage_current __attribute__((tls_model("initial-exec")));
 /* The thread's last call site and its library: a loop allocating from one place asks once. */
-static _Thread_local const void *last_caller __attribute__((tls_model("initial-exec")));
-static _Thread_local uint16_t last_caller_library __attribute__((tls_model("initial-exec")));
+_Thread_local const void *library_usage_last_caller __attribute__((tls_model("initial-exec")));
+_Thread_local uint16_t library_usage_last_library __attribute__((tls_model("initial-exec")));
 
 static void
 add(struct usage_device *u, uint16_t library, enum usage_kind kind, uint64_t bytes)
@@ -62,7 +63,7 @@ on_segment(struct usage_device *u, const struct trace_event *ev, bool alloc)
 {
     enum usage_kind kind =
         ev->pool == TRACE_POOL_DEFAULT ? USAGE_CACHE_RESERVED : USAGE_PASSTHROUGH;
-    uint64_t library = current_library, bytes = ev->size;
+    uint64_t library = library_usage_current, bytes = ev->size;
     if (alloc) {
         /* Without room to remember the owner the bytes could never be given back: not counted. */
         if (!addr_map_put(&u->segments, ev->addr, library, bytes))
@@ -84,7 +85,7 @@ static void
 on_map(struct usage_device *u, const struct trace_event *ev, bool map)
 {
     for (uint64_t at = ev->addr; at < ev->addr + ev->size; at += USAGE_MAP_PIECE) {
-        uint64_t library = current_library, bytes = USAGE_MAP_PIECE;
+        uint64_t library = library_usage_current, bytes = USAGE_MAP_PIECE;
         if (map) {
             if (!addr_map_put(&u->segments, at, library, bytes))
                 continue;
@@ -108,18 +109,6 @@ usage_record(void *ctx, const struct trace_event *ev)
         return;
     struct usage_device *u = &usage_devices[ev->device];
     uint8_t action = ev->action;
-    /* Every request, first: pass-through blocks are their segments, counted once, there. The
-     * block carries its library (the owner tag), and its free event the same requested size;
-     * PyTorch's allocated counters drop at the request, not when other streams are done. */
-    if (action == TRACE_ALLOC || action == TRACE_FREE_REQUESTED) {
-        if (ev->pool != TRACE_POOL_DEFAULT || ev->owner >= LIBRARY_TABLE_MAX)
-            return;
-        if (action == TRACE_ALLOC)
-            add(u, ev->owner, USAGE_CACHE_REQUESTED, ev->size);
-        else
-            sub(u, ev->owner, USAGE_CACHE_REQUESTED, ev->size);
-        return;
-    }
     switch (action) {
     case TRACE_SEGMENT_ALLOC:
         on_segment(u, ev, true);
@@ -157,7 +146,7 @@ library_usage_init(int device_count, struct trace_sink next, struct trace_sink *
 }
 
 uint16_t
-library_usage_begin_alloc(uint32_t stack_id, const void *caller)
+library_usage_begin_alloc_slow(uint32_t stack_id, const void *caller)
 {
     if (usage_devices == NULL)
         return LIBRARY_UNKNOWN;
@@ -167,27 +156,21 @@ library_usage_begin_alloc(uint32_t stack_id, const void *caller)
     /* No stack (CUPROF_STACKS=none, or the intern table is full): the return address tells,
      * unless the CUDA runtime made the call for someone; then a short unwind does. */
     if (library == LIBRARY_UNKNOWN && caller != NULL) {
-        if (caller == last_caller) {
-            library = last_caller_library;
+        if (caller == library_usage_last_caller) {
+            library = library_usage_last_library;
         } else {
             uintptr_t ip = (uintptr_t)caller;
             library = library_table_of_ips(&ip, 1);
             if (library != LIBRARY_UNKNOWN) {
-                last_caller = caller;
-                last_caller_library = library;
+                library_usage_last_caller = caller;
+                library_usage_last_library = library;
             }
         }
     }
     if (library == LIBRARY_UNKNOWN)
         library = library_table_of_caller();
-    current_library = library;
+    library_usage_current = library;
     return library;
-}
-
-void
-library_usage_end_call(void)
-{
-    current_library = LIBRARY_UNKNOWN;
 }
 
 int
@@ -198,10 +181,13 @@ library_usage_collect(struct allocator *alloc, struct snap_library **rows, size_
     if (usage_devices == NULL)
         return 0;
     size_t libraries = library_table_count();
+    _Static_assert(LIBRARY_TABLE_MAX <= ALLOC_OWNERS_COUNTED, "every library's blocks counted");
     struct usage_counter(*copy)[USAGE_KINDS] = calloc(libraries, sizeof(*copy));
+    struct alloc_owner_bytes *requested = calloc(libraries, sizeof(*requested));
     struct snap_library *out = calloc(libraries * (size_t)usage_device_count, sizeof(*out));
-    if (copy == NULL || out == NULL) {
+    if (copy == NULL || requested == NULL || out == NULL) {
         free(copy);
+        free(requested);
         free(out);
         return -CUPROF_EHOSTMEM;
     }
@@ -209,17 +195,18 @@ library_usage_collect(struct allocator *alloc, struct snap_library **rows, size_
     for (int d = 0; d < usage_device_count; d++) {
         allocator_lock_device(alloc, d);
         memcpy(copy, usage_devices[d].counters, libraries * sizeof(*copy));
+        allocator_owner_bytes_locked(alloc, d, requested, libraries);
         allocator_unlock_device(alloc, d);
         for (size_t lib = 0; lib < libraries; lib++) {
             const struct usage_counter *c = copy[lib];
-            if (c[USAGE_CACHE_REQUESTED].peak == 0 && c[USAGE_DEVICE].peak == 0)
+            if (requested[lib].requested_peak == 0 && c[USAGE_DEVICE].peak == 0)
                 continue; /* never held memory on this device */
             out[n++] = (struct snap_library){
                 .device = d,
                 .path = library_table_path((uint16_t)lib),
                 .is_program = library_table_is_program((uint16_t)lib),
-                .cache_requested = c[USAGE_CACHE_REQUESTED].live,
-                .cache_requested_peak = c[USAGE_CACHE_REQUESTED].peak,
+                .cache_requested = requested[lib].requested,
+                .cache_requested_peak = requested[lib].requested_peak,
                 .cache_reserved = c[USAGE_CACHE_RESERVED].live,
                 .cache_reserved_peak = c[USAGE_CACHE_RESERVED].peak,
                 .passthrough = c[USAGE_PASSTHROUGH].live,
@@ -230,6 +217,7 @@ library_usage_collect(struct allocator *alloc, struct snap_library **rows, size_
         }
     }
     free(copy);
+    free(requested);
     *rows = out;
     *count = n;
     return 0;

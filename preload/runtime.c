@@ -140,6 +140,30 @@ runtime_check_mem_info(int device_count)
     }
 }
 
+/* Only the events some sink keeps reach the sinks: with CUPROF_HISTORY=off a block's alloc and
+ * free cost the hot path no call. */
+static void
+update_traced_actions(struct cuprof_runtime *rt)
+{
+    uint32_t actions = trace_ring_traced_actions(rt->ring);
+    if (rt->counts_libraries)
+        actions |= LIBRARY_USAGE_TRACED_ACTIONS;
+    allocator_set_traced_actions(rt->alloc, actions);
+}
+
+int
+runtime_set_history(struct cuprof_runtime *rt, enum history_mode mode, size_t max_entries)
+{
+    static pthread_mutex_t switching = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&switching);
+    /* Events wanted by either mode flow while the ring switches; the ring drops what it must. */
+    allocator_set_traced_actions(rt->alloc, TRACE_ACTIONS_ALL);
+    int rc = trace_ring_set_mode(rt->ring, mode, max_entries);
+    update_traced_actions(rt);
+    pthread_mutex_unlock(&switching);
+    return rc;
+}
+
 static void
 runtime_init(void)
 {
@@ -185,8 +209,8 @@ runtime_init(void)
     struct trace_sink sink = trace_ring_sink(rt->ring);
     /* Device memory by library counts in front of the ring; without host memory for its tables
      * the ring alone gets the events. */
-    if (!library_usage_init(rt->device_count, sink, &sink) ||
-        !device_footprint_init(rt->device_count))
+    rt->counts_libraries = library_usage_init(rt->device_count, sink, &sink);
+    if (!rt->counts_libraries || !device_footprint_init(rt->device_count))
         runtime_log("cuprof: out of host memory for the per-library counters: snapshots will "
                     "not show device memory by library");
     rt->alloc = allocator_create(&alloc_conf, cuda_backend_ops(), &sink, rt->device_count);
@@ -196,6 +220,7 @@ runtime_init(void)
         rt->ring = NULL;
         goto out;
     }
+    update_traced_actions(rt);
     if (alloc_conf.per_process_memory_fraction > 0.0)
         runtime_check_mem_info(rt->device_count);
     lifecycle_register(rt);

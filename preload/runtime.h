@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "preload/lifecycle.h"
+#include "snapshot/trace_ring.h"
 
 struct allocator;
 struct trace_ring;
@@ -27,6 +28,7 @@ struct cuprof_runtime { /* read-only after init */
     struct trace_ring *ring;            /* set whenever runtime_get() returns non-NULL */
     const struct cuprof_config *config; /* every parsed CUPROF_* setting */
     int device_count;
+    bool counts_libraries; /* the per-library sink is in front of the ring */
 };
 
 /* Lazy, thread-safe (pthread_once) init on the first intercepted call: configuration (exit 2 on
@@ -45,6 +47,11 @@ runtime_get(void)
     lifecycle_resume_after_fork(rt);
     return rt;
 }
+
+/* cuprof_record_memory_history's history switch: the ring's new mode and size, and the allocator
+ * told which events the sinks now want (serialized: the last switch decides both). 0 or a
+ * -CUPROF_E* of trace_ring_set_mode. */
+int runtime_set_history(struct cuprof_runtime *rt, enum history_mode mode, size_t max_entries);
 
 /* The allocator reported an out-of-memory on `device`: the first time (per process), writes a
  * snapshot synchronously before the caller returns the error to the program. Call it outside

@@ -301,6 +301,12 @@ trace_ring_mode(struct trace_ring *ring)
     return (enum history_mode)atomic_load(&ring->mode);
 }
 
+uint32_t
+trace_ring_traced_actions(struct trace_ring *ring)
+{
+    return trace_ring_mode(ring) == HISTORY_OFF ? 0 : TRACE_ACTIONS_ALL;
+}
+
 size_t
 trace_ring_capacity(struct trace_ring *ring)
 {

@@ -59,6 +59,9 @@ void trace_ring_clear(struct trace_ring *ring, int device);
 __attribute__((warn_unused_result)) int
 trace_ring_set_mode(struct trace_ring *ring, enum history_mode mode, size_t max_entries);
 enum history_mode trace_ring_mode(struct trace_ring *ring);
+/* The events the ring keeps in its current mode (allocator_set_traced_actions): all, or none in
+ * HISTORY_OFF. */
+uint32_t trace_ring_traced_actions(struct trace_ring *ring);
 size_t trace_ring_capacity(struct trace_ring *ring);
 
 /* cuprof_annotate: interns a label (copied) and returns its id (>= 1), or 0 when out of memory

@@ -10,7 +10,9 @@ memory. `cuprof summary` and `cuprof plot` show the same numbers.
 
 Usage: test_library_usage.py --lib LIBCUPROF --ld-path PATH --cuprof CUPROF --checker CHECK_PY
                              MODE PROGRAM          (MODE: cache, trace, cache-nostacks,
-                                                 cache-expandable)
+                                                 cache-nohistory, cache-expandable)
+cache-nohistory runs as issue 14 measures the shim (CUPROF_HISTORY=off, CUPROF_STACKS=none):
+no event of a block reaches a sink then, and the counts must not change.
 """
 import argparse
 import json
@@ -174,7 +176,8 @@ def main():
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("--cuprof", required=True)
     ap.add_argument("--checker", required=True)
-    ap.add_argument("mode", choices=["cache", "trace", "cache-nostacks", "cache-expandable"])
+    ap.add_argument("mode", choices=["cache", "trace", "cache-nostacks", "cache-nohistory",
+                                         "cache-expandable"])
     ap.add_argument("program")
     args = ap.parse_args()
     checker = load_checker(args.checker)
@@ -194,7 +197,11 @@ def main():
             path = os.path.join(tmp, "run." + ext)
             extra = {"SIMCUDA_MEM": "1G", "SIMCUDA_CONTEXT_MEM": "3M", "CUPROF_MODE": mode,
                      "CUPROF_SNAPSHOT": path,
-                     "CUPROF_STACKS": "none" if args.mode.endswith("nostacks") else "alloc"}
+                     "CUPROF_STACKS": "alloc"}
+            if args.mode.endswith(("nostacks", "nohistory")):
+                extra["CUPROF_STACKS"] = "none"
+            if args.mode.endswith("nohistory"):
+                extra["CUPROF_HISTORY"] = "off"
             if expandable:
                 extra["CUPROF_ALLOC_CONF"] = "expandable_segments:True"
             res = run_shim([args.program], args.ld_path, args.lib, extra)
@@ -220,7 +227,7 @@ def main():
                 checks.check(maps and all(seg["is_expandable"] for seg in snap["segments"]
                                           if "cuprof_pool" not in seg),
                              f"{ext}: expandable segments expected: {len(maps)} maps")
-            if mode == "cache" and not args.mode.endswith("nostacks") and not expandable:
+            if args.mode == "cache":
                 live, peak = segments_from_trace(snap, checks)
                 for lib in expected:
                     got = (rows.get(lib, {}).get("cache_reserved_bytes"),

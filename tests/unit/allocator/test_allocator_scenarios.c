@@ -500,6 +500,103 @@ test_cached_only(void **state)
     fixture_free(fx);
 }
 
+/* The owner's requested bytes: counted when a cached block is handed out and when its free is
+ * requested (not when another stream's use ends), whoever frees it; tags from
+ * ALLOC_OWNERS_COUNTED up are carried but not counted; forgetting a device frees what it held. */
+static void
+expect_owner(struct allocator *a, uint16_t owner, uint64_t requested, uint64_t peak)
+{
+    struct alloc_owner_bytes got[ALLOC_OWNERS_COUNTED];
+    allocator_lock_device(a, 0);
+    allocator_owner_bytes_locked(a, 0, got, ALLOC_OWNERS_COUNTED);
+    allocator_unlock_device(a, 0);
+    assert_true(got[owner].requested == requested);
+    assert_true(got[owner].requested_peak == peak);
+}
+
+static void
+test_owner_bytes(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p1 = 0, p2 = 0, p3 = 0, p4 = 0;
+    assert_int_equal(allocator_malloc_owned(a, 0, 1000, 0, 0, 7, &p1), 0);
+    assert_int_equal(allocator_malloc_owned(a, 0, 3000, 0, 0, 7, &p2), 0);
+    assert_int_equal(allocator_malloc_owned(a, 0, 100, 0, 0, 9, &p3), 0);
+    assert_int_equal(allocator_malloc_owned(a, 0, 500, 0, 0, ALLOC_OWNERS_COUNTED, &p4), 0);
+    uint64_t p0 = must_malloc(a, 0, 40, 0); /* untagged: owner 0 */
+    expect_owner(a, 7, 4000, 4000);
+    expect_owner(a, 9, 100, 100);
+    expect_owner(a, 0, 40, 40);
+    /* A block used on another stream: its bytes leave at the request, as PyTorch's allocated. */
+    assert_int_equal(allocator_record_stream(a, p1, 2), 0);
+    must_free(a, p1);
+    expect_owner(a, 7, 3000, 4000);
+    fake_device_complete(&fx->fake, 2);
+    assert_int_equal(allocator_malloc_owned(a, 0, 200, 0, 0, 7, &p1), 0); /* polls the event */
+    expect_owner(a, 7, 3200, 4000);
+    must_free(a, p2);
+    must_free(a, p4);
+    expect_owner(a, 7, 200, 4000);
+    /* Out of the counted range: nothing moved anywhere. */
+    struct alloc_owner_bytes all[ALLOC_OWNERS_COUNTED];
+    allocator_lock_device(a, 0);
+    allocator_owner_bytes_locked(a, 0, all, ALLOC_OWNERS_COUNTED);
+    allocator_unlock_device(a, 0);
+    uint64_t total = 0;
+    for (size_t i = 0; i < ALLOC_OWNERS_COUNTED; i++)
+        total += all[i].requested;
+    assert_true(total == 200 + 100 + 40);
+    /* A context reset drops the live blocks: their owners' bytes go with them. */
+    allocator_forget_device(a, 0);
+    expect_owner(a, 7, 0, 4000);
+    expect_owner(a, 9, 0, 100);
+    expect_owner(a, 0, 0, 40);
+    (void)p0;
+    (void)p3;
+    fixture_free(fx);
+}
+
+/* allocator_set_traced_actions: the sink is handed exactly the actions it asked for, and every
+ * action again once it asks for all; what the allocator does is the same either way. */
+static void
+test_traced_actions(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    allocator_set_traced_actions(a, TRACE_ACTIONS_SEGMENTS);
+    uint64_t p = must_malloc(a, 0, 4096, 0);
+    must_free(a, p);
+    assert_int_equal(allocator_empty_cache(a, 0), 0);
+    assert_int_equal(fx->fake.trace_count, 2);
+    expect_trace(&fx->fake, 0, TRACE_SEGMENT_ALLOC, B, 2 * MIB, 0);
+    expect_trace(&fx->fake, 1, TRACE_SEGMENT_FREE, B, 2 * MIB, 0);
+    allocator_set_traced_actions(a, 0);
+    must_free(a, must_malloc(a, 0, 4096, 0));
+    assert_int_equal(fx->fake.trace_count, 2);
+    allocator_set_traced_actions(a, TRACE_ACTIONS_ALL);
+    p = must_malloc(a, 0, 4096, 0);
+    must_free(a, p);
+    assert_int_equal(fx->fake.trace_count, 5);
+    expect_trace(&fx->fake, 2, TRACE_ALLOC, p, 4096, 0);
+    expect_trace(&fx->fake, 3, TRACE_FREE_REQUESTED, p, 4096, 0);
+    expect_trace(&fx->fake, 4, TRACE_FREE_COMPLETED, p, 4096, 0);
+    expect_stats(a, 0,
+                 SMALL("allocation", 0, 1, 3, 3) SMALL("allocated_bytes", 0, 4096, 12288, 12288)
+                     SMALL("active", 0, 1, 3, 3) SMALL("active_bytes", 0, 4096, 12288, 12288)
+                         SMALL("requested_bytes", 0, 4096, 12288, 12288)
+                             SMALL("segment", 1, 1, 2, 1)
+                                 SMALL("reserved_bytes", 2097152, 2097152, 4194304, 2097152)
+                                     SMALL("inactive_split", 0, 1, 3, 3)
+                                         SMALL("inactive_split_bytes", 0, 2093056, 6279168,
+                                               6279168) " num_device_alloc=2 num_device_free=1"
+                                                        " num_sync_all_streams=1");
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
 int
 main(void)
 {
@@ -514,6 +611,8 @@ main(void)
         cmocka_unit_test(test_gc_and_fraction),
         cmocka_unit_test(test_owner_tags),
         cmocka_unit_test(test_cached_only),
+        cmocka_unit_test(test_owner_bytes),
+        cmocka_unit_test(test_traced_actions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
