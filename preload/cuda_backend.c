@@ -157,7 +157,7 @@ backend_event_record(void *ctx, void *event, uint64_t stream)
 
 /* The first cuEventQuery error not yet logged (0: none; -1: logged, never again). Set under an
  * allocator lock, logged by cuda_backend_log_faults outside it. */
-static atomic_int event_query_failure;
+atomic_int cuda_backend_fault;
 
 static int
 backend_event_query(void *ctx, void *event, bool *complete)
@@ -172,7 +172,7 @@ backend_event_query(void *ctx, void *event, bool *complete)
         return 0;
     }
     int none = 0;
-    (void)atomic_compare_exchange_strong(&event_query_failure, &none, r > 0 ? (int)r : 1);
+    (void)atomic_compare_exchange_strong(&cuda_backend_fault, &none, r > 0 ? (int)r : 1);
     return from_cu(r);
 }
 
@@ -199,16 +199,29 @@ backend_event_destroy(void *ctx, void *event)
     return from_cu(r);
 }
 
-static int
-backend_synchronize(void *ctx, int device)
+/* cuCtxSynchronize with `device` made current for the call. */
+__attribute__((noinline)) static int
+synchronize_other_device(int device)
 {
-    (void)ctx;
     const struct real_cuda *real = real_cuda_get();
     if (real == NULL)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r_;
     WITH_DEVICE(real, device, real->cuCtxSynchronize());
     return from_cu(r_);
+}
+
+/* Every cudaFree comes here, nearly always with the device already current: then it is one
+ * query and the synchronization. */
+static int
+backend_synchronize(void *ctx, int device)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    CUdevice current;
+    if (real == NULL || real->cuCtxGetDevice(&current) != CUDA_SUCCESS || current != device)
+        return synchronize_other_device(device);
+    return from_cu(real->cuCtxSynchronize());
 }
 
 /* ---- Expandable segments: PyTorch's ExpandableSegment calls, made on the real driver (never
@@ -423,11 +436,9 @@ cuda_backend_owns(uint64_t addr)
 }
 
 void
-cuda_backend_log_faults(void)
+cuda_backend_log_faults_slow(void)
 {
-    if (atomic_load_explicit(&event_query_failure, memory_order_relaxed) <= 0)
-        return;
-    int code = atomic_exchange(&event_query_failure, -1);
+    int code = atomic_exchange(&cuda_backend_fault, -1);
     if (code > 0 && runtime_log_info())
         runtime_log("cuprof: cuEventQuery failed with CUresult %d; cuprof waits for the stream "
                     "(or the device) before it reuses a block freed on another stream (logged "

@@ -7,6 +7,7 @@
 #ifndef CUPROF_CUDA_BACKEND_H
 #define CUPROF_CUDA_BACKEND_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -26,9 +27,17 @@ int cuda_backend_device_count(void);
 bool cuda_backend_owns(uint64_t addr);
 
 /* Logs, once per process, a driver error that a device_ops call met under an allocator lock
- * (where nothing may be logged): today a cuEventQuery error. Call with no cuprof lock held; one
- * relaxed load when there is nothing to say. */
-void cuda_backend_log_faults(void);
+ * (where nothing may be logged): today a cuEventQuery error. Call with no cuprof lock held.
+ * Inline: one relaxed load when there is nothing to say (cuda_backend_fault: the CUresult waiting
+ * to be logged, 0 none, -1 logged already). */
+extern atomic_int cuda_backend_fault;
+void cuda_backend_log_faults_slow(void);
+static inline void
+cuda_backend_log_faults(void)
+{
+    if (__builtin_expect(atomic_load_explicit(&cuda_backend_fault, memory_order_relaxed) > 0, 0))
+        cuda_backend_log_faults_slow();
+}
 
 /* The driver freed everything of `device` (context reset/destroy): forget its segments. */
 void cuda_backend_forget_device(int device);

@@ -43,23 +43,24 @@ shim_call_runtime_if_ready(void)
     return atomic_load_explicit(&shim_call_ready_runtime, memory_order_acquire);
 }
 
-/* The stack for this call: the one a runtime-level wrapper captured further out, else a fresh
- * capture when CUPROF_STACKS asks for it for this kind of call. Inline: without stacks it is two
- * loads. */
+/* The stack for this call: none when CUPROF_STACKS says so (even where a wrapper further out
+ * captured one before stacks were switched off), else the one a runtime-level wrapper captured
+ * further out, else a fresh capture when CUPROF_STACKS asks for it for this kind of call. Inline:
+ * without stacks it is one load. */
 static inline uint32_t
 shim_call_stack(enum shim_call_kind kind)
 {
+    enum stack_mode mode = stacks_mode();
+    if (mode == STACKS_NONE)
+        return 0;
     if (call_tag_current.has_stack)
         return call_tag_current.stack_id;
-    enum stack_mode mode = stacks_mode();
-    if (mode == STACKS_NONE || (kind == SHIM_CALL_FREE && mode != STACKS_ALL))
+    if (kind == SHIM_CALL_FREE && mode != STACKS_ALL)
         return 0;
     /* stacks_capture drops the frames inside libcuprof itself. */
     return stacks_capture(0);
 }
 
-/* The device answered with a value cuprof cannot believe (-CUPROF_EDRIVER from the allocator):
- * logs one line per process naming `api`. Call outside every cuprof lock. */
 void shim_call_log_bad_answer(const char *api);
 
 /* allocator_track_external for a pointer the driver handed the program; a range the allocator

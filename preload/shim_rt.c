@@ -3,6 +3,7 @@
 #include "preload/shim_rt.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
@@ -12,7 +13,6 @@
 #include "preload/call_tag.h"
 #include "preload/config.h"
 #include "preload/cuda_backend.h"
-#include "preload/device_footprint.h"
 #include "preload/entry_points.h"
 #include "preload/guard.h"
 #include "preload/library_usage.h"
@@ -134,192 +134,179 @@ typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
  * current context, trace or off mode, before initialisation, a runtime older than 12, whose
  * cudaSetDevice switched contexts lazily, an error the runtime holds) goes the long way. */
 
-/* Whether to try at all: not cuprof's own call, and cuprof initialised (never in off mode).
- * Inline: off mode and the first calls pay two loads. */
-static inline bool
-fast_may_answer(void)
-{
-    return !guard_active() && shim_call_runtime_if_ready() != NULL;
-}
-
-/* What the fast path did (12 bytes: returned in two registers). `answered`: *result is what the
- * program gets. Otherwise nothing was recorded: forward the call, tagged with `stack_id` when
- * `has_stack` (the stack already captured for it). */
-struct shim_fast_answer {
-    cudaError_t result;
-    uint32_t stack_id;
-    bool answered;
-    bool has_stack;
+/* What the fast path reads, in one place, published in fast_path_ready once it may answer:
+ * cuprof initialised in cache mode, under a runtime of version 12 or later that has
+ * cudaPeekAtLastError. Since CUDA 12 cudaSetDevice makes the device's primary context current at
+ * once, so the thread's current context is the one the runtime serves; an older runtime switched
+ * lazily, at its next call, so there a cudaMalloc right after cudaSetDevice must reach the
+ * runtime. And after a sticky error (an illegal address in a kernel, ...) every runtime call
+ * returns it, and an error the thread has not read yet is the runtime's to keep: in both cases
+ * the runtime answers. */
+struct fast_path {
+    struct cuprof_runtime *rt;
+    struct allocator *alloc;
+    CUresult (*ctx_get_device)(CUdevice *);
+    cudaError_t (*peek_error)(void);
 };
+static struct fast_path fast_path_value;
+static _Atomic(const struct fast_path *) fast_path_ready; /* NULL: not (yet) usable */
+static _Atomic int fast_path_decided; /* set once cuprof is initialised and the runtime asked */
 
-/* What the fast path needs of the runtime, asked once. Its version: since CUDA 12
- * cudaSetDevice makes the device's primary context current at once, so the thread's current
- * context is the one the runtime serves; an older runtime switched lazily, at its next call, so
- * there a cudaMalloc right after cudaSetDevice must reach the runtime. And cudaPeekAtLastError:
- * after a sticky error (an illegal address in a kernel, ...) every runtime call returns it, and
- * an error the thread has not read yet is the runtime's to keep; in both cases the runtime
- * answers. runtime_fast_state: 0 not asked yet, 1 usable, -1 never (older or unknown runtime). */
-static _Atomic int runtime_fast_state;
-static cudaError_t (*runtime_peek_error)(void);
-
-__attribute__((noinline, cold)) static int
-runtime_fast_state_resolve(void)
+/* Decides, once cuprof is initialised, whether the fast path may answer; until then every call
+ * asks again (cold: the calls that find it undecided are the first few). */
+__attribute__((noinline, cold)) static void
+fast_path_decide(void)
 {
-    void *version_sym = real_dl_dlsym(RTLD_NEXT, "cudaRuntimeGetVersion");
-    void *peek_sym = real_dl_dlsym(RTLD_NEXT, "cudaPeekAtLastError");
-    cudaError_t (*get_version)(int *) = NULL;
-    int version = 0;
-    memcpy(&get_version, &version_sym, sizeof version_sym);
-    memcpy(&runtime_peek_error, &peek_sym, sizeof peek_sym);
-    int state = get_version != NULL && runtime_peek_error != NULL &&
-                        get_version(&version) == cudaSuccess && version >= 12000
-                    ? 1
-                    : -1;
-    atomic_store_explicit(&runtime_fast_state, state, memory_order_release);
-    return state;
-}
-
-/* True when the runtime would only forward the call: recent enough, and no error pending. */
-static bool
-runtime_would_forward(void)
-{
-    int state = atomic_load_explicit(&runtime_fast_state, memory_order_acquire);
-    if (state == 0)
-        state = runtime_fast_state_resolve();
-    return state == 1 && runtime_peek_error() == cudaSuccess;
-}
-
-/* The runtime in cache mode once a wrapper initialised it, or NULL: the fast path never
- * initialises anything itself. */
-static struct cuprof_runtime *
-cache_runtime(void)
-{
+    static pthread_mutex_t deciding = PTHREAD_MUTEX_INITIALIZER;
     struct cuprof_runtime *rt = shim_call_runtime_if_ready();
-    if (rt == NULL || rt->mode != CUPROF_MODE_CACHE)
-        return NULL;
-    return rt;
-}
-
-static inline struct shim_fast_answer
-fast_malloc(void **ptr, size_t size, const void *caller)
-{
-    struct shim_fast_answer a = {0};
-    /* A NULL pointer or size 0 gets the runtime's own answer. */
-    struct cuprof_runtime *rt = ptr != NULL && size != 0 ? cache_runtime() : NULL;
-    if (rt == NULL)
-        return a;
-    /* The runtime serves the thread's current context, as the driver wrapper does; without one
-     * the runtime has its own work to do (initialise, make the device's primary context
-     * current). */
-    const struct real_cuda *real = real_cuda_get();
-    CUdevice dev;
-    if (!runtime_would_forward() || real == NULL || real->cuCtxGetDevice == NULL ||
-        real->cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= rt->device_count)
-        return a;
-    guard_enter();
-    lifecycle_resume_after_fork(rt);
-    a.stack_id = shim_call_stack(SHIM_CALL_ALLOC);
-    a.has_stack = true;
-    device_footprint_note_start(dev);
-    uint16_t owner = library_usage_begin_alloc(
-        a.stack_id, call_tag_current.caller != NULL ? call_tag_current.caller : caller);
-    uint64_t addr = 0;
-    int rc = allocator_malloc_cached(rt->alloc, dev, size, 0, a.stack_id, owner, &addr);
-    library_usage_end_call();
-    cuda_backend_log_faults();
-    guard_leave();
-    if (rc != 0)
-        return a; /* -CUPROF_EUNCACHED: nothing happened; the long way may reach the device */
-    *ptr = (void *)(uintptr_t)addr;
-    a.result = cudaSuccess;
-    a.answered = true;
-    return a;
-}
-
-static inline struct shim_fast_answer
-fast_free(void *ptr)
-{
-    struct shim_fast_answer a = {0};
-    /* cudaFree(NULL) is the runtime's way to initialise: always the runtime's. */
-    struct cuprof_runtime *rt = ptr != NULL ? cache_runtime() : NULL;
-    if (rt == NULL || !runtime_would_forward())
-        return a;
-    guard_enter();
-    lifecycle_resume_after_fork(rt);
-    a.stack_id = shim_call_stack(SHIM_CALL_FREE);
-    a.has_stack = true;
-    /* Synchronizes the block's device first, as the real cudaFree does. */
-    int rc = allocator_free(rt->alloc, (uint64_t)(uintptr_t)ptr, a.stack_id);
-    cuda_backend_log_faults();
-    guard_leave();
-    if (rc == -CUPROF_ENOTOWNED)
-        return a; /* external memory, a stale pointer, the driver's: the long way decides */
-    /* In cache mode a block's free answers 0; a device error while recording its streams' events
-     * comes back as the driver's code, which the runtime's codes share for those errors. */
-    a.result = rc == 0 ? cudaSuccess : rc > 0 ? (cudaError_t)rc : cudaErrorInvalidValue;
-    a.answered = true;
-    return a;
-}
-
-/* cudaMalloc and cudaFree: cuprof's own calls and off mode go straight to the runtime from a
- * frame that holds nothing (off mode adds a few loads). Otherwise the cache answers at once when
- * it can (the fast path above), else the runtime's call is tagged: with the stack the fast path
- * captured already, or as every runtime wrapper tags it (before initialisation, trace mode). */
-#define SHIM_RT_UNLESS_ACCOUNTED(real, ...)                                                        \
-    if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)                               \
-        return real(__VA_ARGS__);
-
-static struct call_tag
-rt_tag(enum rt_fn fn, const void *caller, struct shim_fast_answer a)
-{
-    return a.has_stack ? call_tag_push(rt_names[fn], a.stack_id, true, caller)
-                       : rt_enter(fn, caller);
-}
-
-__attribute__((noinline)) static cudaError_t
-rt_malloc_accounted(rt_malloc_fn real, void **ptr, size_t size, const void *caller)
-{
-    struct shim_fast_answer a = {0};
-    if (fast_may_answer()) {
-        a = fast_malloc(ptr, size, caller);
-        if (a.answered)
-            return a.result;
+    const struct real_cuda *driver = real_cuda_get();
+    if (rt == NULL || driver == NULL)
+        return; /* not initialised yet: a later call decides */
+    pthread_mutex_lock(&deciding);
+    if (!atomic_load_explicit(&fast_path_decided, memory_order_acquire)) {
+        void *version_sym = real_dl_dlsym(RTLD_NEXT, "cudaRuntimeGetVersion");
+        void *peek_sym = real_dl_dlsym(RTLD_NEXT, "cudaPeekAtLastError");
+        cudaError_t (*get_version)(int *) = NULL;
+        int version = 0;
+        memcpy(&get_version, &version_sym, sizeof version_sym);
+        memcpy(&fast_path_value.peek_error, &peek_sym, sizeof peek_sym);
+        fast_path_value.rt = rt;
+        fast_path_value.alloc = rt->alloc;
+        fast_path_value.ctx_get_device = driver->cuCtxGetDevice;
+        if (rt->mode == CUPROF_MODE_CACHE && rt->alloc != NULL && driver->cuCtxGetDevice != NULL &&
+            fast_path_value.peek_error != NULL && get_version != NULL &&
+            get_version(&version) == cudaSuccess && version >= 12000)
+            atomic_store_explicit(&fast_path_ready, &fast_path_value, memory_order_release);
+        atomic_store_explicit(&fast_path_decided, 1, memory_order_release);
     }
-    struct call_tag saved = rt_tag(RT_cudaMalloc, caller, a);
+    pthread_mutex_unlock(&deciding);
+}
+
+static cudaError_t fast_malloc(void **ptr, size_t size, const void *caller);
+static cudaError_t fast_free(void *ptr, const void *caller);
+
+/* The long way for cudaMalloc and cudaFree: the runtime's call, tagged with the stack the fast
+ * path captured already (`has_stack`), or as every runtime wrapper tags it; cuprof's own calls
+ * and off mode go straight through. Out of line, and looking the runtime's function up itself, so
+ * that the fast path keeps as few registers as it can. */
+__attribute__((noinline)) static cudaError_t
+rt_malloc_forward(void **ptr, size_t size, const void *caller, uint32_t stack_id, bool has_stack)
+{
+    SHIM_RT_REAL(real, RT_cudaMalloc, rt_malloc_fn)
+    if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)
+        return real(ptr, size);
+    if (!atomic_load_explicit(&fast_path_decided, memory_order_acquire)) {
+        fast_path_decide();
+        if (!has_stack && atomic_load_explicit(&fast_path_ready, memory_order_acquire) != NULL)
+            return fast_malloc(ptr, size, caller);
+    }
+    struct call_tag saved = has_stack
+                                ? call_tag_push(rt_names[RT_cudaMalloc], stack_id, true, caller)
+                                : rt_enter(RT_cudaMalloc, caller);
     cudaError_t result = real(ptr, size);
     call_tag_pop(saved);
+    /* The first call initialises cuprof: the next one may take the fast path. */
+    if (!atomic_load_explicit(&fast_path_decided, memory_order_acquire))
+        fast_path_decide();
     return result;
 }
 
 __attribute__((noinline)) static cudaError_t
-rt_free_accounted(rt_free_fn real, void *ptr, const void *caller)
+rt_free_forward(void *ptr, const void *caller, uint32_t stack_id, bool has_stack)
 {
-    struct shim_fast_answer a = {0};
-    if (fast_may_answer()) {
-        a = fast_free(ptr);
-        if (a.answered)
-            return a.result;
+    SHIM_RT_REAL(real, RT_cudaFree, rt_free_fn)
+    if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)
+        return real(ptr);
+    if (!atomic_load_explicit(&fast_path_decided, memory_order_acquire)) {
+        fast_path_decide();
+        if (!has_stack && atomic_load_explicit(&fast_path_ready, memory_order_acquire) != NULL)
+            return fast_free(ptr, caller);
     }
-    struct call_tag saved = rt_tag(RT_cudaFree, caller, a);
+    struct call_tag saved = has_stack ? call_tag_push(rt_names[RT_cudaFree], stack_id, true, caller)
+                                      : rt_enter(RT_cudaFree, caller);
     cudaError_t result = real(ptr);
     call_tag_pop(saved);
+    /* The first call initialises cuprof: the next one may take the fast path. */
+    if (!atomic_load_explicit(&fast_path_decided, memory_order_acquire))
+        fast_path_decide();
     return result;
 }
 
+/* A NULL pointer or size 0 gets the runtime's own answer; so does a thread without a current
+ * context (the runtime has its own work to do: initialise, make the primary context current).
+ * fast_path_value is read field by field, never kept in a register across the calls. */
+__attribute__((noinline)) static cudaError_t
+fast_malloc(void **ptr, size_t size, const void *caller)
+{
+    uint32_t stack_id = 0;
+    bool has_stack = false;
+    CUdevice dev;
+    if (ptr != NULL && size != 0 && fast_path_value.peek_error() == cudaSuccess &&
+        fast_path_value.ctx_get_device(&dev) == CUDA_SUCCESS) {
+        guard_enter();
+        lifecycle_resume_after_fork(fast_path_value.rt);
+        stack_id = shim_call_stack(SHIM_CALL_ALLOC);
+        has_stack = true;
+        /* No device_footprint_note_start: the cache answers only from a segment a call that went
+         * the long way made on this device, and that call noted the device's footprint. */
+        uint16_t owner = library_usage_begin_alloc(
+            stack_id, call_tag_current.caller != NULL ? call_tag_current.caller : caller);
+        uint64_t addr;
+        int rc =
+            allocator_malloc_cached(fast_path_value.alloc, dev, size, 0, stack_id, owner, &addr);
+        library_usage_end_call();
+        cuda_backend_log_faults();
+        guard_leave();
+        if (rc == 0) {
+            *ptr = (void *)(uintptr_t)addr;
+            return cudaSuccess;
+        }
+        /* -CUPROF_EUNCACHED, or a device cuprof does not serve (-CUPROF_EINVAL): nothing
+         * happened; the long way may reach the device */
+    }
+    return rt_malloc_forward(ptr, size, caller, stack_id, has_stack);
+}
+
+/* cudaFree(NULL) is the runtime's way to initialise: always the runtime's. */
+__attribute__((noinline)) static cudaError_t
+fast_free(void *ptr, const void *caller)
+{
+    if (ptr == NULL || fast_path_value.peek_error() != cudaSuccess)
+        return rt_free_forward(ptr, caller, 0, false);
+    guard_enter();
+    lifecycle_resume_after_fork(fast_path_value.rt);
+    uint32_t stack_id = shim_call_stack(SHIM_CALL_FREE);
+    /* Synchronizes the block's device first, as the real cudaFree does. */
+    int rc = allocator_free(fast_path_value.alloc, (uint64_t)(uintptr_t)ptr, stack_id);
+    cuda_backend_log_faults();
+    guard_leave();
+    if (__builtin_expect(rc == 0, 1))
+        return cudaSuccess;
+    /* external memory, a stale pointer, the driver's: the long way decides */
+    if (rc == -CUPROF_ENOTOWNED)
+        return rt_free_forward(ptr, caller, stack_id, true);
+    /* A device error while recording the block's streams' events comes back as the driver's
+     * code, which the runtime's codes share for those errors. */
+    return rc > 0 ? (cudaError_t)rc : cudaErrorInvalidValue;
+}
+
+/* cudaMalloc and cudaFree: the cache answers at once when it can (the fast path above); anything
+ * else takes the long way. Neither keeps a frame: off mode costs a load, a test and the long
+ * way's few loads. */
 cudaError_t
 shim_rt_malloc(void **ptr, size_t size)
 {
-    SHIM_RT_REAL(real, RT_cudaMalloc, rt_malloc_fn)
-    SHIM_RT_UNLESS_ACCOUNTED(real, ptr, size)
-    return rt_malloc_accounted(real, ptr, size, __builtin_return_address(0));
+    if (atomic_load_explicit(&fast_path_ready, memory_order_acquire) != NULL && !guard_active())
+        return fast_malloc(ptr, size, __builtin_return_address(0));
+    return rt_malloc_forward(ptr, size, __builtin_return_address(0), 0, false);
 }
 
 cudaError_t
 shim_rt_free(void *ptr)
 {
-    SHIM_RT_REAL(real, RT_cudaFree, rt_free_fn)
-    SHIM_RT_UNLESS_ACCOUNTED(real, ptr)
-    return rt_free_accounted(real, ptr, __builtin_return_address(0));
+    if (atomic_load_explicit(&fast_path_ready, memory_order_acquire) != NULL && !guard_active())
+        return fast_free(ptr, __builtin_return_address(0));
+    return rt_free_forward(ptr, __builtin_return_address(0), 0, false);
 }
 
 cudaError_t
