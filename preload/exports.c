@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <stdatomic.h>
 
 #include "preload/entry_points.h"
 #include "preload/hooks.h"
@@ -35,7 +36,7 @@ dlsym(void *handle, const char *name)
  * libcudart exports it (cuda.h's macros would add _v2: the three it redefines are undone above).
  * The declaration first: cuda.h declares neither the _ptsz twins nor the 7.0 ABIs' plain names.
  * Runtime stubs are reached only with a shared libcudart; their unversioned names interpose
- * cudaMalloc@libcudart.so.13. */
+ * cudaMalloc@libcudart.so.13. They jump through their routes (shim_rt.h). */
 #define DRIVER_WRAPPER(field, exported, lookup, min_version, max_version, ptsz, pfn, wrapper,      \
                        params, args)                                                               \
     EXPORT CUresult CUDAAPI exported params;                                                       \
@@ -49,7 +50,7 @@ dlsym(void *handle, const char *name)
     EXPORT cudaError_t CUDARTAPI exported params;                                                  \
     EXPORT cudaError_t CUDARTAPI exported params                                                   \
     {                                                                                              \
-        return wrapper args;                                                                       \
+        return atomic_load_explicit(&shim_rt_route_##exported, memory_order_acquire) args;         \
     }
 #include "preload/entry_points.def"
 #undef DRIVER_LOOKUP

@@ -46,6 +46,17 @@ static const char *const rt_names[RT_FN_COUNT] = {
 
 static _Atomic(void *) rt_real[RT_FN_COUNT];
 
+#define RUNTIME_WRAPPER(exported, wrapper, params, args)                                           \
+    _Atomic(shim_rt_##exported##_fn) shim_rt_route_##exported = wrapper;
+#define DRIVER_LOOKUP  ENTRY_POINT_IGNORE
+#define DRIVER_WRAPPER ENTRY_POINT_IGNORE
+#define DRIVER_CALLED  ENTRY_POINT_IGNORE
+#include "preload/entry_points.def"
+#undef DRIVER_LOOKUP
+#undef DRIVER_WRAPPER
+#undef DRIVER_CALLED
+#undef RUNTIME_WRAPPER
+
 /* The runtime's own function: the next definition after libcuprof (dlsym(RTLD_NEXT) from us).
  * Resolved on first use; racing threads store the same pointer. The lookup is out of line so
  * that a resolved call keeps no registers of its own (off mode's cost is a few loads). */
@@ -115,13 +126,18 @@ typedef cudaError_t (*rt_mem_get_info_fn)(size_t *, size_t *);
 typedef cudaError_t (*rt_device_reset_fn)(void);
 typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
 
-/* Every wrapper: guarded calls (cuprof's own) and off mode go straight through; others are
- * tagged. The wrapper's return address is the program's call site (exports.c's stubs are tail
- * calls). */
-#define SHIM_RT_CALL(fn, real, ...)                                                                \
-    if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)                               \
+/* Every wrapper: guarded calls (cuprof's own) go straight through; so does off mode, which also
+ * points the export's route at the runtime's function (its later calls never come here); others
+ * are tagged. The wrapper's return address is the program's call site (exports.c's stubs are tail
+ * jumps). */
+#define SHIM_RT_CALL(name, real, ...)                                                              \
+    if (guard_active())                                                                            \
         return real(__VA_ARGS__);                                                                  \
-    struct call_tag saved_ = rt_enter(fn, __builtin_return_address(0));                            \
+    if (runtime_config()->mode == CUPROF_MODE_OFF) {                                               \
+        atomic_store_explicit(&shim_rt_route_##name, real, memory_order_release);                  \
+        return real(__VA_ARGS__);                                                                  \
+    }                                                                                              \
+    struct call_tag saved_ = rt_enter(RT_##name, __builtin_return_address(0));                     \
     cudaError_t result_ = real(__VA_ARGS__);                                                       \
     call_tag_pop(saved_);                                                                          \
     return result_;
@@ -152,6 +168,11 @@ static struct fast_path fast_path_value;
 static _Atomic(const struct fast_path *) fast_path_ready; /* NULL: not (yet) usable */
 static _Atomic int fast_path_decided; /* set once cuprof is initialised and the runtime asked */
 
+static cudaError_t fast_malloc(void **ptr, size_t size, const void *caller);
+static cudaError_t fast_free(void *ptr, const void *caller);
+static cudaError_t shim_rt_malloc_cached(void **ptr, size_t size);
+static cudaError_t shim_rt_free_cached(void *ptr);
+
 /* Decides, once cuprof is initialised, whether the fast path may answer; until then every call
  * asks again (cold: the calls that find it undecided are the first few). */
 __attribute__((noinline, cold)) static void
@@ -175,15 +196,17 @@ fast_path_decide(void)
         fast_path_value.ctx_get_device = driver->cuCtxGetDevice;
         if (rt->mode == CUPROF_MODE_CACHE && rt->alloc != NULL && driver->cuCtxGetDevice != NULL &&
             fast_path_value.peek_error != NULL && get_version != NULL &&
-            get_version(&version) == cudaSuccess && version >= 12000)
+            get_version(&version) == cudaSuccess && version >= 12000) {
             atomic_store_explicit(&fast_path_ready, &fast_path_value, memory_order_release);
+            atomic_store_explicit(&shim_rt_route_cudaMalloc, shim_rt_malloc_cached,
+                                  memory_order_release);
+            atomic_store_explicit(&shim_rt_route_cudaFree, shim_rt_free_cached,
+                                  memory_order_release);
+        }
         atomic_store_explicit(&fast_path_decided, 1, memory_order_release);
     }
     pthread_mutex_unlock(&deciding);
 }
-
-static cudaError_t fast_malloc(void **ptr, size_t size, const void *caller);
-static cudaError_t fast_free(void *ptr, const void *caller);
 
 /* The long way for cudaMalloc and cudaFree: the runtime's call, tagged with the stack the fast
  * path captured already (`has_stack`), or as every runtime wrapper tags it; cuprof's own calls
@@ -193,8 +216,12 @@ __attribute__((noinline)) static cudaError_t
 rt_malloc_forward(void **ptr, size_t size, const void *caller, uint32_t stack_id, bool has_stack)
 {
     SHIM_RT_REAL(real, RT_cudaMalloc, rt_malloc_fn)
-    if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)
+    if (guard_active())
         return real(ptr, size);
+    if (runtime_config()->mode == CUPROF_MODE_OFF) {
+        atomic_store_explicit(&shim_rt_route_cudaMalloc, real, memory_order_release);
+        return real(ptr, size);
+    }
     if (!atomic_load_explicit(&fast_path_decided, memory_order_acquire)) {
         fast_path_decide();
         if (!has_stack && atomic_load_explicit(&fast_path_ready, memory_order_acquire) != NULL)
@@ -215,8 +242,12 @@ __attribute__((noinline)) static cudaError_t
 rt_free_forward(void *ptr, const void *caller, uint32_t stack_id, bool has_stack)
 {
     SHIM_RT_REAL(real, RT_cudaFree, rt_free_fn)
-    if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)
+    if (guard_active())
         return real(ptr);
+    if (runtime_config()->mode == CUPROF_MODE_OFF) {
+        atomic_store_explicit(&shim_rt_route_cudaFree, real, memory_order_release);
+        return real(ptr);
+    }
     if (!atomic_load_explicit(&fast_path_decided, memory_order_acquire)) {
         fast_path_decide();
         if (!has_stack && atomic_load_explicit(&fast_path_ready, memory_order_acquire) != NULL)
@@ -290,21 +321,33 @@ fast_free(void *ptr, const void *caller)
     return rc > 0 ? (cudaError_t)rc : cudaErrorInvalidValue;
 }
 
-/* cudaMalloc and cudaFree: the cache answers at once when it can (the fast path above); anything
- * else takes the long way. Neither keeps a frame: off mode costs a load, a test and the long
- * way's few loads. */
+/* cudaMalloc and cudaFree's routes until the fast path may answer (and in trace mode): the long
+ * way, which points the routes elsewhere once it knows (off mode, the fast path). */
 cudaError_t
 shim_rt_malloc(void **ptr, size_t size)
 {
-    if (atomic_load_explicit(&fast_path_ready, memory_order_acquire) != NULL && !guard_active())
-        return fast_malloc(ptr, size, __builtin_return_address(0));
     return rt_malloc_forward(ptr, size, __builtin_return_address(0), 0, false);
 }
 
 cudaError_t
 shim_rt_free(void *ptr)
 {
-    if (atomic_load_explicit(&fast_path_ready, memory_order_acquire) != NULL && !guard_active())
+    return rt_free_forward(ptr, __builtin_return_address(0), 0, false);
+}
+
+/* Their routes once the fast path may answer: the cache first, but for cuprof's own calls. */
+static cudaError_t
+shim_rt_malloc_cached(void **ptr, size_t size)
+{
+    if (!guard_active())
+        return fast_malloc(ptr, size, __builtin_return_address(0));
+    return rt_malloc_forward(ptr, size, __builtin_return_address(0), 0, false);
+}
+
+static cudaError_t
+shim_rt_free_cached(void *ptr)
+{
+    if (!guard_active())
         return fast_free(ptr, __builtin_return_address(0));
     return rt_free_forward(ptr, __builtin_return_address(0), 0, false);
 }
@@ -313,35 +356,35 @@ cudaError_t
 shim_rt_malloc_async(void **ptr, size_t size, cudaStream_t stream)
 {
     SHIM_RT_REAL(real, RT_cudaMallocAsync, rt_malloc_async_fn)
-    SHIM_RT_CALL(RT_cudaMallocAsync, real, ptr, size, stream)
+    SHIM_RT_CALL(cudaMallocAsync, real, ptr, size, stream)
 }
 
 cudaError_t
 shim_rt_malloc_async_ptsz(void **ptr, size_t size, cudaStream_t stream)
 {
     SHIM_RT_REAL(real, RT_cudaMallocAsync_ptsz, rt_malloc_async_fn)
-    SHIM_RT_CALL(RT_cudaMallocAsync_ptsz, real, ptr, size, stream)
+    SHIM_RT_CALL(cudaMallocAsync_ptsz, real, ptr, size, stream)
 }
 
 cudaError_t
 shim_rt_free_async(void *ptr, cudaStream_t stream)
 {
     SHIM_RT_REAL(real, RT_cudaFreeAsync, rt_free_async_fn)
-    SHIM_RT_CALL(RT_cudaFreeAsync, real, ptr, stream)
+    SHIM_RT_CALL(cudaFreeAsync, real, ptr, stream)
 }
 
 cudaError_t
 shim_rt_free_async_ptsz(void *ptr, cudaStream_t stream)
 {
     SHIM_RT_REAL(real, RT_cudaFreeAsync_ptsz, rt_free_async_fn)
-    SHIM_RT_CALL(RT_cudaFreeAsync_ptsz, real, ptr, stream)
+    SHIM_RT_CALL(cudaFreeAsync_ptsz, real, ptr, stream)
 }
 
 cudaError_t
 shim_rt_malloc_from_pool_async(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream)
 {
     SHIM_RT_REAL(real, RT_cudaMallocFromPoolAsync, rt_malloc_pool_fn)
-    SHIM_RT_CALL(RT_cudaMallocFromPoolAsync, real, ptr, size, pool, stream)
+    SHIM_RT_CALL(cudaMallocFromPoolAsync, real, ptr, size, pool, stream)
 }
 
 cudaError_t
@@ -349,35 +392,35 @@ shim_rt_malloc_from_pool_async_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
                                     cudaStream_t stream)
 {
     SHIM_RT_REAL(real, RT_cudaMallocFromPoolAsync_ptsz, rt_malloc_pool_fn)
-    SHIM_RT_CALL(RT_cudaMallocFromPoolAsync_ptsz, real, ptr, size, pool, stream)
+    SHIM_RT_CALL(cudaMallocFromPoolAsync_ptsz, real, ptr, size, pool, stream)
 }
 
 cudaError_t
 shim_rt_malloc_pitch(void **ptr, size_t *pitch, size_t width, size_t height)
 {
     SHIM_RT_REAL(real, RT_cudaMallocPitch, rt_malloc_pitch_fn)
-    SHIM_RT_CALL(RT_cudaMallocPitch, real, ptr, pitch, width, height)
+    SHIM_RT_CALL(cudaMallocPitch, real, ptr, pitch, width, height)
 }
 
 cudaError_t
 shim_rt_malloc_3d(struct cudaPitchedPtr *pitched, struct cudaExtent extent)
 {
     SHIM_RT_REAL(real, RT_cudaMalloc3D, rt_malloc_3d_fn)
-    SHIM_RT_CALL(RT_cudaMalloc3D, real, pitched, extent)
+    SHIM_RT_CALL(cudaMalloc3D, real, pitched, extent)
 }
 
 cudaError_t
 shim_rt_malloc_managed(void **ptr, size_t size, unsigned int flags)
 {
     SHIM_RT_REAL(real, RT_cudaMallocManaged, rt_malloc_managed_fn)
-    SHIM_RT_CALL(RT_cudaMallocManaged, real, ptr, size, flags)
+    SHIM_RT_CALL(cudaMallocManaged, real, ptr, size, flags)
 }
 
 cudaError_t
 shim_rt_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
     SHIM_RT_REAL(real, RT_cudaMemGetInfo, rt_mem_get_info_fn)
-    SHIM_RT_CALL(RT_cudaMemGetInfo, real, free_bytes, total_bytes)
+    SHIM_RT_CALL(cudaMemGetInfo, real, free_bytes, total_bytes)
 }
 
 cudaError_t

@@ -11,6 +11,25 @@
 #define CUPROF_SHIM_RT_H
 
 #include <cuda_runtime_api.h>
+#include <stdatomic.h>
+
+#include "preload/entry_points.h"
+
+/* Where each runtime export goes: exports.c's stubs load it and jump (acquire: what the target
+ * reads was published before it). At first the shim_rt_* wrapper below; in off mode, the
+ * runtime's own function once a call looked it up, so off mode costs one load and a jump; for
+ * cudaMalloc and cudaFree, their cached-path entries once the fast path may answer. */
+#define DRIVER_LOOKUP  ENTRY_POINT_IGNORE
+#define DRIVER_WRAPPER ENTRY_POINT_IGNORE
+#define DRIVER_CALLED  ENTRY_POINT_IGNORE
+#define RUNTIME_WRAPPER(exported, wrapper, params, args)                                           \
+    typedef cudaError_t(*shim_rt_##exported##_fn) params;                                          \
+    extern _Atomic(shim_rt_##exported##_fn) shim_rt_route_##exported;
+#include "preload/entry_points.def"
+#undef DRIVER_LOOKUP
+#undef DRIVER_WRAPPER
+#undef DRIVER_CALLED
+#undef RUNTIME_WRAPPER
 
 cudaError_t shim_rt_malloc(void **ptr, size_t size);
 cudaError_t shim_rt_free(void *ptr);
