@@ -7,7 +7,9 @@
  * records appended to the two big lists go to the consumer a batch at a time. A record dict that
  * the memo does not hold lives in a scratch arena, reused once its batch is taken: a 10^7-entry
  * history never exists as a tree. A scratch container that goes anywhere else (the memo, another
- * container, the result) is first copied into the tree ("settled"). */
+ * container, the result) is first copied into the tree ("settled"). A trace's plain records
+ * (cuprof's entries: all ints and memo fetches) are not even built: each goes to the consumer as
+ * its items are decoded (take_records), so an entry costs one pass over its bytes. */
 #include "snapshot/pickle_reader.h"
 
 #include <errno.h>
@@ -47,6 +49,8 @@ struct vm {
     size_t sp, stack_cap;
     size_t marks[PICKLE_MAX_MARKS];
     int mark_count;
+    int taken_mark;    /* the MARK (its level, 1-based) whose batch had records handed over one by
+                        * one (take_record): they are not on the stack; 0: none */
     struct sval *memo; /* a slot holds a value when its SVAL_MEMO flag is set */
     size_t memo_cap;
     size_t memo_len; /* MEMOIZE's next index (len(memo) in CPython) */
@@ -290,12 +294,36 @@ new_seq(struct vm *vm, uint8_t type, struct sval *items, size_t n, struct sval *
     return 0;
 }
 
-/* Items above the innermost MARK; the MARK is removed. */
+/* Records were handed over one by one for the batch of an open MARK, and an opcode does what
+ * the stack without them would not show (closes that MARK otherwise than by APPENDS, reaches
+ * below it, stops the pickle): the consumer is told, and the file is read again without it. */
+static void
+misplaced(struct vm *vm)
+{
+    vm->stream->shared = true;
+    vm->taken_mark = 0;
+}
+
+/* An opcode is about to use stack[lowest..sp). */
+static inline void
+reach(struct vm *vm, size_t lowest)
+{
+    if (vm->taken_mark != 0 && lowest < vm->marks[vm->taken_mark - 1])
+        misplaced(vm);
+}
+
+/* Items above the innermost MARK; the MARK is removed. `appends`: APPENDS closes it. */
 static int
-pop_mark(struct vm *vm, size_t *first)
+pop_mark(struct vm *vm, size_t *first, bool appends)
 {
     if (vm->mark_count == 0)
         return fail(vm, -CUPROF_EFORMAT, "opcode needs a MARK but none is open");
+    if (vm->taken_mark == vm->mark_count) {
+        if (appends)
+            vm->taken_mark = 0;
+        else
+            misplaced(vm);
+    }
     *first = vm->marks[--vm->mark_count];
     if (*first > vm->sp) /* an opcode took items from below the MARK (CPython cannot) */
         return fail(vm, -CUPROF_EFORMAT, "stack underflow below a MARK");
@@ -325,6 +353,49 @@ op_mark(struct vm *vm)
     return 0;
 }
 
+/* The bytes a plain record and the opcode after it can take (pickle_data_record: MARK, 32 values
+ * of at most 10 bytes, SETITEMS). */
+#define RECORD_MAX_BYTES 352
+
+static int give(struct vm *vm, const struct sval *target, size_t first);
+
+/* A record's EMPTY_DICT was just read in the batch of a trace (the innermost MARK's, which holds
+ * only whole items): it and the plain records that follow it go to the consumer one by one while
+ * each is whole in the window and followed by the next record or the batch's APPENDS. Items
+ * already above the MARK (records read the long way: a frame list not seen before) go to the
+ * consumer first, as if their batch ended there, so the list keeps its order. 0: the last record
+ * read was taken (its EMPTY_DICT consumed, nothing to push); 1: it is for the opcode loop. */
+static int
+take_records(struct vm *vm)
+{
+    size_t m = vm->marks[vm->mark_count - 1];
+    struct sval items[PICKLE_DATA_RECORD_ITEMS];
+    for (;;) {
+        uint64_t pos = vm->base + (uint64_t)(vm->p - vm->start), left = vm->size - pos;
+        int rc = fill(vm, left < RECORD_MAX_BYTES ? left : RECORD_MAX_BYTES);
+        if (rc != 0)
+            return rc;
+        const unsigned char *after = vm->p;
+        size_t n = pickle_data_record(vm->p, vm->end, vm->memo, vm->memo_cap, items, &after);
+        if (n == 0 || after == vm->end || (*after != '}' && *after != 'e'))
+            return 1;
+        if (vm->sp > m) {
+            if ((rc = give(vm, &vm->stack[m - 1], m)) != 0)
+                return rc;
+            vm->taken_mark = vm->mark_count;
+        }
+        const struct sval *list = &vm->stack[m - 1];
+        rc = vm->stream->take_record(vm->stream->ctx, list->slot, list->u.seq, items, n);
+        if (rc != 0)
+            return rc;
+        vm->taken_mark = vm->mark_count;
+        vm->p = after;
+        if (*after == 'e')
+            return 0;
+        vm->p++; /* the next record's EMPTY_DICT */
+    }
+}
+
 /* EMPTY_DICT, EMPTY_LIST, EMPTY_TUPLE. A record dict lives in the scratch arena. */
 static int
 op_empty(struct vm *vm, uint8_t type)
@@ -332,6 +403,14 @@ op_empty(struct vm *vm, uint8_t type)
     struct sval v = {.type = type};
     locate(vm, type, &v);
     bool scratch = v.place == PLACE_RECORD && type == SVAL_DICT;
+    size_t m = vm->mark_count > 0 ? vm->marks[vm->mark_count - 1] : 0;
+    if (scratch && vm->stream->take_record != NULL && m > 0 && m <= vm->sp &&
+        vm->stack[m - 1].place == PLACE_TRACE &&
+        (vm->taken_mark == 0 || vm->taken_mark == vm->mark_count)) {
+        int rc = take_records(vm);
+        if (rc <= 0)
+            return rc;
+    }
     if (scratch && vm->scratch == NULL && (vm->scratch = snapshot_arena_create()) == NULL)
         return oom(vm);
     v.u.seq = sval_seq_new(scratch ? vm->scratch : vm->tree);
@@ -409,6 +488,7 @@ op_add_one(struct vm *vm, bool dict)
 {
     if (vm->sp < (dict ? 3u : 2u))
         return fail(vm, -CUPROF_EFORMAT, "stack underflow");
+    reach(vm, vm->sp - (dict ? 3 : 2));
     return add_items(vm, vm->sp - (dict ? 2 : 1), dict);
 }
 
@@ -417,7 +497,7 @@ static int
 op_add_marked(struct vm *vm, bool dict)
 {
     size_t first = 0;
-    int rc = pop_mark(vm, &first);
+    int rc = pop_mark(vm, &first, !dict);
     return rc != 0 ? rc : add_items(vm, first, dict);
 }
 
@@ -426,7 +506,7 @@ static int
 op_build(struct vm *vm, uint8_t type)
 {
     size_t first = 0;
-    int rc = pop_mark(vm, &first);
+    int rc = pop_mark(vm, &first, false);
     if (rc != 0)
         return rc;
     size_t n = vm->sp - first;
@@ -446,6 +526,7 @@ op_tuple_n(struct vm *vm, size_t n)
 {
     if (vm->sp < n)
         return fail(vm, -CUPROF_EFORMAT, "stack underflow");
+    reach(vm, vm->sp - n);
     struct sval v;
     int rc = new_seq(vm, SVAL_TUPLE, vm->stack + vm->sp - n, n, &v);
     if (rc != 0)
@@ -524,6 +605,7 @@ memo_store(struct vm *vm, uint64_t index)
 {
     if (vm->sp == 0)
         return fail(vm, -CUPROF_EFORMAT, "memo store with an empty stack");
+    reach(vm, vm->sp - 1);
     /* A file cannot define more memo entries than it has bytes: bounds hostile indices. */
     if (index >= vm->size)
         return fail(vm, -CUPROF_EFORMAT, "memo index %llu out of range", (unsigned long long)index);
@@ -593,6 +675,8 @@ op_stop(struct vm *vm, bool *stop)
 {
     if (vm->sp == 0)
         return fail(vm, -CUPROF_EFORMAT, "STOP with an empty stack");
+    if (vm->taken_mark != 0)
+        misplaced(vm);
     *stop = true;
     return settle(vm, &vm->stack[vm->sp - 1]);
 }
