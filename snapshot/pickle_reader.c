@@ -53,7 +53,7 @@ struct vm {
                         * one (take_record): they are not on the stack; 0: none */
     struct sval *memo; /* a slot holds a value when its SVAL_MEMO flag is set */
     size_t memo_cap;
-    size_t memo_len; /* MEMOIZE's next index (len(memo) in CPython) */
+    size_t memo_len; /* slots set so far: len(memo) in CPython, MEMOIZE's index */
     char *err;
     size_t err_len;
 };
@@ -609,6 +609,7 @@ memo_store(struct vm *vm, uint64_t index)
     /* A file cannot define more memo entries than it has bytes: bounds hostile indices. */
     if (index >= vm->size)
         return fail(vm, -CUPROF_EFORMAT, "memo index %llu out of range", (unsigned long long)index);
+    bool fresh = index >= vm->memo_cap || !(vm->memo[index].flags & SVAL_MEMO);
     if (index >= vm->memo_cap) {
         size_t cap = vm->memo_cap ? vm->memo_cap : 256;
         while (cap <= index)
@@ -626,6 +627,7 @@ memo_store(struct vm *vm, uint64_t index)
         return rc;
     top->flags |= SVAL_MEMO;
     vm->memo[index] = *top;
+    vm->memo_len += fresh; /* BINPUT counts too: a file may mix it with MEMOIZE */
     return 0;
 }
 
@@ -654,11 +656,7 @@ op_memo_store(struct vm *vm, unsigned char op)
     int rc = op == 'q'   ? arg(vm, 1, "BINPUT", &index)
              : op == 'r' ? arg(vm, 4, "LONG_BINPUT", &index)
                          : 0;
-    if (rc != 0 || (rc = memo_store(vm, index)) != 0)
-        return rc;
-    if (op == 0x94)
-        vm->memo_len++;
-    return 0;
+    return rc != 0 ? rc : memo_store(vm, index);
 }
 
 /* BINGET, LONG_BINGET. */

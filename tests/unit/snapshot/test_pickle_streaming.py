@@ -263,6 +263,14 @@ case("plain_then_append_below_mark", history_of(b"(" + plain(4096) + entry(8192)
      again=1)
 case("plain_then_stop", history_of(b"(" + plain(4096) + entry(8192), end=b"."), None, again=1)
 
+# MEMOIZE stores at len(memo), which counts BINPUT's slots too (Python's pickle never mixes them,
+# a hand-made file may): the second entry's action is the first's, memoized at 1.
+mixed = (b"\x80\x04}(" + s("segments") + b"]" + s("device_traces") + b"](](}(" + s("action")
+         + b"q\x03" + s("alloc") + b"\x94" + s("addr") + i(4096) + s("size") + i(512) + b"u}("
+         + b"h\x03h\x01" + s("addr") + i(8192) + s("size") + i(512) + b"ueeu.")
+case("memo_binput_then_memoize", mixed, {"segments": [], "device_traces": [[
+    {"action": "alloc", "addr": a, "size": 512, "stream": 0, "frames": []} for a in (4096, 8192)]]})
+
 # Truncated in the middle of the history: the same error all three ways.
 data = dumps(big, 4)
 case("truncated", data[:len(data) // 2])
