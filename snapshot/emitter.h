@@ -12,7 +12,10 @@
 #include <string.h>
 
 #define EMITTER_MAX_DEPTH 32
-#define EMITTER_BUFFER    (64u * 1024u)
+/* Bytes handed to `write` at a time. A file takes its bytes fastest in large pieces: each
+ * write(2) costs page-cache bookkeeping of its own (a 154 MB JSON file into the page cache:
+ * 0.12-0.15 s in 64 KiB pieces, 0.10 s in 1 MiB ones here). */
+#define EMITTER_BUFFER (1024u * 1024u)
 
 /* Objects a writer may memoize: each one is written once, then referred back to (pickle only). */
 enum emitter_memo {
