@@ -73,13 +73,10 @@ pickle_vm_refill(struct pickle_vm *vm, uint64_t n)
 }
 
 int
-pickle_vm_need(struct pickle_vm *vm, uint64_t n, const char *what)
+pickle_vm_truncated(struct pickle_vm *vm, uint64_t n, const char *what)
 {
-    int rc = pickle_vm_fill(vm, n);
-    if (rc == -CUPROF_EFORMAT)
-        return pickle_vm_fail(vm, rc, "truncated pickle (%s needs %llu more bytes)", what,
-                              (unsigned long long)n);
-    return rc;
+    return pickle_vm_fail(vm, -CUPROF_EFORMAT, "truncated pickle (%s needs %llu more bytes)", what,
+                          (unsigned long long)n);
 }
 
 int

@@ -69,8 +69,17 @@ pickle_vm_fill(struct pickle_vm *vm, uint64_t n)
     return (uint64_t)(vm->end - vm->p) >= n ? 0 : pickle_vm_refill(vm, n);
 }
 
-/* pickle_vm_fill, with a message naming `what` when the input ends first. */
-int pickle_vm_need(struct pickle_vm *vm, uint64_t n, const char *what);
+/* -CUPROF_EFORMAT with the message of an input that ends before `what`'s n bytes. */
+int pickle_vm_truncated(struct pickle_vm *vm, uint64_t n, const char *what);
+
+/* pickle_vm_fill, with a message naming `what` when the input ends first (every opcode's
+ * argument: inline, the message out of line). */
+static inline int
+pickle_vm_need(struct pickle_vm *vm, uint64_t n, const char *what)
+{
+    int rc = pickle_vm_fill(vm, n);
+    return rc == -CUPROF_EFORMAT ? pickle_vm_truncated(vm, n, what) : rc;
+}
 
 /* Pushes v after growing the stack; 0 or -CUPROF_EHOSTMEM. */
 int pickle_vm_push_grow(struct pickle_vm *vm, struct sval v);
