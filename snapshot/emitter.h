@@ -12,7 +12,10 @@
 #include <string.h>
 
 #define EMITTER_MAX_DEPTH 32
-#define EMITTER_BUFFER    (64u * 1024u)
+/* Bytes handed to `write` at a time. A file takes its bytes fastest in large pieces: each
+ * write(2) costs page-cache bookkeeping of its own (a 154 MB JSON snapshot written to a file and
+ * fsynced: 0.12-0.15 s in 64 KiB pieces, about 0.10 s in 1 MiB ones on the test VMs). */
+#define EMITTER_BUFFER (1024u * 1024u)
 
 /* Objects a writer may memoize: each one is written once, then referred back to (pickle only). */
 enum emitter_memo {

@@ -32,6 +32,14 @@ struct pickle_stream {
      * list is which is a guess from where it was built: the consumer checks the finished tree. */
     int (*take)(void *ctx, enum pickle_list which, uint32_t d, const struct sval_seq *list,
                 const struct sval *items, size_t n);
+    /* Optional: one plain record (pickle_data_record's items: n values, key and value in turn,
+     * none of them a container the reader placed) on its way into the d-th trace, handed over
+     * as soon as it is read, never built as a dict nor pushed: cuprof's own entries. Same
+     * returns and rules as `take`; on 1 the record is built and goes to `take` with its batch.
+     * A list's items reach the two in its order: items read before a plain record go to `take`
+     * first, as a batch of their own. */
+    int (*take_record)(void *ctx, uint32_t d, const struct sval_seq *list, const struct sval *items,
+                       size_t n);
     void *ctx;
     bool shared; /* set by the reader when streaming may have misread: a list given to `take`
                   * was fetched from the memo (referred to twice: the tree lacks its items), so

@@ -5,8 +5,9 @@
  * `blocks` that is not a list) is skipped the same way; only a file that is no memory snapshot at
  * all (no `segments` list) is refused.
  *
- * Speed (10^7 entries in a few seconds): the pickle reader hands over segments and trace entries
- * a batch at a time as it reads them (snapshot_import_take); dict keys are interned strings,
+ * Speed (10^7 entries in about a second): the pickle reader hands over segments and trace entries
+ * a batch at a time as it reads them (snapshot_import_take), and a plain entry by itself, from
+ * the reader's decoded items (snapshot_import_take_record); dict keys are interned strings,
  * compared by address; a frame list or frame dict the pickle memoizes is converted once; and an
  * entry or frame whose fields are all plain takes a path that formats no message. Anything else
  * goes through the checked path, which gives the same result or the warnings. */
@@ -49,7 +50,11 @@ static const char *const entry_key_names[ENTRY_KEYS] = {
 struct taken_list {
     const struct sval_seq *list;
     size_t next; /* index of its next item (for messages) */
+    size_t room; /* entries taken one by one before the next reservation */
 };
+
+/* Records handed over one by one: room is made (and its pages mapped) this many at a time. */
+#define TAKE_AHEAD 4096
 
 struct snapshot_importer {
     struct snapshot *snap;
@@ -439,6 +444,56 @@ import_entry(struct snapshot_importer *im, size_t d, size_t i, const struct sval
 /* ---- Streaming: the pickle reader hands over the items of what it takes for root["segments"]
  * and root["device_traces"][d]; the finished tree must show those lists in those places. */
 
+/* The d-th trace's record of what was taken (*out), with room for n more entries in the model: 0,
+ * 1 when d is past SNAPSHOT_MAX_DEVICES (declined: kept in the tree, refused by import_all), or
+ * a negative error. */
+static int
+taken_trace(struct snapshot_importer *im, uint32_t d, const struct sval_seq *list, size_t n,
+            struct taken_list **out)
+{
+    if (d >= SNAPSHOT_MAX_DEVICES)
+        return 1;
+    if (d >= im->trace_cap) {
+        size_t cap = im->trace_cap ? im->trace_cap : 8;
+        while (cap <= d)
+            cap *= 2;
+        struct taken_list *tl = realloc(im->traces, cap * sizeof(*tl));
+        if (tl == NULL)
+            return oom(im);
+        memset(tl + im->trace_cap, 0, (cap - im->trace_cap) * sizeof(*tl));
+        im->traces = tl;
+        im->trace_cap = cap;
+    }
+    struct taken_list *t = &im->traces[d];
+    if (snapshot_set_device_count(im->snap, (size_t)d + 1) != 0 ||
+        snapshot_reserve_entries(im->snap, d, n) != 0)
+        return oom(im);
+    if (t->list != NULL && t->list != list)
+        im->conflict = true;
+    t->list = list;
+    *out = t;
+    return 0;
+}
+
+int
+snapshot_import_take_record(void *ctx, uint32_t d, const struct sval_seq *list,
+                            const struct sval *items, size_t n)
+{
+    struct snapshot_importer *im = ctx;
+    struct taken_list *t = d < im->trace_cap ? &im->traces[d] : NULL;
+    if (t == NULL || t->list != list || t->room == 0) {
+        int rc = taken_trace(im, d, list, TAKE_AHEAD, &t);
+        if (rc != 0)
+            return rc;
+        t->room = TAKE_AHEAD;
+    }
+    t->room--;
+    /* A dict over the reader's items: import_entry reads it and keeps nothing of it. */
+    struct sval_seq seq = {.items = (struct sval *)items, .len = (uint32_t)(n / 2)};
+    struct sval record = {.type = SVAL_DICT, .u.seq = &seq};
+    return import_entry(im, d, t->next++, &record);
+}
+
 int
 snapshot_import_take(void *ctx, enum pickle_list which, uint32_t d, const struct sval_seq *list,
                      const struct sval *items, size_t n)
@@ -446,27 +501,14 @@ snapshot_import_take(void *ctx, enum pickle_list which, uint32_t d, const struct
     struct snapshot_importer *im = ctx;
     struct taken_list *t = &im->segments;
     if (which == PICKLE_TRACE) {
-        if (d >= SNAPSHOT_MAX_DEVICES)
-            return 1; /* too many devices: kept in the tree, refused by import_all */
-        if (d >= im->trace_cap) {
-            size_t cap = im->trace_cap ? im->trace_cap : 8;
-            while (cap <= d)
-                cap *= 2;
-            struct taken_list *tl = realloc(im->traces, cap * sizeof(*tl));
-            if (tl == NULL)
-                return oom(im);
-            memset(tl + im->trace_cap, 0, (cap - im->trace_cap) * sizeof(*tl));
-            im->traces = tl;
-            im->trace_cap = cap;
-        }
-        t = &im->traces[d];
-        if (snapshot_set_device_count(im->snap, (size_t)d + 1) != 0 ||
-            snapshot_reserve_entries(im->snap, d, n) != 0)
-            return oom(im);
+        int rc = taken_trace(im, d, list, n, &t);
+        if (rc != 0)
+            return rc;
+    } else {
+        if (t->list != NULL && t->list != list)
+            im->conflict = true;
+        t->list = list;
     }
-    if (t->list != NULL && t->list != list)
-        im->conflict = true;
-    t->list = list;
     for (size_t k = 0; k < n; k++) {
         int rc = which == PICKLE_TRACE ? import_entry(im, d, t->next++, &items[k])
                                        : import_segment(im, t->next++, &items[k]);

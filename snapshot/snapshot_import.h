@@ -37,6 +37,9 @@ struct snapshot_importer *snapshot_import_begin(struct snapshot *snap, const cha
                                                 size_t err_len);
 int snapshot_import_take(void *importer, enum pickle_list which, uint32_t d,
                          const struct sval_seq *list, const struct sval *items, size_t n);
+/* A pickle_stream.take_record: one trace entry. */
+int snapshot_import_take_record(void *importer, uint32_t d, const struct sval_seq *list,
+                                const struct sval *items, size_t n);
 __attribute__((warn_unused_result)) int snapshot_import_end(struct snapshot_importer *im,
                                                             const struct sval *root, bool shared);
 void snapshot_import_free(struct snapshot_importer *im);

@@ -37,13 +37,15 @@ snapshot_import_fields(const struct sval *dict, const char *const *keys, size_t 
         const struct sval *k = &s->items[2 * i];
         if (k->type != SVAL_STR)
             continue;
-        size_t j = next < n && keys[next] == k->u.s ? next : 0;
-        while (j < n && keys[j] != k->u.s)
-            j++;
-        if (j < n) {
-            out[j] = k + 1;
-            next = j + 1;
+        size_t j = next;
+        if (j >= n || keys[j] != k->u.s) { /* not in the order writers use: search */
+            for (j = 0; j < n && keys[j] != k->u.s; j++)
+                ;
+            if (j == n)
+                continue;
         }
+        out[j] = k + 1;
+        next = j + 1;
     }
 }
 

@@ -53,7 +53,8 @@ pickle_pass(const struct pickle_input *in, bool stream, const char *name, struct
     int rc = -CUPROF_EHOSTMEM;
     snprintf(msg, msg_len, "out of memory");
     if (tree != NULL && im != NULL) {
-        struct pickle_stream st = {.take = snapshot_import_take, .ctx = im};
+        struct pickle_stream st = {
+            .take = snapshot_import_take, .take_record = snapshot_import_take_record, .ctx = im};
         struct sval root;
         rc = pickle_read_input(in, tree, *snap, stream ? &st : NULL, &root, msg, msg_len);
         if (rc == 0)

@@ -1,9 +1,11 @@
 /* bench_snapshot.c: snapshot write/read speed and size: pickle and JSON write rates at 10^5 and
- * 10^6 entries (memcpy of the same bytes is the baseline; JSON into a sink that keeps nothing),
- * pickle read rates from a file (read(2) of the same file is the baseline), 100k entries with 10k
- * distinct stacks, bytes per entry in the file and in the model, and the reading process's peak
- * memory against the file's size. `bench_snapshot --10m` adds the time to open a 10^7-entry history
- * (about 40 s and 2 GB here to build). Lines: `name: value unit (ratio× baseline)`. */
+ * 10^6 entries (memcpy of the same bytes is the baseline; JSON into a sink that keeps nothing,
+ * into memory, and into a file as snapshot_write_file writes it, against write(2) of its bytes),
+ * pickle read rates from a file, in wall and in CPU time (read(2) of the same file is the
+ * baseline), 100k entries with 10k distinct stacks, bytes per entry in the file and in the model,
+ * and the reading process's peak memory against the file's size. `bench_snapshot --10m` adds the
+ * time to open a 10^7-entry history (about 40 s and 2 GB here to build). Lines: `name: value unit
+ * (ratio× baseline)`. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,16 @@ now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The process's CPU time, user and system: what a read costs when no other program waits for
+ * the same cores (on a loaded machine the wall time also counts the waits for a core). */
+static double
+cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -149,40 +161,107 @@ write_all(const char *path, const unsigned char *data, size_t len)
     }
 }
 
+/* The same bytes put in place with snapshot_write_file's I/O, as if formatting were free:
+ * write(2) EMITTER_BUFFER bytes at a time, the writeback of every 8 MiB started early, fsync,
+ * rename from a temporary name. */
+static double
+time_write_bytes_file(const char *path, const unsigned char *data, size_t len)
+{
+    char tmp[4096 + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    double t0 = now();
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    size_t done = 0, started = 0;
+    ssize_t n = 0;
+    while (fd >= 0 && done < len &&
+           (n = write(fd, data + done, len - done < EMITTER_BUFFER ? len - done : EMITTER_BUFFER)) >
+               0) {
+        done += (size_t)n;
+        if (done - started >= (8u << 20)) {
+            (void)sync_file_range(fd, (off_t)started, (off_t)(done - started),
+                                  SYNC_FILE_RANGE_WRITE);
+            started = done;
+        }
+    }
+    if (fd < 0 || done != len || fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
+        perror(tmp);
+        exit(1);
+    }
+    return now() - t0;
+}
+
+/* json_write_file_rate_100k: a JSON snapshot file written by snapshot_write_file, as the dump
+ * and `cuprof` write one, against write_same_bytes_to_file (time_write_bytes_file). Best of 3,
+ * the two interleaved; the previous file is removed untimed (dropping 154 MB of page cache
+ * costs about what writing it does). */
+static void
+bench_json_file(const struct snapshot *s, size_t n, const char *path)
+{
+    char json[4096];
+    snprintf(json, sizeof(json), "%s.json", path);
+    unsigned char *data;
+    size_t len;
+    if (snapshot_write_mem(s, SNAPSHOT_FORMAT_JSON, &data, &len) != 0)
+        exit(1);
+    double best = 1e9, base = 1e9;
+    for (int r = 0; r < 3; r++) {
+        unlink(json);
+        double t0 = now();
+        if (snapshot_write_file(json, s, SNAPSHOT_FORMAT_JSON) != 0) {
+            perror(json);
+            exit(1);
+        }
+        double t = now() - t0;
+        best = t < best ? t : best;
+        unlink(json);
+        t = time_write_bytes_file(json, data, len);
+        base = t < base ? t : base;
+    }
+    unlink(json);
+    free(data);
+    printf("json_write_file_rate_%zuk: %.0f entries/s (%.2fx write_same_bytes_to_file)\n", n / 1000,
+           (double)n / best, best / base);
+}
+
 /* The baseline of a read: the file's bytes into memory with read(2) (page cache warm). */
 static double
-time_read_bytes(const char *path, size_t len)
+time_read_bytes(const char *path, size_t len, double *cpu)
 {
     unsigned char *buf = malloc(len + 1);
     int fd = open(path, O_RDONLY);
     if (buf == NULL || fd < 0)
         exit(1);
-    double t0 = now();
+    double t0 = now(), c0 = cpu_now();
     size_t got = 0;
     ssize_t n;
     while ((n = read(fd, buf + got, len + 1 - got)) > 0)
         got += (size_t)n;
     double t = now() - t0;
+    *cpu = cpu_now() - c0;
+    *cpu = *cpu > 1e-9 ? *cpu : 1e-9;
     close(fd);
     free(buf);
     return t > 1e-9 ? t : 1e-9;
 }
 
+/* Best of `reps` reads of the file as a snapshot: wall time, and CPU time in *cpu. */
 static double
-time_read_snapshot(const char *path, int reps)
+time_read_snapshot(const char *path, int reps, double *cpu)
 {
     double best = 1e9;
+    *cpu = 1e9;
     for (int r = 0; r < reps; r++) {
         struct snapshot *snap = NULL;
         char err[256];
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         if (snapshot_read_file(path, &snap, err, sizeof(err)) != 0) {
             fprintf(stderr, "%s\n", err);
             exit(1);
         }
-        double t = now() - t0;
+        double t = now() - t0, c = cpu_now() - c0;
         snapshot_free(snap);
         best = t < best ? t : best;
+        *cpu = c < *cpu ? c : *cpu;
     }
     return best;
 }
@@ -273,9 +352,12 @@ bench_read(const struct snapshot *s, size_t n, const char *path, bool peak)
         exit(1);
     write_all(path, data, len);
     free(data);
-    double t = time_read_snapshot(path, n >= 1000000 ? 2 : 3);
+    double cpu, raw_cpu, t = time_read_snapshot(path, n >= 1000000 ? 2 : 3, &cpu);
+    double raw = time_read_bytes(path, len, &raw_cpu);
     printf("pickle_read_rate_%zuk: %.0f entries/s (%.2fx read_same_file)\n", n / 1000,
-           (double)n / t, t / time_read_bytes(path, len));
+           (double)n / t, t / raw);
+    printf("pickle_read_cpu_rate_%zuk: %.0f entries/s (%.2fx read_same_file_cpu)\n", n / 1000,
+           (double)n / cpu, cpu / raw_cpu);
     if (peak) {
         long raw = peak_rss_kib(path, true), rss = peak_rss_kib(path, false);
         printf("pickle_read_peak_rss_%zuk: %.1f MiB (%.2fx file_size)\n", n / 1000,
@@ -297,8 +379,9 @@ bench_10m(const char *path)
     snapshot_free(s);
     write_all(path, data, len);
     free(data);
-    double t = time_read_snapshot(path, 1);
+    double cpu, t = time_read_snapshot(path, 1, &cpu);
     printf("pickle_read_10m_entries: %.2f s (%.2fx target_2s)\n", t, t / 2.0);
+    printf("pickle_read_10m_entries_cpu: %.2f s (%.2fx target_2s)\n", cpu, cpu / 2.0);
     long rss = peak_rss_kib(path, false);
     printf("pickle_read_peak_rss_10m: %.1f MiB (%.2fx file_size)\n", (double)rss / 1024.0,
            (double)rss * 1024.0 / (double)len);
@@ -329,14 +412,16 @@ main(int argc, char **argv)
         /* JSON repeats every frame list in full (no memo): 1.5 kB an entry here. The baseline
          * copies the same bytes through a buffer of the writer's size. */
         t = time_json(s, 3, &bytes);
-        printf("json_write_rate_%zuk: %.0f entries/s (%.2fx memcpy_same_bytes_64k_chunks)\n",
-               n / 1000, (double)n / t, t / time_memcpy_in(bytes, EMITTER_BUFFER));
+        printf("json_write_rate_%zuk: %.0f entries/s (%.2fx memcpy_same_bytes_%uk_chunks)\n",
+               n / 1000, (double)n / t, t / time_memcpy_in(bytes, EMITTER_BUFFER),
+               EMITTER_BUFFER / 1024);
         if (n == 100000) {
             printf("json_bytes_per_entry_100k: %.1f bytes\n", (double)bytes / (double)n);
             /* Into memory that has to be faulted in: what snapshot_write_mem costs here. */
             t = time_write(s, SNAPSHOT_FORMAT_JSON, 3, &bytes);
             printf("json_write_mem_rate_100k: %.0f entries/s (%.2fx memcpy_same_bytes)\n",
                    (double)n / t, t / time_memcpy(bytes));
+            bench_json_file(s, n, path);
         }
         bench_read(s, n, path, n == 1000000);
         snapshot_free(s);

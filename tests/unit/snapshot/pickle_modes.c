@@ -1,8 +1,9 @@
 /* pickle_modes.c: test tool: reads one pickle snapshot the three ways the reader can (from the
  * file a window at a time with the history streamed, from memory streamed, and as a whole value
  * tree imported afterwards) and fails unless all three give the same model (as JSON), the same
- * warnings or the same error. Prints `taken=N again=0|1`: the items the streaming pass handed to
- * the importer, and whether the importer asked for a second, tree-only pass.
+ * warnings or the same error. Prints `taken=N one_by_one=M again=0|1`: the items the streaming
+ * pass handed to the importer, how many of them were records handed over one at a time as soon
+ * as read (take_record), and whether the importer asked for a second, tree-only pass.
  * Usage: pickle_modes FILE */
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,7 @@ tree_only(const unsigned char *data, size_t len, const char *name, struct outcom
 struct probe {
     struct snapshot_importer *im;
     size_t taken;
+    size_t one_by_one; /* of them, records taken as soon as read (take_record) */
 };
 
 static int
@@ -86,6 +88,19 @@ count_take(void *ctx, enum pickle_list which, uint32_t d, const struct sval_seq 
     return rc;
 }
 
+static int
+count_take_record(void *ctx, uint32_t d, const struct sval_seq *list, const struct sval *items,
+                  size_t n)
+{
+    struct probe *p = ctx;
+    int rc = snapshot_import_take_record(p->im, d, list, items, n);
+    if (rc == 0) {
+        p->taken++;
+        p->one_by_one++;
+    }
+    return rc;
+}
+
 /* The streaming pass alone: how many items it took and whether the importer wants it again. */
 static void
 probe(const unsigned char *data, size_t len, const char *name)
@@ -94,13 +109,14 @@ probe(const unsigned char *data, size_t len, const char *name)
     struct snapshot_arena *tree = snapshot_arena_create();
     char msg[512] = "";
     struct probe p = {.im = snapshot_import_begin(s, name, msg, sizeof(msg))};
-    struct pickle_stream st = {.take = count_take, .ctx = &p};
+    struct pickle_stream st = {.take = count_take, .take_record = count_take_record, .ctx = &p};
     struct pickle_input in = {.data = data, .len = len, .fd = -1};
     struct sval root;
     int rc = pickle_read_input(&in, tree, s, &st, &root, msg, sizeof(msg));
     if (rc == 0)
         rc = snapshot_import_end(p.im, &root, st.shared);
-    printf("taken=%zu again=%d\n", p.taken, rc == SNAPSHOT_IMPORT_AGAIN);
+    printf("taken=%zu one_by_one=%zu again=%d\n", p.taken, p.one_by_one,
+           rc == SNAPSHOT_IMPORT_AGAIN);
     snapshot_import_free(p.im);
     snapshot_arena_destroy(tree);
     snapshot_free(s);

@@ -67,13 +67,13 @@ def untuple(v):
 
 
 def run_modes(name, path):
-    """(taken, again) from pickle_modes, or None after recording a problem."""
+    """(taken, one_by_one, again) from pickle_modes, or None after recording a problem."""
     r = subprocess.run([modes, path], capture_output=True, text=True)
     if r.returncode != 0:
         problems.append(f"{name}: the three ways of reading disagree:\n{r.stderr.strip()}")
         return None
     fields = dict(kv.split("=") for kv in r.stdout.split())
-    return int(fields["taken"]), int(fields["again"])
+    return int(fields["taken"]), int(fields["one_by_one"]), int(fields["again"])
 
 
 def content(name, path):
@@ -86,19 +86,22 @@ def content(name, path):
         return json.load(f)
 
 
-def case(name, data, expected=None, again=0, min_taken=0):
+def case(name, data, expected=None, again=0, min_taken=0, min_one_by_one=0):
     path = os.path.join(work, f"{name}.pickle")
     with open(path, "wb") as f:
         f.write(data)
     got = run_modes(name, path)
     if got is None:
         return
-    taken, was_again = got
+    taken, one_by_one, was_again = got
     if was_again != again:
         problems.append(f"{name}: streaming {'was' if was_again else 'was not'} redone "
                         f"(expected {'a second pass' if again else 'one pass'})")
     if not again and taken < min_taken:
         problems.append(f"{name}: only {taken} records streamed, expected {min_taken} or more")
+    if not again and one_by_one < min_one_by_one:
+        problems.append(f"{name}: only {one_by_one} records taken as soon as read, expected "
+                        f"{min_one_by_one} or more")
     if expected is None:
         return
     got_json = content(name, path)
@@ -141,14 +144,15 @@ long_name["device_traces"][0][0]["frames"] = [{"filename": "x.py", "line": 1,
                                                "name": "n" * (3 * MIB)}]
 case("python_p4_3mb_string", dumps(long_name, 4), long_name, min_taken=2)
 
-# cuprof's own pickle of the same snapshot (its records take the one-go path).
+# cuprof's own pickle of the same snapshot: its entries are handed over one by one as read, but
+# for the three that bring a frame list not seen before.
 src = os.path.join(work, "cuprof_own_src.pickle")
 own = os.path.join(work, "cuprof_own.pickle")
 with open(src, "wb") as f:
     f.write(dumps(m, 4))
 if subprocess.run([conv, src, own], capture_output=True).returncode == 0:
     with open(own, "rb") as f:
-        case("cuprof_own", f.read(), m, min_taken=n_records)
+        case("cuprof_own", f.read(), m, min_taken=n_records, min_one_by_one=2500 + 1 - 3)
 else:
     problems.append("cuprof_own: convert failed")
 
@@ -217,6 +221,55 @@ late_want = {"segments": [], "device_traces": [[
     {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "frames": late_frames},
     {"action": "alloc", "addr": 8192, "size": 512, "stream": 0, "frames": late_frames}]]}
 case("frames_filled_through_memo", late, late_want, again=1)
+
+# Plain entries (as cuprof writes them: every value an int or a memo fetch) are handed over as
+# soon as read. Whatever then does what the stack without them would not show is read again:
+# their batch closed by LIST instead of APPENDS, an APPEND reaching below their MARK, the pickle
+# stopping inside it; an entry memoized after it is read is not handed over at all. The first
+# batch's entry stores the keys in the memo (a string is no plain value: it goes the long way).
+def plain(addr):
+    return b"}(h\x00h\x01h\x02" + i(addr) + b"h\x03" + i(512) + b"h\x04K\x00u"
+
+
+def plain_want(*addrs):
+    return [{"action": "alloc", "addr": a, "size": 512, "stream": 0, "frames": []}
+            for a in addrs]
+
+
+memo_keys = (b"(}(" + s("action") + b"q\x00" + s("alloc") + b"q\x01" + s("addr") + b"q\x02"
+             + i(1024) + s("size") + b"q\x03" + i(512) + s("stream") + b"q\x04" + b"K\x00ue")
+
+
+def history_of(batch, end=b"eu."):
+    return (b"\x80\x04}(" + s("segments") + b"]" + s("device_traces") + b"](]" + memo_keys
+            + batch + end)
+
+
+def traces(*entries):
+    return {"segments": [], "device_traces": [plain_want(1024) + list(entries)]}
+
+
+case("plain_entries", history_of(b"(" + plain(4096) + plain(8192) + b"e"),
+     traces(*plain_want(4096, 8192)), min_taken=3, min_one_by_one=2)
+# A record that is not plain between plain ones: the list keeps its order.
+case("plain_around_other", history_of(b"(" + plain(4096) + entry(8192) + plain(12288) + b"e"),
+     traces(*plain_want(4096, 8192, 12288)), min_taken=4, min_one_by_one=2)
+case("plain_memoized_after", history_of(b"(" + plain(4096) + b"q\x05" + plain(8192) + b"e"),
+     traces(*plain_want(4096, 8192)), min_taken=3, min_one_by_one=1)
+# (A list in a history is no entry: skipped, warned; Python's value cannot be compared.)
+case("plain_batch_closed_by_list", history_of(b"(" + plain(4096) + plain(8192) + b"la"), None,
+     again=1)
+case("plain_then_append_below_mark", history_of(b"(" + plain(4096) + entry(8192) + b"ae"), None,
+     again=1)
+case("plain_then_stop", history_of(b"(" + plain(4096) + entry(8192), end=b"."), None, again=1)
+
+# MEMOIZE stores at len(memo), which counts BINPUT's slots too (Python's pickle never mixes them,
+# a hand-made file may): the second entry's action is the first's, memoized at 1.
+mixed = (b"\x80\x04}(" + s("segments") + b"]" + s("device_traces") + b"](](}(" + s("action")
+         + b"q\x03" + s("alloc") + b"\x94" + s("addr") + i(4096) + s("size") + i(512) + b"u}("
+         + b"h\x03h\x01" + s("addr") + i(8192) + s("size") + i(512) + b"ueeu.")
+case("memo_binput_then_memoize", mixed, {"segments": [], "device_traces": [[
+    {"action": "alloc", "addr": a, "size": 512, "stream": 0, "frames": []} for a in (4096, 8192)]]})
 
 # Truncated in the middle of the history: the same error all three ways.
 data = dumps(big, 4)

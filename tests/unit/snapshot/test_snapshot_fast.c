@@ -78,7 +78,8 @@ odd_stack(struct snapshot *s, size_t k, size_t depth, size_t name_len)
 }
 
 /* Frame lists copied from their first rendering give the same text as rendering them each time,
- * whatever the buffer boundaries: stacks small and larger than the writer's 64 KiB buffer. */
+ * whatever the buffer boundaries: stacks small and larger than the writer's buffer
+ * (EMITTER_BUFFER, 1 MiB). */
 static void
 test_json_cached_frames_same_text(void **state)
 {
@@ -86,7 +87,7 @@ test_json_cached_frames_same_text(void **state)
     struct snapshot *s = fixture_model(300, 7);
     assert_non_null(s);
     uint32_t ids[4] = {odd_stack(s, 0, 3, 9), odd_stack(s, 1, 40, 200),
-                       odd_stack(s, 2, 300, 300), /* 90 kB of text: never kept */
+                       odd_stack(s, 2, 300, 4000), /* 1.2 MB of text: never kept */
                        odd_stack(s, 3, 1, 1)};
     for (size_t i = 0; i < 3000; i++) {
         struct snap_entry e = {.action = TRACE_ALLOC,

@@ -1,0 +1,93 @@
+/* pickle_vm.c: the pickle reader's messages, input window and stack growth. */
+#include "snapshot/pickle_vm.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PICKLE_WINDOW (1u << 20) /* bytes read from a file at a time */
+
+int
+pickle_vm_fail(struct pickle_vm *vm, int code, const char *fmt, ...)
+{
+    if (vm->err_len > 0) {
+        int n =
+            snprintf(vm->err, vm->err_len,
+                     "byte %llu: ", (unsigned long long)(vm->base + (uint64_t)(vm->p - vm->start)));
+        if (n >= 0 && (size_t)n < vm->err_len) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(vm->err + n, vm->err_len - (size_t)n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return code;
+}
+
+int
+pickle_vm_oom(struct pickle_vm *vm)
+{
+    return pickle_vm_fail(vm, -CUPROF_EHOSTMEM, "out of memory");
+}
+
+int
+pickle_vm_refill(struct pickle_vm *vm, uint64_t n)
+{
+    uint64_t pos = vm->base + (uint64_t)(vm->p - vm->start);
+    if (vm->fd < 0 || n > vm->size - pos)
+        return -CUPROF_EFORMAT;
+    size_t have = (size_t)(vm->end - vm->p), want = (size_t)n;
+    if (want > vm->window_cap || vm->window_cap == 0) {
+        size_t cap = want > PICKLE_WINDOW ? want : PICKLE_WINDOW;
+        unsigned char *w = malloc(cap);
+        if (w == NULL)
+            return pickle_vm_oom(vm);
+        if (have > 0)
+            memcpy(w, vm->p, have);
+        free(vm->window);
+        vm->window = w;
+        vm->window_cap = cap;
+    } else if (have > 0) {
+        memmove(vm->window, vm->p, have);
+    }
+    uint64_t left = vm->size - pos - have; /* bytes of the input not read yet */
+    size_t room = vm->window_cap - have, goal = room < left ? room : (size_t)left;
+    size_t got = 0;
+    while (got < goal) {
+        ssize_t r = read(vm->fd, vm->window + have + got, goal - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return pickle_vm_fail(vm, -CUPROF_EIO, "read error: %s", strerror(errno));
+        if (r == 0)
+            break; /* the file got shorter: whatever is missing reads as truncated */
+        got += (size_t)r;
+    }
+    vm->base = pos;
+    vm->start = vm->p = vm->window;
+    vm->end = vm->window + have + got;
+    return have + got >= want ? 0 : -CUPROF_EFORMAT;
+}
+
+int
+pickle_vm_truncated(struct pickle_vm *vm, uint64_t n, const char *what)
+{
+    return pickle_vm_fail(vm, -CUPROF_EFORMAT, "truncated pickle (%s needs %llu more bytes)", what,
+                          (unsigned long long)n);
+}
+
+int
+pickle_vm_push_grow(struct pickle_vm *vm, struct sval v)
+{
+    size_t cap = vm->stack_cap ? vm->stack_cap * 2 : 256;
+    struct sval *s = realloc(vm->stack, cap * sizeof(*s));
+    if (s == NULL)
+        return pickle_vm_oom(vm);
+    vm->stack = s;
+    vm->stack_cap = cap;
+    vm->stack[vm->sp++] = v;
+    return 0;
+}
