@@ -400,6 +400,22 @@ class ApiTests(unittest.TestCase):
         self.assertEqual(snap["cuprof"]["config"]["CUPROF_DUMP_ON"], "none")
         self.assertIn("Allocated memory", r.stderr)
 
+    def test_api_history_switched_on(self):
+        """Started with CUPROF_HISTORY=off (no block event reaches a sink), then
+        cuprof_record_memory_history("all"): the history has every event from then on."""
+        d = tempfile.mkdtemp(prefix="cuprof-control-")
+        path = os.path.join(d, "api.pickle")
+        r = run([prog("control_api"), path], env_for(CUPROF_DUMP_ON="none", CUPROF_HISTORY="off"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        v = self.values(r.stdout)
+        self.assertEqual((v["history"], v["dump"]), ("0", "0"))
+        snap = check_file(self, path)
+        trace = snap["device_traces"][0]
+        self.assertEqual(trace[0]["action"], "annotate")
+        self.assertEqual([e["size"] for e in trace if e["action"] == "alloc"], [3 << 20, 1000])
+        self.assertEqual([e["size"] for e in trace if e["action"] == "free_requested"], [3 << 20])
+        self.assertEqual(snap["cuprof"]["config"]["CUPROF_HISTORY"], "off")
+
 
 def main():
     global ARGS, CHECKER
