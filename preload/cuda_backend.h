@@ -30,7 +30,7 @@ bool cuda_backend_owns(uint64_t addr);
  * (where nothing may be logged): today a cuEventQuery error. Call with no cuprof lock held.
  * Inline: one relaxed load when there is nothing to say (cuda_backend_fault: the CUresult waiting
  * to be logged, 0 none, -1 logged already). */
-extern atomic_int cuda_backend_fault;
+extern atomic_int cuda_backend_fault __attribute__((visibility("hidden")));
 void cuda_backend_log_faults_slow(void);
 static inline void
 cuda_backend_log_faults(void)

@@ -12,7 +12,7 @@
 struct cuprof_runtime;
 
 /* Set by the child's fork handler, cleared by the first runtime_get() in the child. */
-extern atomic_bool lifecycle_forked;
+extern atomic_bool lifecycle_forked __attribute__((visibility("hidden")));
 
 /* Called once by the runtime init: registers the fork handlers and the exit dump. */
 void lifecycle_register(struct cuprof_runtime *rt);

@@ -32,7 +32,7 @@ struct real_cuda {
 /* The driver's entry points, or NULL when libcuda.so.1 cannot be loaded. Entries the driver does
  * not have are NULL. Loads the driver with dlopen(RTLD_NOLOAD) first, then RTLD_NOW. Inline:
  * once resolved with a driver it is one load (every wrapper asks, some several times). */
-extern _Atomic(const struct real_cuda *) real_cuda_resolved;
+extern _Atomic(const struct real_cuda *) real_cuda_resolved __attribute__((visibility("hidden")));
 const struct real_cuda *real_cuda_get_slow(void);
 static inline const struct real_cuda *
 real_cuda_get(void)

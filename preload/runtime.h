@@ -36,7 +36,7 @@ struct cuprof_runtime { /* read-only after init */
  * thread. Returns NULL to mean "pass through": off mode, no driver, or init failed (logged once).
  * Must not be called while holding any cuprof lock. Inline: once ready it is one load (every
  * intercepted call asks). */
-extern _Atomic(struct cuprof_runtime *) runtime_ready_value;
+extern _Atomic(struct cuprof_runtime *) runtime_ready_value __attribute__((visibility("hidden")));
 struct cuprof_runtime *runtime_get_slow(void);
 static inline struct cuprof_runtime *
 runtime_get(void)
@@ -61,7 +61,8 @@ void runtime_notify_oom(int device);
 /* The parsed configuration, parsing it first if needed (exit 2 on a bad value). Never NULL. Safe
  * in every mode, makes no CUDA call. Inline: once parsed it is one load (off mode asks it on
  * every call). */
-extern _Atomic(const struct cuprof_config *) runtime_config_parsed;
+extern _Atomic(const struct cuprof_config *) runtime_config_parsed
+    __attribute__((visibility("hidden")));
 const struct cuprof_config *runtime_config_slow(void);
 static inline const struct cuprof_config *
 runtime_config(void)

@@ -36,7 +36,8 @@ void shim_call_end(struct shim_call *call);
 
 /* The runtime once some wrapper initialised it (NULL before, and in off mode): for queries that
  * must not trigger initialisation themselves. Inline: one load. */
-extern _Atomic(struct cuprof_runtime *) shim_call_ready_runtime;
+extern _Atomic(struct cuprof_runtime *) shim_call_ready_runtime
+    __attribute__((visibility("hidden")));
 static inline struct cuprof_runtime *
 shim_call_runtime_if_ready(void)
 {

@@ -16,15 +16,17 @@
 #include "preload/entry_points.h"
 
 /* Where each runtime export goes: exports.c's stubs load it and jump (acquire: what the target
- * reads was published before it). At first the shim_rt_* wrapper below; in off mode, the
- * runtime's own function once a call looked it up, so off mode costs one load and a jump; for
- * cudaMalloc and cudaFree, their cached-path entries once the fast path may answer. */
+ * reads was published before it; hidden, so the load is one instruction). At first the shim_rt_*
+ * wrapper below; in off mode, the runtime's own function once a call looked it up, so off mode
+ * costs one load and a jump; for cudaMalloc and cudaFree, their cached-path entries once the fast
+ * path may answer. */
 #define DRIVER_LOOKUP  ENTRY_POINT_IGNORE
 #define DRIVER_WRAPPER ENTRY_POINT_IGNORE
 #define DRIVER_CALLED  ENTRY_POINT_IGNORE
 #define RUNTIME_WRAPPER(exported, wrapper, params, args)                                           \
     typedef cudaError_t(*shim_rt_##exported##_fn) params;                                          \
-    extern _Atomic(shim_rt_##exported##_fn) shim_rt_route_##exported;
+    extern _Atomic(shim_rt_##exported##_fn) shim_rt_route_##exported                               \
+        __attribute__((visibility("hidden")));
 #include "preload/entry_points.def"
 #undef DRIVER_LOOKUP
 #undef DRIVER_WRAPPER

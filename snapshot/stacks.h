@@ -26,7 +26,7 @@ void stacks_configure(enum stack_mode mode, unsigned depth);
 void stacks_set_python_only(bool python_only);
 #ifndef __cplusplus /* (a C++ test includes this header) */
 /* Inline: every intercepted call asks. */
-extern _Atomic int stacks_mode_setting;
+extern _Atomic int stacks_mode_setting __attribute__((visibility("hidden")));
 static inline enum stack_mode
 stacks_mode(void)
 {
