@@ -150,7 +150,8 @@ typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
  * current context, trace or off mode, before initialisation, a runtime older than 12, whose
  * cudaSetDevice switched contexts lazily, an error the runtime holds) goes the long way. */
 
-/* What the fast path reads, in one place, published in fast_path_ready once it may answer:
+/* What the fast path reads, in one place, published by pointing cudaMalloc's and cudaFree's
+ * routes at their cached entries once it may answer:
  * cuprof initialised in cache mode, under a runtime of version 12 or later that has
  * cudaPeekAtLastError. Since CUDA 12 cudaSetDevice makes the device's primary context current at
  * once, so the thread's current context is the one the runtime serves; an older runtime switched
@@ -165,7 +166,6 @@ struct fast_path {
     cudaError_t (*peek_error)(void);
 };
 static struct fast_path fast_path_value;
-static _Atomic(const struct fast_path *) fast_path_ready; /* NULL: not (yet) usable */
 static _Atomic int fast_path_decided; /* set once cuprof is initialised and the runtime asked */
 
 static cudaError_t fast_malloc(void **ptr, size_t size, const void *caller);
@@ -197,7 +197,6 @@ fast_path_decide(void)
         if (rt->mode == CUPROF_MODE_CACHE && rt->alloc != NULL && driver->cuCtxGetDevice != NULL &&
             fast_path_value.peek_error != NULL && get_version != NULL &&
             get_version(&version) == cudaSuccess && version >= 12000) {
-            atomic_store_explicit(&fast_path_ready, &fast_path_value, memory_order_release);
             atomic_store_explicit(&shim_rt_route_cudaMalloc, shim_rt_malloc_cached,
                                   memory_order_release);
             atomic_store_explicit(&shim_rt_route_cudaFree, shim_rt_free_cached,
@@ -224,7 +223,8 @@ rt_malloc_forward(void **ptr, size_t size, const void *caller, uint32_t stack_id
     }
     if (!atomic_load_explicit(&fast_path_decided, memory_order_acquire)) {
         fast_path_decide();
-        if (!has_stack && atomic_load_explicit(&fast_path_ready, memory_order_acquire) != NULL)
+        if (!has_stack && atomic_load_explicit(&shim_rt_route_cudaMalloc, memory_order_acquire) ==
+                              shim_rt_malloc_cached)
             return fast_malloc(ptr, size, caller);
     }
     struct call_tag saved = has_stack
@@ -250,7 +250,8 @@ rt_free_forward(void *ptr, const void *caller, uint32_t stack_id, bool has_stack
     }
     if (!atomic_load_explicit(&fast_path_decided, memory_order_acquire)) {
         fast_path_decide();
-        if (!has_stack && atomic_load_explicit(&fast_path_ready, memory_order_acquire) != NULL)
+        if (!has_stack && atomic_load_explicit(&shim_rt_route_cudaFree, memory_order_acquire) ==
+                              shim_rt_free_cached)
             return fast_free(ptr, caller);
     }
     struct call_tag saved = has_stack ? call_tag_push(rt_names[RT_cudaFree], stack_id, true, caller)
