@@ -161,42 +161,39 @@ allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stre
     return allocator_malloc_owned(alloc, device, size, stream, stack_id, 0, addr);
 }
 
+/* The checks every malloc makes, each once (the cached-only entry is the shim's fast path);
+ * `alloc` is not NULL. */
 static int
 malloc_reaching(struct allocator *alloc, int device, size_t size, uint64_t stream,
                 uint32_t stack_id, uint16_t owner, enum alloc_reach reach, uint64_t *addr)
 {
-    struct alloc_device *dev = device_at(alloc, device);
-    if (dev == NULL || addr == NULL)
+    if ((unsigned)device >= (unsigned)alloc->device_count || addr == NULL)
         return -CUPROF_EINVAL;
     *addr = 0;
     if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
         return 0;
-    return CHECKED(alloc, alloc_malloc_on_device(dev, reach, size, stream, stack_id, owner, addr));
+    return CHECKED(alloc, alloc_malloc_on_device(&alloc->devices[device], reach, size, stream,
+                                                 stack_id, owner, addr));
 }
 
 int
 allocator_malloc_owned(struct allocator *alloc, int device, size_t size, uint64_t stream,
                        uint32_t stack_id, uint16_t owner, uint64_t *addr)
 {
-    return malloc_reaching(
-        alloc, device, size, stream, stack_id, owner,
-        alloc != NULL && alloc->config.caching ? ALLOC_REACH_CACHE : ALLOC_REACH_SEGMENT, addr);
+    if (alloc == NULL)
+        return -CUPROF_EINVAL;
+    return malloc_reaching(alloc, device, size, stream, stack_id, owner,
+                           alloc->config.caching ? ALLOC_REACH_CACHE : ALLOC_REACH_SEGMENT, addr);
 }
 
-/* The fast path's entry: the checks of malloc_reaching, each made once. */
 int
 allocator_malloc_cached(struct allocator *alloc, int device, size_t size, uint64_t stream,
                         uint32_t stack_id, uint16_t owner, uint64_t *addr)
 {
     if (alloc == NULL || !alloc->config.caching)
         return -CUPROF_EUNCACHED;
-    if ((unsigned)device >= (unsigned)alloc->device_count || addr == NULL)
-        return -CUPROF_EINVAL;
-    *addr = 0;
-    if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
-        return 0;
-    return CHECKED(alloc, alloc_malloc_on_device(&alloc->devices[device], ALLOC_REACH_CACHED_ONLY,
-                                                 size, stream, stack_id, owner, addr));
+    return malloc_reaching(alloc, device, size, stream, stack_id, owner, ALLOC_REACH_CACHED_ONLY,
+                           addr);
 }
 
 int

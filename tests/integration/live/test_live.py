@@ -298,8 +298,9 @@ def case_cleanup(f, a):
         r = cuprof(a, "ps")
         f.check(not os.path.exists(path) and "removed 1 socket" in r.stderr,
                 f"cleanup: ps after kill -9: {r.stderr!r}")
-        # fork: the child makes its own CUDA calls and gets its own socket.
-        prog = Program(a, 2, tmp, args=("fork",))
+        # fork: the child makes its own CUDA calls and gets its own socket. Both sleep long enough
+        # to be listed by a `cuprof ps` that a loaded machine (ASan, 2 cores) runs slowly.
+        prog = Program(a, 6, tmp, args=("fork",))
         listed, _ = wait_listed(a, [prog.pid, prog.child_pid])
         pids = {p["pid"]: p for p in listed}
         f.check(prog.child_pid in pids and prog.pid in pids, f"cleanup: fork: listed {listed}")
