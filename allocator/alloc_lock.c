@@ -118,14 +118,20 @@ cpu_relax(void)
 }
 
 /* The holder's critical section is a few dozen nanoseconds (a device call inside it is the rare
- * miss): watch the state for a while before paying two system calls to sleep and be woken. A
- * spinner takes the lock 0 -> 1 and never marks it contended, so the holder's release stays a
- * plain decrement. */
+ * miss): watch the state for a while before paying two system calls to sleep and be woken, but
+ * look less and less often, so that the holder keeps the line between its calls and runs a burst
+ * of them before the lock changes hands (two threads on one device then cost about what their
+ * calls cost one after the other, not a line transfer each). A spinner takes the lock 0 -> 1 and
+ * never marks it contended, so the holder's release stays a plain decrement. */
 static bool
 spin_then_take(struct alloc_lock *lock)
 {
-    for (unsigned i = 0; i < ALLOC_LOCK_SPINS; i++) {
-        cpu_relax();
+    unsigned pauses = ALLOC_LOCK_FIRST_PAUSES;
+    for (unsigned spent = 0; spent < ALLOC_LOCK_SPIN_PAUSES; spent += pauses) {
+        for (unsigned k = 0; k < pauses; k++)
+            cpu_relax();
+        if (pauses < ALLOC_LOCK_MAX_PAUSES)
+            pauses *= 2;
         uint32_t seen = atomic_load_explicit(&lock->state, memory_order_relaxed);
         if (seen == 0 && atomic_compare_exchange_weak_explicit(
                              &lock->state, &seen, 1, memory_order_acquire, memory_order_relaxed))

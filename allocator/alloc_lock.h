@@ -9,7 +9,10 @@
  *   per lock. Each grant has its own inside flag, written only by the thread it was granted to:
  *   a former owner that read `owner` just before losing the bias may still store to its flag,
  *   and must never clear the flag of the owner after it. Without membarrier the lock is never
- *   biased. A contended waiter spins briefly (ALLOC_LOCK_SPINS), then sleeps in the kernel.
+ *   biased. A contended waiter looks at the mutex less and less often (exponential backoff, at
+ *   most ALLOC_LOCK_SPIN_PAUSES pauses in all), then sleeps in the kernel: a waiter that looked
+ *   all the time would pull the lock's line away from the holder at every one of its calls, and
+ *   the two threads would take turns call by call, moving the pool's lines each time.
  * Hot path: acquire/release are (inline); only the mutex and the revocation are calls. */
 #ifndef CUPROF_ALLOC_LOCK_H
 #define CUPROF_ALLOC_LOCK_H
@@ -19,9 +22,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define ALLOC_LOCK_BIAS_STREAK     128 /* mutex acquisitions in a row that earn the bias */
-#define ALLOC_LOCK_MAX_REVOCATIONS 32  /* then the lock stays a plain mutex */
-#define ALLOC_LOCK_SPINS           200 /* looks at a held mutex before sleeping (~2-10 us) */
+#define ALLOC_LOCK_BIAS_STREAK     128  /* mutex acquisitions in a row that earn the bias */
+#define ALLOC_LOCK_MAX_REVOCATIONS 32   /* then the lock stays a plain mutex */
+#define ALLOC_LOCK_FIRST_PAUSES    4    /* pauses before a waiter's first look at the mutex */
+#define ALLOC_LOCK_MAX_PAUSES      256  /* between two looks: doubles up to this */
+#define ALLOC_LOCK_SPIN_PAUSES     2048 /* in all, then sleep: 6-90 us (10-140 cycles a pause) */
 /* Every grant but the first follows a revocation, so a lock is granted at most this often. */
 #define ALLOC_LOCK_MAX_GRANTS (ALLOC_LOCK_MAX_REVOCATIONS + 1)
 #define ALLOC_LOCK_GRANT_BITS 6 /* `owner` is (thread id << GRANT_BITS) | grant number */

@@ -373,6 +373,19 @@ main(int argc, char **argv)
     pair_figure("alloc_pair_large_1t", 1, false, 5 * MIB, PAIR_SPLIT, n);
     pair_figure("alloc_pair_small_2t_same_device", 2, false, 512, PAIR_EXACT_FIT, n / 2);
     {
+        /* Two threads each making n/2 pairs one after the other, with no cost for sharing,
+         * would each see twice the one-thread pair: the floor a lock can reach. */
+        double serial[REPS];
+        for (int r = 0; r < REPS; r++) {
+            double one = run_pairs(1, false, 512, PAIR_EXACT_FIT, n);
+            double two = run_pairs(2, false, 512, PAIR_EXACT_FIT, n / 2);
+            serial[r] = two / (2 * one);
+        }
+        printf("alloc_pair_small_2t_same_device_vs_serial: %.2f ratio (%.2fx "
+               "two alloc_pair_small_1t)\n",
+               median(serial, REPS), median(serial, REPS));
+    }
+    {
         double trip[REPS], ratio[REPS];
         for (int r = 0; r < REPS; r++) {
             trip[r] = line_round_trip(n / 4);

@@ -1,7 +1,8 @@
 /* test_alloc_lock.c: the device lock: a thread that takes it often enough in a row gets the
  * bias, another thread takes the bias back without ever sharing the critical section, a former
  * owner that lost the bias mid-entry cannot let anyone in beside the next owner, the number of
- * revocations is bounded, and a forked child starts with every lock free. */
+ * revocations is bounded, a forked child starts with every lock free, and a waiter behind a long
+ * hold sleeps instead of spinning. */
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -271,6 +272,56 @@ test_fork_child_starts_free(void **state)
     pthread_barrier_destroy(&fork_barrier);
 }
 
+/* A waiter behind a long critical section (a device allocation, a synchronization) looks at the
+ * lock for a bounded while, then sleeps in the kernel: it neither burns its core for the whole
+ * wait nor gets in while the holder is inside. */
+static struct alloc_lock long_lock;
+static _Atomic int long_waiter_inside;
+static double long_waiter_cpu_ms;
+
+static double
+thread_cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void *
+wait_behind_long_hold(void *arg)
+{
+    (void)arg;
+    double t0 = thread_cpu_ms();
+    alloc_lock_acquire(&long_lock);
+    long_waiter_cpu_ms = thread_cpu_ms() - t0;
+    atomic_store(&long_waiter_inside, 1);
+    alloc_lock_release(&long_lock);
+    return NULL;
+}
+
+static void
+test_long_hold_waiter_sleeps(void **state)
+{
+    (void)state;
+    alloc_lock_init(&long_lock);
+    alloc_lock_acquire(&long_lock);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_behind_long_hold, NULL), 0);
+    /* State 2: the waiter gave up looking and is about to sleep (or sleeps). */
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 5000 && atomic_load(&long_lock.state) != 2; i++)
+        nanosleep(&ms, NULL);
+    assert_int_equal(atomic_load(&long_lock.state), 2);
+    struct timespec hold = {0, 200000000};
+    nanosleep(&hold, NULL);
+    assert_int_equal(atomic_load(&long_waiter_inside), 0);
+    alloc_lock_release(&long_lock);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(atomic_load(&long_waiter_inside), 1);
+    /* Waited 200 ms or more; looking took a few tens of microseconds of it. */
+    assert_true(long_waiter_cpu_ms < 100.0);
+}
+
 int
 main(void)
 {
@@ -280,6 +331,7 @@ main(void)
         cmocka_unit_test(test_former_owner_waits),
         cmocka_unit_test(test_revocations_are_bounded),
         cmocka_unit_test(test_fork_child_starts_free),
+        cmocka_unit_test(test_long_hold_waiter_sleeps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
