@@ -22,7 +22,7 @@ analysis_device_count(const struct snapshot *snap)
 static const struct snap_device_trace *
 trace_of(const struct snapshot *snap, size_t device)
 {
-    static const struct snap_device_trace empty = {NULL, 0, 0};
+    static const struct snap_device_trace empty = {0};
     return device < snap->device_count ? &snap->device_traces[device] : &empty;
 }
 

@@ -80,10 +80,11 @@ counter(struct tl_writer *w, const char *name, size_t device, double ts, uint64_
 
 /* An instant event: an OOM (process-wide), a segment alloc or free, an annotation. */
 static void
-instant(struct tl_writer *w, const struct snap_entry *e, size_t device, double ts, size_t i)
+instant(struct tl_writer *w, const struct snap_device_trace *t, size_t device, double ts, size_t i)
 {
-    bool annotate = e->action == TRACE_ANNOTATE && e->label != NULL;
-    event_begin(w, annotate ? e->label : cli_action_name(e->action), "i", -1);
+    const struct snap_entry *e = &t->entries[i];
+    const char *label = e->action == TRACE_ANNOTATE ? snapshot_entry_label(t, i) : NULL;
+    event_begin(w, label != NULL ? label : cli_action_name(e->action), "i", -1);
     cli_json_key_string(w->e, "s", e->action == TRACE_OOM ? "p" : "t");
     cli_json_key_u64(w->e, "tid", device);
     emitter_key(w->e, "ts");
@@ -147,7 +148,7 @@ device_events(struct tl_writer *w, const struct snapshot *snap, size_t device)
             counter(w, "reserved", device, ts, a.reserved_series[i + 1]);
         if (e->action == TRACE_OOM || e->action == TRACE_SEGMENT_ALLOC ||
             e->action == TRACE_SEGMENT_FREE || e->action == TRACE_ANNOTATE)
-            instant(w, e, device, ts, i);
+            instant(w, t, device, ts, i);
     }
     analysis_free(&a);
     return 0;

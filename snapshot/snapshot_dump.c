@@ -189,19 +189,14 @@ add_device(struct snapshot *snap, struct trace_ring *ring, struct dump_stacks *d
                                .addr = r->addr,
                                .size = r->size,
                                .stream = r->stream};
-        if (r->action == TRACE_OOM) {
-            e.addr = 0;
-            e.device_free = r->addr; /* the ring keeps device_free in addr */
-        }
+        /* The ring keeps an oom entry's device_free where the model does: in addr. */
         if (r->action == TRACE_ANNOTATE) {
             const char *label = trace_ring_label(ring, r->stack_id);
-            e.label = snapshot_intern(snap, label != NULL ? label : "");
-            if (e.label == NULL)
-                return -CUPROF_EHOSTMEM;
-        } else if ((rc = stack_index(snap, ds, r->stack_id, &e.stack)) != 0) {
-            return rc;
+            rc = snapshot_add_labeled_entry(snap, (size_t)device, &e, label != NULL ? label : "");
+        } else if ((rc = stack_index(snap, ds, r->stack_id, &e.stack)) == 0) {
+            rc = snapshot_add_entry(snap, (size_t)device, &e);
         }
-        if ((rc = snapshot_add_entry(snap, (size_t)device, &e)) != 0)
+        if (rc != 0)
             return rc;
     }
     snap->device_traces[device].dropped = b->dropped;

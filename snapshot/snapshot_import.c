@@ -351,7 +351,8 @@ import_entry_checked(struct snapshot_importer *im, struct snapshot_import_where 
         return rc < 0 ? rc : 0;
     }
     struct snap_entry e = {.action = (uint8_t)a};
-    rc = snapshot_field_u64(&im->f, where, t, "addr", FIELD_BITS, SKIP_ENTRY, &e.addr);
+    uint64_t addr = 0; /* an oom entry keeps device_free in its place */
+    rc = snapshot_field_u64(&im->f, where, t, "addr", FIELD_BITS, SKIP_ENTRY, &addr);
     if (rc == FIELD_ABSENT && a != TRACE_OOM &&
         (rc = snapshot_field_warn(&im->f, where, "addr", NULL, "", SKIP_ENTRY)) == 0)
         rc = FIELD_BAD;
@@ -360,8 +361,9 @@ import_entry_checked(struct snapshot_importer *im, struct snapshot_import_where 
                                 SKIP_ENTRY, &e.size);
     if (rc != FIELD_OK && rc != FIELD_ABSENT)
         return rc < 0 ? rc : 0;
+    uint64_t device_free = 0;
     if ((rc = snapshot_field_u64(&im->f, where, t, "device_free", FIELD_BITS, "ignored",
-                                 &e.device_free)) < 0 ||
+                                 &device_free)) < 0 ||
         (rc = snapshot_field_u64(&im->f, where, t, "stream", FIELD_BITS, "read as 0", &e.stream)) <
             0)
         return rc;
@@ -376,13 +378,18 @@ import_entry_checked(struct snapshot_importer *im, struct snapshot_import_where 
          (rc = snapshot_field_str(&im->f, where, t, "label", "ignored", &label)) < 0) ||
         (rc = snapshot_field_str(&im->f, where, t, "cuprof_pool", "ignored", &pool)) < 0)
         return rc;
-    if (label != NULL && (label[0] != '\0' || a == TRACE_ANNOTATE))
-        e.label = label;
+    if (a == TRACE_OOM)
+        e.device_free = device_free;
+    else
+        e.addr = addr;
+    if (label != NULL && label[0] == '\0' && a != TRACE_ANNOTATE)
+        label = NULL;
     if (pool != NULL && parse_pool(pool) >= 0)
         e.pool = (uint8_t)parse_pool(pool);
     if ((rc = snapshot_import_stack(&im->stacks, w, sval_get(t, "frames"), &e.stack)) != 0)
         return rc;
-    if (snapshot_add_entry(im->snap, d, &e) != 0)
+    if ((label != NULL ? snapshot_add_labeled_entry(im->snap, d, &e, label)
+                       : snapshot_add_entry(im->snap, d, &e)) != 0)
         return oom(im);
     return 0;
 }

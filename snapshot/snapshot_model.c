@@ -14,6 +14,7 @@ struct snapshot_owner {
     size_t segment_cap, block_cap, frame_cap, stack_frame_cap, stack_cap, config_cap;
     size_t device_cap;
     size_t *entry_cap;     /* per device */
+    size_t *label_cap;     /* per device */
     uint32_t *frame_table; /* open addressing, frame index + 1 (0 = empty) */
     size_t frame_table_cap;
     uint32_t *stack_table; /* stack index + 1 */
@@ -82,10 +83,13 @@ snapshot_free(struct snapshot *snap)
     if (snap == NULL)
         return;
     struct snapshot_owner *o = owner_of(snap);
-    for (size_t d = 0; d < o->device_cap; d++)
+    for (size_t d = 0; d < o->device_cap; d++) {
         free(snap->device_traces[d].entries);
+        free(snap->device_traces[d].labels);
+    }
     free(snap->device_traces);
     free(o->entry_cap);
+    free(o->label_cap);
     free(snap->segments);
     free(snap->blocks);
     free(snap->frames);
@@ -114,6 +118,9 @@ snapshot_set_device_count(struct snapshot *snap, size_t device_count)
         void *c = realloc(o->entry_cap, n * sizeof(*o->entry_cap));
         if (c != NULL)
             o->entry_cap = c;
+        void *lc = realloc(o->label_cap, n * sizeof(*o->label_cap));
+        if (lc != NULL)
+            o->label_cap = lc;
         void *st = realloc(snap->cuprof.stats, n * sizeof(*snap->cuprof.stats));
         if (st != NULL)
             snap->cuprof.stats = st;
@@ -123,11 +130,12 @@ snapshot_set_device_count(struct snapshot *snap, size_t device_count)
         void *de = realloc(snap->cuprof.dropped_entries, n * sizeof(uint64_t));
         if (de != NULL)
             snap->cuprof.dropped_entries = de;
-        if (t == NULL || c == NULL || st == NULL || sc == NULL || de == NULL)
+        if (t == NULL || c == NULL || lc == NULL || st == NULL || sc == NULL || de == NULL)
             return -CUPROF_EHOSTMEM; /* what did grow is kept; device_cap still says `old` */
         for (size_t d = old; d < n; d++) {
             snap->device_traces[d] = (struct snap_device_trace){0};
             o->entry_cap[d] = 0;
+            o->label_cap[d] = 0;
             snap->cuprof.stats[d] = NULL;
             snap->cuprof.stats_count[d] = 0;
             snap->cuprof.dropped_entries[d] = 0;
@@ -335,8 +343,44 @@ snapshot_add_entry(struct snapshot *snap, size_t device, const struct snap_entry
     if (rc != 0)
         return rc;
     struct snap_device_trace *t = &snap->device_traces[device];
-    t->entries[t->count++] = *entry;
+    t->entries[t->count] = *entry;
+    t->entries[t->count++].has_label = false;
     return 0;
+}
+
+int
+snapshot_add_labeled_entry(struct snapshot *snap, size_t device, const struct snap_entry *entry,
+                           const char *label)
+{
+    struct snapshot_owner *o = owner_of(snap);
+    const char *text = snapshot_intern(snap, label);
+    int rc = snapshot_reserve_entries(snap, device, 1);
+    if (rc != 0)
+        return rc;
+    struct snap_device_trace *t = &snap->device_traces[device];
+    if (text == NULL || grow_array((void **)&t->labels, &o->label_cap[device], t->label_count + 1,
+                                   sizeof(*t->labels), true) != 0)
+        return -CUPROF_EHOSTMEM;
+    t->labels[t->label_count++] = (struct snap_label){t->count, text};
+    t->entries[t->count] = *entry;
+    t->entries[t->count++].has_label = true;
+    return 0;
+}
+
+const char *
+snapshot_entry_label(const struct snap_device_trace *trace, size_t i)
+{
+    if (i >= trace->count || !trace->entries[i].has_label)
+        return NULL;
+    size_t lo = 0, hi = trace->label_count; /* labels are in entry order */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (trace->labels[mid].entry < i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < trace->label_count && trace->labels[lo].entry == i ? trace->labels[lo].text : NULL;
 }
 
 int

@@ -57,23 +57,35 @@ struct snap_segment {
     uint32_t block_count;
 };
 
+/* 40 bytes: a 10^7-entry history is 400 MB in memory, less than its pickle (45 bytes an entry). */
 struct snap_entry {
     uint8_t action; /* enum trace_action (allocator/trace_sink.h) */
     uint8_t pool;   /* enum trace_pool */
     bool has_time;
+    bool has_label; /* the text is kept beside the entries: snapshot_entry_label */
     uint32_t stack; /* index into snapshot.stacks */
-    uint64_t addr;
+    union {
+        uint64_t addr;
+        uint64_t device_free; /* oom entries, which have no address (as in PyTorch's own) */
+    };
     uint64_t size;
     uint64_t stream;
-    uint64_t device_free; /* oom only */
-    int64_t time_us;      /* microseconds since the Unix epoch */
-    const char *label;    /* annotate only (cuprof_annotate), else NULL */
+    int64_t time_us; /* microseconds since the Unix epoch */
+};
+_Static_assert(sizeof(struct snap_entry) == 40, "a trace entry stays 40 bytes");
+
+/* The text of a labelled entry: an annotation (cuprof_annotate) or PyTorch's user_metadata. */
+struct snap_label {
+    size_t entry;     /* its index in the trace */
+    const char *text; /* in the model's arena */
 };
 
 struct snap_device_trace {
     struct snap_entry *entries; /* oldest first */
     size_t count;
-    uint64_t dropped; /* entries the ring overwrote before this dump */
+    uint64_t dropped;          /* entries the ring overwrote before this dump */
+    struct snap_label *labels; /* one per entry with has_label, in entry order */
+    size_t label_count;
 };
 
 /* One "key": int value pair (memory_stats with PyTorch's flat key names). */
@@ -155,6 +167,9 @@ struct snapshot {
     struct snapshot_arena *arena; /* owns every string and array above */
 };
 
+/* The label of trace entry i (NULL when it has none): a binary search among the trace's labels. */
+const char *snapshot_entry_label(const struct snap_device_trace *trace, size_t i);
+
 /* ---- Building a model (snapshot_model.c). Every array grows only through these helpers; strings
  * are interned in the model's arena. Fallible helpers return 0 or -CUPROF_EHOSTMEM. */
 
@@ -186,9 +201,15 @@ __attribute__((warn_unused_result)) int snapshot_add_segment(struct snapshot *sn
 /* Appends a block to the last segment added. */
 __attribute__((warn_unused_result)) int snapshot_add_block(struct snapshot *snap,
                                                            const struct snap_block *block);
-/* Appends a trace entry to device_traces[device] (grows the device count if needed). */
+/* Appends a trace entry to device_traces[device] (grows the device count if needed); its
+ * has_label is cleared: labelled entries come through snapshot_add_labeled_entry. */
 __attribute__((warn_unused_result)) int snapshot_add_entry(struct snapshot *snap, size_t device,
                                                            const struct snap_entry *entry);
+/* The same with a label (copied, interned). */
+__attribute__((warn_unused_result)) int snapshot_add_labeled_entry(struct snapshot *snap,
+                                                                   size_t device,
+                                                                   const struct snap_entry *entry,
+                                                                   const char *label);
 /* Makes room for `count` more entries on `device` (one allocation for a whole ring copy). */
 __attribute__((warn_unused_result)) int snapshot_reserve_entries(struct snapshot *snap,
                                                                  size_t device, size_t count);

@@ -153,7 +153,8 @@ emit_segment(const struct snapshot *snap, struct emitter *e, const struct snap_s
 }
 
 static void
-emit_entry(const struct snapshot *snap, struct emitter *e, const struct snap_entry *t)
+emit_entry(const struct snapshot *snap, struct emitter *e, const struct snap_entry *t,
+           const char *label)
 {
     const char *action = snapshot_action_name(t->action);
     emitter_begin_dict(e);
@@ -176,9 +177,9 @@ emit_entry(const struct snapshot *snap, struct emitter *e, const struct snap_ent
     }
     emitter_key(e, "frames");
     emit_stack(snap, e, t->stack);
-    if (t->label != NULL) {
+    if (label != NULL) {
         emitter_key(e, "user_metadata"); /* PyTorch's key for an annotation's text */
-        emitter_string(e, t->label);
+        emitter_string(e, label);
     }
     if (t->pool != TRACE_POOL_DEFAULT && snapshot_pool_name(t->pool) != NULL) {
         emitter_key(e, "cuprof_pool");
@@ -295,7 +296,7 @@ snapshot_emit(const struct snapshot *snap, struct emitter *e)
         const struct snap_device_trace *t = &snap->device_traces[d];
         emitter_begin_list(e);
         for (size_t i = 0; i < t->count && e->error == 0; i++)
-            emit_entry(snap, e, &t->entries[i]);
+            emit_entry(snap, e, &t->entries[i], snapshot_entry_label(t, i));
         emitter_end(e);
     }
     emitter_end(e);

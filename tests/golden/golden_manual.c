@@ -110,11 +110,8 @@ main(int argc, char **argv)
     entry(s, 0, TRACE_ALLOC, BASE + 512, 1000, 0, s2, 1002);
     entry(s, 0, TRACE_FREE_REQUESTED, BASE, 500, 0, s1, 1003);
     entry(s, 0, TRACE_FREE_COMPLETED, BASE, 500, 0, s1, 1003);
-    struct snap_entry note = {.action = TRACE_ANNOTATE,
-                              .has_time = true,
-                              .time_us = 1004,
-                              .label = snapshot_intern(s, "forward")};
-    check(snapshot_add_entry(s, 0, &note), "annotate");
+    struct snap_entry note = {.action = TRACE_ANNOTATE, .has_time = true, .time_us = 1004};
+    check(snapshot_add_labeled_entry(s, 0, &note, "forward"), "annotate");
     struct snap_entry oom = {.action = TRACE_OOM,
                              .size = 40 * MIB,
                              .device_free = 12345,

@@ -63,15 +63,13 @@ fixture_model(size_t entries, size_t stacks)
          .stack = st0,
          .has_time = true,
          .time_us = 1700000000123456},
-        {.action = TRACE_ANNOTATE,
-         .label = snapshot_intern(s, "phase \"forward\"\n\t\\ é"),
-         .has_time = true,
-         .time_us = -5},
+        {.action = TRACE_ANNOTATE, .has_label = true, .has_time = true, .time_us = -5},
         {.action = TRACE_OOM, .size = 1ull << 40, .device_free = 123, .stack = st1},
         {.action = TRACE_SNAPSHOT, .size = 512},
     };
     for (size_t i = 0; i < sizeof(e0) / sizeof(e0[0]); i++)
-        if (snapshot_add_entry(s, 0, &e0[i]) != 0)
+        if ((e0[i].has_label ? snapshot_add_labeled_entry(s, 0, &e0[i], "phase \"forward\"\n\t\\ é")
+                             : snapshot_add_entry(s, 0, &e0[i])) != 0)
             goto fail;
     for (size_t i = 0; i < entries; i++) {
         uint32_t id;

@@ -225,7 +225,8 @@ test_dump(void **state)
     assert_int_equal(t0->entries[1].action, TRACE_ALLOC);
     assert_int_equal(t0->entries[1].stack, s->blocks[0].stack);
     assert_true(t0->entries[1].has_time);
-    assert_string_equal(t0->entries[2].label, "forward");
+    assert_string_equal(snapshot_entry_label(t0, 2), "forward");
+    assert_null(snapshot_entry_label(t0, 3));
     assert_int_equal(t0->entries[3].device_free, 4096);
     assert_int_equal(t0->entries[3].size, 40 * MIB);
     assert_int_equal(s->device_traces[1].count, 0);

@@ -247,7 +247,9 @@ roundtrip(enum snapshot_format format, size_t entries, size_t stacks)
     assert_true(t[1].has_time);
     assert_int_equal(t[1].time_us, 1700000000123456);
     assert_false(t[0].has_time);
-    assert_string_equal(t[2].label, "phase \"forward\"\n\t\\ é");
+    assert_string_equal(snapshot_entry_label(&r->device_traces[0], 2), "phase \"forward\"\n\t\\ é");
+    assert_null(snapshot_entry_label(&r->device_traces[0], 1));
+    assert_int_equal(r->device_traces[0].label_count, 1);
     assert_int_equal(t[3].action, TRACE_OOM);
     assert_int_equal(t[3].device_free, 123);
     assert_int_equal(t[3].size, 1ull << 40);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -17,6 +18,7 @@
 #include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_model.h"
 #include "snapshot/snapshot_read.h"
+#include "snapshot/snapshot_write.h"
 
 #define BIG158 "365375409332725729550921208179070754913983148089" /* 2^158 + 12345 */
 
@@ -270,14 +272,68 @@ test_warnings_are_bounded(void **state)
     snapshot_free(s);
 }
 
+/* PyTorch puts user_metadata on every entry recorded while it is set; cuprof keeps each entry's
+ * text beside the entries (a labelled entry costs no more room than any other) and writes it
+ * back where it was. An oom entry's device_free takes the place of its address. */
+static void
+check_labels(const struct snapshot *s)
+{
+    const struct snap_device_trace *t = &s->device_traces[0];
+    assert_int_equal(t->count, 6);
+    assert_int_equal(t->label_count, 3);
+    assert_string_equal(snapshot_entry_label(t, 0), "step 1");
+    assert_null(snapshot_entry_label(t, 1)); /* "" on an alloc: no label */
+    assert_string_equal(snapshot_entry_label(t, 2), "");
+    assert_int_equal(t->entries[2].action, TRACE_ANNOTATE);
+    assert_string_equal(snapshot_entry_label(t, 3), "step 2");
+    assert_null(snapshot_entry_label(t, 4));
+    assert_null(snapshot_entry_label(t, 5));
+    assert_null(snapshot_entry_label(t, 6)); /* past the end */
+    assert_int_equal(t->entries[3].addr, 4096);
+    assert_int_equal(t->entries[4].action, TRACE_OOM);
+    assert_int_equal(t->entries[4].device_free, 77);
+    assert_int_equal(t->entries[5].addr, 8192);
+}
+
+static void
+test_labels_beside_entries(void **state)
+{
+    (void)state;
+    struct snapshot *s =
+        LOAD("{\"segments\": [], \"device_traces\": [[{\"action\": \"alloc\", \"addr\": 4096, "
+             "\"size\": 8, \"user_metadata\": \"step 1\"}, {\"action\": \"alloc\", \"addr\": 8192, "
+             "\"size\": 8, \"user_metadata\": \"\"}, {\"action\": \"annotate\", \"addr\": 0, "
+             "\"size\": 0, \"label\": \"\"}, "
+             "{\"action\": \"free_requested\", \"addr\": 4096, \"size\": 8, \"user_metadata\": "
+             "\"step 2\"}, {\"action\": \"oom\", \"addr\": 5, \"size\": 1, \"device_free\": 77}, "
+             "{\"action\": \"free_completed\", \"addr\": 8192, \"size\": 8}]]}");
+    check_labels(s);
+    char path[] = "/tmp/cuprof-labels-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    for (int format = 0; format < 2; format++) {
+        assert_int_equal(
+            snapshot_write_file(path, s, format ? SNAPSHOT_FORMAT_JSON : SNAPSHOT_FORMAT_PICKLE),
+            0);
+        struct snapshot *back = NULL;
+        char err[256] = "";
+        if (snapshot_read_file(path, &back, err, sizeof(err)) != 0)
+            fail_msg("read back: %s", err);
+        check_labels(back);
+        snapshot_free(back);
+    }
+    unlink(path);
+    snapshot_free(s);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pickle_ints),
-        cmocka_unit_test(test_json_numbers),
-        cmocka_unit_test(test_unusable_fields),
-        cmocka_unit_test(test_warnings_are_bounded),
+        cmocka_unit_test(test_pickle_ints),           cmocka_unit_test(test_json_numbers),
+        cmocka_unit_test(test_unusable_fields),       cmocka_unit_test(test_warnings_are_bounded),
+        cmocka_unit_test(test_labels_beside_entries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
