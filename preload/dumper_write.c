@@ -54,8 +54,13 @@ dumper_write_snapshot(struct cuprof_runtime *rt, const char *path)
     char *cmdline = malloc(DUMPER_CMDLINE_MAX);
     if (cmdline == NULL)
         return -CUPROF_EHOSTMEM;
-    if (dumper_symbolizer == NULL)
+    if (dumper_symbolizer == NULL) {
         dumper_symbolizer = symbolizer_create(); /* NULL: snapshot_dump makes one per dump */
+        if (dumper_symbolizer != NULL && !symbolizer_reads_lines(dumper_symbolizer))
+            runtime_log("cuprof: libdw.so.1 could not be loaded: stack frames name their "
+                        "functions, without source file and line (install libdw1 on "
+                        "Debian/Ubuntu, elfutils-libs on Fedora/RHEL)");
+    }
 
     for (size_t i = 0; i < CONFIG_VAR_COUNT; i++) {
         settings[i].key = config_var_name(i);

@@ -1,7 +1,8 @@
 /* symbolize.c: libdw (dwfl over /proc/self/maps) lookups of return addresses, with inlined
  * frames from the DWARF scope chain, C++ names demangled with libstdc++'s __cxa_demangle
  * (already loaded, or dlopen'ed at dump time), an ip -> frames cache and interned strings.
- * libdw itself is dlopen'ed (dw_api.c); without it, dladdr gives name and module, line 0. */
+ * libdw itself is dlopen'ed (dw_api.c); without it, dladdr or the module's ELF symbol table
+ * (elf_symbols.c) gives the function's name, the module's path and line 0. */
 #include "snapshot/symbolize.h"
 
 #include <dlfcn.h>
@@ -17,11 +18,14 @@
 
 #include "allocator/cuprof_errors.h"
 #include "snapshot/dw_api.h"
+#include "snapshot/elf_symbols.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/symbolize_cu.h"
 
 /* Frames one ip can expand to (inlining depth); deeper chains keep the innermost ones. */
 #define SYM_MAX_INLINE 32
+/* Modules whose ELF symbol tables are kept open without libdw; later ones get module+offset. */
+#define SYM_MAX_MODULES 1024
 
 typedef char *(*demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
 
@@ -29,6 +33,12 @@ struct sym_cache_slot {
     uintptr_t ip;   /* 0 = empty slot */
     uint32_t first; /* index into frames */
     uint32_t count;
+};
+
+/* A module's ELF symbol table, opened on its first frame when libdw is missing. */
+struct sym_module {
+    const char *path;            /* interned: compared by pointer */
+    struct elf_symbols *symbols; /* NULL: no readable symbol table */
 };
 
 struct symbolizer {
@@ -47,6 +57,8 @@ struct symbolizer {
     demangle_fn demangle;
     void *libstdcxx;
     bool demangle_tried;
+    struct sym_module *modules;
+    size_t module_count, module_cap;
 };
 
 static char *g_debuginfo_path;
@@ -163,6 +175,9 @@ symbolizer_destroy(struct symbolizer *sym)
     free(sym->strings);
     free(sym->cache);
     free(sym->frames);
+    for (size_t i = 0; i < sym->module_count; i++)
+        elf_symbols_close(sym->modules[i].symbols);
+    free(sym->modules);
     if (sym->libstdcxx != NULL)
         dlclose(sym->libstdcxx);
     free(sym);
@@ -172,6 +187,12 @@ size_t
 symbolizer_resolved_count(const struct symbolizer *sym)
 {
     return sym->resolved;
+}
+
+bool
+symbolizer_reads_lines(const struct symbolizer *sym)
+{
+    return sym->dwfl != NULL;
 }
 
 static demangle_fn
@@ -246,8 +267,32 @@ sym_offset_name(struct symbolizer *sym, const char *path, uintptr_t offset)
     return sym_intern(sym, buf);
 }
 
-/* Without libdw: the dynamic symbol dladdr finds (exported functions only) or module+offset,
- * the module's path as filename, line 0. Returns 1, or -1 when out of memory. */
+/* The ELF symbol table of the module at `path` (interned), opened on first use; NULL when it
+ * has none, cannot be read, or SYM_MAX_MODULES are open already. */
+static const struct elf_symbols *
+module_symbols(struct symbolizer *sym, const char *path)
+{
+    for (size_t i = 0; i < sym->module_count; i++)
+        if (sym->modules[i].path == path)
+            return sym->modules[i].symbols;
+    if (sym->module_count == SYM_MAX_MODULES)
+        return NULL;
+    if (sym->module_count == sym->module_cap) {
+        size_t cap = sym->module_cap ? sym->module_cap * 2 : 16;
+        struct sym_module *grown = realloc(sym->modules, cap * sizeof(*grown));
+        if (grown == NULL)
+            return NULL;
+        sym->modules = grown;
+        sym->module_cap = cap;
+    }
+    struct sym_module *m = &sym->modules[sym->module_count++];
+    *m = (struct sym_module){path, elf_symbols_open(path)};
+    return m->symbols;
+}
+
+/* Without libdw: the exported symbol dladdr finds, else the function symbol of the module's own
+ * symbol table (.symtab, else .dynsym), else module+offset; the module's path as filename, line
+ * 0. Returns 1, or -1 when out of memory. */
 static int
 sym_resolve_dladdr(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out)
 {
@@ -268,13 +313,21 @@ sym_resolve_dladdr(struct symbolizer *sym, uintptr_t addr, struct symbolized_fra
             path = exe;
         }
     }
-    if (info.dli_sname != NULL)
-        out[0].name = sym_name(sym, info.dli_sname);
+    out[0].filename = sym_intern(sym, path);
+    if (out[0].filename == NULL)
+        return -1;
+    const char *raw = info.dli_sname;
+    if (raw == NULL && map != NULL) {
+        const struct elf_symbols *table = module_symbols(sym, out[0].filename);
+        if (table != NULL)
+            raw = elf_symbols_find(table, (uint64_t)(addr - map->l_addr));
+    }
+    if (raw != NULL)
+        out[0].name = sym_name(sym, raw);
     else
         out[0].name = sym_offset_name(sym, path, addr - (uintptr_t)info.dli_fbase);
-    out[0].filename = sym_intern(sym, path);
     out[0].line = 0;
-    return out[0].name != NULL && out[0].filename != NULL ? 1 : -1;
+    return out[0].name != NULL ? 1 : -1;
 }
 
 /* Fills up to SYM_MAX_INLINE frames for addr (already ip - 1); returns how many, or -1 on OOM. */

@@ -5,13 +5,15 @@
 #ifndef CUPROF_SYMBOLIZE_H
 #define CUPROF_SYMBOLIZE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* PyTorch's frame dict. Without DWARF: name = the (demangled) ELF symbol or "<module>+0x<off>",
  * filename = the module's path, line 0. Unknown address: name "<unknown>", filename "??".
- * Without libdw.so.1 (dlopen'ed at the first symbolizer_create, never linked): dladdr's name
- * (dynamic symbols only, demangled) or "<module>+0x<off>", the module's path, line 0. */
+ * Without libdw.so.1 (dlopen'ed at the first symbolizer_create, never linked): the name of the
+ * function from dladdr (exported symbols) or from the module's own ELF symbol table (.symtab,
+ * else .dynsym), demangled, or "<module>+0x<off>"; the module's path, line 0. */
 struct symbolized_frame {
     const char *name;
     const char *filename;
@@ -35,6 +37,10 @@ __attribute__((warn_unused_result)) int symbolizer_lookup(struct symbolizer *sym
 
 /* Number of distinct ips resolved so far (cache misses): a test and bench figure. */
 size_t symbolizer_resolved_count(const struct symbolizer *sym);
+
+/* True when frames get their source file and line (libdw loaded and this process's modules
+ * reported to it); false: function names only. */
+bool symbolizer_reads_lines(const struct symbolizer *sym);
 
 void symbolizer_destroy(struct symbolizer *sym);
 

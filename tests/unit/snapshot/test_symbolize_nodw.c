@@ -1,6 +1,7 @@
 /* test_symbolize_nodw.c: with libdw.so.1 unloadable (the dw_api_set_soname hook names a library
- * that does not exist), the symbolizer still works through dladdr: dynamic symbol (demangled) or
- * module+offset, the module's path, line 0; unmapped addresses stay "<unknown>" / "??". */
+ * that does not exist), the symbolizer still names functions: dladdr's exported symbol
+ * (demangled), else the module's own ELF symbol table (a static function of the program), else
+ * module+offset; the module's path, line 0; unmapped addresses stay "<unknown>" / "??". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -24,7 +25,7 @@ uint32_t selfskip_mangled(void) __asm__("_ZN11cuprof_test7mangledEv");
 
 static struct symbolizer *g_sym;
 
-/* Not exported from the executable: dladdr has no name for it. */
+/* Not exported from the executable: dladdr has no name for it, its .symtab has. */
 __attribute__((noinline)) static int
 local_function(void)
 {
@@ -114,9 +115,10 @@ main_start_cb(struct dl_phdr_info *info, size_t size, void *data)
 }
 
 static void
-test_main_program_offset(void **state)
+test_main_program_symbols(void **state)
 {
     (void)state;
+    assert_false(symbolizer_reads_lines(g_sym));
     assert_int_equal(local_function(), 3);
     uintptr_t start = 0;
     dl_iterate_phdr(main_start_cb, &start);
@@ -125,16 +127,19 @@ test_main_program_offset(void **state)
     ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     assert_true(len > 0);
     exe[len] = '\0';
-    const char *base = strrchr(exe, '/') + 1;
-    uintptr_t ip = (uintptr_t)&local_function + 1;
-    char want[PATH_MAX + 32];
-    snprintf(want, sizeof(want), "%s+0x%jx", base, (uintmax_t)(ip - 1 - start));
 
     struct symbolized_frame f;
-    lookup_one(ip, &f);
-    assert_string_equal(f.name, want);
+    lookup_one((uintptr_t)&local_function + 1, &f);
+    assert_string_equal(f.name, "local_function");
     assert_string_equal(f.filename, exe); /* the full path, not argv[0] */
     assert_int_equal(f.line, 0);
+
+    /* The ELF header: mapped, but inside no function: module+offset. */
+    lookup_one(start + 0x41, &f);
+    char want[PATH_MAX + 32];
+    snprintf(want, sizeof(want), "%s+0x40", strrchr(exe, '/') + 1);
+    assert_string_equal(f.name, want);
+    assert_string_equal(f.filename, exe);
 }
 
 static int
@@ -162,7 +167,7 @@ main(void)
         cmocka_unit_test(test_libdw_not_loaded),
         cmocka_unit_test(test_unknown_address),
         cmocka_unit_test(test_shared_library_symbols),
-        cmocka_unit_test(test_main_program_offset),
+        cmocka_unit_test(test_main_program_symbols),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
