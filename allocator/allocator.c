@@ -276,9 +276,10 @@ allocator_untrack_external(struct allocator *alloc, uint64_t addr, uint32_t stac
     return 0;
 }
 
-/* The live block containing addr on one device, or NULL. */
+/* The block (live, cached or unmapped) containing addr on one device, or NULL when no segment
+ * of the device holds addr. */
 static struct alloc_block *
-find_inside_locked(struct alloc_device *dev, uint64_t addr)
+block_at_locked(struct alloc_device *dev, uint64_t addr)
 {
     ALLOC_ASSERT_HELD(&dev->lock);
     struct avl_node *n = dev->segments.root;
@@ -297,9 +298,43 @@ find_inside_locked(struct alloc_device *dev, uint64_t addr)
         return NULL;
     for (struct alloc_block *b = seg->head; b != NULL; b = b->next) {
         if (addr >= b->addr && addr < b->addr + b->size)
-            return b->allocated ? b : NULL;
+            return b;
     }
     return NULL;
+}
+
+/* The live block containing addr on one device, or NULL. */
+static struct alloc_block *
+find_inside_locked(struct alloc_device *dev, uint64_t addr)
+{
+    struct alloc_block *b = block_at_locked(dev, addr);
+    return b != NULL && b->allocated ? b : NULL;
+}
+
+enum alloc_range
+allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base, size_t *size)
+{
+    if (alloc == NULL)
+        return ALLOC_RANGE_NOT_OURS;
+    for (int d = 0; d < alloc->device_count; d++) {
+        struct alloc_device *dev = &alloc->devices[d];
+        if (!alloc_device_may_own(dev, addr))
+            continue;
+        alloc_lock_acquire(&dev->lock);
+        struct alloc_block *b = block_map_get(&dev->map, addr);
+        if (b == NULL)
+            b = block_at_locked(dev, addr);
+        enum alloc_range range = b == NULL ? ALLOC_RANGE_NOT_OURS : ALLOC_RANGE_NONE;
+        if (b != NULL && b->allocated && addr - b->addr < b->requested_size) {
+            *base = b->addr;
+            *size = b->requested_size;
+            range = ALLOC_RANGE_BLOCK;
+        }
+        alloc_lock_release(&dev->lock);
+        if (range != ALLOC_RANGE_NOT_OURS)
+            return range;
+    }
+    return ALLOC_RANGE_NOT_OURS;
 }
 
 bool

@@ -77,6 +77,18 @@ int allocator_untrack_external(struct allocator *alloc, uint64_t addr, uint32_t 
 bool allocator_lookup(struct allocator *alloc, uint64_t addr, int *device, uint64_t *block_addr,
                       size_t *block_size);
 
+/* What the driver would answer about addr if every block this allocator handed out were an
+ * allocation of its own, of the size asked for (cuMemGetAddressRange, the pointer range
+ * attributes). */
+enum alloc_range {
+    ALLOC_RANGE_NOT_OURS, /* no segment of this allocator holds addr: ask the driver */
+    ALLOC_RANGE_BLOCK,    /* inside a live block's requested bytes: *base, *size are its range */
+    ALLOC_RANGE_NONE,     /* in a segment, outside every live block's requested bytes (cached,
+                             freed, or a block's rounding): there is no allocation there */
+};
+enum alloc_range allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base,
+                                    size_t *size);
+
 /* Releases every fully free cached segment of one device (-1: all devices). */
 int allocator_empty_cache(struct allocator *alloc, int device);
 /* Drops every block of `device` without calling the device (after a context reset the driver

@@ -15,14 +15,20 @@ shim_query_mem_get_info(size_t *free_bytes, size_t *total_bytes)
     return real->cuMemGetInfo_v2(free_bytes, total_bytes);
 }
 
-/* The block cuprof handed out that contains ptr (a sub-allocation of a cached segment). */
-static bool
-lookup_block(CUdeviceptr ptr, uint64_t *base, size_t *size)
+/* An address no allocation ever covers (page 0 is never mapped): asked in ptr's place when ptr
+ * lies in cuprof's memory but in no block the program holds, so the program gets the driver's
+ * own answer for a pointer to nothing, as it would without cuprof. */
+#define NOWHERE ((CUdeviceptr)0x1000)
+
+/* Where ptr falls among the blocks cuprof handed out (allocator_range_of): each block answers
+ * as an allocation of its own, of the size the program asked for. */
+static enum alloc_range
+range_of(CUdeviceptr ptr, uint64_t *base, size_t *size)
 {
     struct cuprof_runtime *rt = shim_call_runtime_if_ready();
-    int device;
-    return !guard_active() && rt != NULL && rt->alloc != NULL &&
-           allocator_lookup(rt->alloc, ptr, &device, base, size);
+    if (guard_active() || rt == NULL || rt->alloc == NULL)
+        return ALLOC_RANGE_NOT_OURS;
+    return allocator_range_of(rt->alloc, ptr, base, size);
 }
 
 CUresult
@@ -31,13 +37,18 @@ shim_query_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
     REAL_CUDA_OR_FAIL(real, cuMemGetAddressRange_v2)
     uint64_t block_base;
     size_t block_size;
-    if (!lookup_block(dptr, &block_base, &block_size))
+    switch (range_of(dptr, &block_base, &block_size)) {
+    case ALLOC_RANGE_BLOCK:
+        if (base != NULL)
+            *base = (CUdeviceptr)block_base;
+        if (size != NULL)
+            *size = block_size;
+        return CUDA_SUCCESS;
+    case ALLOC_RANGE_NONE:
+        return real->cuMemGetAddressRange_v2(base, size, NOWHERE);
+    default:
         return real->cuMemGetAddressRange_v2(base, size, dptr);
-    if (base != NULL)
-        *base = (CUdeviceptr)block_base;
-    if (size != NULL)
-        *size = block_size;
-    return CUDA_SUCCESS;
+    }
 }
 
 static bool
@@ -62,10 +73,14 @@ shim_query_pointer_attribute(void *data, CUpointer_attribute attribute, CUdevice
     REAL_CUDA_OR_FAIL(real, cuPointerGetAttribute)
     uint64_t base;
     size_t size;
-    if (data == NULL || !is_range_attribute(attribute) || !lookup_block(ptr, &base, &size))
-        return real->cuPointerGetAttribute(data, attribute, ptr);
-    write_range(data, attribute, base, size);
-    return CUDA_SUCCESS;
+    enum alloc_range range = data != NULL ? range_of(ptr, &base, &size) : ALLOC_RANGE_NOT_OURS;
+    if (range == ALLOC_RANGE_NONE)
+        return real->cuPointerGetAttribute(data, attribute, NOWHERE);
+    if (range == ALLOC_RANGE_BLOCK && is_range_attribute(attribute)) {
+        write_range(data, attribute, base, size);
+        return CUDA_SUCCESS;
+    }
+    return real->cuPointerGetAttribute(data, attribute, ptr);
 }
 
 CUresult
@@ -73,15 +88,24 @@ shim_query_pointer_attributes(unsigned int count, CUpointer_attribute *attribute
                               CUdeviceptr ptr)
 {
     REAL_CUDA_OR_FAIL(real, cuPointerGetAttributes)
-    /* The driver answers every attribute (and validates them); only the range is corrected. */
-    CUresult result = real->cuPointerGetAttributes(count, attributes, data, ptr);
     uint64_t base;
     size_t size;
-    if (result != CUDA_SUCCESS || attributes == NULL || data == NULL ||
-        !lookup_block(ptr, &base, &size))
+    enum alloc_range range =
+        attributes != NULL && data != NULL ? range_of(ptr, &base, &size) : ALLOC_RANGE_NOT_OURS;
+    /* The driver answers every attribute (and validates them); only the range is corrected. */
+    CUresult result = real->cuPointerGetAttributes(count, attributes, data,
+                                                   range == ALLOC_RANGE_NONE ? NOWHERE : ptr);
+    if (result != CUDA_SUCCESS || range == ALLOC_RANGE_NOT_OURS)
         return result;
-    for (unsigned int i = 0; i < count; i++)
-        if (data[i] != NULL && is_range_attribute(attributes[i]))
+    for (unsigned int i = 0; i < count; i++) {
+        if (data[i] == NULL)
+            continue;
+        if (range == ALLOC_RANGE_BLOCK && is_range_attribute(attributes[i]))
             write_range(data[i], attributes[i], base, size);
+        /* A pointer to nothing is its own host pointer (NVIDIA's driver 580 says so). */
+        if (range == ALLOC_RANGE_NONE && attributes[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER &&
+            *(void **)data[i] == (void *)NOWHERE)
+            *(void **)data[i] = (void *)ptr;
+    }
     return result;
 }

@@ -1,7 +1,8 @@
 /* shim_query.h: the query wrappers that must see through sub-allocation: cuMemGetInfo_v2 (the
- *   device's truth), cuMemGetAddressRange_v2 and cuPointerGetAttribute(s) (answer for the block a
- *   program was given, not for cuprof's segment).
- * Locking: none of its own; allocator_lookup takes no device lock.
+ *   device's truth), cuMemGetAddressRange_v2 and cuPointerGetAttribute(s): a block answers as an
+ *   allocation of its own of the size asked for, and cuprof's memory outside every block the
+ *   program holds (cached, freed, a block's rounding) as the driver answers where nothing is.
+ * Locking: allocator_range_of takes the device lock of the device holding the address.
  * Hot path: no. */
 #ifndef CUPROF_SHIM_QUERY_H
 #define CUPROF_SHIM_QUERY_H

@@ -33,9 +33,11 @@ def expected_kernels():
             "managed_var=42\n"
             "launch=cudaSuccess\n"
             "sync=cudaSuccess\n"
-            "empty_grid=cudaErrorInvalidConfiguration\n"
-            "big_block=cudaErrorInvalidConfiguration\n"
-            "not_a_kernel=cudaErrorInvalidDeviceFunction last=cudaErrorInvalidDeviceFunction\n"
+            # NVIDIA's runtime 13.0 with driver 580 (H200) printed these, not the documented
+            # cudaErrorInvalidConfiguration and cudaErrorInvalidDeviceFunction
+            "empty_grid=cudaErrorInvalidValue\n"
+            "big_block=cudaErrorInvalidValue\n"
+            "not_a_kernel=cudaErrorInvalidResourceHandle last=cudaErrorInvalidResourceHandle\n"
             "launch_api=cudaSuccess\n"
             "max_threads=1024\n"
             "alloc managed 4000\n"

@@ -279,9 +279,11 @@ host_find(uintptr_t p, uintptr_t *base, size_t *size)
     return found;
 }
 
-/* One attribute; `known` false means ptr is no CUDA pointer (defaults for the plural call). */
+/* One attribute; `known` false means ptr is no CUDA pointer (defaults for the plural call).
+ * `plural`: cuPointerGetAttributes, which NVIDIA's driver 580 answers differently where noted
+ * (measured on an H200: tests/integration/nvcc/real/). */
 static CUresult
-pointer_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr, bool *known)
+pointer_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr, bool plural, bool *known)
 {
     struct sim_device *dev = NULL;
     uintptr_t base = 0;
@@ -298,32 +300,42 @@ pointer_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr, bool *k
         *(unsigned int *)data = is_dev ? CU_MEMORYTYPE_DEVICE : is_host ? CU_MEMORYTYPE_HOST : 0;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        if (attr == CU_POINTER_ATTRIBUTE_HOST_POINTER && is_dev && seg.kind != SIM_KIND_MANAGED)
-            return CUDA_ERROR_INVALID_VALUE;
-        if (attr == CU_POINTER_ATTRIBUTE_DEVICE_POINTER)
-            *(CUdeviceptr *)data = *known ? ptr : 0;
-        else
-            *(void **)data = *known ? (void *)(uintptr_t)ptr : NULL;
+        *(CUdeviceptr *)data = *known ? ptr : 0;
         break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        /* Device memory has no host pointer: an error alone, NULL among others. A pointer to
+         * nothing is its own host pointer in the plural call. */
+        if (is_dev && seg.kind != SIM_KIND_MANAGED) {
+            if (!plural)
+                return CUDA_ERROR_INVALID_VALUE;
+            *(void **)data = NULL;
+        } else {
+            *(void **)data = (void *)(uintptr_t)ptr;
+        }
+        break;
+    /* The yes/no attributes: NVIDIA's driver 580 writes 4 bytes for each (measured). */
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-        *(bool *)data = is_dev && seg.kind == SIM_KIND_MANAGED;
+        *(unsigned int *)data = is_dev && seg.kind == SIM_KIND_MANAGED;
         break;
     case CU_POINTER_ATTRIBUTE_MAPPED:
-        *(bool *)data = *known;
+        *(unsigned int *)data = *known;
         break;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        *(unsigned int *)data = 0; /* until cuPointerSetAttribute turns it on: not simulated */
+        break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-        *(bool *)data = is_dev && seg.kind == SIM_KIND_DEVICE;
+        *(unsigned int *)data = is_dev && seg.kind == SIM_KIND_DEVICE;
         break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
         *(unsigned long long *)data = *known ? (unsigned long long)base : 0;
         break;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-        *(void **)data = (void *)base;
+        if (*known) /* a pointer to nothing leaves the range unwritten */
+            *(void **)data = (void *)base;
         break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-        *(size_t *)data = size;
+        if (*known)
+            *(size_t *)data = size;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
         *(int *)data = is_dev ? dev->ordinal : -2;
@@ -350,10 +362,10 @@ cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr
         return CUDA_ERROR_INVALID_VALUE;
     unsigned char scratch[16];
     bool known;
-    r = pointer_attribute(scratch, attribute, ptr, &known);
+    r = pointer_attribute(scratch, attribute, ptr, false, &known);
     if (r != CUDA_SUCCESS || !known)
         return CUDA_ERROR_INVALID_VALUE;
-    return pointer_attribute(data, attribute, ptr, &known);
+    return pointer_attribute(data, attribute, ptr, false, &known);
 }
 
 CUresult
@@ -369,7 +381,7 @@ cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attribut
         bool known;
         if (!data[i])
             return CUDA_ERROR_INVALID_VALUE;
-        r = pointer_attribute(data[i], attributes[i], ptr, &known);
+        r = pointer_attribute(data[i], attributes[i], ptr, true, &known);
         if (r != CUDA_SUCCESS)
             return r;
     }

@@ -72,22 +72,24 @@ rt_launch_attr(CUdevice_attribute attr, int fallback)
     return v;
 }
 
-/* cudaErrorInvalidConfiguration for an empty or oversized grid or block. */
+/* cudaErrorInvalidValue for an empty or oversized grid or block: what NVIDIA's runtime 13.0
+ * returns with driver 580 (measured on an H200; the documentation's
+ * cudaErrorInvalidConfiguration is not what comes back). */
 static enum cudaError
 rt_launch_check_dims(dim3 grid, dim3 block)
 {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
-        return cudaErrorInvalidConfiguration;
+        return cudaErrorInvalidValue;
     if (grid.x > (unsigned)rt_launch_attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647) ||
         grid.y > (unsigned)rt_launch_attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535) ||
         grid.z > (unsigned)rt_launch_attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535))
-        return cudaErrorInvalidConfiguration;
+        return cudaErrorInvalidValue;
     unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
     if (block.x > (unsigned)rt_launch_attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024) ||
         block.y > (unsigned)rt_launch_attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024) ||
         block.z > (unsigned)rt_launch_attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64) ||
         threads > (unsigned)rt_launch_attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024))
-        return cudaErrorInvalidConfiguration;
+        return cudaErrorInvalidValue;
     return cudaSuccess;
 }
 

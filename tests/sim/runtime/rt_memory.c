@@ -242,6 +242,38 @@ cudaMemGetInfo(size_t *free, size_t *total)
     return rt_state_cu(RT_CALL(cuMemGetInfo, free, total));
 }
 
+/* What NVIDIA's runtime 13.0 answers (measured with driver 580 on an H200): device memory is
+ * cudaMemoryTypeDevice on its device with itself as device pointer; a pointer CUDA does not
+ * know succeeds as cudaMemoryTypeUnregistered on device -2 with no device pointer. */
+RT_EXPORT cudaError_t CUDARTAPI
+cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr)
+{
+    if (attributes == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    CUpointer_attribute asked[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+        CU_POINTER_ATTRIBUTE_HOST_POINTER};
+    unsigned int type = 0;
+    unsigned int managed = 0; /* the driver writes 4 bytes for a yes/no attribute */
+    int ordinal = -2;
+    CUdeviceptr device_pointer = 0;
+    void *host_pointer = NULL;
+    void *data[] = {&type, &managed, &ordinal, &device_pointer, &host_pointer};
+    CUresult r = RT_CALL(cuPointerGetAttributes, 5, asked, data, (CUdeviceptr)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS)
+        return rt_state_cu(r);
+    attributes->type = managed                        ? cudaMemoryTypeManaged
+                       : type == CU_MEMORYTYPE_DEVICE ? cudaMemoryTypeDevice
+                       : type == CU_MEMORYTYPE_HOST   ? cudaMemoryTypeHost
+                                                      : cudaMemoryTypeUnregistered;
+    attributes->device = ordinal;
+    attributes->devicePointer = (void *)(uintptr_t)device_pointer;
+    attributes->hostPointer = attributes->type == cudaMemoryTypeDevice ? NULL : host_pointer;
+    return cudaSuccess;
+}
+
 RT_EXPORT cudaError_t CUDARTAPI
 cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {

@@ -257,10 +257,19 @@ rt_register_kernel_locked(const void *func)
     return NULL;
 }
 
+/* What NVIDIA's runtime 13.0 answers for a function it does not know (measured with driver 580
+ * on an H200: cudaLaunchKernel, cudaFuncGetAttributes and cudaFuncSetAttribute): NULL is no
+ * device function, any other pointer no handle it gave out. */
+static enum cudaError
+rt_register_unknown_function(const void *func)
+{
+    return func == NULL ? cudaErrorInvalidDeviceFunction : cudaErrorInvalidResourceHandle;
+}
+
 enum cudaError
 rt_register_kernel_find(const void *func, struct rt_register_kernel *out)
 {
-    enum cudaError e = cudaErrorInvalidDeviceFunction;
+    enum cudaError e = rt_register_unknown_function(func);
     pthread_mutex_lock(&rt_register.lock);
     struct rt_kernel *k = func ? rt_register_kernel_locked(func) : NULL;
     if (k != NULL) {
@@ -278,7 +287,7 @@ rt_register_kernel_find(const void *func, struct rt_register_kernel *out)
 enum cudaError
 rt_register_kernel_handle(const void *func, void **handle)
 {
-    enum cudaError e = cudaErrorInvalidDeviceFunction;
+    enum cudaError e = rt_register_unknown_function(func);
     pthread_mutex_lock(&rt_register.lock);
     for (size_t i = 0; func && i < rt_register.n_kernels; i++) {
         if (rt_register.kernels[i]->host_fun == func) {
@@ -294,7 +303,7 @@ rt_register_kernel_handle(const void *func, void **handle)
 enum cudaError
 rt_register_kernel_set(const void *func, enum cudaFuncAttribute attr, int value)
 {
-    enum cudaError e = cudaErrorInvalidDeviceFunction;
+    enum cudaError e = rt_register_unknown_function(func);
     pthread_mutex_lock(&rt_register.lock);
     struct rt_kernel *k = func ? rt_register_kernel_locked(func) : NULL;
     if (k != NULL) {

@@ -17,11 +17,12 @@ struct rt_register_kernel {
 };
 
 /* Finds a kernel by the host stub nvcc registered, or by the cudaKernel_t handle __cudaGetKernel
- * handed out (cudaLaunchKernel accepts both). cudaErrorInvalidDeviceFunction when neither. */
+ * handed out (cudaLaunchKernel accepts both). When neither: cudaErrorInvalidDeviceFunction for
+ * NULL, cudaErrorInvalidResourceHandle for any other pointer (as NVIDIA's runtime 13.0). */
 __attribute__((warn_unused_result)) enum cudaError
 rt_register_kernel_find(const void *func, struct rt_register_kernel *out);
 
-/* The cudaKernel_t of a registered host stub (cudaErrorInvalidDeviceFunction if none). */
+/* The cudaKernel_t of a registered host stub (errors as rt_register_kernel_find). */
 __attribute__((warn_unused_result)) enum cudaError rt_register_kernel_handle(const void *func,
                                                                              void **handle);
 
