@@ -33,11 +33,11 @@ static char g_dir[] = "/tmp/cuprof-elf-XXXXXX";
 
 /* The load bias of the object holding addr, and its path (the program: /proc/self/exe). */
 static uintptr_t
-bias_of(const void *addr, char *path, size_t cap)
+bias_of(uintptr_t addr, char *path, size_t cap)
 {
     Dl_info info;
     struct link_map *map = NULL;
-    assert_int_not_equal(dladdr1(addr, &info, (void **)&map, RTLD_DL_LINKMAP), 0);
+    assert_int_not_equal(dladdr1((const void *)addr, &info, (void **)&map, RTLD_DL_LINKMAP), 0);
     assert_non_null(map);
     if (map->l_name[0] == '\0') {
         ssize_t len = readlink("/proc/self/exe", path, cap - 1);
@@ -64,7 +64,7 @@ test_program_static_function(void **state)
     (void)state;
     assert_int_equal(static_helper(2), 7);
     char path[PATH_MAX];
-    uintptr_t bias = bias_of((const void *)&static_helper, path, sizeof(path));
+    uintptr_t bias = bias_of((uintptr_t)&static_helper, path, sizeof(path));
     struct elf_symbols *s = elf_symbols_open(path);
     assert_non_null(s);
     assert_true(elf_symbols_count(s) > 10);
@@ -84,7 +84,7 @@ test_library_export(void **state)
 {
     (void)state;
     char path[PATH_MAX];
-    uintptr_t bias = bias_of((const void *)&_cmocka_run_group_tests, path, sizeof(path));
+    uintptr_t bias = bias_of((uintptr_t)&_cmocka_run_group_tests, path, sizeof(path));
     struct elf_symbols *s = elf_symbols_open(path);
     assert_non_null(s);
     assert_string_equal(
@@ -182,7 +182,7 @@ test_corrupt(void **state)
     memcpy(copy + symtab_at, &gone, sizeof(gone));
     write_file(path, copy, g_exe_size);
     char self[PATH_MAX];
-    uintptr_t bias = bias_of((const void *)&static_helper, self, sizeof(self));
+    uintptr_t bias = bias_of((uintptr_t)&static_helper, self, sizeof(self));
     struct elf_symbols *s = elf_symbols_open(path);
     if (s != NULL)
         assert_null(elf_symbols_find(s, (uint64_t)((uintptr_t)&static_helper - bias)));
