@@ -312,7 +312,8 @@ find_inside_locked(struct alloc_device *dev, uint64_t addr)
 }
 
 enum alloc_range
-allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base, size_t *size)
+allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base, size_t *size,
+                   uint64_t *segment)
 {
     if (alloc == NULL)
         return ALLOC_RANGE_NOT_OURS;
@@ -328,6 +329,8 @@ allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base, size_
         if (b != NULL && b->allocated && addr - b->addr < b->requested_size) {
             *base = b->addr;
             *size = b->requested_size;
+            if (segment != NULL)
+                *segment = b->seg->addr;
             range = ALLOC_RANGE_BLOCK;
         }
         alloc_lock_release(&dev->lock);

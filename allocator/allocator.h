@@ -86,8 +86,9 @@ enum alloc_range {
     ALLOC_RANGE_NONE,     /* in a segment, outside every live block's requested bytes (cached,
                              freed, or a block's rounding): there is no allocation there */
 };
+/* `segment` (may be NULL) receives the base of the segment a block was cut from. */
 enum alloc_range allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base,
-                                    size_t *size);
+                                    size_t *size, uint64_t *segment);
 
 /* Releases every fully free cached segment of one device (-1: all devices). */
 int allocator_empty_cache(struct allocator *alloc, int device);

@@ -1,8 +1,12 @@
 /* shim_query.c: query wrappers (see shim_query.h). */
 #include "preload/shim_query.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
+
 #include "allocator/allocator.h"
 #include "preload/guard.h"
+#include "preload/runtime.h"
 #include "preload/real_cuda.h"
 #include "preload/shim_call.h"
 
@@ -20,15 +24,23 @@ shim_query_mem_get_info(size_t *free_bytes, size_t *total_bytes)
  * own answer for a pointer to nothing, as it would without cuprof. */
 #define NOWHERE ((CUdeviceptr)0x1000)
 
+static atomic_bool ipc_refusal_logged; /* one line per process */
+
 /* Where ptr falls among the blocks cuprof handed out (allocator_range_of): each block answers
  * as an allocation of its own, of the size the program asked for. */
 static enum alloc_range
-range_of(CUdeviceptr ptr, uint64_t *base, size_t *size)
+range_in(CUdeviceptr ptr, uint64_t *base, size_t *size, uint64_t *segment)
 {
     struct cuprof_runtime *rt = shim_call_runtime_if_ready();
     if (guard_active() || rt == NULL || rt->alloc == NULL)
         return ALLOC_RANGE_NOT_OURS;
-    return allocator_range_of(rt->alloc, ptr, base, size);
+    return allocator_range_of(rt->alloc, ptr, base, size, segment);
+}
+
+static enum alloc_range
+range_of(CUdeviceptr ptr, uint64_t *base, size_t *size)
+{
+    return range_in(ptr, base, size, NULL);
 }
 
 CUresult
@@ -108,4 +120,32 @@ shim_query_pointer_attributes(unsigned int count, CUpointer_attribute *attribute
             *(void **)data[i] = (void *)ptr;
     }
     return result;
+}
+
+CUresult
+shim_query_ipc_handle(CUipcMemHandle *handle, CUdeviceptr dptr)
+{
+    REAL_CUDA_OR_FAIL(real, cuIpcGetMemHandle)
+    uint64_t base = 0, segment = 0;
+    size_t size;
+    switch (range_in(dptr, &base, &size, &segment)) {
+    case ALLOC_RANGE_NONE:
+        return real->cuIpcGetMemHandle(handle, NOWHERE);
+    case ALLOC_RANGE_BLOCK:
+        if (base == segment)
+            break; /* the segment opens where the block starts */
+        /* The driver's handle names the whole segment, which another process opens at its
+         * start, not at this block: it would read and write the wrong memory. Measured with
+         * PyTorch's shared CUDA tensors on an H200. Refused, loudly. */
+        if (!atomic_exchange(&ipc_refusal_logged, true))
+            runtime_log("cuprof: cuIpcGetMemHandle(0x%llx): cache mode cut this block from a "
+                        "larger allocation, so another process would open the handle at the "
+                        "wrong address; refused with CUDA_ERROR_NOT_SUPPORTED. Run programs that "
+                        "share device memory through CUDA IPC with CUPROF_MODE=trace",
+                        (unsigned long long)dptr);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    default:
+        break;
+    }
+    return real->cuIpcGetMemHandle(handle, dptr);
 }

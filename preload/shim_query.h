@@ -1,7 +1,8 @@
 /* shim_query.h: the query wrappers that must see through sub-allocation: cuMemGetInfo_v2 (the
  *   device's truth), cuMemGetAddressRange_v2 and cuPointerGetAttribute(s): a block answers as an
  *   allocation of its own of the size asked for, and cuprof's memory outside every block the
- *   program holds (cached, freed, a block's rounding) as the driver answers where nothing is.
+ *   program holds (cached, freed, a block's rounding) as the driver answers where nothing is;
+ *   cuIpcGetMemHandle, whose handle names a whole driver allocation.
  * Locking: allocator_range_of takes the device lock of the device holding the address.
  * Hot path: no. */
 #ifndef CUPROF_SHIM_QUERY_H
@@ -14,5 +15,8 @@ CUresult shim_query_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr d
 CUresult shim_query_pointer_attribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr);
 CUresult shim_query_pointer_attributes(unsigned int count, CUpointer_attribute *attributes,
                                        void **data, CUdeviceptr ptr);
+/* cuIpcGetMemHandle: refused (CUDA_ERROR_NOT_SUPPORTED, one log line) for a block cut from the
+ * middle of a cuprof segment, whose handle would open at the segment's start elsewhere. */
+CUresult shim_query_ipc_handle(CUipcMemHandle *handle, CUdeviceptr dptr);
 
 #endif

@@ -21,7 +21,8 @@ CUDA_EXPORTS = {
     "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
     "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemAddressReserve",
     "cuMemAddressFree", "cuMemGetAddressRange_v2", "cuPointerGetAttribute",
-    "cuPointerGetAttributes", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2",
+    "cuPointerGetAttributes", "cuIpcGetMemHandle", "cuDevicePrimaryCtxReset",
+    "cuDevicePrimaryCtxReset_v2",
     "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", "cuCtxDestroy_v2",
     "cuStreamDestroy_v2", "cuCtxEnablePeerAccess",
     # runtime API

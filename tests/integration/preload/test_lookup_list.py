@@ -59,9 +59,6 @@ KNOWN = {
         "extra: cuprof wraps peer enabling so that a device's expandable segments give the "
         "new peer access to their pages, as PyTorch's enablePeerAccess does "
         "(preload/shim_peer.c shim_peer_ctx_enable)",
-    ("cuIpcGetMemHandle", 4010, 0):
-        "missing: §10 B swaps it; cuprof hands out the driver's own, so an IPC handle of a "
-        "cached block names its whole segment (preload/hooks.c has no cuIpcGetMemHandle row)",
 }
 
 

@@ -2,6 +2,7 @@
  * pinned host memory, memory pools and stream-ordered allocation. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 
 #include "sim_config.h"
@@ -260,6 +261,29 @@ cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
         *pbase = base;
     if (psize)
         *psize = size;
+    return CUDA_SUCCESS;
+}
+
+/* A legacy IPC handle for cuMemAlloc memory: the allocation it names (its start, whatever
+ * address inside it was given), and this process. Opening one is not simulated: the simulated
+ * device's memory belongs to one process. */
+CUresult
+cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_device *d;
+    uintptr_t base;
+    size_t size;
+    struct sim_heap_seg seg;
+    if (handle == NULL || !find_range(dptr, &d, &base, &size, &seg) || seg.kind != SIM_KIND_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(handle, 0, sizeof(*handle));
+    const uint64_t words[] = {0x4350495f4d4953ull /* "SIM_IPC" */, (uint64_t)getpid(),
+                              (uint64_t)base, (uint64_t)size};
+    memcpy(handle->reserved, words, sizeof(words));
     return CUDA_SUCCESS;
 }
 

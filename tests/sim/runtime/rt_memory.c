@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 static pthread_once_t call_log_once = PTHREAD_ONCE_INIT;
@@ -272,6 +273,20 @@ cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *p
     attributes->devicePointer = (void *)(uintptr_t)device_pointer;
     attributes->hostPointer = attributes->type == cudaMemoryTypeDevice ? NULL : host_pointer;
     return cudaSuccess;
+}
+
+/* The driver's legacy IPC handle, byte for byte (cudaIpcMemHandle_t has the same 64 bytes). */
+RT_EXPORT cudaError_t CUDARTAPI
+cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+    if (handle == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    CUipcMemHandle h;
+    CUresult r = RT_CALL(cuIpcGetMemHandle, &h, (CUdeviceptr)(uintptr_t)devPtr);
+    if (r == CUDA_SUCCESS)
+        memcpy(handle->reserved, h.reserved, sizeof(handle->reserved));
+    return rt_state_cu(r);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
