@@ -303,21 +303,12 @@ block_at_locked(struct alloc_device *dev, uint64_t addr)
     return NULL;
 }
 
-/* The live block containing addr on one device, or NULL. */
-static struct alloc_block *
-find_inside_locked(struct alloc_device *dev, uint64_t addr)
+/* The block (live, cached or unmapped) holding addr, with its device's lock held: the caller
+ * releases it. NULL (nothing locked) when no segment of this allocator holds addr. */
+static struct alloc_device *
+lock_block_at(struct allocator *alloc, uint64_t addr, struct alloc_block **out)
 {
-    struct alloc_block *b = block_at_locked(dev, addr);
-    return b != NULL && b->allocated ? b : NULL;
-}
-
-enum alloc_range
-allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base, size_t *size,
-                   uint64_t *segment)
-{
-    if (alloc == NULL)
-        return ALLOC_RANGE_NOT_OURS;
-    for (int d = 0; d < alloc->device_count; d++) {
+    for (int d = 0; alloc != NULL && d < alloc->device_count; d++) {
         struct alloc_device *dev = &alloc->devices[d];
         if (!alloc_device_may_own(dev, addr))
             continue;
@@ -325,45 +316,51 @@ allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base, size_
         struct alloc_block *b = block_map_get(&dev->map, addr);
         if (b == NULL)
             b = block_at_locked(dev, addr);
-        enum alloc_range range = b == NULL ? ALLOC_RANGE_NOT_OURS : ALLOC_RANGE_NONE;
-        if (b != NULL && b->allocated && addr - b->addr < b->requested_size) {
-            *base = b->addr;
-            *size = b->requested_size;
-            if (segment != NULL)
-                *segment = b->seg->addr;
-            range = ALLOC_RANGE_BLOCK;
+        if (b != NULL) {
+            *out = b;
+            return dev;
         }
         alloc_lock_release(&dev->lock);
-        if (range != ALLOC_RANGE_NOT_OURS)
-            return range;
     }
-    return ALLOC_RANGE_NOT_OURS;
+    return NULL;
+}
+
+enum alloc_range
+allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base, size_t *size,
+                   uint64_t *segment)
+{
+    struct alloc_block *b = NULL;
+    struct alloc_device *dev = lock_block_at(alloc, addr, &b);
+    if (dev == NULL)
+        return ALLOC_RANGE_NOT_OURS;
+    enum alloc_range range = ALLOC_RANGE_NONE;
+    if (b->allocated && addr - b->addr < b->requested_size) {
+        *base = b->addr;
+        *size = b->requested_size;
+        if (segment != NULL)
+            *segment = b->seg->addr;
+        range = ALLOC_RANGE_BLOCK;
+    }
+    alloc_lock_release(&dev->lock);
+    return range;
 }
 
 bool
 allocator_lookup(struct allocator *alloc, uint64_t addr, int *device, uint64_t *block_addr,
                  size_t *block_size)
 {
-    if (alloc == NULL)
+    struct alloc_block *b = NULL;
+    struct alloc_device *dev = lock_block_at(alloc, addr, &b);
+    if (dev == NULL)
         return false;
-    for (int d = 0; d < alloc->device_count; d++) {
-        struct alloc_device *dev = &alloc->devices[d];
-        if (!alloc_device_may_own(dev, addr))
-            continue;
-        alloc_lock_acquire(&dev->lock);
-        struct alloc_block *b = block_map_get(&dev->map, addr);
-        if (b == NULL)
-            b = find_inside_locked(dev, addr);
-        if (b != NULL) {
-            *device = d;
-            *block_addr = b->addr;
-            *block_size = b->size;
-        }
-        alloc_lock_release(&dev->lock);
-        if (b != NULL)
-            return true;
+    bool live = b->allocated;
+    if (live) {
+        *device = (int)(dev - alloc->devices);
+        *block_addr = b->addr;
+        *block_size = b->size;
     }
-    return false;
+    alloc_lock_release(&dev->lock);
+    return live;
 }
 
 int
