@@ -339,6 +339,43 @@ test_trace_mode(void **state)
     fixture_free(fx);
 }
 
+/* What cuMemGetAddressRange and the IPC wrapper are told: a live block answers for the bytes
+ * asked for, its rounding and the cached rest of the segment for no allocation, other memory is
+ * the driver's; the segment a block was cut from. */
+static void
+test_range_of(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t first = must_malloc(a, 0, 3000, 0); /* 3072 bytes at the start of a 2 MiB segment */
+    uint64_t second = must_malloc(a, 0, 1000, 0);
+    assert_true(first == B && second == B + 3072);
+    uint64_t base = 0, segment = 0;
+    size_t size = 0;
+    assert_int_equal(allocator_range_of(a, first + 2999, &base, &size, &segment),
+                     ALLOC_RANGE_BLOCK);
+    assert_true(base == first && size == 3000 && segment == B);
+    assert_int_equal(allocator_range_of(a, first + 3000, &base, &size, NULL), ALLOC_RANGE_NONE);
+    assert_int_equal(allocator_range_of(a, first + 3071, &base, &size, NULL), ALLOC_RANGE_NONE);
+    segment = 0;
+    assert_int_equal(allocator_range_of(a, second, &base, &size, &segment), ALLOC_RANGE_BLOCK);
+    assert_true(base == second && size == 1000 && segment == B);
+    assert_int_equal(allocator_range_of(a, B + 2 * MIB - 1, &base, &size, NULL),
+                     ALLOC_RANGE_NONE); /* the cached remainder */
+    assert_int_equal(allocator_range_of(a, B + 2 * MIB, &base, &size, NULL), ALLOC_RANGE_NOT_OURS);
+    assert_int_equal(allocator_range_of(a, 12345, &base, &size, NULL), ALLOC_RANGE_NOT_OURS);
+    must_free(a, second);
+    assert_int_equal(allocator_range_of(a, second, &base, &size, NULL), ALLOC_RANGE_NONE);
+    uint64_t ext = 0x100000000ULL; /* external memory: one block, its own segment */
+    assert_int_equal(allocator_track_external(a, 0, ext, 4096, 0, TRACE_POOL_MANAGED, 0), 0);
+    assert_int_equal(allocator_range_of(a, ext + 100, &base, &size, &segment), ALLOC_RANGE_BLOCK);
+    assert_true(base == ext && size == 4096 && segment == ext);
+    assert_int_equal(allocator_range_of(NULL, first, &base, &size, NULL), ALLOC_RANGE_NOT_OURS);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
 /* External memory: tracked as a one-block segment with its pool tag, never cached or freed by
  * the allocator; ownership errors. */
 static void
@@ -488,6 +525,7 @@ main(void)
         cmocka_unit_test(test_implausible_device_answers),
         cmocka_unit_test(test_trace_mode),
         cmocka_unit_test(test_external_and_ownership),
+        cmocka_unit_test(test_range_of),
         cmocka_unit_test(test_backend_error),
         cmocka_unit_test(test_interleaved_devices),
     };
