@@ -249,8 +249,12 @@ alloc_free_by_address(struct allocator *alloc, uint64_t addr, bool has_stream, u
         struct alloc_device *cand = &alloc->devices[d];
         if (!alloc_device_may_own(cand, addr))
             continue;
-        if (sync)
-            (void)alloc->ops.synchronize(alloc->ops.ctx, d);
+        if (sync) {
+            int rc = alloc->ops.synchronize(alloc->ops.ctx, d);
+            if (rc > 0 && alloc->ops.call_refused != NULL &&
+                alloc->ops.call_refused(alloc->ops.ctx, rc))
+                return rc; /* nothing changed: the block is still the program's */
+        }
         alloc_lock_acquire(&cand->lock);
         b = block_map_take(&cand->map, addr, false);
         if (b != NULL)

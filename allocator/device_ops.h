@@ -41,6 +41,10 @@ struct device_ops {
     int (*event_destroy)(void *ctx, void *event);
     /* Post on 0: all work queued on the device has finished. */
     int (*synchronize)(void *ctx, int device);
+    /* Optional: true when `error`, from synchronize, means the calling thread may not make the
+     * call at all now (a CUDA graph capture forbids it): a free is then refused with that error
+     * and changes nothing, as the device's own free would be. */
+    bool (*call_refused)(void *ctx, int error);
 
     /* Expandable segments (PyTorch's ExpandableSegment). Optional: a backend that leaves
      * vmm_reserve NULL serves expandable_segments:True with ordinary segments. Addresses and

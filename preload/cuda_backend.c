@@ -224,6 +224,17 @@ backend_synchronize(void *ctx, int device)
     return from_cu(real->cuCtxSynchronize());
 }
 
+/* The driver refuses a synchronization, like any call that could wait on a capturing stream,
+ * while a CUDA graph capture forbids it (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the other
+ * capture errors): the real cudaFree fails the same way (measured on an H200). */
+static bool
+backend_call_refused(void *ctx, int error)
+{
+    (void)ctx;
+    return error >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+           error <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
 /* ---- Expandable segments: PyTorch's ExpandableSegment calls, made on the real driver (never
  * through cuprof's own exports, so the program's VMM records never see them). */
 
@@ -400,6 +411,7 @@ static const struct device_ops backend_ops = {
     .event_synchronize = backend_event_synchronize,
     .event_destroy = backend_event_destroy,
     .synchronize = backend_synchronize,
+    .call_refused = backend_call_refused,
     .vmm_granularity = backend_vmm_granularity,
     .vmm_reserve = backend_vmm_reserve,
     .vmm_map = backend_vmm_map,

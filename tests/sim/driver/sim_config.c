@@ -128,6 +128,9 @@ parse_rule(char *text, struct sim_fail_rule *r)
     } else if (strcmp(op, "event_query") == 0) {
         r->op = SIM_FAIL_EVENT_QUERY;
         r->err = CUDA_ERROR_ILLEGAL_ADDRESS;
+    } else if (strcmp(op, "sync") == 0) {
+        r->op = SIM_FAIL_SYNC;
+        r->err = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     } else {
         return false;
     }

@@ -12,6 +12,7 @@ enum sim_fail_op {
     SIM_FAIL_CREATE, /* cuMemCreate only (an expandable segment's page) */
     SIM_FAIL_FREE,
     SIM_FAIL_EVENT_QUERY,
+    SIM_FAIL_SYNC, /* cuCtxSynchronize: a capture that forbids it, by default */
     SIM_FAIL_PROC,
 };
 

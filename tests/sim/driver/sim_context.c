@@ -565,6 +565,9 @@ cuCtxSynchronize(void)
     CUresult r = sim_ctx_require(&c);
     if (r != CUDA_SUCCESS)
         return r;
+    int err = sim_fail_check(SIM_FAIL_SYNC, 0); /* stands in for a capture that forbids it */
+    if (err != 0)
+        return (CUresult)err;
     sim_device_sync(c->dev);
     return CUDA_SUCCESS;
 }
