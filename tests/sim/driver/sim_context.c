@@ -11,6 +11,7 @@
 
 #include "sim_config.h"
 #include "sim_driver.h"
+#include "sim_graph.h"
 
 struct sim_state sim;
 
@@ -85,6 +86,7 @@ device_init(struct sim_device *dev, int ordinal, size_t capacity)
 static void
 fork_prepare(void)
 {
+    sim_graph_fork_lock();
     sim_stream_fork_lock();
     sim_fail_fork_lock();
     sim_mem_fork_lock();
@@ -102,6 +104,7 @@ fork_done(bool child)
     sim_mem_fork_unlock();
     sim_fail_fork_unlock();
     sim_stream_fork_unlock(child);
+    sim_graph_fork_unlock();
 }
 
 static void
@@ -565,7 +568,9 @@ cuCtxSynchronize(void)
     CUresult r = sim_ctx_require(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    int err = sim_fail_check(SIM_FAIL_SYNC, 0); /* stands in for a capture that forbids it */
+    if (sim_capture_active() && (r = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return r;
+    int err = sim_fail_check(SIM_FAIL_SYNC, 0); /* a capture's refusal, on demand */
     if (err != 0)
         return (CUresult)err;
     sim_device_sync(c->dev);

@@ -62,6 +62,7 @@ struct CUstream_st {
     bool has_worker, stopping;  /* protected by lock */
     pthread_t worker;
     struct CUstream_st *next; /* dev->streams; protected by dev->streams_lock */
+    uint64_t capture_id;      /* the capture it belongs to, 0 for none; sim_graph's lock */
 };
 
 struct CUevent_st {
@@ -72,6 +73,7 @@ struct CUevent_st {
     uint64_t record_gen;  /* protected by lock */
     uint64_t done_gen;    /* protected by lock */
     struct timespec when; /* protected by lock; time the record completed */
+    uint64_t capture_id;  /* last recorded inside this capture (0: outside); sim_graph's lock */
 };
 
 struct sim_device {
@@ -136,6 +138,16 @@ struct sim_device *sim_device_get(CUdevice d);
 CUresult sim_mem_alloc(struct CUctx_st *ctx, size_t size, enum sim_kind kind,
                        struct CUmemPoolHandle_st *pool, CUdeviceptr *out)
     __attribute__((warn_unused_result));
+/* Graph allocations (sim_graph.c): a segment `graph` owns. A live one (its graph ran and did not
+ * free it) is the program's until a free hands it back to the graph; the graph frees the others
+ * when it goes, and leaves a live one to the program as an ordinary allocation. */
+CUresult sim_mem_alloc_graph(struct CUctx_st *ctx, size_t size, const void *graph, CUdeviceptr *out)
+    __attribute__((warn_unused_result));
+/* Sets whether the allocation at `ptr` that `graph` owns is live; false when it is not the
+ * graph's, *was_live its previous state. */
+bool sim_mem_graph_set_live(uintptr_t ptr, const void *graph, bool live, bool *was_live);
+bool sim_mem_graph_is_live(uintptr_t ptr, const void *graph);
+void sim_mem_graph_release(uintptr_t ptr, const void *graph);
 /* Frees a heap segment at `ptr` without waiting for streams (the caller did). */
 CUresult sim_mem_free_now(uintptr_t ptr, bool from_async) __attribute__((warn_unused_result));
 /* Device that holds [ptr, ptr+len) (heap or mapped VMM); NULL if none. */
@@ -166,6 +178,12 @@ CUresult sim_stream_init_legacy(struct sim_device *dev) __attribute__((warn_unus
 CUresult sim_stream_resolve(CUstream h, bool ptsz, struct CUstream_st **out)
     __attribute__((warn_unused_result));
 CUresult sim_stream_enqueue_free(struct CUstream_st *s, uintptr_t ptr)
+    __attribute__((warn_unused_result));
+/* Graph nodes are queued work kept for later: a copy of `op` to queue (NULL when out of memory),
+ * freeing one, and queuing one on `s` (which then owns it). */
+struct sim_op *sim_op_clone(const struct sim_op *op);
+void sim_op_free(struct sim_op *op);
+CUresult sim_stream_submit_op(struct CUstream_st *s, struct sim_op *op)
     __attribute__((warn_unused_result));
 void sim_stream_sync(struct CUstream_st *s);
 

@@ -169,6 +169,8 @@ sim_heap_alloc(struct sim_heap *h, size_t size, size_t align, size_t req, struct
     f->kind = 0;
     f->pool = NULL;
     f->free_queued = false;
+    f->graph = NULL;
+    f->graph_live = false;
     size_t b = bucket_of(h, f->start);
     f->hnext = h->buckets[b];
     h->buckets[b] = f;

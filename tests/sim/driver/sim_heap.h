@@ -19,6 +19,8 @@ struct sim_heap_seg {
     unsigned kind;                      /* caller-defined tag for used segments */
     void *pool;                         /* memory pool for stream-ordered allocations, else NULL */
     bool free_queued;                   /* a cuMemFreeAsync is pending on this segment */
+    const void *graph;                  /* the graph that owns this allocation, else NULL */
+    bool graph_live;                    /* a graph allocation the program holds now */
     struct sim_heap_seg *prev, *next;   /* address order, all segments */
     struct sim_heap_seg *fprev, *fnext; /* free segments only */
     struct sim_heap_seg *hnext;         /* hash chain of used segments by start */

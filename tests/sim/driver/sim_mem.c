@@ -7,6 +7,7 @@
 
 #include "sim_config.h"
 #include "sim_driver.h"
+#include "sim_graph.h"
 
 struct sim_host_block {
     uintptr_t start;
@@ -118,6 +119,83 @@ sim_mem_free_now(uintptr_t ptr, bool from_async)
     return r;
 }
 
+CUresult
+sim_mem_alloc_graph(struct CUctx_st *ctx, size_t size, const void *graph, CUdeviceptr *out)
+{
+    CUresult r = sim_mem_alloc(ctx, size, SIM_KIND_ASYNC, NULL, out);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_device *dev = device_of_heap_ptr(*out);
+    pthread_mutex_lock(&dev->lock);
+    struct sim_heap_seg *seg = sim_heap_find(&dev->heap, *out);
+    seg->graph = graph;
+    pthread_mutex_unlock(&dev->lock);
+    return CUDA_SUCCESS;
+}
+
+bool
+sim_mem_graph_set_live(uintptr_t ptr, const void *graph, bool live, bool *was_live)
+{
+    struct sim_device *dev = device_of_heap_ptr(ptr);
+    if (!dev)
+        return false;
+    pthread_mutex_lock(&dev->lock);
+    struct sim_heap_seg *seg = sim_heap_find(&dev->heap, ptr);
+    bool ours = seg && seg->used && seg->graph == graph;
+    if (ours) {
+        *was_live = seg->graph_live;
+        seg->graph_live = live;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return ours;
+}
+
+bool
+sim_mem_graph_is_live(uintptr_t ptr, const void *graph)
+{
+    struct sim_device *dev = device_of_heap_ptr(ptr);
+    if (!dev)
+        return false;
+    pthread_mutex_lock(&dev->lock);
+    struct sim_heap_seg *seg = sim_heap_find(&dev->heap, ptr);
+    bool live = seg && seg->used && seg->graph == graph && seg->graph_live;
+    pthread_mutex_unlock(&dev->lock);
+    return live;
+}
+
+void
+sim_mem_graph_release(uintptr_t ptr, const void *graph)
+{
+    struct sim_device *dev = device_of_heap_ptr(ptr);
+    if (!dev)
+        return;
+    pthread_mutex_lock(&dev->lock);
+    struct sim_heap_seg *seg = sim_heap_find(&dev->heap, ptr);
+    if (seg && seg->used && seg->graph == graph) {
+        if (seg->graph_live) /* the program's now, like any allocation */
+            seg->graph = NULL;
+        else
+            sim_heap_free(&dev->heap, seg);
+    }
+    pthread_mutex_unlock(&dev->lock);
+}
+
+/* A free of a graph allocation: the program may free one only while it holds it (its graph ran
+ * and did not free it); the memory then stays the graph's, for its next launch. */
+static CUresult
+free_graph_allocation(struct sim_device *dev, uintptr_t ptr)
+{
+    pthread_mutex_lock(&dev->lock);
+    struct sim_heap_seg *seg = sim_heap_find(&dev->heap, ptr);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (seg && seg->used && seg->graph_live) {
+        seg->graph_live = false;
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return r;
+}
+
 size_t
 sim_device_free_owned(struct sim_device *dev, struct CUctx_st *ctx)
 {
@@ -139,6 +217,8 @@ cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         return r;
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_active() && (r = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return r;
     return sim_mem_alloc(ctx, bytesize, SIM_KIND_DEVICE, NULL, dptr);
 }
 
@@ -151,6 +231,8 @@ cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
         return r;
     if (!dptr || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_active() && (r = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return r;
     return sim_mem_alloc(ctx, bytesize, SIM_KIND_MANAGED, NULL, dptr);
 }
 
@@ -171,6 +253,8 @@ cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_
     size_t pitch = (WidthInBytes + SIM_SMALL_ALIGN - 1) & ~(SIM_SMALL_ALIGN - 1);
     if (Height > SIZE_MAX / pitch)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (sim_capture_active() && (r = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return r;
     r = sim_mem_alloc(ctx, pitch * Height, SIM_KIND_DEVICE, NULL, dptr);
     if (r == CUDA_SUCCESS)
         *pPitch = pitch;
@@ -192,16 +276,19 @@ cuMemFree_v2(CUdeviceptr dptr)
     pthread_mutex_lock(&dev->lock);
     struct sim_heap_seg *s = sim_heap_find(&dev->heap, dptr);
     bool valid = s && s->used && !s->free_queued;
+    bool graph = valid && s->graph != NULL;
     pthread_mutex_unlock(&dev->lock);
     if (!valid)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_active() && (r = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return r;
     int err = sim_fail_check(SIM_FAIL_FREE, 0);
     if (err)
         return (CUresult)err;
     sim_busy_wait_us(sim_config_get()->free_us);
     /* Like the real cuMemFree: implicitly waits for all work queued on the device. */
     sim_device_sync(dev);
-    return sim_mem_free_now(dptr, false);
+    return graph ? free_graph_allocation(dev, dptr) : sim_mem_free_now(dptr, false);
 }
 
 CUresult
@@ -631,6 +718,12 @@ alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, bool from_poo
         pool = &s->dev->default_pool;
     if (pool->destroyed)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_active()) {
+        bool taken = false;
+        r = sim_capture_alloc(s, ctx, bytesize, dptr, &taken);
+        if (taken)
+            return r;
+    }
     /* Memory is handed out at once: nothing can still be using it, so stream order holds. */
     return sim_mem_alloc(ctx, bytesize, SIM_KIND_ASYNC, pool, dptr);
 }
@@ -673,15 +766,24 @@ free_async(CUdeviceptr dptr, CUstream hStream, bool ptsz)
         return r;
     if (dptr == 0)
         return CUDA_SUCCESS;
+    if (sim_capture_active()) {
+        bool taken = false;
+        r = sim_capture_free(s, dptr, &taken);
+        if (taken)
+            return r;
+    }
     struct sim_device *dev = device_of_heap_ptr(dptr);
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
     int err = 0;
     pthread_mutex_lock(&dev->lock);
     struct sim_heap_seg *seg = sim_heap_find(&dev->heap, dptr);
+    bool graph = seg && seg->graph != NULL;
     if (!seg || !seg->used || seg->free_queued)
         err = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_unlock(&dev->lock);
+    if (!err && graph)
+        return free_graph_allocation(dev, dptr);
     if (!err)
         err = sim_fail_check(SIM_FAIL_FREE, 0);
     if (err)

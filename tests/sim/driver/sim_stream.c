@@ -8,6 +8,7 @@
 
 #include "sim_config.h"
 #include "sim_driver.h"
+#include "sim_graph.h"
 #include "sim_stream.h"
 
 enum sim_op_type { OP_COPY, OP_SET, OP_HOSTFN, OP_RECORD, OP_WAIT_EVENT, OP_FREE };
@@ -197,12 +198,29 @@ add_dep(struct sim_op *op, struct CUstream_st *t, int *cap)
     return true;
 }
 
+static void
+op_discard(struct sim_op *op)
+{
+    if (op->ev)
+        event_unref(op->ev);
+    free(op);
+}
+
 static CUresult
 submit(struct CUstream_st *s, struct sim_op *op, bool wait)
 {
     struct sim_device *dev = s->dev;
     int cap = 0;
     bool ok = true;
+    if (sim_capture_active()) {
+        bool taken = false;
+        CUresult r = sim_capture_submit(s, op, wait, &taken);
+        if (taken) {
+            if (r != CUDA_SUCCESS)
+                op_discard(op);
+            return r;
+        }
+    }
     /* Legacy default stream semantics: it waits for all blocking streams, and blocking streams
      * wait for it. The device-wide lock makes the captured dependencies acyclic. */
     pthread_mutex_lock(&dev->streams_lock);
@@ -313,6 +331,8 @@ static void
 stream_destroy(struct CUstream_st *s)
 {
     struct sim_device *dev = s->dev;
+    if (sim_capture_active())
+        sim_capture_forget_stream(s);
     pthread_mutex_lock(&dev->streams_lock);
     for (struct CUstream_st **pp = &dev->streams; *pp; pp = &(*pp)->next)
         if (*pp == s) {
@@ -457,6 +477,34 @@ op_new(enum sim_op_type type)
     return op;
 }
 
+/* Only copies, memsets and host functions become graph nodes (records and waits shape the
+ * capture, frees are graph memory): their fields are all plain values. */
+struct sim_op *
+sim_op_clone(const struct sim_op *op)
+{
+    struct sim_op *c = op_new(op->type);
+    if (c) {
+        *c = *op;
+        c->deps = NULL;
+        c->ndeps = 0;
+        c->next = NULL;
+        c->ev = NULL;
+    }
+    return c;
+}
+
+void
+sim_op_free(struct sim_op *op)
+{
+    op_discard(op);
+}
+
+CUresult
+sim_stream_submit_op(struct CUstream_st *s, struct sim_op *op)
+{
+    return submit(s, op, false);
+}
+
 CUresult
 sim_stream_enqueue_free(struct CUstream_st *s, uintptr_t ptr)
 {
@@ -543,6 +591,8 @@ stream_synchronize(CUstream h, bool ptsz)
     CUresult r = sim_stream_resolve(h, ptsz, &s);
     if (r != CUDA_SUCCESS)
         return r;
+    if (sim_capture_active() && (r = sim_capture_check_sync(s, NULL)) != CUDA_SUCCESS)
+        return r;
     /* Legacy-stream work already depends on the blocking streams' earlier work. */
     sim_stream_sync(s);
     return CUDA_SUCCESS;
@@ -566,6 +616,8 @@ stream_query(CUstream h, bool ptsz)
     struct CUstream_st *s;
     CUresult r = sim_stream_resolve(h, ptsz, &s);
     if (r != CUDA_SUCCESS)
+        return r;
+    if (sim_capture_active() && (r = sim_capture_check_sync(s, NULL)) != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&s->lock);
     bool done = s->completed == s->submitted;
@@ -596,6 +648,12 @@ stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool ptsz)
         return CUDA_ERROR_INVALID_HANDLE;
     if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_active()) {
+        bool taken = false;
+        r = sim_capture_wait(s, ev, &taken);
+        if (taken)
+            return r;
+    }
     pthread_mutex_lock(&ev->lock);
     uint64_t gen = ev->record_gen;
     pthread_mutex_unlock(&ev->lock);
@@ -673,31 +731,6 @@ cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
 }
 
 static CUresult
-stream_is_capturing(CUstream h, CUstreamCaptureStatus *status, bool ptsz)
-{
-    struct CUstream_st *s;
-    CUresult r = sim_stream_resolve(h, ptsz, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!status)
-        return CUDA_ERROR_INVALID_VALUE;
-    *status = CU_STREAM_CAPTURE_STATUS_NONE; /* the simulator has no graph capture */
-    return CUDA_SUCCESS;
-}
-
-CUresult
-cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-    return stream_is_capturing(hStream, captureStatus, false);
-}
-
-CUresult
-cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-    return stream_is_capturing(hStream, captureStatus, true);
-}
-
-static CUresult
 launch_host_func(CUstream h, CUhostFn fn, void *data, bool ptsz)
 {
     struct CUstream_st *s;
@@ -760,6 +793,12 @@ event_record(CUevent ev, CUstream h, unsigned flags, bool ptsz)
         return CUDA_ERROR_INVALID_HANDLE;
     if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_active()) {
+        bool taken = false;
+        r = sim_capture_record(s, ev, &taken);
+        if (taken)
+            return r;
+    }
     struct sim_op *op = op_new(OP_RECORD);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -803,6 +842,8 @@ cuEventQuery(CUevent hEvent)
         return r;
     if (!hEvent)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (sim_capture_active() && (r = sim_capture_check_sync(NULL, hEvent)) != CUDA_SUCCESS)
+        return r;
     int err = sim_fail_check(SIM_FAIL_EVENT_QUERY, 0);
     if (err)
         return (CUresult)err;
@@ -820,6 +861,8 @@ cuEventSynchronize(CUevent hEvent)
         return r;
     if (!hEvent)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (sim_capture_active() && (r = sim_capture_check_sync(NULL, hEvent)) != CUDA_SUCCESS)
+        return r;
     pthread_mutex_lock(&hEvent->lock);
     uint64_t target = hEvent->record_gen;
     while (hEvent->done_gen < target)

@@ -212,6 +212,20 @@ cudaStreamQuery_ptsz(cudaStream_t stream)
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
+cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuLaunchHostFunc, (CUstream)stream, (CUhostFn)fn, userData));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuLaunchHostFunc_ptsz, (CUstream)stream, (CUhostFn)fn, userData));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
 cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
 {
     RT_CTX_OR_RETURN();

@@ -1,0 +1,257 @@
+/* graphs: CUDA graphs made by stream capture, and what a capture refuses, through the runtime API
+ * only (plain C: copies, memsets and host functions as the captured work, so it runs unchanged on
+ * the simulated device and on a GPU). Prints one `name=value` line per answer (error names,
+ * capture states, data checks) so that the outputs of runs alone and under cuprof can be compared
+ * byte for byte. Scenarios:
+ *   A  graph memory nodes: cudaMallocAsync/cudaFreeAsync inside a capture, replayed three times
+ *   B  cudaMalloc during a global-mode capture (a size the cache may hold), C  cudaFree then
+ *   D  cudaMalloc during a relaxed capture, E  the thread switched to relaxed mode
+ *   F  another thread's cudaMalloc during a global capture: global mode, then thread-local mode
+ *   G  cudaStreamSynchronize of the capturing stream
+ *   H  fork and join through events (a second stream joins the capture)
+ *   I  work on the legacy stream while a blocking stream captures
+ *   J  a graph allocation the graph does not free: the program's after the launch
+ *   K  capture of the legacy stream; cudaStreamEndCapture without a capture */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N (1 << 20)
+
+static void
+say(const char *name, cudaError_t e)
+{
+    printf("%s=%s\n", name, cudaGetErrorName(e));
+}
+
+static void
+status(const char *name, cudaStream_t s)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(s, &st);
+    printf("%s=%s/%d\n", name, cudaGetErrorName(e), (int)st);
+}
+
+/* Every byte of device buffer `d` (N bytes) equals `v`. */
+static int
+all_bytes(const void *d, int v)
+{
+    static unsigned char host[N];
+    if (cudaMemcpy(host, d, N, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return 0;
+    for (int i = 0; i < N; i++)
+        if (host[i] != (unsigned char)v)
+            return 0;
+    return 1;
+}
+
+static void
+count_run(void *arg)
+{
+    ++*(int *)arg;
+}
+
+static void
+memory_nodes(cudaStream_t s, void *out)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    void *t = NULL;
+    int runs = 0;
+    say("A_memset_out", cudaMemset(out, 1, N));
+    say("A_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    status("A_status", s);
+    say("A_mallocasync", cudaMallocAsync(&t, N, s));
+    say("A_memset", cudaMemsetAsync(t, 7, N, s));
+    say("A_copy", cudaMemcpyAsync(out, t, N, cudaMemcpyDeviceToDevice, s));
+    say("A_hostfn", cudaLaunchHostFunc(s, count_run, &runs));
+    say("A_freeasync", cudaFreeAsync(t, s));
+    say("A_end", cudaStreamEndCapture(s, &g));
+    status("A_status_after", s);
+    printf("A_captured_not_run=%d\n", all_bytes(out, 1) && runs == 0);
+    say("A_inst", cudaGraphInstantiate(&ge, g, 0));
+    for (int r = 0; r < 3; r++)
+        say("A_launch", cudaGraphLaunch(ge, s));
+    say("A_sync", cudaStreamSynchronize(s));
+    printf("A_runs=%d\n", runs);
+    printf("A_data=%d\n", all_bytes(out, 7));
+    say("A_exec_destroy", cudaGraphExecDestroy(ge));
+    say("A_destroy", cudaGraphDestroy(g));
+}
+
+static void
+refused_calls(cudaStream_t s, void *pre)
+{
+    void *q = NULL;
+    cudaGraph_t g = NULL;
+    say("B_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    say("B_malloc", cudaMalloc(&q, 4096));
+    status("B_status", s);
+    say("B_end", cudaStreamEndCapture(s, &g));
+    printf("B_graph_null=%d\n", g == NULL);
+    say("B_last", cudaGetLastError());
+    if (q != NULL)
+        cudaFree(q);
+
+    g = NULL;
+    say("C_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    say("C_free", cudaFree(pre));
+    say("C_end", cudaStreamEndCapture(s, &g));
+    printf("C_graph_null=%d\n", g == NULL);
+    say("C_last", cudaGetLastError());
+
+    q = NULL;
+    say("D_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    say("D_malloc", cudaMalloc(&q, 4096));
+    say("D_end", cudaStreamEndCapture(s, &g));
+    say("D_destroy", cudaGraphDestroy(g));
+    say("D_free", cudaFree(q));
+
+    q = NULL;
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    say("E_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    say("E_exchange", cudaThreadExchangeStreamCaptureMode(&mode));
+    printf("E_previous_mode=%d\n", (int)mode);
+    say("E_malloc", cudaMalloc(&q, 4096));
+    say("E_exchange_back", cudaThreadExchangeStreamCaptureMode(&mode));
+    say("E_end", cudaStreamEndCapture(s, &g));
+    say("E_destroy", cudaGraphDestroy(g));
+    say("E_free", cudaFree(q));
+}
+
+struct other_thread {
+    enum cudaStreamCaptureMode mode;
+    cudaError_t malloc_result;
+    void *p;
+};
+
+static void *
+other_malloc(void *arg)
+{
+    struct other_thread *o = arg;
+    enum cudaStreamCaptureMode mode = o->mode;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    o->malloc_result = cudaMalloc(&o->p, 3 << 20);
+    return NULL;
+}
+
+static void
+other_threads(cudaStream_t s)
+{
+    static const enum cudaStreamCaptureMode modes[] = {cudaStreamCaptureModeGlobal,
+                                                       cudaStreamCaptureModeThreadLocal};
+    for (int i = 0; i < 2; i++) {
+        struct other_thread o = {modes[i], cudaErrorUnknown, NULL};
+        pthread_t t;
+        cudaGraph_t g = NULL;
+        char name[32];
+        snprintf(name, sizeof(name), "F%d_begin", i);
+        say(name, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        pthread_create(&t, NULL, other_malloc, &o);
+        pthread_join(t, NULL);
+        snprintf(name, sizeof(name), "F%d_other_malloc", i);
+        say(name, o.malloc_result);
+        snprintf(name, sizeof(name), "F%d_end", i);
+        say(name, cudaStreamEndCapture(s, &g));
+        if (g != NULL)
+            cudaGraphDestroy(g);
+        if (o.p != NULL)
+            cudaFree(o.p);
+    }
+}
+
+static void
+sync_and_join(cudaStream_t s, void *out)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    say("G_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    say("G_sync", cudaStreamSynchronize(s));
+    status("G_status", s);
+    say("G_end", cudaStreamEndCapture(s, &g));
+
+    cudaStream_t s2;
+    cudaEvent_t fork, join;
+    cudaStreamCreate(&s2);
+    cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
+    say("H_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    say("H_memset", cudaMemsetAsync(out, 3, N, s));
+    say("H_record_fork", cudaEventRecord(fork, s));
+    say("H_wait_fork", cudaStreamWaitEvent(s2, fork, 0));
+    status("H_s2_status", s2);
+    say("H_s2_memset", cudaMemsetAsync(out, 9, N / 2, s2));
+    say("H_record_join", cudaEventRecord(join, s2));
+    say("H_wait_join", cudaStreamWaitEvent(s, join, 0));
+    say("H_end", cudaStreamEndCapture(s, &g));
+    status("H_s2_status_after", s2);
+    say("H_inst", cudaGraphInstantiate(&ge, g, 0));
+    say("H_launch", cudaGraphLaunch(ge, s));
+    say("H_sync", cudaStreamSynchronize(s));
+    static unsigned char host[N];
+    cudaMemcpy(host, out, N, cudaMemcpyDeviceToHost);
+    printf("H_data=%d\n",
+           host[0] == 9 && host[N / 2 - 1] == 9 && host[N / 2] == 3 && host[N - 1] == 3);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaEventDestroy(fork);
+    cudaEventDestroy(join);
+    cudaStreamDestroy(s2);
+}
+
+static void
+legacy_and_outliving(cudaStream_t s, void *out)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    say("I_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    say("I_legacy_memset", cudaMemsetAsync(out, 0, N, 0));
+    say("I_end", cudaStreamEndCapture(s, &g));
+    say("I_last", cudaGetLastError());
+
+    void *t = NULL;
+    say("J_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    say("J_mallocasync", cudaMallocAsync(&t, N, s));
+    say("J_memset", cudaMemsetAsync(t, 5, N, s));
+    say("J_end", cudaStreamEndCapture(s, &g));
+    say("J_inst", cudaGraphInstantiate(&ge, g, 0));
+    say("J_launch", cudaGraphLaunch(ge, s));
+    say("J_sync", cudaStreamSynchronize(s));
+    printf("J_data=%d\n", all_bytes(t, 5));
+    say("J_free", cudaFree(t));
+    say("J_launch_again", cudaGraphLaunch(ge, s));
+    say("J_launch_unfreed", cudaGraphLaunch(ge, s));
+    say("J_last", cudaGetLastError());
+    say("J_freeasync", cudaFreeAsync(t, s));
+    say("J_sync_again", cudaStreamSynchronize(s));
+    say("J_exec_destroy", cudaGraphExecDestroy(ge));
+    say("J_destroy", cudaGraphDestroy(g));
+
+    say("K_begin_legacy", cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal));
+    say("K_end_uncaptured", cudaStreamEndCapture(s, &g));
+    say("K_last", cudaGetLastError());
+}
+
+int
+main(void)
+{
+    cudaStream_t s;
+    void *out = NULL, *pre = NULL, *warm = NULL;
+    say("setup_stream", cudaStreamCreate(&s));
+    say("setup_out", cudaMalloc(&out, N));
+    say("setup_pre", cudaMalloc(&pre, 4096));
+    /* A freed 4 KiB block: a caching allocator holds it for B's cudaMalloc. */
+    say("setup_warm", cudaMalloc(&warm, 4096));
+    say("setup_warm_free", cudaFree(warm));
+    memory_nodes(s, out);
+    refused_calls(s, pre);
+    other_threads(s);
+    sync_and_join(s, out);
+    legacy_and_outliving(s, out);
+    say("end_free_pre", cudaFree(pre));
+    say("end_free_out", cudaFree(out));
+    say("end_sync", cudaDeviceSynchronize());
+    return 0;
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""CUDA graphs and stream capture (tests/apps/graphs.c) on the simulated device: the program's
+answers alone must be graphs.expected (the behaviour cuda.h and the CUDA Programming Guide
+document: graph memory nodes, the capture modes of cuThreadExchangeStreamCaptureMode, refused
+calls invalidating the capture, fork and join through events), and under libcuprof.so in cache,
+trace and off mode byte for byte the same: cuprof must not change what a capturing program sees.
+In cache mode the snapshot shows what the cache answered: the cudaMalloc that a global capture
+forbids (B) and the other thread's one (F0) reached the driver, which refused them, so they are
+not there; the relaxed ones (D, E, F1) are, D and E in the freed block of setup_warm.
+In trace mode the snapshot also records the captured cudaMallocAsync of graph A at its fixed
+address, as an external allocation of the async pool.
+
+Usage: check_graphs.py --lib LIB --ld-path PATH --expected FILE PROGRAM
+"""
+import argparse
+import difflib
+import glob
+import os
+import pickle
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+import shimrun  # noqa: E402 (tests/integration/)
+
+N = 1 << 20
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--ld-path", required=True)
+    ap.add_argument("--expected", required=True)
+    ap.add_argument("program")
+    a = ap.parse_args()
+    with open(a.expected, encoding="utf-8") as f:
+        want = f.read()
+    check = shimrun.Checks()
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [("alone", None, {})]
+        runs += [(mode, a.lib, {"CUPROF_MODE": mode, "CUPROF_STACKS": "none",
+                                "CUPROF_SNAPSHOT": os.path.join(tmp, mode + "-%n.pickle")})
+                 for mode in ("cache", "trace", "off")]
+        for name, lib, extra in runs:
+            got = shimrun.run_shim([a.program], a.ld_path, preload=lib, extra_env=extra)
+            check(got.returncode == 0, f"{name}: exit status {got.returncode}: {got.stderr[-800:]}")
+            if not check(got.stdout == want, f"{name}: output differs from graphs.expected"):
+                sys.stdout.writelines(difflib.unified_diff(
+                    want.splitlines(True), got.stdout.splitlines(True), "expected", name, n=0))
+        dumps = glob.glob(os.path.join(tmp, "cache-*.pickle"))
+        if check(len(dumps) == 1, f"cache mode wrote {len(dumps)} snapshots"):
+            with open(dumps[0], "rb") as f:
+                trace = pickle.load(f)["device_traces"][0]
+            small = [e["addr"] for e in trace if e["action"] == "alloc" and e["size"] == 4096]
+            # setup_pre, setup_warm, then D and E in setup_warm's freed block.
+            check(len(small) == 4 and small[2] == small[3] == small[1],
+                  f"4 KiB allocations served by the cache: {[hex(a) for a in small]}")
+            other = [e for e in trace if e["action"] == "alloc" and e["size"] == 3 << 20]
+            check(len(other) == 1, f"the other thread's allocations: {other} (only F1's)")
+            segments = [e for e in trace if e["action"] == "segment_alloc"]
+            check(len(segments) == 2, f"segments: {segments}")
+        dumps = glob.glob(os.path.join(tmp, "trace-*.pickle"))
+        if check(len(dumps) == 1, f"trace mode wrote {len(dumps)} snapshots"):
+            with open(dumps[0], "rb") as f:
+                snap = pickle.load(f)
+            trace = snap["device_traces"][0]
+            # Graph A's and graph J's allocations (N bytes each, made during capture).
+            allocs = [e for e in trace if e["action"] == "alloc" and e["size"] == N]
+            # setup's `out` and the two captured cudaMallocAsync calls.
+            check(len(allocs) == 3, f"{len(allocs)} allocations of {N} bytes: {allocs}")
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()

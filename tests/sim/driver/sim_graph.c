@@ -1,0 +1,684 @@
+/* Stream capture and CUDA graphs (see sim_graph.h): captures, the modes that refuse calls while
+ * they run, graphs, executable graphs and graph allocations. */
+#include <stdlib.h>
+
+#include "sim_driver.h"
+#include "sim_graph.h"
+
+/* The graph allocations of one capture, shared by its graph and the graph's executable copy:
+ * they live as long as either (their addresses are fixed for the graph's life). */
+struct graph_allocation {
+    uintptr_t ptr;
+    bool freed_in_graph; /* a free node for it follows in the same graph */
+};
+
+struct graph_memory {
+    atomic_int refs;
+    struct graph_allocation *allocs;
+    size_t n, cap;
+    bool instantiated; /* a graph with memory nodes has one executable copy at a time */
+};
+
+struct CUgraph_st {
+    struct sim_op **nodes; /* copies, memsets, host functions, in capture order */
+    size_t n, cap;
+    struct graph_memory *mem;
+};
+
+struct CUgraphExec_st {
+    struct sim_op **nodes;
+    size_t n;
+    struct graph_memory *mem;
+    bool auto_free; /* CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH */
+};
+
+struct capture {
+    uint64_t id;
+    CUstreamCaptureMode mode;
+    pthread_t thread; /* the one that began it */
+    bool invalidated; /* a refused call: cuStreamEndCapture gives no graph */
+    struct CUgraph_st *graph;
+    bool graph_given;           /* cuStreamBeginCaptureToGraph: the program's graph */
+    struct CUstream_st *origin; /* NULL once destroyed */
+    struct capture *next;
+};
+
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct capture *captures;  /* protected by capture_lock */
+static uint64_t last_capture_id;  /* protected by capture_lock */
+static atomic_int captures_alive; /* how many are in `captures` */
+static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+bool
+sim_capture_active(void)
+{
+    return atomic_load_explicit(&captures_alive, memory_order_acquire) > 0;
+}
+
+void
+sim_graph_fork_lock(void)
+{
+    pthread_mutex_lock(&capture_lock);
+}
+
+void
+sim_graph_fork_unlock(void)
+{
+    pthread_mutex_unlock(&capture_lock);
+}
+
+static struct capture *
+find_capture(uint64_t id)
+{
+    for (struct capture *c = id ? captures : NULL; c; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+/* ---- graphs ---- */
+
+static void
+memory_unref(struct graph_memory *m)
+{
+    if (atomic_fetch_sub(&m->refs, 1) != 1)
+        return;
+    for (size_t i = 0; i < m->n; i++)
+        sim_mem_graph_release(m->allocs[i].ptr, m);
+    free(m->allocs);
+    free(m);
+}
+
+static void
+nodes_free(struct sim_op **nodes, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        sim_op_free(nodes[i]);
+    free(nodes);
+}
+
+static struct CUgraph_st *
+graph_new(void)
+{
+    struct CUgraph_st *g = calloc(1, sizeof(*g));
+    struct graph_memory *m = calloc(1, sizeof(*m));
+    if (!g || !m) {
+        free(g);
+        free(m);
+        return NULL;
+    }
+    atomic_init(&m->refs, 1);
+    g->mem = m;
+    return g;
+}
+
+static void
+graph_free(struct CUgraph_st *g)
+{
+    nodes_free(g->nodes, g->n);
+    memory_unref(g->mem);
+    free(g);
+}
+
+static bool
+grow(void **array, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return true;
+    size_t ncap = *cap ? *cap * 2 : 8;
+    void *a = realloc(*array, ncap * size);
+    if (!a)
+        return false;
+    *array = a;
+    *cap = ncap;
+    return true;
+}
+
+/* ---- what a capture refuses ---- */
+
+/* Marks every capture that forbids this thread's unsafe calls invalid; true when one does. */
+static bool
+invalidate_forbidding(void)
+{
+    if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return false;
+    pthread_t self = pthread_self();
+    bool forbidden = false;
+    for (struct capture *c = captures; c; c = c->next) {
+        bool own = pthread_equal(c->thread, self);
+        if ((own && c->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+            (!own && thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+             c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+            c->invalidated = true;
+            forbidden = true;
+        }
+    }
+    return forbidden;
+}
+
+CUresult
+sim_capture_check_unsafe(void)
+{
+    pthread_mutex_lock(&capture_lock);
+    bool forbidden = invalidate_forbidding();
+    pthread_mutex_unlock(&capture_lock);
+    return forbidden ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+/* The legacy stream waits for every blocking stream, so work on it would depend on a capture:
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and the captures of the blocking streams are invalid. */
+static bool
+invalidate_implicit(struct sim_device *dev)
+{
+    bool implicit = false;
+    pthread_mutex_lock(&dev->streams_lock);
+    for (struct CUstream_st *t = dev->streams; t; t = t->next) {
+        struct capture *c = find_capture(t->capture_id);
+        if (c && !(t->flags & CU_STREAM_NON_BLOCKING)) {
+            c->invalidated = true;
+            implicit = true;
+        }
+    }
+    pthread_mutex_unlock(&dev->streams_lock);
+    return implicit;
+}
+
+CUresult
+sim_capture_submit(struct CUstream_st *s, struct sim_op *op, bool wait, bool *taken)
+{
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&capture_lock);
+    struct capture *c = find_capture(s->capture_id);
+    *taken = true;
+    if (c && wait) {
+        c->invalidated = true; /* a synchronous call on a capturing stream */
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    } else if (c && c->invalidated) {
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (c) {
+        struct CUgraph_st *g = c->graph;
+        if (grow((void **)&g->nodes, &g->cap, g->n, sizeof(*g->nodes)))
+            g->nodes[g->n++] = op;
+        else
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (wait && invalidate_forbidding()) {
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    } else if (s->legacy && invalidate_implicit(s->dev)) {
+        r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    } else {
+        *taken = false;
+    }
+    pthread_mutex_unlock(&capture_lock);
+    return r;
+}
+
+CUresult
+sim_capture_record(struct CUstream_st *s, struct CUevent_st *ev, bool *taken)
+{
+    pthread_mutex_lock(&capture_lock);
+    struct capture *c = find_capture(s->capture_id);
+    CUresult r = CUDA_SUCCESS;
+    *taken = c != NULL;
+    if (c && c->invalidated)
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    else if (c)
+        ev->capture_id = c->id; /* a later wait on it joins the capture */
+    else if (s->legacy && invalidate_implicit(s->dev)) {
+        *taken = true;
+        r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    } else {
+        ev->capture_id = 0;
+    }
+    pthread_mutex_unlock(&capture_lock);
+    return r;
+}
+
+CUresult
+sim_capture_wait(struct CUstream_st *s, struct CUevent_st *ev, bool *taken)
+{
+    pthread_mutex_lock(&capture_lock);
+    struct capture *mine = find_capture(s->capture_id);
+    struct capture *theirs = find_capture(ev->capture_id);
+    CUresult r = CUDA_SUCCESS;
+    *taken = mine || theirs;
+    if (mine && !theirs) {
+        /* A dependency on work outside the capture. */
+        mine->invalidated = true;
+        r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    } else if (!mine && theirs && s->legacy) {
+        theirs->invalidated = true;
+        r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    } else if (!mine && theirs) {
+        /* Fork: the stream joins the capture; its work is captured from now on. */
+        s->capture_id = theirs->id;
+        r = theirs->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+    } else if (mine && mine != theirs) {
+        mine->invalidated = theirs->invalidated = true;
+        r = CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    }
+    /* Both in one capture: replaying in capture order already keeps the dependency. */
+    pthread_mutex_unlock(&capture_lock);
+    return r;
+}
+
+CUresult
+sim_capture_check_sync(struct CUstream_st *s, struct CUevent_st *ev)
+{
+    pthread_mutex_lock(&capture_lock);
+    struct capture *c = find_capture(s ? s->capture_id : 0);
+    struct capture *e = find_capture(ev ? ev->capture_id : 0);
+    if (c)
+        c->invalidated = true;
+    pthread_mutex_unlock(&capture_lock);
+    if (e)
+        return CUDA_ERROR_CAPTURED_EVENT;
+    return c ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+/* ---- graph memory ---- */
+
+CUresult
+sim_capture_alloc(struct CUstream_st *s, struct CUctx_st *ctx, size_t size, CUdeviceptr *out,
+                  bool *taken)
+{
+    pthread_mutex_lock(&capture_lock);
+    struct capture *c = find_capture(s->capture_id);
+    CUresult r = CUDA_SUCCESS;
+    *taken = c != NULL;
+    if (c && c->invalidated) {
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (c) {
+        struct graph_memory *m = c->graph->mem;
+        if (!grow((void **)&m->allocs, &m->cap, m->n, sizeof(*m->allocs)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else if ((r = sim_mem_alloc_graph(ctx, size, m, out)) == CUDA_SUCCESS)
+            m->allocs[m->n++] = (struct graph_allocation){(uintptr_t)*out, false};
+    }
+    pthread_mutex_unlock(&capture_lock);
+    return r;
+}
+
+CUresult
+sim_capture_free(struct CUstream_st *s, CUdeviceptr ptr, bool *taken)
+{
+    pthread_mutex_lock(&capture_lock);
+    struct capture *c = find_capture(s->capture_id);
+    CUresult r = CUDA_SUCCESS;
+    *taken = c != NULL;
+    if (c && c->invalidated) {
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (c) {
+        /* Only an allocation of this graph, and once (cuGraphAddMemFreeNode's rules). */
+        struct graph_memory *m = c->graph->mem;
+        r = CUDA_ERROR_INVALID_VALUE;
+        for (size_t i = 0; i < m->n; i++)
+            if (m->allocs[i].ptr == (uintptr_t)ptr && !m->allocs[i].freed_in_graph) {
+                m->allocs[i].freed_in_graph = true;
+                r = CUDA_SUCCESS;
+            }
+    }
+    pthread_mutex_unlock(&capture_lock);
+    return r;
+}
+
+/* ---- capture entry points ---- */
+
+void
+sim_capture_forget_stream(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&capture_lock);
+    struct capture *c = find_capture(s->capture_id);
+    if (c && c->origin == s) {
+        c->origin = NULL;
+        c->invalidated = true;
+    }
+    s->capture_id = 0;
+    pthread_mutex_unlock(&capture_lock);
+}
+
+static CUresult
+begin_capture(CUstream h, CUstreamCaptureMode mode, struct CUgraph_st *into, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s->legacy)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    struct capture *c = calloc(1, sizeof(*c));
+    struct CUgraph_st *g = into ? into : graph_new();
+    if (!c || !g) {
+        free(c);
+        if (g && !into)
+            graph_free(g);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&capture_lock);
+    if (find_capture(s->capture_id)) {
+        pthread_mutex_unlock(&capture_lock);
+        free(c);
+        if (!into)
+            graph_free(g);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    *c = (struct capture){++last_capture_id, mode, pthread_self(), false, g,
+                          into != NULL,      s,    captures};
+    captures = c;
+    s->capture_id = c->id;
+    atomic_fetch_add_explicit(&captures_alive, 1, memory_order_release);
+    pthread_mutex_unlock(&capture_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuStreamBeginCapture(CUstream hStream)
+{
+    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL, false);
+}
+
+CUresult
+cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL, true);
+}
+
+CUresult
+cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, mode, NULL, false);
+}
+
+CUresult
+cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, mode, NULL, true);
+}
+
+/* Captures into the program's graph, after its nodes (dependencies on chosen nodes are not
+ * simulated: graphs here are built by capture only, so a program has no node handles to give). */
+static CUresult
+begin_capture_to_graph(CUstream h, CUgraph graph, size_t count, CUstreamCaptureMode mode, bool ptsz)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!graph || count != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return begin_capture(h, mode, graph, ptsz);
+}
+
+CUresult
+cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                            const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                            CUstreamCaptureMode mode)
+{
+    (void)dependencies;
+    (void)dependencyData;
+    return begin_capture_to_graph(hStream, hGraph, numDependencies, mode, false);
+}
+
+CUresult
+cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                 const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                 CUstreamCaptureMode mode)
+{
+    (void)dependencies;
+    (void)dependencyData;
+    return begin_capture_to_graph(hStream, hGraph, numDependencies, mode, true);
+}
+
+/* Every stream that joined capture `id` leaves it (capture_lock held). */
+static void
+release_streams(uint64_t id)
+{
+    for (int i = 0; i < sim.ndev; i++) {
+        struct sim_device *dev = &sim.devs[i];
+        pthread_mutex_lock(&dev->streams_lock);
+        for (struct CUstream_st *t = dev->streams; t; t = t->next)
+            if (t->capture_id == id)
+                t->capture_id = 0;
+        pthread_mutex_unlock(&dev->streams_lock);
+    }
+}
+
+static CUresult
+end_capture(CUstream h, CUgraph *graph, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!graph)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&capture_lock);
+    struct capture *c = find_capture(s->capture_id);
+    if (!c) {
+        pthread_mutex_unlock(&capture_lock);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    if (c->origin != s) {
+        c->invalidated = true;
+        pthread_mutex_unlock(&capture_lock);
+        return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    }
+    if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(c->thread, pthread_self())) {
+        pthread_mutex_unlock(&capture_lock);
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    }
+    for (struct capture **pp = &captures; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    release_streams(c->id);
+    atomic_fetch_sub_explicit(&captures_alive, 1, memory_order_release);
+    pthread_mutex_unlock(&capture_lock);
+    bool invalidated = c->invalidated, given = c->graph_given;
+    struct CUgraph_st *g = c->graph;
+    free(c);
+    if (invalidated) {
+        if (!given)
+            graph_free(g);
+        *graph = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    *graph = g;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    return end_capture(hStream, phGraph, false);
+}
+
+CUresult
+cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    return end_capture(hStream, phGraph, true);
+}
+
+static CUresult
+capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&capture_lock);
+    struct capture *c = find_capture(s->capture_id);
+    *status = !c               ? CU_STREAM_CAPTURE_STATUS_NONE
+              : c->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                               : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (id && c)
+        *id = c->id;
+    pthread_mutex_unlock(&capture_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return capture_info(hStream, captureStatus, NULL, false);
+}
+
+CUresult
+cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return capture_info(hStream, captureStatus, NULL, true);
+}
+
+CUresult
+cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                       cuuint64_t *id_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, false);
+}
+
+CUresult
+cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                            cuuint64_t *id_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, true);
+}
+
+CUresult
+cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!mode ||
+        (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+         *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = thread_mode;
+    thread_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+/* ---- graph entry points ---- */
+
+CUresult
+cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    const unsigned long long known = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                     CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
+                                     CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+    if (!phGraphExec || !hGraph || (flags & ~known))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraphExec_st *e = calloc(1, sizeof(*e));
+    struct sim_op **nodes = calloc(hGraph->n ? hGraph->n : 1, sizeof(*nodes));
+    if (!e || !nodes) {
+        free(e);
+        free(nodes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < hGraph->n; i++)
+        if (!(nodes[e->n++] = sim_op_clone(hGraph->nodes[i]))) {
+            nodes_free(nodes, e->n - 1);
+            free(e);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    pthread_mutex_lock(&capture_lock);
+    bool taken = hGraph->mem->n > 0 && hGraph->mem->instantiated;
+    if (!taken && hGraph->mem->n > 0)
+        hGraph->mem->instantiated = true;
+    pthread_mutex_unlock(&capture_lock);
+    if (taken) { /* graphs with memory nodes: one executable copy at a time */
+        nodes_free(nodes, e->n);
+        free(e);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    e->nodes = nodes;
+    e->mem = hGraph->mem;
+    e->auto_free = (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0;
+    atomic_fetch_add(&e->mem->refs, 1);
+    *phGraphExec = e;
+    return CUDA_SUCCESS;
+}
+
+/* Graph allocations not freed in the graph become the program's when it runs; launching again
+ * before the program freed them is CUDA_ERROR_INVALID_VALUE, unless the graph was instantiated
+ * to free them itself on launch. (capture_lock held.) */
+static CUresult
+hand_out_allocations(struct graph_memory *m, bool auto_free)
+{
+    bool live = false;
+    for (size_t i = 0; i < m->n && !auto_free; i++)
+        if (!m->allocs[i].freed_in_graph && sim_mem_graph_is_live(m->allocs[i].ptr, m))
+            return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < m->n; i++)
+        if (!m->allocs[i].freed_in_graph)
+            (void)sim_mem_graph_set_live(m->allocs[i].ptr, m, true, &live);
+    return CUDA_SUCCESS;
+}
+
+static CUresult
+graph_launch(CUgraphExec e, CUstream h, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&capture_lock);
+    r = hand_out_allocations(e->mem, e->auto_free);
+    pthread_mutex_unlock(&capture_lock);
+    for (size_t i = 0; i < e->n && r == CUDA_SUCCESS; i++) {
+        struct sim_op *op = sim_op_clone(e->nodes[i]);
+        r = op ? sim_stream_submit_op(s, op) : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return r;
+}
+
+CUresult
+cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_launch(hGraphExec, hStream, false);
+}
+
+CUresult
+cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_launch(hGraphExec, hStream, true);
+}
+
+CUresult
+cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!hGraphExec)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&capture_lock);
+    hGraphExec->mem->instantiated = false;
+    pthread_mutex_unlock(&capture_lock);
+    nodes_free(hGraphExec->nodes, hGraphExec->n);
+    memory_unref(hGraphExec->mem);
+    free(hGraphExec);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuGraphDestroy(CUgraph hGraph)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!hGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    graph_free(hGraph);
+    return CUDA_SUCCESS;
+}
