@@ -13,6 +13,11 @@ enum entry_ptsz { ENTRY_PTSZ_ANY = -1, ENTRY_PTSZ_NO = 0, ENTRY_PTSZ_YES = 1 };
 /* The flags cuprof asks the driver's lookup with for a DRIVER_WRAPPER row's own function. */
 #define ENTRY_LOOKUP_FLAGS(ptsz) ((ptsz) == ENTRY_PTSZ_YES ? 2 : 0)
 
+/* cuStreamBeginCapture's first ABI (10.0: no mode), whose PFN type cudaTypedefs.h keeps for
+ * the driver's own build. */
+#include <cuda.h>
+typedef CUresult(CUDAAPI *entry_pfn_stream_begin_capture_v10000)(CUstream hStream);
+
 /* Expands to nothing: for the row kinds a user does not read. */
 #define ENTRY_POINT_IGNORE(...)
 

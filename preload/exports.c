@@ -11,6 +11,7 @@
 #include "preload/entry_points.h"
 #include "preload/hooks.h"
 #include "preload/real_dl.h"
+#include "preload/shim_capture.h"
 #include "preload/shim_ctx.h"
 #include "preload/shim_mem.h"
 #include "preload/shim_peer.h"
@@ -24,6 +25,7 @@
 #undef cuGetProcAddress
 #undef cuDevicePrimaryCtxReset
 #undef cuDevicePrimaryCtxRelease
+#undef cuStreamBeginCapture
 
 /* ---- dlsym: the program's return address identifies the caller for RTLD_NEXT. */
 EXPORT REAL_DL_UNINSTRUMENTED void *

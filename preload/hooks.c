@@ -15,6 +15,7 @@
 #include "preload/real_cuda.h"
 #include "preload/real_dl.h"
 #include "preload/runtime.h"
+#include "preload/shim_capture.h"
 #include "preload/shim_ctx.h"
 #include "preload/shim_mem.h"
 #include "preload/shim_peer.h"

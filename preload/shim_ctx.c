@@ -7,6 +7,7 @@
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
 #include "preload/shim_call.h"
+#include "preload/shim_capture.h"
 #include "preload/stream_id.h"
 
 /* The program is tearing a context down: hand the device's free cached segments back while the
@@ -124,6 +125,7 @@ shim_stream_destroy(CUstream stream)
 {
     REAL_CUDA_OR_FAIL(real, cuStreamDestroy_v2)
     struct cuprof_runtime *rt = shim_call_runtime_if_ready();
+    shim_capture_forget_stream(stream);
     /* free_sync:events remembers the streams a device used and records an event on each at
      * every free: a destroyed handle must leave that list before it dies (recording on it would
      * reach freed driver state). The default streams are not objects and cannot be destroyed. */

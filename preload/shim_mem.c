@@ -11,9 +11,23 @@
 #include "allocator/cuprof_errors.h"
 #include "preload/cuda_backend.h"
 #include "preload/double_free.h"
+#include "preload/config.h"
 #include "preload/real_cuda.h"
+#include "preload/runtime.h"
+#include "preload/shim_capture.h"
 #include "preload/shim_call.h"
 #include "preload/stream_id.h"
+
+/* During a capture that forbids this thread's unsafe calls the driver refuses any allocation,
+ * and invalidates the capture, where the cache could have answered: such a call goes to the
+ * driver, untouched, so that the program sees the driver's answer (cuprof records nothing for a
+ * refused call, and an allocation the driver allows after all stays the driver's). */
+static bool
+capture_forbids_cache(void)
+{
+    return shim_capture_any() && runtime_config()->mode == CUPROF_MODE_CACHE &&
+           shim_capture_forbids_unsafe();
+}
 
 CUresult
 shim_mem_alloc(CUdeviceptr *dptr, size_t size)
@@ -21,7 +35,8 @@ shim_mem_alloc(CUdeviceptr *dptr, size_t size)
     REAL_CUDA_OR_FAIL(real, cuMemAlloc_v2)
     struct shim_call call;
     /* NULL pointer or size 0: the driver's own CUDA_ERROR_INVALID_VALUE. */
-    if (dptr == NULL || size == 0 || !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
+    if (dptr == NULL || size == 0 || capture_forbids_cache() ||
+        !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return real->cuMemAlloc_v2(dptr, size);
     uint64_t addr = 0;
     int rc = allocator_malloc_owned(call.rt->alloc, call.device, size, 0, call.stack_id, call.owner,
@@ -136,7 +151,7 @@ shim_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t heig
     /* Arguments the driver rejects get its own error. */
     bool valid = dptr != NULL && pitch != NULL && width != 0 && height != 0 &&
                  (element_size == 4 || element_size == 8 || element_size == 16);
-    if (!valid || !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
+    if (!valid || capture_forbids_cache() || !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
     size_t row = 0;
     int rc = -CUPROF_EDRIVER;

@@ -20,6 +20,7 @@
 #include "preload/real_dl.h"
 #include "preload/runtime.h"
 #include "preload/shim_call.h"
+#include "preload/shim_capture.h"
 #include "preload/shim_ctx.h"
 #include "preload/shim_peer.h"
 
@@ -273,7 +274,9 @@ fast_malloc(void **ptr, size_t size, const void *caller)
     uint32_t stack_id = 0;
     bool has_stack = false;
     CUdevice dev;
-    if (ptr != NULL && size != 0 && fast_path_value.peek_error() == cudaSuccess &&
+    /* While a capture is under way the long way decides (shim_capture.h). */
+    if (ptr != NULL && size != 0 && !shim_capture_any() &&
+        fast_path_value.peek_error() == cudaSuccess &&
         fast_path_value.ctx_get_device(&dev) == CUDA_SUCCESS) {
         guard_enter();
         lifecycle_resume_after_fork(fast_path_value.rt);

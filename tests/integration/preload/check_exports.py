@@ -25,6 +25,10 @@ CUDA_EXPORTS = {
     "cuDevicePrimaryCtxReset_v2",
     "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", "cuCtxDestroy_v2",
     "cuStreamDestroy_v2", "cuCtxEnablePeerAccess",
+    "cuStreamBeginCapture", "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2",
+    "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCaptureToGraph",
+    "cuStreamBeginCaptureToGraph_ptsz", "cuStreamEndCapture", "cuStreamEndCapture_ptsz",
+    "cuThreadExchangeStreamCaptureMode",
     # runtime API
     "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFreeAsync",
     "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",

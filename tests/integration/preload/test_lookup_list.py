@@ -59,6 +59,42 @@ KNOWN = {
         "extra: cuprof wraps peer enabling so that a device's expandable segments give the "
         "new peer access to their pages, as PyTorch's enablePeerAccess does "
         "(preload/shim_peer.c shim_peer_ctx_enable)",
+    ("cuStreamBeginCapture", 10000, 0):
+        "extra: cuprof follows CUDA graph captures and each thread's capture mode so that "
+        "the cache does not answer a cudaMalloc the driver would refuse during a capture "
+        "(preload/shim_capture.c)",
+    ("cuStreamBeginCapture", 10000, 2):
+        "extra: cuprof follows CUDA graph captures and each thread's capture mode so that "
+        "the cache does not answer a cudaMalloc the driver would refuse during a capture "
+        "(preload/shim_capture.c)",
+    ("cuStreamBeginCapture", 10010, 0):
+        "extra: cuprof follows CUDA graph captures and each thread's capture mode so that "
+        "the cache does not answer a cudaMalloc the driver would refuse during a capture "
+        "(preload/shim_capture.c)",
+    ("cuStreamBeginCapture", 10010, 2):
+        "extra: cuprof follows CUDA graph captures and each thread's capture mode so that "
+        "the cache does not answer a cudaMalloc the driver would refuse during a capture "
+        "(preload/shim_capture.c)",
+    ("cuStreamBeginCaptureToGraph", 12030, 0):
+        "extra: cuprof follows CUDA graph captures and each thread's capture mode so that "
+        "the cache does not answer a cudaMalloc the driver would refuse during a capture "
+        "(preload/shim_capture.c)",
+    ("cuStreamBeginCaptureToGraph", 12030, 2):
+        "extra: cuprof follows CUDA graph captures and each thread's capture mode so that "
+        "the cache does not answer a cudaMalloc the driver would refuse during a capture "
+        "(preload/shim_capture.c)",
+    ("cuStreamEndCapture", 10000, 0):
+        "extra: cuprof follows CUDA graph captures and each thread's capture mode so that "
+        "the cache does not answer a cudaMalloc the driver would refuse during a capture "
+        "(preload/shim_capture.c)",
+    ("cuStreamEndCapture", 10000, 2):
+        "extra: cuprof follows CUDA graph captures and each thread's capture mode so that "
+        "the cache does not answer a cudaMalloc the driver would refuse during a capture "
+        "(preload/shim_capture.c)",
+    ("cuThreadExchangeStreamCaptureMode", 10010, 0):
+        "extra: cuprof follows CUDA graph captures and each thread's capture mode so that "
+        "the cache does not answer a cudaMalloc the driver would refuse during a capture "
+        "(preload/shim_capture.c)",
 }
 
 
