@@ -97,44 +97,43 @@ shim_capture_forget_stream(CUstream stream)
         note_end(stream);
 }
 
+/* A capture is under way once the driver began it. */
+static CUresult
+begun(CUresult r, CUstream stream, bool ptsz, CUstreamCaptureMode mode)
+{
+    if (r == CUDA_SUCCESS)
+        note_begin(stream_key(stream, ptsz), mode);
+    return r;
+}
+
 CUresult
 shim_capture_begin_v1(CUstream stream)
 {
     REAL_CUDA_OR_FAIL(real, cuStreamBeginCapture_v1)
-    CUresult r = real->cuStreamBeginCapture_v1(stream);
-    if (r == CUDA_SUCCESS)
-        note_begin(stream_key(stream, false), CU_STREAM_CAPTURE_MODE_GLOBAL);
-    return r;
+    return begun(real->cuStreamBeginCapture_v1(stream), stream, false,
+                 CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
 CUresult
 shim_capture_begin_v1_ptsz(CUstream stream)
 {
     REAL_CUDA_OR_FAIL(real, cuStreamBeginCapture_v1_ptsz)
-    CUresult r = real->cuStreamBeginCapture_v1_ptsz(stream);
-    if (r == CUDA_SUCCESS)
-        note_begin(stream_key(stream, true), CU_STREAM_CAPTURE_MODE_GLOBAL);
-    return r;
+    return begun(real->cuStreamBeginCapture_v1_ptsz(stream), stream, true,
+                 CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
 CUresult
 shim_capture_begin(CUstream stream, CUstreamCaptureMode mode)
 {
     REAL_CUDA_OR_FAIL(real, cuStreamBeginCapture_v2)
-    CUresult r = real->cuStreamBeginCapture_v2(stream, mode);
-    if (r == CUDA_SUCCESS)
-        note_begin(stream_key(stream, false), mode);
-    return r;
+    return begun(real->cuStreamBeginCapture_v2(stream, mode), stream, false, mode);
 }
 
 CUresult
 shim_capture_begin_ptsz(CUstream stream, CUstreamCaptureMode mode)
 {
     REAL_CUDA_OR_FAIL(real, cuStreamBeginCapture_v2_ptsz)
-    CUresult r = real->cuStreamBeginCapture_v2_ptsz(stream, mode);
-    if (r == CUDA_SUCCESS)
-        note_begin(stream_key(stream, true), mode);
-    return r;
+    return begun(real->cuStreamBeginCapture_v2_ptsz(stream, mode), stream, true, mode);
 }
 
 CUresult
@@ -143,11 +142,9 @@ shim_capture_begin_to_graph(CUstream stream, CUgraph graph, const CUgraphNode *d
                             CUstreamCaptureMode mode)
 {
     REAL_CUDA_OR_FAIL(real, cuStreamBeginCaptureToGraph)
-    CUresult r =
-        real->cuStreamBeginCaptureToGraph(stream, graph, dependencies, edge_data, count, mode);
-    if (r == CUDA_SUCCESS)
-        note_begin(stream_key(stream, false), mode);
-    return r;
+    return begun(
+        real->cuStreamBeginCaptureToGraph(stream, graph, dependencies, edge_data, count, mode),
+        stream, false, mode);
 }
 
 CUresult
@@ -156,11 +153,9 @@ shim_capture_begin_to_graph_ptsz(CUstream stream, CUgraph graph, const CUgraphNo
                                  CUstreamCaptureMode mode)
 {
     REAL_CUDA_OR_FAIL(real, cuStreamBeginCaptureToGraph_ptsz)
-    CUresult r =
-        real->cuStreamBeginCaptureToGraph_ptsz(stream, graph, dependencies, edge_data, count, mode);
-    if (r == CUDA_SUCCESS)
-        note_begin(stream_key(stream, true), mode);
-    return r;
+    return begun(
+        real->cuStreamBeginCaptureToGraph_ptsz(stream, graph, dependencies, edge_data, count, mode),
+        stream, true, mode);
 }
 
 /* Over when the driver gave the graph, or none because the capture was invalidated; any other

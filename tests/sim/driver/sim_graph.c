@@ -212,21 +212,33 @@ sim_capture_submit(struct CUstream_st *s, struct sim_op *op, bool wait, bool *ta
     return r;
 }
 
+/* The capture stream work on `s` goes to, with capture_lock held: *taken when there is one, and
+ * NULL with *r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when it already failed. */
+static struct capture *
+capture_for_work(struct CUstream_st *s, bool *taken, CUresult *r)
+{
+    struct capture *c = find_capture(s->capture_id);
+    *taken = c != NULL;
+    *r = CUDA_SUCCESS;
+    if (c && c->invalidated) {
+        *r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        return NULL;
+    }
+    return c;
+}
+
 CUresult
 sim_capture_record(struct CUstream_st *s, struct CUevent_st *ev, bool *taken)
 {
+    CUresult r;
     pthread_mutex_lock(&capture_lock);
-    struct capture *c = find_capture(s->capture_id);
-    CUresult r = CUDA_SUCCESS;
-    *taken = c != NULL;
-    if (c && c->invalidated)
-        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    else if (c)
+    struct capture *c = capture_for_work(s, taken, &r);
+    if (c) {
         ev->capture_id = c->id; /* a later wait on it joins the capture */
-    else if (s->legacy && invalidate_implicit(s->dev)) {
+    } else if (!*taken && s->legacy && invalidate_implicit(s->dev)) {
         *taken = true;
         r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-    } else {
+    } else if (!*taken) {
         ev->capture_id = 0;
     }
     pthread_mutex_unlock(&capture_lock);
@@ -281,13 +293,10 @@ CUresult
 sim_capture_alloc(struct CUstream_st *s, struct CUctx_st *ctx, size_t size, CUdeviceptr *out,
                   bool *taken)
 {
+    CUresult r;
     pthread_mutex_lock(&capture_lock);
-    struct capture *c = find_capture(s->capture_id);
-    CUresult r = CUDA_SUCCESS;
-    *taken = c != NULL;
-    if (c && c->invalidated) {
-        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    } else if (c) {
+    struct capture *c = capture_for_work(s, taken, &r);
+    if (c) {
         struct graph_memory *m = c->graph->mem;
         if (!grow((void **)&m->allocs, &m->cap, m->n, sizeof(*m->allocs)))
             r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -301,13 +310,10 @@ sim_capture_alloc(struct CUstream_st *s, struct CUctx_st *ctx, size_t size, CUde
 CUresult
 sim_capture_free(struct CUstream_st *s, CUdeviceptr ptr, bool *taken)
 {
+    CUresult r;
     pthread_mutex_lock(&capture_lock);
-    struct capture *c = find_capture(s->capture_id);
-    CUresult r = CUDA_SUCCESS;
-    *taken = c != NULL;
-    if (c && c->invalidated) {
-        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    } else if (c) {
+    struct capture *c = capture_for_work(s, taken, &r);
+    if (c) {
         /* Only an allocation of this graph, and once (cuGraphAddMemFreeNode's rules). */
         struct graph_memory *m = c->graph->mem;
         r = CUDA_ERROR_INVALID_VALUE;
