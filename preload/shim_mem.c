@@ -259,7 +259,15 @@ free_async(const struct real_cuda *real, PFN_cuMemFreeAsync_v11020 fn, CUdevicep
     struct shim_call call;
     if (dptr == 0 || !SHIM_CALL_BEGIN(&call, SHIM_CALL_FREE))
         return fn(dptr, stream);
-    CUresult result = free_common(real, &call, dptr, true, stream, ptsz);
+    CUresult result;
+    /* A capture makes a stream-ordered free a graph node, which may free only a graph's own
+     * allocation (cuGraphAddMemFreeNode's rule): a block of the cache is refused as the driver
+     * refuses any other memory, and stays the program's. */
+    if (call.rt->mode == CUPROF_MODE_CACHE && shim_capture_any() && cuda_backend_owns(dptr) &&
+        capturing(real, stream))
+        result = CUDA_ERROR_INVALID_VALUE;
+    else
+        result = free_common(real, &call, dptr, true, stream, ptsz);
     shim_call_end(&call);
     return result;
 }

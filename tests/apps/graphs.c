@@ -2,16 +2,20 @@
  * only (plain C: copies, memsets and host functions as the captured work, so it runs unchanged on
  * the simulated device and on a GPU). Prints one `name=value` line per answer (error names,
  * capture states, data checks) so that the outputs of runs alone and under cuprof can be compared
- * byte for byte. Scenarios:
+ * byte for byte. Built twice: as is (stream 0 is the legacy stream) and with
+ * CUDA_API_PER_THREAD_DEFAULT_STREAM (stream 0 is the thread's own stream, the _ptsz calls).
+ * Scenarios:
  *   A  graph memory nodes: cudaMallocAsync/cudaFreeAsync inside a capture, replayed three times
  *   B  cudaMalloc during a global-mode capture (a size the cache may hold), C  cudaFree then
  *   D  cudaMalloc during a relaxed capture, E  the thread switched to relaxed mode
  *   F  another thread's cudaMalloc during a global capture: global mode, then thread-local mode
  *   G  cudaStreamSynchronize of the capturing stream
  *   H  fork and join through events (a second stream joins the capture)
- *   I  work on the legacy stream while a blocking stream captures
+ *   I  work on the default stream while a blocking stream captures
  *   J  a graph allocation the graph does not free: the program's after the launch
- *   K  capture of the legacy stream; cudaStreamEndCapture without a capture */
+ *   K  capture of the default stream; cudaStreamEndCapture without a capture; a cudaMalloc
+ *      once no capture is under way
+ *   L  cudaFreeAsync in a capture of memory allocated before it (not a graph allocation) */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -207,7 +211,7 @@ legacy_and_outliving(cudaStream_t s, void *out)
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
     say("I_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    say("I_legacy_memset", cudaMemsetAsync(out, 0, N, 0));
+    say("I_default_memset", cudaMemsetAsync(out, 0, N, 0));
     say("I_end", cudaStreamEndCapture(s, &g));
     say("I_last", cudaGetLastError());
 
@@ -229,9 +233,32 @@ legacy_and_outliving(cudaStream_t s, void *out)
     say("J_exec_destroy", cudaGraphExecDestroy(ge));
     say("J_destroy", cudaGraphDestroy(g));
 
-    say("K_begin_legacy", cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal));
+    cudaError_t e = cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal);
+    say("K_begin_default", e);
+    if (e == cudaSuccess) {
+        say("K_end_default", cudaStreamEndCapture(0, &g));
+        cudaGraphDestroy(g);
+    }
     say("K_end_uncaptured", cudaStreamEndCapture(s, &g));
     say("K_last", cudaGetLastError());
+    void *q = NULL;
+    say("K_malloc_after", cudaMalloc(&q, 4096));
+    say("K_free_after", cudaFree(q));
+
+    void *before = NULL;
+    say("L_mallocasync", cudaMallocAsync(&before, 4096, s));
+    say("L_memset", cudaMemsetAsync(before, 4, 4096, s));
+    say("L_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    say("L_freeasync", cudaFreeAsync(before, s));
+    say("L_end", cudaStreamEndCapture(s, &g));
+    if (g != NULL)
+        cudaGraphDestroy(g);
+    unsigned char back[4096];
+    say("L_sync_before", cudaStreamSynchronize(s)); /* the default stream may be the thread's */
+    say("L_copy", cudaMemcpy(back, before, sizeof(back), cudaMemcpyDeviceToHost));
+    printf("L_kept=%d\n", back[0] == 4 && back[4095] == 4);
+    say("L_freeasync_after", cudaFreeAsync(before, s));
+    say("L_sync", cudaStreamSynchronize(s));
 }
 
 int
