@@ -165,22 +165,36 @@ sim_capture_check_unsafe(void)
     return forbidden ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
+/* Whether a blocking stream of `dev` captures, marking its capture invalid with `invalidate`
+ * (capture_lock held). */
+static bool
+find_blocking_capture(struct sim_device *dev, bool invalidate)
+{
+    bool found = false;
+    pthread_mutex_lock(&dev->streams_lock);
+    for (struct CUstream_st *t = dev->streams; t; t = t->next) {
+        struct capture *c = find_capture(t->capture_id);
+        if (c && !(t->flags & CU_STREAM_NON_BLOCKING)) {
+            c->invalidated = c->invalidated || invalidate;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&dev->streams_lock);
+    return found;
+}
+
+static bool
+blocking_capture(struct sim_device *dev)
+{
+    return find_blocking_capture(dev, false);
+}
+
 /* The legacy stream waits for every blocking stream, so work on it would depend on a capture:
  * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and the captures of the blocking streams are invalid. */
 static bool
 invalidate_implicit(struct sim_device *dev)
 {
-    bool implicit = false;
-    pthread_mutex_lock(&dev->streams_lock);
-    for (struct CUstream_st *t = dev->streams; t; t = t->next) {
-        struct capture *c = find_capture(t->capture_id);
-        if (c && !(t->flags & CU_STREAM_NON_BLOCKING)) {
-            c->invalidated = true;
-            implicit = true;
-        }
-    }
-    pthread_mutex_unlock(&dev->streams_lock);
-    return implicit;
+    return find_blocking_capture(dev, true);
 }
 
 CUresult
@@ -518,6 +532,11 @@ capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, bool pts
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&capture_lock);
     struct capture *c = find_capture(s->capture_id);
+    if (s->legacy && blocking_capture(s->dev)) {
+        /* cuda.h: the legacy stream while a blocking stream captures (which stays valid). */
+        pthread_mutex_unlock(&capture_lock);
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
     *status = !c               ? CU_STREAM_CAPTURE_STATUS_NONE
               : c->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                : CU_STREAM_CAPTURE_STATUS_ACTIVE;

@@ -106,10 +106,14 @@ rt_launch(const void *func, dim3 grid, dim3 block, size_t smem, cudaStream_t str
         e = cudaErrorInvalidValue; /* more than 48 KiB needs cudaFuncSetAttribute first */
     if (e != cudaSuccess)
         return rt_state_ret(e);
-    /* The stream must be live (cudaErrorInvalidResourceHandle otherwise); its state is moot. */
-    CUresult r = per_thread ? RT_CALL(cuStreamQuery_ptsz, (CUstream)stream)
-                            : RT_CALL(cuStreamQuery, (CUstream)stream);
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+    /* The stream must be live (cudaErrorInvalidResourceHandle otherwise); its state is moot, a
+     * capture included (a kernel node would run no code either). Asking whether it captures
+     * leaves a capture alone where a query would invalidate it; for the legacy stream while a
+     * blocking stream captures the driver answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT. */
+    CUstreamCaptureStatus status;
+    CUresult r = per_thread ? RT_CALL(cuStreamIsCapturing_ptsz, (CUstream)stream, &status)
+                            : RT_CALL(cuStreamIsCapturing, (CUstream)stream, &status);
+    if (r != CUDA_SUCCESS)
         return rt_state_cu(r);
     return cudaSuccess; /* accepted; the simulated device runs no code */
 }
