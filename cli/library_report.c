@@ -57,6 +57,10 @@ print_footprint(FILE *out, const struct snap_footprint *fp, uint64_t reserved, u
                 "; not seen by cuprof: %s (contexts, other processes, memory taken around "
                 "cuprof)",
                 cli_size((uint64_t)fp->used_at_dump - reserved - passthrough, s[0], 32));
+    /* Graph memory nodes allocate at each launch without a call cuprof could see. */
+    if (fp->graph_reserved_at_dump > 0)
+        fprintf(out, "; CUDA graphs' memory nodes hold %s of it",
+                cli_size((uint64_t)fp->graph_reserved_at_dump, s[1], 32));
     fprintf(out, "\n");
 }
 

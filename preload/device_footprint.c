@@ -46,6 +46,22 @@ query_current(const struct real_cuda *real, int64_t *used, int64_t *total)
     *used = (int64_t)(total_b - free_b);
 }
 
+/* The bytes CUDA graphs' allocator holds on `device` (its memory nodes' pool, kept between
+ * launches until cuDeviceGraphMemTrim); -1 when the driver cannot say. */
+static int64_t
+query_graph_reserved(const struct real_cuda *real, int device)
+{
+    CUdevice dev;
+    cuuint64_t bytes = 0;
+    if (real->cuDeviceGetGraphMemAttribute == NULL || real->cuDeviceGet == NULL ||
+        real->cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
+        real->cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &bytes) !=
+            CUDA_SUCCESS ||
+        bytes > INT64_MAX)
+        return -1;
+    return (int64_t)bytes;
+}
+
 void
 device_footprint_note_start_slow(int device)
 {
@@ -104,11 +120,16 @@ device_footprint_collect(struct snap_footprint *out, size_t cap)
         if (atomic_load_explicit(&s->state, memory_order_acquire) != RECORDED)
             continue;
         struct snap_footprint *fp = &out[n++];
-        *fp = (struct snap_footprint){
-            .device = d, .total = s->total, .used_at_start = s->used, .used_at_dump = -1};
+        *fp = (struct snap_footprint){.device = d,
+                                      .total = s->total,
+                                      .used_at_start = s->used,
+                                      .used_at_dump = -1,
+                                      .graph_reserved_at_dump = -1};
         int64_t total = -1;
-        if (real != NULL)
+        if (real != NULL) {
             query_device(real, d, &fp->used_at_dump, &total);
+            fp->graph_reserved_at_dump = query_graph_reserved(real, d);
+        }
         if (total >= 0)
             fp->total = total;
     }

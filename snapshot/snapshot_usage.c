@@ -107,6 +107,8 @@ snapshot_usage_emit(const struct snapshot *snap, struct emitter *e)
         emitter_int(e, fp->used_at_start);
         emitter_key(e, "used_bytes_at_dump");
         emitter_int(e, fp->used_at_dump);
+        emitter_key(e, "graph_reserved_bytes_at_dump");
+        emitter_int(e, fp->graph_reserved_at_dump);
         emitter_end(e);
     }
     emitter_end(e);
@@ -158,15 +160,20 @@ import_footprint(struct snapshot_fields *f, const char *where, const struct sval
         snapshot_field_i64(f, where, v, "device", 0, INT32_MAX, "footprint row skipped", &device);
     if (rc != FIELD_OK)
         return rc < 0 ? rc : 1;
-    *row = (struct snap_footprint){
-        .device = (int32_t)device, .total = -1, .used_at_start = -1, .used_at_dump = -1};
+    *row = (struct snap_footprint){.device = (int32_t)device,
+                                   .total = -1,
+                                   .used_at_start = -1,
+                                   .used_at_dump = -1,
+                                   .graph_reserved_at_dump = -1};
     const int64_t most = (int64_t)SNAP_MAX_BYTES;
     if ((rc = snapshot_field_i64(f, where, v, "total_bytes", -1, most, "read as unknown",
                                  &row->total)) < 0 ||
         (rc = snapshot_field_i64(f, where, v, "used_bytes_at_start", -1, most, "read as unknown",
                                  &row->used_at_start)) < 0 ||
         (rc = snapshot_field_i64(f, where, v, "used_bytes_at_dump", -1, most, "read as unknown",
-                                 &row->used_at_dump)) < 0)
+                                 &row->used_at_dump)) < 0 ||
+        (rc = snapshot_field_i64(f, where, v, "graph_reserved_bytes_at_dump", -1, most,
+                                 "read as unknown", &row->graph_reserved_at_dump)) < 0)
         return rc;
     return 0;
 }

@@ -35,6 +35,9 @@ struct snap_footprint {
     int64_t total;
     int64_t used_at_start; /* when cuprof first saw a call on the device */
     int64_t used_at_dump;
+    /* What CUDA graphs' allocator held at the dump (cuDeviceGetGraphMemAttribute's reserved
+     * bytes): graph memory nodes, which no allocation call reports at each launch. */
+    int64_t graph_reserved_at_dump;
 };
 
 /* Replace the model's rows (strings and arrays are copied into its arena). 0 or -CUPROF_E*. */

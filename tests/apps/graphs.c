@@ -6,6 +6,7 @@
  * CUDA_API_PER_THREAD_DEFAULT_STREAM (stream 0 is the thread's own stream, the _ptsz calls).
  * Scenarios:
  *   A  graph memory nodes: cudaMallocAsync/cudaFreeAsync inside a capture, replayed three times
+ *      (under cuprof a snapshot is written while the graph holds its memory; nothing printed)
  *   B  cudaMalloc during a global-mode capture (a size the cache may hold), C  cudaFree then
  *   D  cudaMalloc during a relaxed capture, E  the thread switched to relaxed mode
  *   F  another thread's cudaMalloc during a global capture: global mode, then thread-local mode
@@ -18,6 +19,8 @@
  *   L  cudaFreeAsync in a capture of memory allocated before it (not a graph allocation) */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+
+#include "preload/cuprof.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +84,7 @@ memory_nodes(cudaStream_t s, void *out)
     say("A_sync", cudaStreamSynchronize(s));
     printf("A_runs=%d\n", runs);
     printf("A_data=%d\n", all_bytes(out, 7));
+    (void)cuprof_dump_snapshot(NULL); /* without cuprof: CUPROF_ERROR_NOT_LOADED, nothing done */
     say("A_exec_destroy", cudaGraphExecDestroy(ge));
     say("A_destroy", cudaGraphDestroy(g));
 }

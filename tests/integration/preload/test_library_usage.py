@@ -126,6 +126,7 @@ def check_footprint(snap, checks, where):
     # At the first call only the primary context exists; at exit the driver holds the context and
     # every segment cuprof holds (its cache's and the passed-through ones), all whole pages.
     checks.check(fp["used_bytes_at_start"] == CONTEXT, f"{where}: at start {fp}")
+    checks.check(fp["graph_reserved_bytes_at_dump"] == 0, f"{where}: no CUDA graph ran: {fp}")
     checks.check(fp["used_bytes_at_dump"] == CONTEXT + segments,
                  f"{where}: at dump {fp}, segments {segments}: the difference must be exactly "
                  f"the context's {CONTEXT}")

@@ -8,18 +8,23 @@ In cache mode the snapshot shows what the cache answered: the cudaMalloc that a 
 forbids (B) and the other thread's one (F0) reached the driver, which refused them, so they are
 not there; the relaxed ones (D, E, F1) and K's after the captures are, in the freed block of
 setup_warm. A cudaFreeAsync in a capture of a block of the cache (L) is refused, the block kept.
+The snapshot graph A's program writes while its graph holds its memory says so in
+cuprof.device_footprint (graph_reserved_bytes_at_dump: 1 MiB), and `cuprof summary` names it;
+the exit snapshot, after every graph is gone, says 0.
 In trace mode the snapshot also records the captured cudaMallocAsync of graph A at its fixed
 address, as an external allocation of the async pool.
 
 With --answers-only (tests/apps/nvcc_graphs.cu) only the answers are compared; an empty
 PROGRAM (the build found no nvcc) is skipped (77).
-Usage: check_graphs.py --lib LIB --ld-path PATH --expected FILE [--answers-only] PROGRAM
+Usage: check_graphs.py --lib LIB --ld-path PATH --expected FILE [--cuprof CUPROF] [--answers-only]
+                       PROGRAM
 """
 import argparse
 import difflib
 import glob
 import os
 import pickle
+import subprocess
 import sys
 import tempfile
 
@@ -30,12 +35,33 @@ import shimrun  # noqa: E402 (tests/integration/)
 N = 1 << 20
 
 
+def check_graph_memory(check, tmp, mode, cuprof):
+    """Snapshot 0 was written while graph A held its 1 MiB allocation, snapshot 1 at exit."""
+    for n, want in ((0, N), (1, 0)):
+        path = os.path.join(tmp, f"{mode}-{n}.pickle")
+        if not check(os.path.exists(path), f"{mode}: no snapshot {n}"):
+            continue
+        with open(path, "rb") as f:
+            fps = pickle.load(f)["cuprof"]["device_footprint"]
+        got = [fp.get("graph_reserved_bytes_at_dump") for fp in fps]
+        check(got == [want], f"{mode} snapshot {n}: graph memory {got}, want [{want}]")
+        if cuprof is None:
+            continue
+        out = subprocess.run([cuprof, "summary", path], capture_output=True, text=True,
+                             timeout=60)
+        named = "CUDA graphs' memory nodes hold 1.00 MiB of it" in out.stdout
+        check(out.returncode == 0 and named == (want > 0),
+              f"{mode} snapshot {n}: summary (rc {out.returncode}) "
+              f"{'does not name' if want else 'names'} graph memory:\n{out.stdout[-1500:]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("--expected", required=True)
     ap.add_argument("--answers-only", action="store_true")
+    ap.add_argument("--cuprof")
     ap.add_argument("program", nargs="?", default="")
     a = ap.parse_args()
     if not a.program:
@@ -57,8 +83,10 @@ def main():
                     want.splitlines(True), got.stdout.splitlines(True), "expected", name, n=0))
         if a.answers_only:
             check.finish()
-        dumps = glob.glob(os.path.join(tmp, "cache-*.pickle"))
-        if check(len(dumps) == 1, f"cache mode wrote {len(dumps)} snapshots"):
+        for mode in ("cache", "trace"):
+            check_graph_memory(check, tmp, mode, a.cuprof)
+        dumps = [os.path.join(tmp, "cache-1.pickle")]
+        if check(os.path.exists(dumps[0]), "cache mode wrote no exit snapshot"):
             with open(dumps[0], "rb") as f:
                 trace = pickle.load(f)["device_traces"][0]
             small = [e["addr"] for e in trace
@@ -72,8 +100,8 @@ def main():
             # Stream 0's small and large segment (L's block came from a segment of stream s).
             segments = [e for e in trace if e["action"] == "segment_alloc" and e["stream"] == 0]
             check(len(segments) == 2, f"segments: {segments}")
-        dumps = glob.glob(os.path.join(tmp, "trace-*.pickle"))
-        if check(len(dumps) == 1, f"trace mode wrote {len(dumps)} snapshots"):
+        dumps = [os.path.join(tmp, "trace-1.pickle")]
+        if check(os.path.exists(dumps[0]), "trace mode wrote no exit snapshot"):
             with open(dumps[0], "rb") as f:
                 snap = pickle.load(f)
             trace = snap["device_traces"][0]

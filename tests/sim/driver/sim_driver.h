@@ -91,7 +91,8 @@ struct sim_device {
     unsigned primary_refs;    /* protected by lock */
     struct CUctx_st *created; /* protected by lock */
     struct CUmemPoolHandle_st default_pool;
-    struct CUmemPoolHandle_st *pools; /* protected by lock */
+    size_t graph_bytes, graph_bytes_high; /* graph allocations' segments; protected by lock */
+    struct CUmemPoolHandle_st *pools;     /* protected by lock */
     pthread_mutex_t streams_lock;
     struct CUstream_st *streams; /* protected by streams_lock */
     struct CUstream_st legacy;

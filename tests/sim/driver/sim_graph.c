@@ -707,3 +707,63 @@ cuGraphDestroy(CUgraph hGraph)
     graph_free(hGraph);
     return CUDA_SUCCESS;
 }
+
+/* ---- graph memory attributes ---- */
+
+/* The simulated graph allocator keeps no pool: what graphs hold is what it reserved for them. */
+CUresult
+cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_device *dev = sim_device_get(device);
+    if (!dev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&dev->lock);
+    switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+        *(cuuint64_t *)value = dev->graph_bytes;
+        break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+        *(cuuint64_t *)value = dev->graph_bytes_high;
+        break;
+    default:
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return r;
+}
+
+/* Only the high watermarks, and only back to zero (they then restart from the current value). */
+CUresult
+cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_device *dev = sim_device_get(device);
+    if (!dev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!value || *(cuuint64_t *)value != 0 ||
+        (attr != CU_GRAPH_MEM_ATTR_USED_MEM_HIGH && attr != CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&dev->lock);
+    dev->graph_bytes_high = dev->graph_bytes;
+    pthread_mutex_unlock(&dev->lock);
+    return CUDA_SUCCESS;
+}
+
+/* Nothing is cached for graphs here: a graph's allocations go with the graph. */
+CUresult
+cuDeviceGraphMemTrim(CUdevice device)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return sim_device_get(device) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}

@@ -129,6 +129,9 @@ sim_mem_alloc_graph(struct CUctx_st *ctx, size_t size, const void *graph, CUdevi
     pthread_mutex_lock(&dev->lock);
     struct sim_heap_seg *seg = sim_heap_find(&dev->heap, *out);
     seg->graph = graph;
+    dev->graph_bytes += seg->size;
+    if (dev->graph_bytes > dev->graph_bytes_high)
+        dev->graph_bytes_high = dev->graph_bytes;
     pthread_mutex_unlock(&dev->lock);
     return CUDA_SUCCESS;
 }
@@ -172,6 +175,7 @@ sim_mem_graph_release(uintptr_t ptr, const void *graph)
     pthread_mutex_lock(&dev->lock);
     struct sim_heap_seg *seg = sim_heap_find(&dev->heap, ptr);
     if (seg && seg->used && seg->graph == graph) {
+        dev->graph_bytes -= seg->size;
         if (seg->graph_live) /* the program's now, like any allocation */
             seg->graph = NULL;
         else
