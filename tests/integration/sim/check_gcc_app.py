@@ -43,6 +43,6 @@ with tempfile.TemporaryDirectory() as tmp:
     if r.returncode != 0 or not r.stdout.startswith("runtime_check: ok "):
         sys.exit(f"runtime_check failed (exit {r.returncode})")
     n = int(r.stdout.split()[-1])
-    least = 385 if os.environ.get("SIMCUDA_DEVICES") == "2" else 370  # 2 devices: +15 checks
+    least = 380 if os.environ.get("SIMCUDA_DEVICES") == "2" else 365  # 2 devices: +15 checks
     if n < least:
         sys.exit(f"runtime_check ran only {n} checks")
