@@ -89,7 +89,7 @@ fork_prepare(void)
     sim_graph_fork_lock();
     sim_stream_fork_lock();
     sim_fail_fork_lock();
-    sim_mem_fork_lock();
+    sim_host_fork_lock();
     sim_vmm_fork_lock();
     for (int i = 0; i < sim.ndev; i++)
         pthread_mutex_lock(&sim.devs[i].lock);
@@ -101,7 +101,7 @@ fork_done(bool child)
     for (int i = sim.ndev; i-- > 0;)
         pthread_mutex_unlock(&sim.devs[i].lock);
     sim_vmm_fork_unlock();
-    sim_mem_fork_unlock();
+    sim_host_fork_unlock();
     sim_fail_fork_unlock();
     sim_stream_fork_unlock(child);
     sim_graph_fork_unlock();
@@ -347,6 +347,32 @@ sim_ctx_require(struct CUctx_st **out)
     return CUDA_SUCCESS;
 }
 
+/* True when ctx is one of the driver's contexts and alive (a released primary context or a
+ * destroyed one is not). Compared by address only: a handle the driver never made is never
+ * dereferenced. */
+bool
+sim_ctx_live(const struct CUctx_st *ctx)
+{
+    for (int d = 0; d < sim.ndev; d++) {
+        struct sim_device *dev = &sim.devs[d];
+        bool found = false, live = false;
+        pthread_mutex_lock(&dev->lock);
+        if (ctx == &dev->primary) {
+            found = true;
+            live = dev->primary_refs > 0;
+        }
+        for (const struct CUctx_st *c = dev->created; c && !found; c = c->next)
+            if (c == ctx) {
+                found = true;
+                live = !c->destroyed;
+            }
+        pthread_mutex_unlock(&dev->lock);
+        if (found)
+            return live;
+    }
+    return false;
+}
+
 CUresult
 cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
@@ -377,6 +403,9 @@ ctx_teardown(struct CUctx_st *ctx)
     sim_device_sync(ctx->dev);
     (void)sim_device_free_owned(ctx->dev, ctx);
     sim_peer_forget(ctx);
+    pthread_mutex_lock(&ctx->dev->lock);
+    ctx->limits_set = 0; /* a new context starts from the default limits */
+    pthread_mutex_unlock(&ctx->dev->lock);
 }
 
 CUresult
@@ -586,6 +615,107 @@ cuCtxSynchronize_v2(CUcontext ctx)
     if (r != CUDA_SUCCESS)
         return r;
     sim_device_sync(ctx->dev);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxGetFlags(unsigned int *flags)
+{
+    struct CUctx_st *c;
+    CUresult r = sim_ctx_require(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&c->dev->lock);
+    *flags = c->flags;
+    pthread_mutex_unlock(&c->dev->lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    struct CUctx_st *c;
+    CUresult r = sim_ctx_require(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* cuStreamCreateWithPriority clamps to this range; a NULL pointer is not written. */
+    if (leastPriority)
+        *leastPriority = 0;
+    if (greatestPriority)
+        *greatestPriority = -5;
+    return CUDA_SUCCESS;
+}
+
+/* A limit's value before cuCtxSetLimit: the documented defaults (stack 1 KiB, printf FIFO 1 MiB,
+ * device malloc heap 8 MiB, 2048 pending launches), a 64-byte L2 fetch granularity and no
+ * persisting L2. False for a limit this compute capability 9.0 device lacks: the sync depth
+ * (compute capability < 9.0 only) and the CIG limits (no CIG contexts here). */
+static bool
+limit_default(CUlimit limit, size_t *value)
+{
+    switch (limit) {
+    case CU_LIMIT_STACK_SIZE:
+        *value = 1024;
+        return true;
+    case CU_LIMIT_PRINTF_FIFO_SIZE:
+        *value = (size_t)1 << 20;
+        return true;
+    case CU_LIMIT_MALLOC_HEAP_SIZE:
+        *value = (size_t)8 << 20;
+        return true;
+    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
+        *value = 2048;
+        return true;
+    case CU_LIMIT_MAX_L2_FETCH_GRANULARITY:
+        *value = 64;
+        return true;
+    case CU_LIMIT_PERSISTING_L2_CACHE_SIZE:
+        *value = 0;
+        return true;
+    default:
+        return false;
+    }
+}
+
+CUresult
+cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    struct CUctx_st *c;
+    CUresult r = sim_ctx_require(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    size_t unused;
+    if (!limit_default(limit, &unused))
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    /* cuda.h: the granularity ranges over 0..128 bytes and may be clamped. */
+    if (limit == CU_LIMIT_MAX_L2_FETCH_GRANULARITY && value > 128)
+        value = 128;
+    pthread_mutex_lock(&c->dev->lock);
+    c->limits[limit] = value;
+    c->limits_set |= 1u << limit;
+    pthread_mutex_unlock(&c->dev->lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    struct CUctx_st *c;
+    CUresult r = sim_ctx_require(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pvalue)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t value;
+    if (!limit_default(limit, &value))
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    pthread_mutex_lock(&c->dev->lock);
+    if (c->limits_set & (1u << limit))
+        value = c->limits[limit];
+    pthread_mutex_unlock(&c->dev->lock);
+    *pvalue = value;
     return CUDA_SUCCESS;
 }
 

@@ -33,6 +33,10 @@ struct CUctx_st {
     /* Peer contexts whose memory this one may access; protected by dev->lock. */
     struct CUctx_st *peers[SIM_MAX_PEERS];
     int npeers;
+    /* cuCtxSetLimit values, limit i valid when bit i of limits_set is on (else the default);
+     * protected by dev->lock. */
+    size_t limits[CU_LIMIT_MAX];
+    unsigned limits_set;
 };
 
 struct CUmemPoolHandle_st {
@@ -41,6 +45,7 @@ struct CUmemPoolHandle_st {
     bool destroyed;
     uint64_t release_threshold; /* protected by dev->lock */
     size_t used, used_high;     /* bytes; protected by dev->lock */
+    unsigned reuse_off;         /* bit i: reuse attribute (CU_MEMPOOL_ATTR_REUSE_*) i turned off */
     struct CUmemPoolHandle_st *next;
 };
 
@@ -93,6 +98,8 @@ struct sim_device {
     struct CUmemPoolHandle_st default_pool;
     size_t graph_bytes, graph_bytes_high; /* graph allocations' segments; protected by lock */
     struct CUmemPoolHandle_st *pools;     /* protected by lock */
+    /* cuDeviceSetMemPool's choice, NULL for default_pool; protected by lock. */
+    struct CUmemPoolHandle_st *current_pool;
     pthread_mutex_t streams_lock;
     struct CUstream_st *streams; /* protected by streams_lock */
     struct CUstream_st legacy;
@@ -122,8 +129,8 @@ sim_check_init(void)
  * child never inherits a lock held by a thread that did not survive the fork. In the child every
  * stream starts idle (its worker is gone; the parent's queued work stays the parent's). Events
  * are not enumerable and are not carried over; a real driver is unusable in a forked child. */
-void sim_mem_fork_lock(void);
-void sim_mem_fork_unlock(void);
+void sim_host_fork_lock(void);
+void sim_host_fork_unlock(void);
 void sim_vmm_fork_lock(void);
 void sim_vmm_fork_unlock(void);
 void sim_stream_fork_lock(void);
@@ -133,6 +140,8 @@ void sim_stream_fork_unlock(bool child);
 struct CUctx_st *sim_ctx_current(void);
 /* Init check + current live context; error when there is none. */
 CUresult sim_ctx_require(struct CUctx_st **out) __attribute__((warn_unused_result));
+/* True when ctx is one of the driver's contexts and alive (not released or destroyed). */
+bool sim_ctx_live(const struct CUctx_st *ctx);
 struct sim_device *sim_device_get(CUdevice d);
 
 /* sim_mem.c */
@@ -157,6 +166,9 @@ struct sim_device *sim_mem_owner(uintptr_t ptr, size_t len);
 bool sim_mem_is_device_va(uintptr_t ptr);
 void sim_device_sync(struct sim_device *dev);
 size_t sim_device_free_owned(struct sim_device *dev, struct CUctx_st *ctx);
+
+/* sim_host.c: the page-locked host block (allocated or registered) holding p, if any. */
+bool sim_host_find(uintptr_t p, uintptr_t *base, size_t *size);
 
 /* sim_vmm.c: a mapped, accessible VMM range holding [ptr, ptr+len). */
 bool sim_vmm_reserved(uintptr_t ptr);

@@ -1,5 +1,5 @@
-/* Device memory: cuMemAlloc/Free/Pitch/Managed, info and range queries, pointer attributes,
- * pinned host memory, memory pools and stream-ordered allocation. */
+/* Device memory: cuMemAlloc/Free/Pitch/Managed, managed-memory hints, info and range queries,
+ * pointer attributes, memory pools and stream-ordered allocation. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,27 +8,6 @@
 #include "sim_config.h"
 #include "sim_driver.h"
 #include "sim_graph.h"
-
-struct sim_host_block {
-    uintptr_t start;
-    size_t size;
-    struct sim_host_block *next;
-};
-
-static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sim_host_block *host_blocks; /* protected by host_lock */
-
-void
-sim_mem_fork_lock(void)
-{
-    pthread_mutex_lock(&host_lock);
-}
-
-void
-sim_mem_fork_unlock(void)
-{
-    pthread_mutex_unlock(&host_lock);
-}
 
 static struct sim_device *
 device_of_heap_ptr(uintptr_t p)
@@ -378,22 +357,6 @@ cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
     return CUDA_SUCCESS;
 }
 
-static bool
-host_find(uintptr_t p, uintptr_t *base, size_t *size)
-{
-    bool found = false;
-    pthread_mutex_lock(&host_lock);
-    for (struct sim_host_block *b = host_blocks; b; b = b->next)
-        if (p >= b->start && p - b->start < b->size) {
-            *base = b->start;
-            *size = b->size;
-            found = true;
-            break;
-        }
-    pthread_mutex_unlock(&host_lock);
-    return found;
-}
-
 /* One attribute; `known` false means ptr is no CUDA pointer (defaults for the plural call).
  * `plural`: cuPointerGetAttributes, which NVIDIA's driver 580 answers differently where noted
  * (measured on an H200: tests/integration/nvcc/real/). */
@@ -405,7 +368,7 @@ pointer_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr, bool pl
     size_t size = 0;
     struct sim_heap_seg seg;
     bool is_dev = find_range(ptr, &dev, &base, &size, &seg);
-    bool is_host = !is_dev && host_find(ptr, &base, &size);
+    bool is_host = !is_dev && sim_host_find(ptr, &base, &size);
     *known = is_dev || is_host;
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
@@ -503,64 +466,85 @@ cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attribut
     return CUDA_SUCCESS;
 }
 
-/* ---- pinned host memory ---- */
+/* ---- managed-memory hints: validated, with no effect (the simulated device keeps one copy) ----
+ */
 
-CUresult
-cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+/* [p, p+count) lies in one cuMemAllocManaged allocation. */
+static bool
+managed_range(CUdeviceptr p, size_t count)
 {
-    struct CUctx_st *ctx;
-    CUresult r = sim_ctx_require(&ctx);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pp || bytesize == 0 ||
-        (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
-                             CU_MEMHOSTALLOC_WRITECOMBINED)))
+    struct sim_device *d;
+    uintptr_t base;
+    size_t size;
+    struct sim_heap_seg seg;
+    return count > 0 && find_range(p, &d, &base, &size, &seg) && seg.kind == SIM_KIND_MANAGED &&
+           count <= size - (p - base);
+}
+
+/* A place managed memory may go or be read from: a device, or the host (one NUMA node, 0). */
+static CUresult
+check_location(CUmemLocation loc)
+{
+    switch (loc.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        return sim_device_get(loc.id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: /* the id is ignored for these two */
+        return CUDA_SUCCESS;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+        return loc.id == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    default:
         return CUDA_ERROR_INVALID_VALUE;
-    struct sim_host_block *b = malloc(sizeof(*b));
-    void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (!b || p == MAP_FAILED) {
-        free(b);
-        if (p != MAP_FAILED)
-            munmap(p, bytesize);
-        return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    b->start = (uintptr_t)p;
-    b->size = bytesize;
-    pthread_mutex_lock(&host_lock);
-    b->next = host_blocks;
-    host_blocks = b;
-    pthread_mutex_unlock(&host_lock);
-    *pp = p;
-    return CUDA_SUCCESS;
 }
 
-CUresult
-cuMemAllocHost_v2(void **pp, size_t bytesize)
+static CUresult
+prefetch(CUdeviceptr p, size_t count, CUmemLocation loc, unsigned flags, CUstream h, bool ptsz)
 {
-    return cuMemHostAlloc(pp, bytesize, 0);
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (flags != 0 || !managed_range(p, count)) /* flags: for future use, must be 0 */
+        return CUDA_ERROR_INVALID_VALUE;
+    return check_location(loc);
 }
 
 CUresult
-cuMemFreeHost(void *p)
+cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags,
+                      CUstream hStream)
+{
+    return prefetch(devPtr, count, location, flags, hStream, false);
+}
+
+CUresult
+cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location,
+                           unsigned int flags, CUstream hStream)
+{
+    return prefetch(devPtr, count, location, flags, hStream, true);
+}
+
+CUresult
+cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location)
 {
     struct CUctx_st *ctx;
     CUresult r = sim_ctx_require(&ctx);
     if (r != CUDA_SUCCESS)
         return r;
-    struct sim_host_block *found = NULL;
-    pthread_mutex_lock(&host_lock);
-    for (struct sim_host_block **pp = &host_blocks; *pp; pp = &(*pp)->next)
-        if ((*pp)->start == (uintptr_t)p) {
-            found = *pp;
-            *pp = found->next;
-            break;
-        }
-    pthread_mutex_unlock(&host_lock);
-    if (!found)
+    if (!managed_range(devPtr, count))
         return CUDA_ERROR_INVALID_VALUE;
-    munmap((void *)found->start, found->size);
-    free(found);
-    return CUDA_SUCCESS;
+    switch (advice) {
+    case CU_MEM_ADVISE_SET_READ_MOSTLY: /* cuda.h: these three ignore the location */
+    case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+        return CUDA_SUCCESS;
+    case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
+    case CU_MEM_ADVISE_SET_ACCESSED_BY:
+    case CU_MEM_ADVISE_UNSET_ACCESSED_BY:
+        return check_location(location);
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
 }
 
 /* ---- memory pools (no caching: reserved memory always equals used memory) ---- */
@@ -580,10 +564,51 @@ cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* The pool cuMemAllocAsync takes from on `d`: cuDeviceSetMemPool's, else the default one. */
+static struct CUmemPoolHandle_st *
+current_pool(struct sim_device *d)
+{
+    pthread_mutex_lock(&d->lock);
+    struct CUmemPoolHandle_st *p = d->current_pool ? d->current_pool : &d->default_pool;
+    pthread_mutex_unlock(&d->lock);
+    return p;
+}
+
 CUresult
 cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    return cuDeviceGetDefaultMemPool(pool, dev);
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_device *d = sim_device_get(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *pool = current_pool(d);
+    return CUDA_SUCCESS;
+}
+
+/* cuda.h: the pool must be local to the device. */
+CUresult
+cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_device *d = sim_device_get(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (pool->dev != d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&d->lock);
+    r = pool->destroyed ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        d->current_pool = pool->is_default ? NULL : pool;
+    pthread_mutex_unlock(&d->lock);
+    return r;
 }
 
 CUresult
@@ -621,6 +646,8 @@ cuMemPoolDestroy(CUmemoryPool pool)
     pthread_mutex_lock(&pool->dev->lock);
     bool was = pool->destroyed;
     pool->destroyed = true; /* stays on dev->pools: live allocations may still point at it */
+    if (pool->dev->current_pool == pool) /* cuda.h: the device goes back to its default pool */
+        pool->dev->current_pool = NULL;
     pthread_mutex_unlock(&pool->dev->lock);
     return was ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
@@ -649,7 +676,7 @@ cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-        *(int *)value = 1;
+        *(int *)value = !(pool->reuse_off & (1u << attr)); /* on by default */
         break;
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
         *(cuuint64_t *)value = pool->release_threshold;
@@ -683,6 +710,11 @@ cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        /* Kept for the getter only: a pool that never caches has nothing to reuse. */
+        if (*(int *)value)
+            pool->reuse_off &= ~(1u << attr);
+        else
+            pool->reuse_off |= 1u << attr;
         break;
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
         pool->release_threshold = *(cuuint64_t *)value;
@@ -719,7 +751,7 @@ alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, bool from_poo
     if (!dptr || (from_pool && !pool))
         return CUDA_ERROR_INVALID_VALUE;
     if (!pool)
-        pool = &s->dev->default_pool;
+        pool = current_pool(s->dev);
     if (pool->destroyed)
         return CUDA_ERROR_INVALID_VALUE;
     if (sim_capture_active()) {

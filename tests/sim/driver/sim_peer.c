@@ -19,32 +19,6 @@ cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
     return CUDA_SUCCESS;
 }
 
-/* True when ctx is one of the driver's contexts and alive (a released primary context or a
- * destroyed one is not). Compared by address only: a handle the driver never made is never
- * dereferenced. */
-static bool
-ctx_live(const struct CUctx_st *ctx)
-{
-    for (int d = 0; d < sim.ndev; d++) {
-        struct sim_device *dev = &sim.devs[d];
-        bool found = false, live = false;
-        pthread_mutex_lock(&dev->lock);
-        if (ctx == &dev->primary) {
-            found = true;
-            live = dev->primary_refs > 0;
-        }
-        for (const struct CUctx_st *c = dev->created; c && !found; c = c->next)
-            if (c == ctx) {
-                found = true;
-                live = !c->destroyed;
-            }
-        pthread_mutex_unlock(&dev->lock);
-        if (found)
-            return live;
-    }
-    return false;
-}
-
 static int
 peer_index_locked(const struct CUctx_st *ctx, const struct CUctx_st *peer)
 {
@@ -63,7 +37,7 @@ cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
         return r;
     if (Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!peerContext || peerContext == cur || !ctx_live(peerContext))
+    if (!peerContext || peerContext == cur || !sim_ctx_live(peerContext))
         return CUDA_ERROR_INVALID_CONTEXT;
     /* cuDeviceCanAccessPeer says no for a device and itself. */
     if (peerContext->dev == cur->dev)
@@ -88,7 +62,7 @@ cuCtxDisablePeerAccess(CUcontext peerContext)
     CUresult r = sim_ctx_require(&cur);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!peerContext || !ctx_live(peerContext))
+    if (!peerContext || !sim_ctx_live(peerContext))
         return CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_lock(&cur->dev->lock);
     int i = peer_index_locked(cur, peerContext);

@@ -11,7 +11,7 @@
 #include "sim_graph.h"
 #include "sim_stream.h"
 
-enum sim_op_type { OP_COPY, OP_SET, OP_HOSTFN, OP_RECORD, OP_WAIT_EVENT, OP_FREE };
+enum sim_op_type { OP_COPY, OP_SET, OP_HOSTFN, OP_CALLBACK, OP_RECORD, OP_WAIT_EVENT, OP_FREE };
 
 struct sim_dep {
     struct CUstream_st *s;
@@ -23,8 +23,12 @@ struct sim_op {
     void *dst;
     const void *src;
     size_t n;
+    /* Copies and memsets: `rows` rows of n bytes, the pitches apart (1 row for a plain one). */
+    size_t rows, dst_pitch, src_pitch;
     int val;
     CUhostFn fn;
+    CUstreamCallback callback; /* OP_CALLBACK: callback(callback_stream, CUDA_SUCCESS, arg) */
+    CUstream callback_stream;
     void *arg;
     struct CUevent_st *ev;
     uint64_t gen;
@@ -90,13 +94,19 @@ run_op(struct sim_op *op)
 {
     switch (op->type) {
     case OP_COPY:
-        memmove(op->dst, op->src, op->n);
+        for (size_t r = 0; r < op->rows; r++)
+            memmove((char *)op->dst + r * op->dst_pitch, (const char *)op->src + r * op->src_pitch,
+                    op->n);
         break;
     case OP_SET:
-        memset(op->dst, op->val, op->n);
+        for (size_t r = 0; r < op->rows; r++)
+            memset((char *)op->dst + r * op->dst_pitch, op->val, op->n);
         break;
     case OP_HOSTFN:
         op->fn(op->arg);
+        break;
+    case OP_CALLBACK: /* no device errors are simulated: every callback hears of success */
+        op->callback(op->callback_stream, CUDA_SUCCESS, op->arg);
         break;
     case OP_RECORD: /* completed by complete_record, once the stream has counted it */
         break;
@@ -477,8 +487,8 @@ op_new(enum sim_op_type type)
     return op;
 }
 
-/* Only copies, memsets and host functions become graph nodes (records and waits shape the
- * capture, frees are graph memory): their fields are all plain values. */
+/* Only copies, memsets, host functions and callbacks become graph nodes (records and waits shape
+ * the capture, frees are graph memory): their fields are all plain values. */
 struct sim_op *
 sim_op_clone(const struct sim_op *op)
 {
@@ -518,17 +528,34 @@ sim_stream_enqueue_free(struct CUstream_st *s, uintptr_t ptr)
 CUresult
 sim_stream_copy(struct CUstream_st *s, void *dst, const void *src, size_t n, bool wait)
 {
+    return sim_stream_copy_2d(s, dst, 0, src, 0, n, 1, wait);
+}
+
+CUresult
+sim_stream_copy_2d(struct CUstream_st *s, void *dst, size_t dst_pitch, const void *src,
+                   size_t src_pitch, size_t n, size_t rows, bool wait)
+{
     struct sim_op *op = op_new(OP_COPY);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->dst = dst;
     op->src = src;
     op->n = n;
+    op->rows = rows;
+    op->dst_pitch = dst_pitch;
+    op->src_pitch = src_pitch;
     return submit(s, op, wait);
 }
 
 CUresult
 sim_stream_set(struct CUstream_st *s, void *dst, int val, size_t n, bool wait)
+{
+    return sim_stream_set_2d(s, dst, 0, val, n, 1, wait);
+}
+
+CUresult
+sim_stream_set_2d(struct CUstream_st *s, void *dst, size_t dst_pitch, int val, size_t n,
+                  size_t rows, bool wait)
 {
     struct sim_op *op = op_new(OP_SET);
     if (!op)
@@ -536,6 +563,8 @@ sim_stream_set(struct CUstream_st *s, void *dst, int val, size_t n, bool wait)
     op->dst = dst;
     op->val = val;
     op->n = n;
+    op->rows = rows;
+    op->dst_pitch = dst_pitch;
     return submit(s, op, wait);
 }
 
@@ -757,6 +786,88 @@ CUresult
 cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
     return launch_host_func(hStream, fn, userData, true);
+}
+
+static CUresult
+stream_add_callback(CUstream h, CUstreamCallback callback, void *data, unsigned flags, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!callback || flags != 0) /* flags: reserved, must be 0 */
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_op *op = op_new(OP_CALLBACK);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->callback = callback;
+    op->callback_stream = h; /* the handle the caller named, as the driver passes it back */
+    op->arg = data;
+    return submit(s, op, false);
+}
+
+CUresult
+cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
+{
+    return stream_add_callback(hStream, callback, userData, flags, false);
+}
+
+CUresult
+cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
+                         unsigned int flags)
+{
+    return stream_add_callback(hStream, callback, userData, flags, true);
+}
+
+/* The default streams have priority 0 and flags 0 (blocking). */
+static CUresult
+stream_get_priority(CUstream h, int *priority, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!priority)
+        return CUDA_ERROR_INVALID_VALUE;
+    *priority = s->priority;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuStreamGetPriority(CUstream hStream, int *priority)
+{
+    return stream_get_priority(hStream, priority, false);
+}
+
+CUresult
+cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
+{
+    return stream_get_priority(hStream, priority, true);
+}
+
+static CUresult
+stream_get_flags(CUstream h, unsigned *flags, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = s->flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+    return stream_get_flags(hStream, flags, false);
+}
+
+CUresult
+cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
+{
+    return stream_get_flags(hStream, flags, true);
 }
 
 /* ---- events ---- */

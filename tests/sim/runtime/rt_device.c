@@ -5,6 +5,7 @@
 #include "rt_errors.h"
 #include "rt_state.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,81 @@ cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
     r = rt_state_primary(peerDevice, &peer);
     if (r == CUDA_SUCCESS)
         r = RT_CALL(cuCtxEnablePeerAccess, peer, 0);
+    return rt_state_cu(r);
+}
+
+/* Limits belong to the current device's primary context; cudaLimit has the driver's CUlimit
+ * values, and a limit the device lacks is cudaErrorUnsupportedLimit. */
+RT_EXPORT cudaError_t CUDARTAPI
+cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuCtxSetLimit, (CUlimit)limit, value));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
+{
+    if (pValue == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuCtxGetLimit, pValue, (CUlimit)limit));
+}
+
+/* At most one scheduling flag, plus the documented others; they have the CU_CTX_* values. */
+static bool
+rt_device_flags_valid(unsigned int flags)
+{
+    unsigned int schedule = flags & cudaDeviceScheduleMask;
+    unsigned int others = cudaDeviceMapHost | cudaDeviceLmemResizeToMax | cudaDeviceSyncMemops;
+    return (flags & ~(cudaDeviceScheduleMask | others)) == 0 &&
+           (schedule == cudaDeviceScheduleAuto || schedule == cudaDeviceScheduleSpin ||
+            schedule == cudaDeviceScheduleYield || schedule == cudaDeviceScheduleBlockingSync);
+}
+
+/* The flags of the current device's primary context, set whether or not it is active yet
+ * (CUDA >= 12: an active context gets the new flags too). */
+RT_EXPORT cudaError_t CUDARTAPI
+cudaSetDeviceFlags(unsigned int flags)
+{
+    if (!rt_device_flags_valid(flags))
+        return rt_state_ret(cudaErrorInvalidValue);
+    int device = 0;
+    enum cudaError e = rt_state_get_device(&device);
+    if (e != cudaSuccess)
+        return e;
+    CUdevice dev = 0;
+    CUresult r = RT_CALL(cuDeviceGet, &dev, device);
+    if (r == CUDA_SUCCESS)
+        r = RT_CALL(cuDevicePrimaryCtxSetFlags, dev, flags);
+    return rt_state_cu(r);
+}
+
+/* The current context's flags, else the current device's primary context's. cudaDeviceMapHost
+ * is always on: documented as implicit for the runtime. */
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGetDeviceFlags(unsigned int *flags)
+{
+    if (flags == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    int device = 0;
+    enum cudaError e = rt_state_get_device(&device);
+    if (e != cudaSuccess)
+        return e;
+    CUcontext ctx = NULL;
+    unsigned int f = 0;
+    CUresult r = RT_CALL(cuCtxGetCurrent, &ctx);
+    if (r == CUDA_SUCCESS && ctx != NULL) {
+        r = RT_CALL(cuCtxGetFlags, &f);
+    } else if (r == CUDA_SUCCESS) {
+        CUdevice dev = 0;
+        int active = 0;
+        r = RT_CALL(cuDeviceGet, &dev, device);
+        if (r == CUDA_SUCCESS)
+            r = RT_CALL(cuDevicePrimaryCtxGetState, dev, &f, &active);
+    }
+    if (r == CUDA_SUCCESS)
+        *flags = f | cudaDeviceMapHost;
     return rt_state_cu(r);
 }
 

@@ -61,6 +61,12 @@ rt_errors_from_cu(CUresult r)
         return cudaErrorNotPermitted;
     case CUDA_ERROR_NOT_SUPPORTED:
         return cudaErrorNotSupported;
+    case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
+        return cudaErrorHostMemoryAlreadyRegistered;
+    case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED:
+        return cudaErrorHostMemoryNotRegistered;
+    case CUDA_ERROR_UNSUPPORTED_LIMIT:
+        return cudaErrorUnsupportedLimit;
     case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
         return cudaErrorStreamCaptureUnsupported;
     case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:

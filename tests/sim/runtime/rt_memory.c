@@ -289,17 +289,47 @@ cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
     return rt_state_cu(r);
 }
 
-RT_EXPORT cudaError_t CUDARTAPI
-cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+/* Managed-memory hints: the driver checks the range (one cudaMallocManaged allocation) and the
+ * location; nothing moves on the simulated device. cudaMemLocation and cudaMemoryAdvise have
+ * the driver's values. */
+static CUmemLocation
+rt_memory_location(struct cudaMemLocation location)
 {
-    if (memPool == NULL)
-        return rt_state_ret(cudaErrorInvalidValue);
+    CUmemLocation l = {.type = (CUmemLocationType)location.type, .id = location.id};
+    return l;
+}
+
+static cudaError_t
+rt_memory_prefetch(const void *devPtr, size_t count, struct cudaMemLocation location,
+                   unsigned int flags, cudaStream_t stream, PFN_cuMemPrefetchAsync_v12020 fn)
+{
     RT_CTX_OR_RETURN();
-    if (device < 0 || device >= rt_state_device_count())
-        return rt_state_ret(cudaErrorInvalidDevice);
-    CUdevice dev = 0;
-    CUresult r = RT_CALL(cuDeviceGet, &dev, device);
-    if (r == CUDA_SUCCESS)
-        r = RT_CALL(cuDeviceGetDefaultMemPool, (CUmemoryPool *)memPool, dev);
-    return rt_state_cu(r);
+    if (fn == NULL)
+        return rt_state_ret(cudaErrorCallRequiresNewerDriver);
+    return rt_state_cu(fn((CUdeviceptr)(uintptr_t)devPtr, count, rt_memory_location(location),
+                          flags, (CUstream)stream));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
+                     unsigned int flags, cudaStream_t stream)
+{
+    return rt_memory_prefetch(devPtr, count, location, flags, stream, rt_drv.cuMemPrefetchAsync);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location,
+                          unsigned int flags, cudaStream_t stream)
+{
+    return rt_memory_prefetch(devPtr, count, location, flags, stream,
+                              rt_drv.cuMemPrefetchAsync_ptsz);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
+              struct cudaMemLocation location)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuMemAdvise, (CUdeviceptr)(uintptr_t)devPtr, count,
+                               (CUmem_advise)advice, rt_memory_location(location)));
 }

@@ -1,11 +1,14 @@
-/* rt_stream: copies, memsets, streams, events and device synchronisation. Legacy entry points hand
- * the stream through the driver's legacy functions (0 = legacy default stream); the _ptsz/_ptds
- * exports use the driver's per-thread twins (0 = the calling thread's default stream). */
+/* rt_stream: copies, memsets, streams (priorities, callbacks), events and device synchronisation.
+ * Legacy entry points hand the stream through the driver's legacy functions (0 = legacy default
+ * stream); the _ptsz/_ptds exports use the driver's per-thread twins (0 = the calling thread's
+ * default stream). */
 #include "rt_api.h"
 #include "rt_driver.h"
+#include "rt_errors.h"
 #include "rt_state.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #define RT_DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
 
@@ -176,6 +179,102 @@ cudaStreamCreate(cudaStream_t *pStream)
     return cudaStreamCreateWithFlags(pStream, cudaStreamDefault);
 }
 
+/* The driver clamps the priority to the device's range, as documented for the runtime. */
+RT_EXPORT cudaError_t CUDARTAPI
+cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+    if (pStream == NULL || (flags & ~(unsigned int)cudaStreamNonBlocking) != 0)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuStreamCreateWithPriority, (CUstream *)pStream, flags, priority));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuCtxGetStreamPriorityRange, leastPriority, greatestPriority));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaStreamGetPriority(cudaStream_t hStream, int *priority)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuStreamGetPriority, (CUstream)hStream, priority));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priority)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuStreamGetPriority_ptsz, (CUstream)hStream, priority));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuStreamGetFlags, (CUstream)hStream, flags));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaStreamGetFlags_ptsz(cudaStream_t hStream, unsigned int *flags)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuStreamGetFlags_ptsz, (CUstream)hStream, flags));
+}
+
+/* A runtime callback takes a cudaError_t where the driver's takes a CUresult: the driver calls
+ * this trampoline, which hands the runtime's callback its stream, status and data, once. */
+struct rt_stream_callback {
+    cudaStreamCallback_t callback;
+    cudaStream_t stream;
+    void *data;
+};
+
+static void CUDA_CB
+rt_stream_callback_run(CUstream unused, CUresult status, void *arg)
+{
+    (void)unused;
+    struct rt_stream_callback cb = *(struct rt_stream_callback *)arg;
+    free(arg);
+    cb.callback(cb.stream, rt_errors_from_cu(status), cb.data);
+}
+
+static cudaError_t
+rt_stream_add_callback(cudaStream_t stream, cudaStreamCallback_t callback, void *data,
+                       unsigned flags, PFN_cuStreamAddCallback_v5000 fn)
+{
+    if (callback == NULL || flags != 0) /* flags: reserved, must be 0 */
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    if (fn == NULL)
+        return rt_state_ret(cudaErrorCallRequiresNewerDriver);
+    struct rt_stream_callback *cb = malloc(sizeof(*cb));
+    if (cb == NULL)
+        return rt_state_ret(cudaErrorMemoryAllocation);
+    *cb = (struct rt_stream_callback){callback, stream, data};
+    CUresult r = fn((CUstream)stream, rt_stream_callback_run, cb, 0);
+    if (r != CUDA_SUCCESS)
+        free(cb);
+    return rt_state_cu(r);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
+                      unsigned int flags)
+{
+    return rt_stream_add_callback(stream, callback, userData, flags, rt_drv.cuStreamAddCallback);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
+                           unsigned int flags)
+{
+    return rt_stream_add_callback(stream, callback, userData, flags,
+                                  rt_drv.cuStreamAddCallback_ptsz);
+}
+
 RT_EXPORT cudaError_t CUDARTAPI
 cudaStreamDestroy(cudaStream_t stream)
 {
@@ -268,6 +367,32 @@ cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
 {
     RT_CTX_OR_RETURN();
     return rt_state_cu(RT_CALL(cuEventRecord_ptsz, (CUevent)event, (CUstream)stream));
+}
+
+/* cudaEventRecordExternal has the value of CU_EVENT_RECORD_EXTERNAL; the driver checks flags. */
+RT_EXPORT cudaError_t CUDARTAPI
+cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuEventRecordWithFlags, (CUevent)event, (CUstream)stream, flags));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(
+        RT_CALL(cuEventRecordWithFlags_ptsz, (CUevent)event, (CUstream)stream, flags));
+}
+
+/* The driver answers the documented errors: a NULL result is cudaErrorInvalidValue, an event
+ * never recorded or made with cudaEventDisableTiming cudaErrorInvalidResourceHandle, one not yet
+ * complete cudaErrorNotReady. */
+RT_EXPORT cudaError_t CUDARTAPI
+cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuEventElapsedTime, ms, (CUevent)start, (CUevent)end));
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
