@@ -199,6 +199,8 @@ void sim_op_free(struct sim_op *op);
 CUresult sim_stream_submit_op(struct CUstream_st *s, struct sim_op *op)
     __attribute__((warn_unused_result));
 void sim_stream_sync(struct CUstream_st *s);
+/* sim_event.c: drops a reference (the event's own, or a queued record's or wait's). */
+void sim_event_unref(struct CUevent_st *e);
 
 /* Busy-waits `us` microseconds (SIMCUDA_MALLOC_US / SIMCUDA_FREE_US). */
 void sim_busy_wait_us(unsigned long us);
