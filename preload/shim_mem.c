@@ -229,8 +229,11 @@ alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdevic
             *dptr = (CUdeviceptr)addr;
         result = shim_call_result(&call, rc);
     } else {
+        /* Trace mode, or a capture in cache mode: a graph allocation, recorded where the program
+         * made it (its address is the graph's for the graph's life; its memory is the graph
+         * pool's, device_footprint's graph_reserved_bytes_at_dump). */
         result = fn(dptr, size, stream);
-        if (result == CUDA_SUCCESS && call.rt->mode != CUPROF_MODE_CACHE)
+        if (result == CUDA_SUCCESS)
             shim_call_track_external(&call, call.device, *dptr, size, sid, TRACE_POOL_ASYNC,
                                      "cuMemAllocAsync");
     }

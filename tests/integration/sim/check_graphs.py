@@ -55,6 +55,22 @@ def check_graph_memory(check, tmp, mode, cuprof):
               f"{'does not name' if want else 'names'} graph memory:\n{out.stdout[-1500:]}")
 
 
+def check_graph_allocations(check, tmp, mode):
+    """Graphs A's and J's cudaMallocAsync in their captures (on stream s, N bytes each) are in the
+    exit snapshot's history in both modes, as the async pool's, with A's freed in its capture."""
+    path = os.path.join(tmp, f"{mode}-1.pickle")
+    if not os.path.exists(path):
+        return
+    with open(path, "rb") as f:
+        trace = pickle.load(f)["device_traces"][0]
+    captured = [e for e in trace if e["action"] == "alloc" and e["size"] == N and e["stream"] != 0]
+    check(len(captured) == 2, f"{mode}: graph allocations in the history: {captured}")
+    if captured:
+        freed = [e for e in trace if e["action"] == "free_completed" and
+                 e["addr"] == captured[0]["addr"]]
+        check(len(freed) >= 1, f"{mode}: graph A's allocation never freed: {captured[0]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -85,6 +101,7 @@ def main():
             check.finish()
         for mode in ("cache", "trace"):
             check_graph_memory(check, tmp, mode, a.cuprof)
+            check_graph_allocations(check, tmp, mode)
         dumps = [os.path.join(tmp, "cache-1.pickle")]
         if check(os.path.exists(dumps[0]), "cache mode wrote no exit snapshot"):
             with open(dumps[0], "rb") as f:
