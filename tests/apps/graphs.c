@@ -33,6 +33,21 @@ say(const char *name, cudaError_t e)
     printf("%s=%s\n", name, cudaGetErrorName(e));
 }
 
+/* cudaStreamGetCaptureInfo: the status, whether there is an id and a graph, and how many nodes
+ * the stream's next work would depend on (none right after the capture began). */
+static void
+capture_info(const char *name, cudaStream_t s)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    cudaGraph_t g = NULL;
+    const cudaGraphNode_t *deps = NULL;
+    size_t count = 99;
+    cudaError_t e = cudaStreamGetCaptureInfo(s, &st, &id, &g, &deps, NULL, &count);
+    printf("%s=%s/%d id=%d graph=%d dependencies=%zu\n", name, cudaGetErrorName(e), (int)st,
+           id != 0, g != NULL, count);
+}
+
 static void
 status(const char *name, cudaStream_t s)
 {
@@ -70,6 +85,7 @@ memory_nodes(cudaStream_t s, void *out)
     say("A_memset_out", cudaMemset(out, 1, N));
     say("A_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     status("A_status", s);
+    capture_info("A_info", s);
     say("A_mallocasync", cudaMallocAsync(&t, N, s));
     say("A_memset", cudaMemsetAsync(t, 7, N, s));
     say("A_copy", cudaMemcpyAsync(out, t, N, cudaMemcpyDeviceToDevice, s));

@@ -521,8 +521,27 @@ cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
     return end_capture(hStream, phGraph, true);
 }
 
+/* The capture's graph and the stream's current dependencies: graphs here are built by capture
+ * only and their nodes have no handles, so a capturing stream names none (count 0). */
+struct capture_where {
+    CUgraph *graph;
+    const CUgraphNode **dependencies;
+    const CUgraphEdgeData **edge_data;
+    size_t *count;
+};
+
+static CUresult capture_info_where(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                   const struct capture_where *where, bool ptsz);
+
 static CUresult
 capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, bool ptsz)
+{
+    return capture_info_where(h, status, id, NULL, ptsz);
+}
+
+static CUresult
+capture_info_where(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id,
+                   const struct capture_where *where, bool ptsz)
 {
     struct CUstream_st *s;
     CUresult r = sim_stream_resolve(h, ptsz, &s);
@@ -542,6 +561,16 @@ capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, bool pts
                                : CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (id && c)
         *id = c->id;
+    if (where && c && *status == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+        if (where->graph)
+            *where->graph = c->graph;
+        if (where->dependencies)
+            *where->dependencies = NULL;
+        if (where->edge_data)
+            *where->edge_data = NULL;
+        if (where->count)
+            *where->count = 0;
+    }
     pthread_mutex_unlock(&capture_lock);
     return CUDA_SUCCESS;
 }
@@ -570,6 +599,26 @@ cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStat
                             cuuint64_t *id_out)
 {
     return capture_info(hStream, captureStatus_out, id_out, true);
+}
+
+CUresult
+cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                          cuuint64_t *id_out, CUgraph *graph_out,
+                          const CUgraphNode **dependencies_out,
+                          const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    struct capture_where where = {graph_out, dependencies_out, edgeData_out, numDependencies_out};
+    return capture_info_where(hStream, captureStatus_out, id_out, &where, false);
+}
+
+CUresult
+cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                               cuuint64_t *id_out, CUgraph *graph_out,
+                               const CUgraphNode **dependencies_out,
+                               const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    struct capture_where where = {graph_out, dependencies_out, edgeData_out, numDependencies_out};
+    return capture_info_where(hStream, captureStatus_out, id_out, &where, true);
 }
 
 CUresult

@@ -4,6 +4,8 @@
 #include "rt_driver.h"
 #include "rt_state.h"
 
+#include <stdbool.h>
+
 RT_EXPORT cudaError_t CUDARTAPI
 cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
@@ -47,6 +49,47 @@ cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pC
     RT_CTX_OR_RETURN();
     return rt_state_cu(RT_CALL(cuStreamIsCapturing_ptsz, (CUstream)stream,
                                (CUstreamCaptureStatus *)pCaptureStatus));
+}
+
+/* The driver's id is a cuuint64_t, the runtime's an unsigned long long: copied, not cast. */
+static cudaError_t
+capture_info(cudaStream_t stream, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+             cudaGraph_t *graph, const cudaGraphNode_t **dependencies,
+             const cudaGraphEdgeData **edge_data, size_t *count, bool ptsz)
+{
+    RT_CTX_OR_RETURN();
+    cuuint64_t capture_id = 0;
+    CUresult r = ptsz ? RT_CALL(cuStreamGetCaptureInfo_ptsz, (CUstream)stream,
+                                (CUstreamCaptureStatus *)status, id ? &capture_id : NULL,
+                                (CUgraph *)graph, (const CUgraphNode **)dependencies,
+                                (const CUgraphEdgeData **)edge_data, count)
+                      : RT_CALL(cuStreamGetCaptureInfo, (CUstream)stream,
+                                (CUstreamCaptureStatus *)status, id ? &capture_id : NULL,
+                                (CUgraph *)graph, (const CUgraphNode **)dependencies,
+                                (const CUgraphEdgeData **)edge_data, count);
+    if (r == CUDA_SUCCESS && id)
+        *id = capture_id;
+    return rt_state_cu(r);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
+                         unsigned long long *id_out, cudaGraph_t *graph_out,
+                         const cudaGraphNode_t **dependencies_out,
+                         const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    return capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out,
+                        edgeData_out, numDependencies_out, false);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
+                              unsigned long long *id_out, cudaGraph_t *graph_out,
+                              const cudaGraphNode_t **dependencies_out,
+                              const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    return capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out,
+                        edgeData_out, numDependencies_out, true);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
