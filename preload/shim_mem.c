@@ -196,15 +196,23 @@ shim_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned int flags)
     return result;
 }
 
-/* Stream capture turns stream-ordered allocations into graph nodes: never serve those from the
- * cache. */
+/* Stream capture turns stream-ordered work into graph nodes, and the legacy stream is unusable
+ * while a blocking stream captures (the driver's cuStreamIsCapturing answers
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT for it): the cache serves neither. True when `stream` (of a
+ * per-thread entry point with `ptsz`: 0 is the thread's own stream) captures; *refusal is the
+ * driver's error for work on it, else CUDA_SUCCESS. */
 static bool
-capturing(const struct real_cuda *real, CUstream stream)
+capturing(const struct real_cuda *real, CUstream stream, bool ptsz, CUresult *refusal)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    return real->cuStreamIsCapturing != NULL &&
-           real->cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
-           status != CU_STREAM_CAPTURE_STATUS_NONE;
+    *refusal = CUDA_SUCCESS;
+    if (real->cuStreamIsCapturing == NULL)
+        return false;
+    CUresult r =
+        real->cuStreamIsCapturing(stream == NULL && ptsz ? CU_STREAM_PER_THREAD : stream, &status);
+    if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+        *refusal = r;
+    return r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 static CUresult
@@ -216,7 +224,9 @@ alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdevic
         return fn(dptr, size, stream);
     CUresult result;
     uint64_t sid = stream_id_from_cu(stream, ptsz);
-    if (call.rt->mode == CUPROF_MODE_CACHE && !capturing(real, stream)) {
+    CUresult refusal = CUDA_SUCCESS;
+    if (call.rt->mode == CUPROF_MODE_CACHE && !capturing(real, stream, ptsz, &refusal) &&
+        refusal == CUDA_SUCCESS) {
         uint64_t addr = 0;
         int rc = allocator_malloc_owned(call.rt->alloc, call.device, size, sid, call.stack_id,
                                         call.owner, &addr);
@@ -229,7 +239,8 @@ alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdevic
             *dptr = (CUdeviceptr)addr;
         result = shim_call_result(&call, rc);
     } else {
-        /* Trace mode, or a capture in cache mode: a graph allocation, recorded where the program
+        /* Trace mode, or in cache mode a capture (or the legacy stream a capture makes unusable:
+         * the driver refuses and invalidates). A graph allocation is recorded where the program
          * made it (its address is the graph's for the graph's life; its memory is the graph
          * pool's, device_footprint's graph_reserved_bytes_at_dump). */
         result = fn(dptr, size, stream);
@@ -262,13 +273,14 @@ free_async(const struct real_cuda *real, PFN_cuMemFreeAsync_v11020 fn, CUdevicep
     struct shim_call call;
     if (dptr == 0 || !SHIM_CALL_BEGIN(&call, SHIM_CALL_FREE))
         return fn(dptr, stream);
-    CUresult result;
+    CUresult result, refusal = CUDA_SUCCESS;
     /* A capture makes a stream-ordered free a graph node, which may free only a graph's own
      * allocation (cuGraphAddMemFreeNode's rule): a block of the cache is refused as the driver
-     * refuses any other memory, and stays the program's. */
+     * refuses any other memory, and stays the program's; so is one freed on the legacy stream
+     * while a blocking stream captures. */
     if (call.rt->mode == CUPROF_MODE_CACHE && shim_capture_any() && cuda_backend_owns(dptr) &&
-        capturing(real, stream))
-        result = CUDA_ERROR_INVALID_VALUE;
+        (capturing(real, stream, ptsz, &refusal) || refusal != CUDA_SUCCESS))
+        result = refusal != CUDA_SUCCESS ? refusal : CUDA_ERROR_INVALID_VALUE;
     else
         result = free_common(real, &call, dptr, true, stream, ptsz);
     shim_call_end(&call);

@@ -12,10 +12,12 @@
  *   F  another thread's cudaMalloc during a global capture: global mode, then thread-local mode
  *   G  cudaStreamSynchronize of the capturing stream
  *   H  fork and join through events (a second stream joins the capture)
- *   I  work on the default stream while a blocking stream captures
+ *   I  work on the default stream while a blocking stream captures (a memset, a stream-ordered
+ *      allocation and a stream-ordered free of memory allocated before)
  *   J  a graph allocation the graph does not free: the program's after the launch
- *   K  capture of the default stream; cudaStreamEndCapture without a capture; a cudaMalloc
- *      once no capture is under way
+ *   K  capture of the default stream (the per-thread build: with a graph allocation and its
+ *      free on it); cudaStreamEndCapture without a capture; a cudaMalloc once no capture is
+ *      under way
  *   L  cudaFreeAsync in a capture of memory allocated before it (not a graph allocation) */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -230,10 +232,21 @@ legacy_and_outliving(cudaStream_t s, void *out)
 {
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
+    void *earlier = NULL, *during = NULL;
+    say("I_pre_mallocasync", cudaMallocAsync(&earlier, 4096, 0));
+    say("I_pre_sync", cudaStreamSynchronize(0));
     say("I_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     say("I_default_memset", cudaMemsetAsync(out, 0, N, 0));
+    say("I_default_mallocasync", cudaMallocAsync(&during, 4096, 0));
+    cudaError_t freed = cudaFreeAsync(earlier, 0);
+    say("I_default_freeasync", freed);
     say("I_end", cudaStreamEndCapture(s, &g));
     say("I_last", cudaGetLastError());
+    if (freed != cudaSuccess)
+        say("I_free_after", cudaFreeAsync(earlier, 0));
+    if (during != NULL)
+        say("I_free_during", cudaFreeAsync(during, 0));
+    say("I_sync", cudaStreamSynchronize(0));
 
     void *t = NULL;
     say("J_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
@@ -256,6 +269,9 @@ legacy_and_outliving(cudaStream_t s, void *out)
     cudaError_t e = cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal);
     say("K_begin_default", e);
     if (e == cudaSuccess) {
+        void *k = NULL;
+        say("K_mallocasync_default", cudaMallocAsync(&k, 4096, 0));
+        say("K_freeasync_default", cudaFreeAsync(k, 0));
         say("K_end_default", cudaStreamEndCapture(0, &g));
         cudaGraphDestroy(g);
     }

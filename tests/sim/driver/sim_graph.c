@@ -316,6 +316,9 @@ sim_capture_alloc(struct CUstream_st *s, struct CUctx_st *ctx, size_t size, CUde
             r = CUDA_ERROR_OUT_OF_MEMORY;
         else if ((r = sim_mem_alloc_graph(ctx, size, m, out)) == CUDA_SUCCESS)
             m->allocs[m->n++] = (struct graph_allocation){(uintptr_t)*out, false};
+    } else if (!*taken && s->legacy && invalidate_implicit(s->dev)) {
+        *taken = true;
+        r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     }
     pthread_mutex_unlock(&capture_lock);
     return r;
@@ -336,6 +339,9 @@ sim_capture_free(struct CUstream_st *s, CUdeviceptr ptr, bool *taken)
                 m->allocs[i].freed_in_graph = true;
                 r = CUDA_SUCCESS;
             }
+    } else if (!*taken && s->legacy && invalidate_implicit(s->dev)) {
+        *taken = true;
+        r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     }
     pthread_mutex_unlock(&capture_lock);
     return r;

@@ -39,7 +39,8 @@ CUresult sim_capture_wait(struct CUstream_st *s, struct CUevent_st *ev, bool *ta
 CUresult sim_capture_check_sync(struct CUstream_st *s, struct CUevent_st *ev)
     __attribute__((warn_unused_result));
 /* cuMemAllocAsync / cuMemFreeAsync on `s`: *taken when `s` captures (a graph allocation, or a
- * free node for one; any other pointer is CUDA_ERROR_INVALID_VALUE). */
+ * free node for one; any other pointer is CUDA_ERROR_INVALID_VALUE), or when `s` is the legacy
+ * stream while a blocking stream captures (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). */
 CUresult sim_capture_alloc(struct CUstream_st *s, struct CUctx_st *ctx, size_t size,
                            CUdeviceptr *out, bool *taken) __attribute__((warn_unused_result));
 CUresult sim_capture_free(struct CUstream_st *s, CUdeviceptr ptr, bool *taken)

@@ -833,8 +833,17 @@ free_async(CUdeviceptr dptr, CUstream hStream, bool ptsz)
     pthread_mutex_unlock(&dev->lock);
     if (err)
         return (CUresult)err;
-    /* The memory goes back when the stream reaches this point. */
-    return sim_stream_enqueue_free(s, dptr);
+    /* The memory goes back when the stream reaches this point. A stream that refuses the work
+     * (the legacy stream while a blocking stream captures) leaves the allocation as it was. */
+    r = sim_stream_enqueue_free(s, dptr);
+    if (r != CUDA_SUCCESS) {
+        pthread_mutex_lock(&dev->lock);
+        seg = sim_heap_find(&dev->heap, dptr);
+        if (seg && seg->used)
+            seg->free_queued = false;
+        pthread_mutex_unlock(&dev->lock);
+    }
+    return r;
 }
 
 CUresult
