@@ -765,16 +765,25 @@ cuGraphDestroy(CUgraph hGraph)
 
 /* ---- graph memory attributes ---- */
 
-/* The simulated graph allocator keeps no pool: what graphs hold is what it reserved for them. */
-CUresult
-cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+/* The device of a graph memory call: CUDA_ERROR_INVALID_DEVICE for an ordinal it does not have. */
+static CUresult
+graph_memory_device(CUdevice device, struct sim_device **dev)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    struct sim_device *dev = sim_device_get(device);
-    if (!dev)
-        return CUDA_ERROR_INVALID_DEVICE;
+    *dev = sim_device_get(device);
+    return *dev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+/* The simulated graph allocator keeps no pool: what graphs hold is what it reserved for them. */
+CUresult
+cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+    struct sim_device *dev;
+    CUresult r = graph_memory_device(device, &dev);
+    if (r != CUDA_SUCCESS)
+        return r;
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&dev->lock);
@@ -798,12 +807,10 @@ cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *v
 CUresult
 cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
 {
-    CUresult r = sim_check_init();
+    struct sim_device *dev;
+    CUresult r = graph_memory_device(device, &dev);
     if (r != CUDA_SUCCESS)
         return r;
-    struct sim_device *dev = sim_device_get(device);
-    if (!dev)
-        return CUDA_ERROR_INVALID_DEVICE;
     if (!value || *(cuuint64_t *)value != 0 ||
         (attr != CU_GRAPH_MEM_ATTR_USED_MEM_HIGH && attr != CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH))
         return CUDA_ERROR_INVALID_VALUE;
@@ -817,8 +824,6 @@ cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *v
 CUresult
 cuDeviceGraphMemTrim(CUdevice device)
 {
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    return sim_device_get(device) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    struct sim_device *dev;
+    return graph_memory_device(device, &dev);
 }

@@ -5,6 +5,7 @@
 #include "rt_driver.h"
 #include "rt_state.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 /* A device ordinal the runtime knows: cudaErrorInvalidDevice otherwise (recorded). */
@@ -16,31 +17,33 @@ rt_pool_device(int device, CUdevice *dev)
     return rt_state_cu(RT_CALL(cuDeviceGet, dev, device));
 }
 
+/* The device's default pool, or (`current`) the one cudaMallocAsync takes from: the default one
+ * until cudaDeviceSetMemPool. */
+static cudaError_t
+device_pool(cudaMemPool_t *memPool, int device, bool current)
+{
+    if (memPool == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    RT_CTX_OR_RETURN();
+    CUdevice dev = 0;
+    cudaError_t e = rt_pool_device(device, &dev);
+    if (e != cudaSuccess)
+        return e;
+    CUmemoryPool *out = (CUmemoryPool *)memPool;
+    return rt_state_cu(current ? RT_CALL(cuDeviceGetMemPool, out, dev)
+                               : RT_CALL(cuDeviceGetDefaultMemPool, out, dev));
+}
+
 RT_EXPORT cudaError_t CUDARTAPI
 cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
-    if (memPool == NULL)
-        return rt_state_ret(cudaErrorInvalidValue);
-    RT_CTX_OR_RETURN();
-    CUdevice dev = 0;
-    cudaError_t e = rt_pool_device(device, &dev);
-    if (e != cudaSuccess)
-        return e;
-    return rt_state_cu(RT_CALL(cuDeviceGetDefaultMemPool, (CUmemoryPool *)memPool, dev));
+    return device_pool(memPool, device, false);
 }
 
-/* The pool cudaMallocAsync takes from: the default one until cudaDeviceSetMemPool. */
 RT_EXPORT cudaError_t CUDARTAPI
 cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 {
-    if (memPool == NULL)
-        return rt_state_ret(cudaErrorInvalidValue);
-    RT_CTX_OR_RETURN();
-    CUdevice dev = 0;
-    cudaError_t e = rt_pool_device(device, &dev);
-    if (e != cudaSuccess)
-        return e;
-    return rt_state_cu(RT_CALL(cuDeviceGetMemPool, (CUmemoryPool *)memPool, dev));
+    return device_pool(memPool, device, true);
 }
 
 /* Documented: the pool must be local to the device (cudaErrorInvalidDevice otherwise). */
