@@ -9,7 +9,8 @@
  *      (under cuprof a snapshot is written while the graph holds its memory; nothing printed)
  *   B  cudaMalloc during a global-mode capture (a size the cache may hold), C  cudaFree then
  *   D  cudaMalloc during a relaxed capture, E  the thread switched to relaxed mode
- *   F  another thread's cudaMalloc during a global capture: global mode, then thread-local mode
+ *   F  another thread's cudaMalloc and cudaFree during a global capture: global mode, then
+ *      thread-local mode
  *   G  cudaStreamSynchronize of the capturing stream
  *   H  fork and join through events (a second stream joins the capture)
  *   I  work on the default stream while a blocking stream captures (a memset, a stream-ordered
@@ -149,8 +150,8 @@ refused_calls(cudaStream_t s, void *pre)
 
 struct other_thread {
     enum cudaStreamCaptureMode mode;
-    cudaError_t malloc_result;
-    void *p;
+    cudaError_t malloc_result, free_result;
+    void *p, *to_free; /* to_free: a block allocated before the capture */
 };
 
 static void *
@@ -160,6 +161,7 @@ other_malloc(void *arg)
     enum cudaStreamCaptureMode mode = o->mode;
     cudaThreadExchangeStreamCaptureMode(&mode);
     o->malloc_result = cudaMalloc(&o->p, 3 << 20);
+    o->free_result = cudaFree(o->to_free);
     return NULL;
 }
 
@@ -169,7 +171,8 @@ other_threads(cudaStream_t s)
     static const enum cudaStreamCaptureMode modes[] = {cudaStreamCaptureModeGlobal,
                                                        cudaStreamCaptureModeThreadLocal};
     for (int i = 0; i < 2; i++) {
-        struct other_thread o = {modes[i], cudaErrorUnknown, NULL};
+        struct other_thread o = {modes[i], cudaErrorUnknown, cudaErrorUnknown, NULL, NULL};
+        cudaMalloc(&o.to_free, 4096);
         pthread_t t;
         cudaGraph_t g = NULL;
         char name[32];
@@ -179,12 +182,18 @@ other_threads(cudaStream_t s)
         pthread_join(t, NULL);
         snprintf(name, sizeof(name), "F%d_other_malloc", i);
         say(name, o.malloc_result);
+        snprintf(name, sizeof(name), "F%d_other_free", i);
+        say(name, o.free_result);
         snprintf(name, sizeof(name), "F%d_end", i);
         say(name, cudaStreamEndCapture(s, &g));
         if (g != NULL)
             cudaGraphDestroy(g);
         if (o.p != NULL)
             cudaFree(o.p);
+        if (o.free_result != cudaSuccess) {
+            snprintf(name, sizeof(name), "F%d_free_after", i);
+            say(name, cudaFree(o.to_free));
+        }
     }
 }
 
