@@ -1,13 +1,17 @@
 /* live_sleeper.c: a program to watch while it runs. Allocates three blocks (1 MiB, 3 MiB and
  * 1000 bytes), prints "ready PID", then sleeps SECONDS in 100 ms nanosleep steps without retrying
  * a step a signal cut short (as many real programs sleep), and prints how long it slept and how
- * many steps were cut short. With "fork", a child allocates 2 MiB of its own and sleeps too.
+ * many steps were cut short. With "fork", a child allocates 2 MiB of its own and sleeps too; the
+ * fork waits until cuprof's control socket is up and its thread has settled, because GCC 12's
+ * AddressSanitizer does not lock its allocator across fork(): a child forked while another
+ * thread allocates inherits that lock held and hangs at its first malloc (seen in CI).
  * LIVE_EXTRA_MIB=N allocates N MiB more from a call site of its own (and keeps it). */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +56,27 @@ sleep_in_steps(const char *who, double seconds)
     fflush(stdout);
 }
 
+/* Until cuprof's control socket for this process exists (cuprof's socket directory: the tests'
+ * XDG_RUNTIME_DIR/cuprof, else /tmp/cuprof-UID), at most 10 s, then 300 ms more for its thread
+ * to finish starting. Without cuprof nothing appears: only the time limit passes. */
+static void
+wait_for_control_thread(void)
+{
+    char path[4096];
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (xdg != NULL && xdg[0] == '/')
+        snprintf(path, sizeof(path), "%s/cuprof/%ld.sock", xdg, (long)getpid());
+    else
+        snprintf(path, sizeof(path), "/tmp/cuprof-%ld/%ld.sock", (long)geteuid(), (long)getpid());
+    struct stat st;
+    for (int i = 0; i < 200 && stat(path, &st) != 0; i++) {
+        struct timespec step = {0, 50 * 1000 * 1000};
+        nanosleep(&step, NULL);
+    }
+    struct timespec settle = {0, 300 * 1000 * 1000};
+    nanosleep(&settle, NULL);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -69,6 +94,7 @@ main(int argc, char **argv)
         (void)extra_alloc((size_t)atoi(extra_mib) << 20);
     pid_t child = -1;
     if (argc > 2 && strcmp(argv[2], "fork") == 0) {
+        wait_for_control_thread();
         fflush(stdout);
         child = fork();
         if (child == 0) {
