@@ -173,6 +173,16 @@ sim_device_get(CUdevice d)
 }
 
 CUresult
+sim_device_require(CUdevice d, struct sim_device **out)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    *out = sim_device_get(d);
+    return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult
 cuDeviceGetCount(int *count)
 {
     CUresult r = sim_check_init();

@@ -143,6 +143,9 @@ CUresult sim_ctx_require(struct CUctx_st **out) __attribute__((warn_unused_resul
 /* True when ctx is one of the driver's contexts and alive (not released or destroyed). */
 bool sim_ctx_live(const struct CUctx_st *ctx);
 struct sim_device *sim_device_get(CUdevice d);
+/* Init check + the device `d`: CUDA_ERROR_INVALID_DEVICE for an ordinal it does not have. */
+CUresult sim_device_require(CUdevice d, struct sim_device **out)
+    __attribute__((warn_unused_result));
 
 /* sim_mem.c */
 CUresult sim_mem_alloc(struct CUctx_st *ctx, size_t size, enum sim_kind kind,

@@ -38,15 +38,24 @@ cuEventCreate(CUevent *phEvent, unsigned int Flags)
     return CUDA_SUCCESS;
 }
 
-CUresult
-cuEventQuery(CUevent hEvent)
+/* What cuEventQuery and cuEventSynchronize check first: a live driver, an event, and not one a
+ * capture recorded (CUDA_ERROR_CAPTURED_EVENT). */
+static CUresult
+event_waitable(CUevent ev)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!hEvent)
+    if (!ev)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (sim_capture_active() && (r = sim_capture_check_sync(NULL, hEvent)) != CUDA_SUCCESS)
+    return sim_capture_active() ? sim_capture_check_sync(NULL, ev) : CUDA_SUCCESS;
+}
+
+CUresult
+cuEventQuery(CUevent hEvent)
+{
+    CUresult r = event_waitable(hEvent);
+    if (r != CUDA_SUCCESS)
         return r;
     int err = sim_fail_check(SIM_FAIL_EVENT_QUERY, 0);
     if (err)
@@ -60,12 +69,8 @@ cuEventQuery(CUevent hEvent)
 CUresult
 cuEventSynchronize(CUevent hEvent)
 {
-    CUresult r = sim_check_init();
+    CUresult r = event_waitable(hEvent);
     if (r != CUDA_SUCCESS)
-        return r;
-    if (!hEvent)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (sim_capture_active() && (r = sim_capture_check_sync(NULL, hEvent)) != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&hEvent->lock);
     uint64_t target = hEvent->record_gen;

@@ -765,23 +765,12 @@ cuGraphDestroy(CUgraph hGraph)
 
 /* ---- graph memory attributes ---- */
 
-/* The device of a graph memory call: CUDA_ERROR_INVALID_DEVICE for an ordinal it does not have. */
-static CUresult
-graph_memory_device(CUdevice device, struct sim_device **dev)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    *dev = sim_device_get(device);
-    return *dev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
-}
-
 /* The simulated graph allocator keeps no pool: what graphs hold is what it reserved for them. */
 CUresult
 cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
 {
     struct sim_device *dev;
-    CUresult r = graph_memory_device(device, &dev);
+    CUresult r = sim_device_require(device, &dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!value)
@@ -808,7 +797,7 @@ CUresult
 cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
 {
     struct sim_device *dev;
-    CUresult r = graph_memory_device(device, &dev);
+    CUresult r = sim_device_require(device, &dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!value || *(cuuint64_t *)value != 0 ||
@@ -825,5 +814,5 @@ CUresult
 cuDeviceGraphMemTrim(CUdevice device)
 {
     struct sim_device *dev;
-    return graph_memory_device(device, &dev);
+    return sim_device_require(device, &dev);
 }

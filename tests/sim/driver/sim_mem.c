@@ -577,14 +577,12 @@ current_pool(struct sim_device *d)
 CUresult
 cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    CUresult r = sim_check_init();
+    struct sim_device *d;
+    CUresult r = sim_device_require(dev, &d);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pool)
         return CUDA_ERROR_INVALID_VALUE;
-    struct sim_device *d = sim_device_get(dev);
-    if (!d)
-        return CUDA_ERROR_INVALID_DEVICE;
     *pool = current_pool(d);
     return CUDA_SUCCESS;
 }
@@ -593,12 +591,10 @@ cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 CUresult
 cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
-    CUresult r = sim_check_init();
+    struct sim_device *d;
+    CUresult r = sim_device_require(dev, &d);
     if (r != CUDA_SUCCESS)
         return r;
-    struct sim_device *d = sim_device_get(dev);
-    if (!d)
-        return CUDA_ERROR_INVALID_DEVICE;
     if (!pool)
         return CUDA_ERROR_INVALID_VALUE;
     if (pool->dev != d)
