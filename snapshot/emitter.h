@@ -65,7 +65,11 @@ struct emitter {
     const char *literal_keys[256]; /* pickle: memoized constant strings, by pointer */
     uint32_t literal_memo[256];
     void *impl; /* the implementation's own state (JSON: rendered frame lists) */
-    unsigned char buf[EMITTER_BUFFER];
+    /* When set, full buffers are handed over instead of written: it takes the `len` bytes at
+     * *buf and sets *buf to the buffer to fill next (EMITTER_BUFFER bytes); 0 or -CUPROF_E*. */
+    int (*exchange)(void *ctx, unsigned char **buf, size_t len);
+    unsigned char *buf; /* EMITTER_BUFFER bytes being filled: storage, or the exchange's */
+    unsigned char storage[EMITTER_BUFFER];
 };
 
 /* Emitters write through `write`; pass the number of distinct frames and stacks so pickle can
@@ -79,21 +83,29 @@ struct emitter *json_emitter_create(int (*write)(void *ctx, const void *buf, siz
  * still holds every frame list in full. */
 struct emitter *json_emitter_create_cached(int (*write)(void *ctx, const void *buf, size_t len),
                                            void *ctx, size_t stack_count);
+/* From now on, hands full buffers to `exchange` (with the emitter's write ctx) instead of
+ * copying them out through `write`, so that a sink may write one while the next is filled. */
+void emitter_exchange_buffers(struct emitter *e,
+                              int (*exchange)(void *ctx, unsigned char **buf, size_t len));
 /* Writes the trailer and flushes; returns the first error seen (0 if none). */
 __attribute__((warn_unused_result)) int emitter_finish(struct emitter *e);
 void emitter_destroy(struct emitter *e);
 
+/* For the implementations: a zeroed emitter writing through `write`, or NULL on OOM. */
+struct emitter *emitter_create(const struct emitter_ops *ops,
+                               int (*write)(void *ctx, const void *buf, size_t len), void *ctx);
+
 /* Buffered output shared by the implementations. */
 void emitter_flush(struct emitter *e);
+/* What no buffer holds at once (the buffer flushed first). */
+void emitter_put_large(struct emitter *e, const void *p, size_t n);
 static inline void
 emitter_put(struct emitter *e, const void *p, size_t n)
 {
-    if (n > sizeof(e->buf) - e->len) {
+    if (n > EMITTER_BUFFER - e->len) {
         emitter_flush(e);
-        if (n > sizeof(e->buf)) {
-            if (e->error == 0)
-                e->error = e->write(e->write_ctx, p, n);
-            e->bytes_written += n;
+        if (n > EMITTER_BUFFER) {
+            emitter_put_large(e, p, n);
             return;
         }
     }
@@ -103,7 +115,7 @@ emitter_put(struct emitter *e, const void *p, size_t n)
 static inline void
 emitter_put_byte(struct emitter *e, unsigned char c)
 {
-    if (e->len == sizeof(e->buf))
+    if (e->len == EMITTER_BUFFER)
         emitter_flush(e);
     e->buf[e->len++] = c;
 }

@@ -181,7 +181,7 @@ put_escaped(struct emitter *e, const char *s, size_t len)
 static void
 put_quoted(struct emitter *e, const char *s, size_t len)
 {
-    if (plain_text(s, len) && len + 2 <= sizeof(e->buf) - e->len) {
+    if (plain_text(s, len) && len + 2 <= EMITTER_BUFFER - e->len) {
         unsigned char *o = e->buf + e->len; /* the common case: one copy into the buffer */
         o[0] = '"';
         memcpy(o + 1, s, len);
@@ -323,7 +323,7 @@ j_memo_put(struct emitter *e, enum emitter_memo kind, uint32_t id)
     struct json_cache *c = e->impl;
     if (c == NULL || kind != EMITTER_MEMO_STACK || id >= c->span_count || c->rec_depth >= 0)
         return;
-    if (sizeof(e->buf) - e->len < sizeof(e->buf) / 4)
+    if (EMITTER_BUFFER - e->len < EMITTER_BUFFER / 4)
         emitter_flush(e); /* room for the whole list, so that no flush cuts the recording */
     c->rec_depth = e->depth;
     c->rec_id = id;
@@ -367,13 +367,7 @@ static const struct emitter_ops json_ops = {
 struct emitter *
 json_emitter_create(int (*write)(void *ctx, const void *buf, size_t len), void *ctx)
 {
-    struct emitter *e = calloc(1, sizeof(*e));
-    if (e == NULL)
-        return NULL;
-    e->ops = &json_ops;
-    e->write = write;
-    e->write_ctx = ctx;
-    return e;
+    return emitter_create(&json_ops, write, ctx);
 }
 
 struct emitter *

@@ -281,12 +281,9 @@ struct emitter *
 pickle_emitter_create(int (*write)(void *ctx, const void *buf, size_t len), void *ctx,
                       size_t frame_count, size_t stack_count)
 {
-    struct emitter *e = calloc(1, sizeof(*e));
+    struct emitter *e = emitter_create(&pickle_ops, write, ctx);
     if (e == NULL)
         return NULL;
-    e->ops = &pickle_ops;
-    e->write = write;
-    e->write_ctx = ctx;
     size_t counts[EMITTER_MEMO_KINDS] = {frame_count, stack_count};
     for (int k = 0; k < EMITTER_MEMO_KINDS; k++) {
         if (counts[k] == 0)

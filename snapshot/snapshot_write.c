@@ -11,6 +11,7 @@
 
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
+#include "snapshot/file_writer.h"
 #include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_usage.h"
 #include "allocator/trace_sink.h"
@@ -321,13 +322,17 @@ make_emitter(const struct snapshot *snap, enum snapshot_format format,
     return pickle_emitter_create(write, ctx, snap->frame_count, snap->stack_count);
 }
 
+/* `exchange`: NULL, or the sink takes whole buffers (emitter_exchange_buffers). */
 static int
 emit_all(const struct snapshot *snap, enum snapshot_format format,
-         int (*write)(void *ctx, const void *buf, size_t len), void *ctx)
+         int (*write)(void *ctx, const void *buf, size_t len),
+         int (*exchange)(void *ctx, unsigned char **buf, size_t len), void *ctx)
 {
     struct emitter *e = make_emitter(snap, format, write, ctx);
     if (e == NULL)
         return -CUPROF_EHOSTMEM;
+    if (exchange != NULL)
+        emitter_exchange_buffers(e, exchange);
     int rc = snapshot_emit(snap, e);
     int frc = emitter_finish(e);
     emitter_destroy(e);
@@ -368,7 +373,7 @@ snapshot_write_mem(const struct snapshot *snap, enum snapshot_format format, uns
                    size_t *len)
 {
     struct mem_sink m = {0};
-    int rc = emit_all(snap, format, mem_write, &m);
+    int rc = emit_all(snap, format, mem_write, NULL, &m);
     if (rc != 0) {
         free(m.data);
         return rc;
@@ -378,41 +383,14 @@ snapshot_write_mem(const struct snapshot *snap, enum snapshot_format format, uns
     return 0;
 }
 
-/* Written data is handed to the disk every this many bytes, so that fsync at the end waits for
- * the last stretch only: the disk works while the rest is formatted. */
-#define WRITEBACK_STRIDE (8u << 20)
-
-struct fd_sink {
-    int fd;
-    uint64_t written; /* bytes written so far */
-    uint64_t started; /* of them, bytes whose writeback was started */
-};
-
+/* A file's emitter hands its buffers over (file_writer_exchange) and never writes a copy. */
 static int
-fd_write(void *ctx, const void *buf, size_t len)
+unused_write(void *ctx, const void *buf, size_t len)
 {
-    struct fd_sink *f = ctx;
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(f->fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -CUPROF_EIO;
-        }
-        p += n;
-        len -= (size_t)n;
-        f->written += (uint64_t)n;
-    }
-#ifdef SYNC_FILE_RANGE_WRITE
-    if (f->written - f->started >= WRITEBACK_STRIDE) {
-        /* Starts writeback without waiting for it; a file system that cannot leaves it to fsync. */
-        (void)sync_file_range(f->fd, (off_t)f->started, (off_t)(f->written - f->started),
-                              SYNC_FILE_RANGE_WRITE);
-        f->started = f->written;
-    }
-#endif
-    return 0;
+    (void)ctx;
+    (void)buf;
+    (void)len;
+    return -CUPROF_EINVAL;
 }
 
 int
@@ -432,9 +410,15 @@ snapshot_write_file(const char *path, const struct snapshot *snap, enum snapshot
         free(tmp);
         return -CUPROF_EIO;
     }
-    struct fd_sink sink = {.fd = fd};
-    int rc = emit_all(snap, format, fd_write, &sink);
+    struct file_writer writer;
+    file_writer_init(&writer, fd);
+    int rc = emit_all(snap, format, unused_write, file_writer_exchange, &writer);
     int saved = errno;
+    int wrc = file_writer_close(&writer); /* waits for the writes handed over */
+    if (rc == 0 && wrc != 0) {
+        saved = errno;
+        rc = wrc;
+    }
     if (rc == 0 && fsync(fd) != 0) {
         saved = errno;
         rc = -CUPROF_EIO;

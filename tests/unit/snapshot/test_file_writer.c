@@ -1,0 +1,213 @@
+/* test_file_writer.c: the file writer's hand-over of buffers (inline for a file's first two, on
+ * its thread after), byte-exact files from snapshot_write_file against snapshot_write_mem in both
+ * formats, a string larger than a buffer, and a write that fails on the writing thread: errno,
+ * no temporary file, and no SIGXFSZ left for the program. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "allocator/cuprof_errors.h"
+#include "allocator/trace_sink.h"
+#include "fixture.h"
+#include "snapshot/emitter.h"
+#include "snapshot/file_writer.h"
+#include "snapshot/snapshot_write.h"
+
+static char dir[] = "/tmp/cuprof-fwriter-XXXXXX";
+
+static int
+make_dir(void **state)
+{
+    (void)state;
+    return mkdtemp(dir) == NULL ? -1 : 0;
+}
+
+static int
+remove_dir(void **state)
+{
+    (void)state;
+    return rmdir(dir);
+}
+
+/* The whole file at `path` (NULL when it cannot be read); *len its size. */
+static unsigned char *
+slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    struct stat st;
+    unsigned char *data = NULL;
+    if (fstat(fileno(f), &st) == 0 && (data = malloc((size_t)st.st_size + 1)) != NULL &&
+        fread(data, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+        free(data);
+        data = NULL;
+    }
+    fclose(f);
+    *len = (size_t)st.st_size;
+    return data;
+}
+
+static unsigned char
+pattern_byte(size_t offset)
+{
+    return (unsigned char)((offset * 131u) ^ (offset >> 13));
+}
+
+/* Fills and hands over `n` buffers of lengths that vary, as an emitter would. */
+static void
+hand_over(struct file_writer *w, unsigned char **buf, size_t *offset, int n)
+{
+    for (int i = 0; i < n; i++) {
+        size_t len = EMITTER_BUFFER - (size_t)(i * 7919) % 4096;
+        for (size_t k = 0; k < len; k++)
+            (*buf)[k] = pattern_byte(*offset + k);
+        assert_int_equal(file_writer_exchange(w, buf, len), 0);
+        *offset += len;
+    }
+}
+
+static void
+test_buffers_in_order(void **state)
+{
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof(path), "%s/raw", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    static unsigned char own[EMITTER_BUFFER];
+    unsigned char *buf = own;
+    size_t offset = 0;
+    struct file_writer w;
+    file_writer_init(&w, fd);
+
+    /* The first buffer is written inline and handed back: a small file starts no thread. */
+    hand_over(&w, &buf, &offset, 1);
+    assert_false(w.threaded);
+    assert_ptr_equal(buf, own);
+    /* The second starts the thread; from then on the pool's buffers come back, never ours. */
+    hand_over(&w, &buf, &offset, 1);
+    assert_true(w.threaded);
+    assert_ptr_not_equal(buf, own);
+    hand_over(&w, &buf, &offset, 9);
+    assert_int_equal(file_writer_exchange(&w, &buf, 0), 0); /* nothing to write */
+    for (size_t k = 0; k < 4; k++)
+        buf[k] = pattern_byte(offset + k);
+    assert_int_equal(file_writer_exchange(&w, &buf, 4), 0);
+    offset += 4;
+    assert_int_equal(file_writer_close(&w), 0);
+    assert_false(w.threaded);
+    assert_int_equal(close(fd), 0);
+
+    size_t len;
+    unsigned char *data = slurp(path, &len);
+    assert_non_null(data);
+    assert_int_equal(len, offset);
+    for (size_t k = 0; k < len; k++)
+        if (data[k] != pattern_byte(k))
+            fail_msg("byte %zu is %u, expected %u", k, data[k], pattern_byte(k));
+    free(data);
+    unlink(path);
+}
+
+/* A model whose JSON spans several buffers, with a label longer than a buffer (written through
+ * the pool piece by piece). */
+static struct snapshot *
+big_model(void)
+{
+    struct snapshot *s = fixture_model(12000, 100);
+    assert_non_null(s);
+    size_t label_len = 3 * EMITTER_BUFFER + 12345;
+    char *label = malloc(label_len + 1);
+    assert_non_null(label);
+    for (size_t k = 0; k < label_len; k++)
+        label[k] = k % 97 == 0 ? '"' : (char)('a' + k % 26); /* quotes: escaped */
+    label[label_len] = '\0';
+    struct snap_entry annotate = {.action = TRACE_ANNOTATE, .has_label = true};
+    assert_int_equal(snapshot_add_labeled_entry(s, 0, &annotate, label), 0);
+    free(label);
+    return s;
+}
+
+static void
+test_files_equal_memory(void **state)
+{
+    (void)state;
+    struct snapshot *s = big_model();
+    const char *names[] = {"big.json", "big.pickle"};
+    const enum snapshot_format formats[] = {SNAPSHOT_FORMAT_JSON, SNAPSHOT_FORMAT_PICKLE};
+    for (int f = 0; f < 2; f++) {
+        unsigned char *mem;
+        size_t mem_len;
+        assert_int_equal(snapshot_write_mem(s, formats[f], &mem, &mem_len), 0);
+        if (formats[f] == SNAPSHOT_FORMAT_JSON)
+            assert_true(mem_len > 8 * (size_t)EMITTER_BUFFER); /* the thread wrote most of it */
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[f]);
+        assert_int_equal(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), 0);
+        size_t len;
+        unsigned char *data = slurp(path, &len);
+        assert_non_null(data);
+        assert_int_equal(len, mem_len);
+        assert_memory_equal(data, mem, len);
+        free(data);
+        free(mem);
+        unlink(path);
+    }
+    snapshot_free(s);
+}
+
+/* RLIMIT_FSIZE past the inline buffers: the writing thread's write fails with EFBIG (its
+ * SIGXFSZ, blocked there, dies with it), the file is removed and the program lives on. */
+static void
+test_failure_on_the_writing_thread(void **state)
+{
+    (void)state;
+    struct snapshot *s = big_model();
+    struct rlimit old, small;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    small = old;
+    small.rlim_cur = 3 * (rlim_t)EMITTER_BUFFER + 4096;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    char path[512], tmp[600];
+    snprintf(path, sizeof(path), "%s/limited.json", dir);
+    errno = 0;
+    int rc = snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO);
+    int err = errno;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    assert_int_equal(rc, -CUPROF_EIO);
+    assert_int_equal(err, EFBIG);
+    assert_int_not_equal(access(path, F_OK), 0);
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    assert_int_not_equal(access(tmp, F_OK), 0);
+    sigset_t pending;
+    assert_int_equal(sigpending(&pending), 0);
+    assert_int_equal(sigismember(&pending, SIGXFSZ), 0);
+
+    /* The same writer afterwards: nothing kept from the failure. */
+    assert_int_equal(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), 0);
+    unlink(path);
+    snapshot_free(s);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_buffers_in_order),
+        cmocka_unit_test(test_files_equal_memory),
+        cmocka_unit_test(test_failure_on_the_writing_thread),
+    };
+    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+}
