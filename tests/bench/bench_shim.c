@@ -1,8 +1,9 @@
 /* bench_shim.c: end-to-end cost of libcuprof.so on the simulated device. cudaMalloc+cudaFree pair
  * ns for 4 KiB and 32 MiB under the shim (cache mode with CUPROF_STACKS=alloc at depth 32 and with
- * none, trace mode, off) against the raw simulated pair, and the dump stall: the longest gap
- * between consecutive allocations of one thread while another writes a snapshot of a full
- * 100k-entry history, against the longest gap in an equal window without a dump; and the pair
+ * none, trace mode, off) against the raw simulated pair, off mode once more within one process
+ * (the program's bound symbols against the runtime's own functions), and the dump stall: the
+ * longest gap between consecutive allocations of one thread while another writes a snapshot of a
+ * full 100k-entry history, against the longest gap in an equal window without a dump; and the pair
  * while another thread floods the control socket with TOP requests, against the pair without.
  * The program re-executes itself: a child without LD_PRELOAD measures the baseline and a child
  * under it the candidate, back to back in every repetition, so load slows both sides alike.
@@ -10,6 +11,7 @@
  * Usage: bench_shim [--lib PATH/libcuprof.so] [--sim-path DIR:DIR]  (defaults: the build tree) */
 #include <cuda_runtime_api.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -168,6 +170,64 @@ child_null_pairs(size_t size, long n)
         host[r] = glibc_pairs(size, n);
     }
     printf("%.3f %.3f\n", median(cuda, REPS), median(host, REPS));
+    return 0;
+}
+
+/* Off mode in one process: pairs through the symbols the program binds (cuprof's exports,
+ * passing through) alternated with pairs through the runtime's own functions (asked of its
+ * handle), so that both sides share the heap, the layout and the load. Prints the medians of
+ * both and of the per-repetition ratios. */
+typedef cudaError_t (*malloc_fn)(void **, size_t);
+typedef cudaError_t (*free_fn)(void *);
+
+static double
+pairs_through(malloc_fn volatile m, free_fn volatile f, size_t size, long n)
+{
+    void *p = NULL;
+    for (int i = 0; i < WARMUP; i++)
+        if (m(&p, size) != cudaSuccess || f(p) != cudaSuccess)
+            die("warm-up pair", 0);
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++) {
+        if (m(&p, size) != cudaSuccess)
+            die("cudaMalloc", 0);
+        if (f(p) != cudaSuccess)
+            die("cudaFree", 0);
+    }
+    return (now_ns() - t0) / (double)n;
+}
+
+static int
+child_off_same_process(size_t size, long n)
+{
+    void *runtime = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+    if (runtime == NULL)
+        die("dlopen libcudart.so.13", 0);
+    malloc_fn own_malloc;
+    free_fn own_free;
+    void *own_malloc_address = dlsym(runtime, "cudaMalloc");
+    void *own_free_address = dlsym(runtime, "cudaFree");
+    memcpy(&own_malloc, &own_malloc_address, sizeof(own_malloc)); /* POSIX: the same bits */
+    memcpy(&own_free, &own_free_address, sizeof(own_free));
+    Dl_info where;
+    /* The runtime's own functions, not the program's binding (which goes through the shim). */
+    if (own_malloc_address == NULL || own_free_address == NULL || own_malloc == cudaMalloc ||
+        dladdr(own_malloc_address, &where) == 0 || strstr(where.dli_fname, "libcudart") == NULL)
+        die("the runtime's own cudaMalloc", 0);
+    void *neighbour = NULL; /* kept live, as in leaf_pairs */
+    if (own_malloc(&neighbour, size) != cudaSuccess)
+        die("cudaMalloc", 0);
+    /* Many short rounds, alternated: a burst of load falls on both sides of a few of them. */
+    enum { ROUNDS = 3 * REPS };
+    double bound[ROUNDS], own[ROUNDS], ratio[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        own[r] = pairs_through(own_malloc, own_free, size, n / 3);
+        bound[r] = pairs_through(cudaMalloc, cudaFree, size, n / 3);
+        ratio[r] = bound[r] / own[r];
+    }
+    if (own_free(neighbour) != cudaSuccess)
+        die("cudaFree", 0);
+    printf("%.3f %.3f %.4f\n", median(bound, ROUNDS), median(own, ROUNDS), median(ratio, ROUNDS));
     return 0;
 }
 
@@ -577,6 +637,26 @@ null_runtime_figures(const struct setup *st, size_t size, const char *name)
     pair_figure(&null, fig, off_env, size, 200000);
 }
 
+/* `name`: 4k or 32m, with _null_runtime when `st` is the null runtime's. */
+static void
+off_same_process_figure(const struct setup *st, const char *name, size_t size, long n)
+{
+    char size_s[32], n_s[32];
+    snprintf(size_s, sizeof(size_s), "%zu", size);
+    snprintf(n_s, sizeof(n_s), "%ld", n);
+    const char *const env[] = {"SIMCUDA_MALLOC_US=0", "SIMCUDA_FREE_US=0", "CUPROF_LOG=quiet",
+                               "CUPROF_MODE=off", NULL};
+    const char *args[] = {"--child-off-same-process", size_s, n_s, NULL};
+    char *out = run_child(st, true, env, args);
+    char *end;
+    double bound = strtod(out, &end), own = strtod(end, &end), ratio = strtod(end, NULL);
+    free(out);
+    printf("shim_pair_%s_off_same_process: %.1f ns (%.3fx runtime_own_pair_%s)\n", name, bound,
+           ratio, name);
+    printf("runtime_own_pair_%s: %.1f ns (1.00x runtime_own_pair_%s)\n", name, own, name);
+    fflush(stdout);
+}
+
 static void
 raw_figure(const struct setup *st, const char *name, size_t size, long n)
 {
@@ -675,6 +755,8 @@ main(int argc, char **argv)
         return child_pairs(strtoull(argv[2], NULL, 10), strtol(argv[3], NULL, 10));
     if (argc == 4 && strcmp(argv[1], "--child-null-pairs") == 0)
         return child_null_pairs(strtoull(argv[2], NULL, 10), strtol(argv[3], NULL, 10));
+    if (argc == 4 && strcmp(argv[1], "--child-off-same-process") == 0)
+        return child_off_same_process(strtoull(argv[2], NULL, 10), strtol(argv[3], NULL, 10));
     if (argc == 3 && strcmp(argv[1], "--child-stall") == 0)
         return child_stall(argv[2]);
     if (argc == 5 && strcmp(argv[1], "--child-flood") == 0)
@@ -720,12 +802,16 @@ main(int argc, char **argv)
         snprintf(name, sizeof(name), "pair_%s_off", sizes[i].name);
         pair_figure(&st, name, off_env, sizes[i].size, sizes[i].n);
     }
+    off_same_process_figure(&st, "4k", 4 * KIB, 100000);
+    off_same_process_figure(&st, "32m", 32 * MIB, 100000);
     null_runtime_figures(&st, 4 * KIB, "4k");
     /* 32 MiB: only off mode (glibc serves 32 MiB with mmap, no baseline for a cached pair). */
     struct setup null = st;
     null.sim_path = BENCH_NULL_CUDA_PATH;
     const char *const null_off_env[] = {"CUPROF_LOG=quiet", "CUPROF_MODE=off", NULL};
     pair_figure(&null, "pair_32m_off_null_runtime", null_off_env, 32 * MIB, 200000);
+    off_same_process_figure(&null, "4k_null_runtime", 4 * KIB, 200000);
+    off_same_process_figure(&null, "32m_null_runtime", 32 * MIB, 200000);
     stall_figure(&st);
     flood_figure(&st);
     char sockets[4200];
