@@ -35,8 +35,9 @@ __attribute__((warn_unused_result)) int snapshot_write_mem(const struct snapshot
 
 /* Writes `path.tmp.<pid>`, fsyncs it and renames it to `path`, so that a reader never sees half
  * a file. A file of more than two buffers is written by a short-lived thread (`cuprof-writer`,
- * every signal blocked) while the rest is formatted (snapshot/file_writer.h). On failure the temporary file is removed, `path` is untouched, errno tells why and
- * -CUPROF_EIO (or -CUPROF_EHOSTMEM) is returned: the caller logs one line. */
+ * every signal blocked) while the rest is formatted (snapshot/file_writer.h). On failure the
+ * temporary file is removed, `path` is untouched, errno tells why and -CUPROF_EIO (or
+ * -CUPROF_EHOSTMEM) is returned: the caller logs one line. */
 __attribute__((warn_unused_result)) int
 snapshot_write_file(const char *path, const struct snapshot *snap, enum snapshot_format format);
 
