@@ -1,10 +1,13 @@
 /* test_file_writer.c: the file writer's hand-over of buffers (inline for a file's first two, on
  * its thread after), byte-exact files from snapshot_write_file against snapshot_write_mem in both
- * formats, a string larger than a buffer, and a write that fails on the writing thread: errno,
- * no temporary file, and no SIGXFSZ left for the program. */
+ * formats, a string larger than a buffer, a process that cannot start a thread, and a write
+ * that fails on the writing thread: errno, no temporary file, and no SIGXFSZ left for the
+ * program. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +28,23 @@
 #include "snapshot/snapshot_write.h"
 
 static char dir[] = "/tmp/cuprof-fwriter-XXXXXX";
+
+/* Linked with --wrap=pthread_create: while set, no thread can be started (RLIMIT_NPROC, a
+ * process at its thread limit). */
+static bool refuse_threads;
+int __real_pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                          void *arg);
+int __wrap_pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                          void *arg);
+
+int
+__wrap_pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                      void *arg)
+{
+    if (refuse_threads)
+        return EAGAIN;
+    return __real_pthread_create(thread, attr, start, arg);
+}
 
 static int
 make_dir(void **state)
@@ -168,6 +188,54 @@ test_files_equal_memory(void **state)
     snapshot_free(s);
 }
 
+/* Without a thread, every buffer is written inline, the caller's own handed back each time. */
+static void
+test_no_thread_to_be_had(void **state)
+{
+    (void)state;
+    refuse_threads = true;
+    char path[512];
+    snprintf(path, sizeof(path), "%s/inline", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    static unsigned char own[EMITTER_BUFFER];
+    unsigned char *buf = own;
+    size_t offset = 0;
+    struct file_writer w;
+    file_writer_init(&w, fd);
+    hand_over(&w, &buf, &offset, 5);
+    assert_false(w.threaded);
+    assert_ptr_equal(buf, own);
+    assert_int_equal(file_writer_close(&w), 0);
+    assert_int_equal(close(fd), 0);
+    size_t len;
+    unsigned char *data = slurp(path, &len);
+    assert_non_null(data);
+    assert_int_equal(len, offset);
+    for (size_t k = 0; k < len; k++)
+        if (data[k] != pattern_byte(k))
+            fail_msg("byte %zu is %u, expected %u", k, data[k], pattern_byte(k));
+    free(data);
+    unlink(path);
+
+    /* And a whole snapshot, byte for byte what memory gets. */
+    struct snapshot *s = big_model();
+    unsigned char *mem;
+    size_t mem_len;
+    assert_int_equal(snapshot_write_mem(s, SNAPSHOT_FORMAT_JSON, &mem, &mem_len), 0);
+    snprintf(path, sizeof(path), "%s/inline.json", dir);
+    assert_int_equal(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), 0);
+    data = slurp(path, &len);
+    assert_non_null(data);
+    assert_int_equal(len, mem_len);
+    assert_memory_equal(data, mem, len);
+    free(data);
+    free(mem);
+    unlink(path);
+    snapshot_free(s);
+    refuse_threads = false;
+}
+
 /* RLIMIT_FSIZE past the inline buffers: the writing thread's write fails with EFBIG (its
  * SIGXFSZ, blocked there, dies with it), the file is removed and the program lives on. */
 static void
@@ -207,6 +275,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buffers_in_order),
         cmocka_unit_test(test_files_equal_memory),
+        cmocka_unit_test(test_no_thread_to_be_had),
         cmocka_unit_test(test_failure_on_the_writing_thread),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
