@@ -158,12 +158,21 @@ shim_capture_begin_to_graph_ptsz(CUstream stream, CUgraph graph, const CUgraphNo
         stream, true, mode);
 }
 
-/* Over when the driver gave the graph, or none because the capture was invalidated; any other
- * error (the wrong thread, the wrong stream) leaves it under way. */
+/* Over when the driver gave the graph, or none because the capture was invalidated. After any
+ * other error the driver says: the wrong thread or the wrong stream leave the capture under way,
+ * while a fork left unjoined ends it for every stream (the Programming Guide); a driver that
+ * cannot say leaves it followed. */
 static bool
-capture_over(CUresult r)
+capture_over(CUresult r, CUstream stream, bool ptsz)
 {
-    return r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+        return true;
+    const struct real_cuda *real = real_cuda_get();
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    return real != NULL && real->cuStreamIsCapturing != NULL &&
+           real->cuStreamIsCapturing(stream == NULL && ptsz ? CU_STREAM_PER_THREAD : stream,
+                                     &status) == CUDA_SUCCESS &&
+           status == CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 CUresult
@@ -171,7 +180,7 @@ shim_capture_end(CUstream stream, CUgraph *graph)
 {
     REAL_CUDA_OR_FAIL(real, cuStreamEndCapture)
     CUresult r = real->cuStreamEndCapture(stream, graph);
-    if (capture_over(r))
+    if (capture_over(r, stream, false))
         note_end(stream_key(stream, false));
     return r;
 }
@@ -181,7 +190,7 @@ shim_capture_end_ptsz(CUstream stream, CUgraph *graph)
 {
     REAL_CUDA_OR_FAIL(real, cuStreamEndCapture_ptsz)
     CUresult r = real->cuStreamEndCapture_ptsz(stream, graph);
-    if (capture_over(r))
+    if (capture_over(r, stream, true))
         note_end(stream_key(stream, true));
     return r;
 }

@@ -19,7 +19,10 @@
  *   K  capture of the default stream (the per-thread build: with a graph allocation and its
  *      free on it); cudaStreamEndCapture without a capture; a cudaMalloc once no capture is
  *      under way
- *   L  cudaFreeAsync in a capture of memory allocated before it (not a graph allocation) */
+ *   L  cudaFreeAsync in a capture of memory allocated before it (not a graph allocation)
+ *   M  forks not joined back: work on a forked stream that the origin never waits for (ending
+ *      the capture fails and every stream leaves it; a cudaMalloc then), work after the join,
+ *      a fork with no work of its own, and a chain of forks joined back in turn */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 
@@ -306,6 +309,76 @@ legacy_and_outliving(cudaStream_t s, void *out)
     say("L_sync", cudaStreamSynchronize(s));
 }
 
+/* `from`'s work so far becomes a dependency of `to`'s next work, through a fresh event. */
+static void
+fork_to(const char *name, cudaStream_t from, cudaStream_t to)
+{
+    cudaEvent_t e;
+    char n[32];
+    cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    snprintf(n, sizeof(n), "%s_record", name);
+    say(n, cudaEventRecord(e, from));
+    snprintf(n, sizeof(n), "%s_wait", name);
+    say(n, cudaStreamWaitEvent(to, e, 0));
+    cudaEventDestroy(e);
+}
+
+static void
+end_and_say(const char *name, cudaStream_t s)
+{
+    cudaGraph_t g = NULL;
+    char n[32];
+    snprintf(n, sizeof(n), "%s_end", name);
+    say(n, cudaStreamEndCapture(s, &g));
+    snprintf(n, sizeof(n), "%s_graph_null", name);
+    printf("%s=%d\n", n, g == NULL);
+    if (g != NULL)
+        cudaGraphDestroy(g);
+}
+
+static void
+unjoined_forks(cudaStream_t s, void *out)
+{
+    cudaStream_t s2, s3;
+    cudaStreamCreate(&s2);
+    cudaStreamCreate(&s3);
+    say("M1_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    fork_to("M1_fork", s, s2);
+    say("M1_s2_memset", cudaMemsetAsync(out, 2, N, s2));
+    end_and_say("M1", s);
+    status("M1_status_after", s);
+    status("M1_s2_status_after", s2);
+    say("M1_last", cudaGetLastError());
+    void *q = NULL;
+    say("M1_malloc_after", cudaMalloc(&q, 4096));
+    say("M1_free_after", cudaFree(q));
+
+    say("M2_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    fork_to("M2_fork", s, s2);
+    say("M2_s2_memset", cudaMemsetAsync(out, 2, N, s2));
+    fork_to("M2_join", s2, s);
+    say("M2_s2_memset_after_join", cudaMemsetAsync(out, 3, N, s2));
+    end_and_say("M2", s);
+    status("M2_s2_status_after", s2);
+
+    say("M3_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    say("M3_memset", cudaMemsetAsync(out, 4, N, s));
+    fork_to("M3_fork", s, s2);
+    end_and_say("M3", s);
+    status("M3_s2_status_after", s2);
+
+    say("M4_begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    fork_to("M4_fork", s, s2);
+    fork_to("M4_fork2", s2, s3);
+    say("M4_s3_memset", cudaMemsetAsync(out, 5, N, s3));
+    fork_to("M4_join3", s3, s2);
+    say("M4_s2_memset", cudaMemsetAsync(out, 6, N / 2, s2));
+    fork_to("M4_join2", s2, s);
+    end_and_say("M4", s);
+    cudaStreamDestroy(s3);
+    cudaStreamDestroy(s2);
+}
+
 int
 main(void)
 {
@@ -322,6 +395,7 @@ main(void)
     other_threads(s);
     sync_and_join(s, out);
     legacy_and_outliving(s, out);
+    unjoined_forks(s, out);
     say("end_free_pre", cudaFree(pre));
     say("end_free_out", cudaFree(out));
     say("end_sync", cudaDeviceSynchronize());

@@ -23,6 +23,9 @@ struct sim_device;
 enum sim_kind { SIM_KIND_DEVICE = 1, SIM_KIND_MANAGED, SIM_KIND_ASYNC };
 
 #define SIM_MAX_PEERS 8 /* contexts one context may access (cuCtxEnablePeerAccess) */
+/* Streams of one capture whose joins are followed (the origin and its forks); work on a stream
+ * past these is taken as joined. */
+#define SIM_CAPTURE_STREAMS 16
 
 struct CUctx_st {
     struct sim_device *dev;
@@ -68,6 +71,10 @@ struct CUstream_st {
     pthread_t worker;
     struct CUstream_st *next; /* dev->streams; protected by dev->streams_lock */
     uint64_t capture_id;      /* the capture it belongs to, 0 for none; sim_graph's lock */
+    /* Its place among its capture's streams (SIM_CAPTURE_STREAMS: not followed), and the
+     * captured work of each of them it depends on, its own included; sim_graph's lock. */
+    uint8_t capture_index;
+    uint32_t capture_seen[SIM_CAPTURE_STREAMS];
 };
 
 struct CUevent_st {
@@ -79,6 +86,7 @@ struct CUevent_st {
     uint64_t done_gen;    /* protected by lock */
     struct timespec when; /* protected by lock; time the record completed */
     uint64_t capture_id;  /* last recorded inside this capture (0: outside); sim_graph's lock */
+    uint32_t capture_seen[SIM_CAPTURE_STREAMS]; /* the recording stream's, at the record */
 };
 
 struct sim_device {

@@ -1,6 +1,7 @@
 /* Stream capture and CUDA graphs (see sim_graph.h): captures, the modes that refuse calls while
  * they run, graphs, executable graphs and graph allocations. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim_driver.h"
 #include "sim_graph.h"
@@ -41,6 +42,7 @@ struct capture {
     bool graph_given;           /* cuStreamBeginCaptureToGraph: the program's graph */
     struct CUstream_st *origin; /* NULL once destroyed */
     struct capture *next;
+    uint8_t stream_count; /* capture_index values handed out (the origin's is 0) */
 };
 
 static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -197,6 +199,55 @@ invalidate_implicit(struct sim_device *dev)
     return find_blocking_capture(dev, true);
 }
 
+/* ---- joins: which captured work the origin stream depends on, so that ending a capture with
+ * a fork's work left out fails (CUDA Programming Guide, cross-stream dependencies: a stream that
+ * is not joined back to the origin fails the whole capture). Each stream counts its own captured
+ * work; an event's record keeps what its stream depended on, and a wait on it adds that. ---- */
+
+static void
+note_work(struct CUstream_st *s)
+{
+    if (s->capture_index < SIM_CAPTURE_STREAMS)
+        s->capture_seen[s->capture_index]++;
+}
+
+static void
+depend_on(struct CUstream_st *s, const struct CUevent_st *ev)
+{
+    for (int i = 0; i < SIM_CAPTURE_STREAMS; i++)
+        if (ev->capture_seen[i] > s->capture_seen[i])
+            s->capture_seen[i] = ev->capture_seen[i];
+}
+
+/* A stream joins capture c (its origin at begin, a fork at a wait), depending on nothing yet. */
+static void
+enter_capture(struct capture *c, struct CUstream_st *s)
+{
+    s->capture_id = c->id;
+    s->capture_index =
+        c->stream_count < SIM_CAPTURE_STREAMS ? c->stream_count++ : SIM_CAPTURE_STREAMS;
+    memset(s->capture_seen, 0, sizeof(s->capture_seen));
+}
+
+/* A stream of capture c has captured work its origin does not depend on (capture_lock held). */
+static bool
+unjoined(const struct capture *c)
+{
+    const struct CUstream_st *o = c->origin;
+    bool found = false;
+    for (int i = 0; i < sim.ndev && !found; i++) {
+        struct sim_device *dev = &sim.devs[i];
+        pthread_mutex_lock(&dev->streams_lock);
+        for (struct CUstream_st *t = dev->streams; t && !found; t = t->next) {
+            unsigned k = t->capture_index;
+            found = t->capture_id == c->id && t != o && k < SIM_CAPTURE_STREAMS &&
+                    t->capture_seen[k] > o->capture_seen[k];
+        }
+        pthread_mutex_unlock(&dev->streams_lock);
+    }
+    return found;
+}
+
 CUresult
 sim_capture_submit(struct CUstream_st *s, struct sim_op *op, bool wait, bool *taken)
 {
@@ -211,10 +262,12 @@ sim_capture_submit(struct CUstream_st *s, struct sim_op *op, bool wait, bool *ta
         r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     } else if (c) {
         struct CUgraph_st *g = c->graph;
-        if (grow((void **)&g->nodes, &g->cap, g->n, sizeof(*g->nodes)))
+        if (grow((void **)&g->nodes, &g->cap, g->n, sizeof(*g->nodes))) {
             g->nodes[g->n++] = op;
-        else
+            note_work(s);
+        } else {
             r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
     } else if (wait && invalidate_forbidding()) {
         r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     } else if (s->legacy && invalidate_implicit(s->dev)) {
@@ -249,6 +302,7 @@ sim_capture_record(struct CUstream_st *s, struct CUevent_st *ev, bool *taken)
     struct capture *c = capture_for_work(s, taken, &r);
     if (c) {
         ev->capture_id = c->id; /* a later wait on it joins the capture */
+        memcpy(ev->capture_seen, s->capture_seen, sizeof(ev->capture_seen));
     } else if (!*taken && s->legacy && invalidate_implicit(s->dev)) {
         *taken = true;
         r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
@@ -276,13 +330,17 @@ sim_capture_wait(struct CUstream_st *s, struct CUevent_st *ev, bool *taken)
         r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     } else if (!mine && theirs) {
         /* Fork: the stream joins the capture; its work is captured from now on. */
-        s->capture_id = theirs->id;
+        enter_capture(theirs, s);
+        depend_on(s, ev);
         r = theirs->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
     } else if (mine && mine != theirs) {
         mine->invalidated = theirs->invalidated = true;
         r = CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    } else if (mine) {
+        /* Both in one capture (a join, or a fork's fork): replaying in capture order already
+         * keeps the order; the dependency is what ending the capture checks. */
+        depend_on(s, ev);
     }
-    /* Both in one capture: replaying in capture order already keeps the dependency. */
     pthread_mutex_unlock(&capture_lock);
     return r;
 }
@@ -314,8 +372,10 @@ sim_capture_alloc(struct CUstream_st *s, struct CUctx_st *ctx, size_t size, CUde
         struct graph_memory *m = c->graph->mem;
         if (!grow((void **)&m->allocs, &m->cap, m->n, sizeof(*m->allocs)))
             r = CUDA_ERROR_OUT_OF_MEMORY;
-        else if ((r = sim_mem_alloc_graph(ctx, size, m, out)) == CUDA_SUCCESS)
+        else if ((r = sim_mem_alloc_graph(ctx, size, m, out)) == CUDA_SUCCESS) {
             m->allocs[m->n++] = (struct graph_allocation){(uintptr_t)*out, false};
+            note_work(s);
+        }
     } else if (!*taken && s->legacy && invalidate_implicit(s->dev)) {
         *taken = true;
         r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
@@ -337,6 +397,7 @@ sim_capture_free(struct CUstream_st *s, CUdeviceptr ptr, bool *taken)
         for (size_t i = 0; i < m->n; i++)
             if (m->allocs[i].ptr == (uintptr_t)ptr && !m->allocs[i].freed_in_graph) {
                 m->allocs[i].freed_in_graph = true;
+                note_work(s);
                 r = CUDA_SUCCESS;
             }
     } else if (!*taken && s->legacy && invalidate_implicit(s->dev)) {
@@ -390,10 +451,15 @@ begin_capture(CUstream h, CUstreamCaptureMode mode, struct CUgraph_st *into, boo
             graph_free(g);
         return CUDA_ERROR_ILLEGAL_STATE;
     }
-    *c = (struct capture){++last_capture_id, mode, pthread_self(), false, g,
-                          into != NULL,      s,    captures};
+    *c = (struct capture){.id = ++last_capture_id,
+                          .mode = mode,
+                          .thread = pthread_self(),
+                          .graph = g,
+                          .graph_given = into != NULL,
+                          .origin = s,
+                          .next = captures};
     captures = c;
-    s->capture_id = c->id;
+    enter_capture(c, s);
     atomic_fetch_add_explicit(&captures_alive, 1, memory_order_release);
     pthread_mutex_unlock(&capture_lock);
     return CUDA_SUCCESS;
@@ -494,6 +560,9 @@ end_capture(CUstream h, CUgraph *graph, bool ptsz)
         pthread_mutex_unlock(&capture_lock);
         return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     }
+    /* Either way every stream of the capture leaves it (the guide: all of them are taken out
+     * of capture mode at cuStreamEndCapture). */
+    bool left_out = !c->invalidated && unjoined(c);
     for (struct capture **pp = &captures; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
@@ -505,11 +574,12 @@ end_capture(CUstream h, CUgraph *graph, bool ptsz)
     bool invalidated = c->invalidated, given = c->graph_given;
     struct CUgraph_st *g = c->graph;
     free(c);
-    if (invalidated) {
+    if (invalidated || left_out) {
         if (!given)
             graph_free(g);
         *graph = NULL;
-        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        return invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                           : CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
     }
     *graph = g;
     return CUDA_SUCCESS;
