@@ -93,6 +93,10 @@ def test(meson, build, source, prefix, bindir, libdir, probe, work):
     # PWD, pyenv's folder and the like name the folder meson test runs in: dropped.
     env = {k: v for k, v in env.items() if not any(w.decode() in v for w in words)}
     env["PWD"] = run_dir
+    # The program's control socket in a folder of this test's own, outside the build tree.
+    runtime_dir = os.path.join(work, "xdg")
+    os.makedirs(runtime_dir, mode=0o700)
+    env["XDG_RUNTIME_DIR"] = runtime_dir
     r = subprocess.run([cuprof, "run", "--sim", "-q", "-o", os.path.join(run_dir, "s-%p.pickle"),
                         "--", "./app"], capture_output=True, text=True, env=env, cwd=run_dir,
                        timeout=120)
