@@ -647,6 +647,69 @@ limits_and_flags(void)
     EXPECT("flags after reset", flags, cudaDeviceMapHost);
 }
 
+/* A graph the program creates and captures into, instantiated with parameters (and uploaded
+ * there), uploaded again and launched; the graph memory queries by device ordinal. */
+static void
+graphs_extra(void)
+{
+    enum { N = 4096 };
+    static unsigned char host[N];
+    cudaStream_t s;
+    unsigned char *d = NULL;
+    EXPECT("stream", cudaStreamCreate(&s), cudaSuccess);
+    EXPECT("malloc", cudaMalloc((void **)&d, N), cudaSuccess);
+    cudaGraph_t g = NULL, ended = NULL;
+    EXPECT_ERR("graph create with flags", cudaGraphCreate(&g, 1), cudaErrorInvalidValue);
+    EXPECT_ERR("graph create NULL", cudaGraphCreate(NULL, 0), cudaErrorInvalidValue);
+    EXPECT("graph create", cudaGraphCreate(&g, 0), cudaSuccess);
+    EXPECT("capture into it",
+           cudaStreamBeginCaptureToGraph(s, g, NULL, NULL, 0, cudaStreamCaptureModeGlobal),
+           cudaSuccess);
+    EXPECT("memset captured", cudaMemsetAsync(d, 0x3C, N, s), cudaSuccess);
+    EXPECT("end capture", cudaStreamEndCapture(s, &ended), cudaSuccess);
+    EXPECT("the program's graph back", ended == g, 1);
+
+    cudaGraphExec_t e = NULL, e2 = NULL;
+    cudaGraphInstantiateParams p = {.flags = cudaGraphInstantiateFlagUpload,
+                                    .uploadStream = s,
+                                    .result_out = cudaGraphInstantiateError};
+    EXPECT("instantiate with params", cudaGraphInstantiateWithParams(&e, g, &p), cudaSuccess);
+    EXPECT("instantiate result", p.result_out, cudaGraphInstantiateSuccess);
+    EXPECT("no error node", p.errNode_out == NULL, 1);
+    EXPECT("upload", cudaGraphUpload(e, s), cudaSuccess);
+    EXPECT_ERR("upload NULL", cudaGraphUpload(NULL, s), cudaErrorInvalidValue);
+    EXPECT("zero before the launch", cudaMemset(d, 0, N), cudaSuccess);
+    EXPECT("launch", cudaGraphLaunch(e, s), cudaSuccess);
+    EXPECT("sync", cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT("copy back", cudaMemcpy(host, d, N, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT("the graph ran", host[0] == 0x3C && host[N - 1] == 0x3C, 1);
+    cudaGraphInstantiateParams unknown = {.flags = 1ull << 40};
+    EXPECT_ERR("instantiate with an unknown flag", cudaGraphInstantiateWithParams(&e2, g, &unknown),
+               cudaErrorInvalidValue);
+    EXPECT_ERR("instantiate params NULL", cudaGraphInstantiateWithParams(&e2, g, NULL),
+               cudaErrorInvalidValue);
+    EXPECT_ERR("upload flag without params",
+               cudaGraphInstantiateWithFlags(&e2, g, cudaGraphInstantiateFlagUpload),
+               cudaErrorInvalidValue);
+    EXPECT("exec destroy", cudaGraphExecDestroy(e), cudaSuccess);
+    EXPECT("graph destroy", cudaGraphDestroy(g), cudaSuccess);
+
+    unsigned long long v = 1;
+    EXPECT("graph memory in use",
+           cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &v), cudaSuccess);
+    EXPECT("none in use", v, 0);
+    EXPECT_ERR("graph memory of no device",
+               cudaDeviceGetGraphMemAttribute(99, cudaGraphMemAttrUsedMemCurrent, &v),
+               cudaErrorInvalidDevice);
+    v = 0;
+    EXPECT("reset the high watermark",
+           cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &v), cudaSuccess);
+    EXPECT("trim", cudaDeviceGraphMemTrim(0), cudaSuccess);
+    EXPECT_ERR("trim no device", cudaDeviceGraphMemTrim(-1), cudaErrorInvalidDevice);
+    EXPECT("free", cudaFree(d), cudaSuccess);
+    EXPECT("stream destroy", cudaStreamDestroy(s), cudaSuccess);
+}
+
 int
 main(void)
 {
@@ -662,6 +725,7 @@ main(void)
     pools();
     managed_hints();
     limits_and_flags();
+    graphs_extra();
     EXPECT("no error left", cudaGetLastError(), cudaSuccess);
     printf("runtime_check: ok %d\n", checks);
     return 0;

@@ -716,15 +716,101 @@ cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 /* ---- graph entry points ---- */
 
 CUresult
+cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phGraph || flags != 0) /* cuda.h: flags must be 0 */
+        return CUDA_ERROR_INVALID_VALUE;
+    *phGraph = graph_new();
+    return *phGraph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* The flags cuGraphInstantiateWithFlags takes; cuGraphInstantiateWithParams takes UPLOAD too. */
+static const unsigned long long instantiate_flags =
+    CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
+    CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+
+static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
+
+CUresult
 cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    const unsigned long long known = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
-                                     CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
-                                     CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
-    if (!phGraphExec || !hGraph || (flags & ~known))
+    if (flags & ~instantiate_flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    return instantiate(phGraphExec, hGraph, flags);
+}
+
+/* Uploading has nothing to do here (nodes are host work): the handles are checked, and a
+ * capturing stream takes no work from it. */
+static CUresult
+upload(CUgraphExec e, CUstream h, bool ptsz)
+{
+    struct CUstream_st *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult
+cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return upload(hGraphExec, hStream, false);
+}
+
+CUresult
+cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return upload(hGraphExec, hStream, true);
+}
+
+/* result_out says why an instantiation failed (here only ever an unexpected reason, the
+ * return value's); with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD the graph is uploaded to
+ * hUploadStream as well. */
+static CUresult
+instantiate_with_params(CUgraphExec *phGraphExec, CUgraph hGraph,
+                        CUDA_GRAPH_INSTANTIATE_PARAMS *params, bool ptsz)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!params || (params->flags & ~(instantiate_flags | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)))
+        return CUDA_ERROR_INVALID_VALUE;
+    params->hErrNode_out = NULL;
+    r = instantiate(phGraphExec, hGraph, params->flags & instantiate_flags);
+    if (r == CUDA_SUCCESS && (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) &&
+        (r = upload(*phGraphExec, params->hUploadStream, ptsz)) != CUDA_SUCCESS) {
+        (void)cuGraphExecDestroy(*phGraphExec);
+        *phGraphExec = NULL;
+    }
+    params->result_out =
+        r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return r;
+}
+
+CUresult
+cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                             CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return instantiate_with_params(phGraphExec, hGraph, instantiateParams, false);
+}
+
+CUresult
+cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                  CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return instantiate_with_params(phGraphExec, hGraph, instantiateParams, true);
+}
+
+static CUresult
+instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+{
+    if (!phGraphExec || !hGraph)
         return CUDA_ERROR_INVALID_VALUE;
     struct CUgraphExec_st *e = calloc(1, sizeof(*e));
     struct sim_op **nodes = calloc(hGraph->n ? hGraph->n : 1, sizeof(*nodes));

@@ -141,3 +141,134 @@ cudaGraphDestroy(cudaGraph_t graph)
     RT_CTX_OR_RETURN();
     return rt_state_cu(RT_CALL(cuGraphDestroy, (CUgraph)graph));
 }
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuGraphCreate, (CUgraph *)pGraph, flags));
+}
+
+static cudaError_t
+begin_capture_to_graph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies,
+                       const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                       enum cudaStreamCaptureMode mode, bool ptsz)
+{
+    RT_CTX_OR_RETURN();
+    const CUgraphNode *deps = (const CUgraphNode *)dependencies;
+    const CUgraphEdgeData *data = (const CUgraphEdgeData *)dependencyData;
+    return rt_state_cu(ptsz ? RT_CALL(cuStreamBeginCaptureToGraph_ptsz, (CUstream)stream,
+                                      (CUgraph)graph, deps, data, numDependencies,
+                                      (CUstreamCaptureMode)mode)
+                            : RT_CALL(cuStreamBeginCaptureToGraph, (CUstream)stream, (CUgraph)graph,
+                                      deps, data, numDependencies, (CUstreamCaptureMode)mode));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                              const cudaGraphNode_t *dependencies,
+                              const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                              enum cudaStreamCaptureMode mode)
+{
+    return begin_capture_to_graph(stream, graph, dependencies, dependencyData, numDependencies,
+                                  mode, false);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
+                                   const cudaGraphNode_t *dependencies,
+                                   const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                                   enum cudaStreamCaptureMode mode)
+{
+    return begin_capture_to_graph(stream, graph, dependencies, dependencyData, numDependencies,
+                                  mode, true);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuGraphUpload, (CUgraphExec)graphExec, (CUstream)stream));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+    RT_CTX_OR_RETURN();
+    return rt_state_cu(RT_CALL(cuGraphUpload_ptsz, (CUgraphExec)graphExec, (CUstream)stream));
+}
+
+/* The runtime's parameter block and the driver's hold the same fields under other types:
+ * copied both ways, not cast. */
+static cudaError_t
+instantiate_with_params(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                        cudaGraphInstantiateParams *params, bool ptsz)
+{
+    RT_CTX_OR_RETURN();
+    if (params == NULL)
+        return rt_state_ret(cudaErrorInvalidValue);
+    CUDA_GRAPH_INSTANTIATE_PARAMS p = {.flags = params->flags,
+                                       .hUploadStream = (CUstream)params->uploadStream};
+    CUresult r =
+        ptsz ? RT_CALL(cuGraphInstantiateWithParams_ptsz, (CUgraphExec *)pGraphExec, (CUgraph)graph,
+                       &p)
+             : RT_CALL(cuGraphInstantiateWithParams, (CUgraphExec *)pGraphExec, (CUgraph)graph, &p);
+    params->errNode_out = (cudaGraphNode_t)p.hErrNode_out;
+    params->result_out = (cudaGraphInstantiateResult)p.result_out;
+    return rt_state_cu(r);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                               cudaGraphInstantiateParams *instantiateParams)
+{
+    return instantiate_with_params(pGraphExec, graph, instantiateParams, false);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                                    cudaGraphInstantiateParams *instantiateParams)
+{
+    return instantiate_with_params(pGraphExec, graph, instantiateParams, true);
+}
+
+/* The graph memory calls name a device by ordinal; one out of range is cudaErrorInvalidDevice. */
+static cudaError_t
+graph_device(int device)
+{
+    enum cudaError e = rt_state_init();
+    if (e != cudaSuccess)
+        return e;
+    if (device < 0 || device >= rt_state_device_count())
+        return rt_state_ret(cudaErrorInvalidDevice);
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+{
+    enum cudaError e = graph_device(device);
+    if (e != cudaSuccess)
+        return e;
+    return rt_state_cu(
+        RT_CALL(cuDeviceGetGraphMemAttribute, device, (CUgraphMem_attribute)attr, value));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+{
+    enum cudaError e = graph_device(device);
+    if (e != cudaSuccess)
+        return e;
+    return rt_state_cu(
+        RT_CALL(cuDeviceSetGraphMemAttribute, device, (CUgraphMem_attribute)attr, value));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaDeviceGraphMemTrim(int device)
+{
+    enum cudaError e = graph_device(device);
+    if (e != cudaSuccess)
+        return e;
+    return rt_state_cu(RT_CALL(cuDeviceGraphMemTrim, device));
+}
