@@ -86,7 +86,7 @@ device_init(struct sim_device *dev, int ordinal, size_t capacity)
 static void
 fork_prepare(void)
 {
-    sim_graph_fork_lock();
+    sim_graph_lock();
     sim_stream_fork_lock();
     sim_fail_fork_lock();
     sim_host_fork_lock();
@@ -104,7 +104,7 @@ fork_done(bool child)
     sim_host_fork_unlock();
     sim_fail_fork_unlock();
     sim_stream_fork_unlock(child);
-    sim_graph_fork_unlock();
+    sim_graph_unlock();
 }
 
 static void

@@ -1,37 +1,12 @@
-/* Stream capture and CUDA graphs (see sim_graph.h): captures, the modes that refuse calls while
- * they run, graphs, executable graphs and graph allocations. */
+/* Stream capture (see sim_graph.h): captures, the modes that refuse calls while they run, joins,
+ * and the graphs they build with their graph allocations; executable graphs and the graph
+ * entry points are sim_graph_exec.c's. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim_driver.h"
 #include "sim_graph.h"
-
-/* The graph allocations of one capture, shared by its graph and the graph's executable copy:
- * they live as long as either (their addresses are fixed for the graph's life). */
-struct graph_allocation {
-    uintptr_t ptr;
-    bool freed_in_graph; /* a free node for it follows in the same graph */
-};
-
-struct graph_memory {
-    atomic_int refs;
-    struct graph_allocation *allocs;
-    size_t n, cap;
-    bool instantiated; /* a graph with memory nodes has one executable copy at a time */
-};
-
-struct CUgraph_st {
-    struct sim_op **nodes; /* copies, memsets, host functions, in capture order */
-    size_t n, cap;
-    struct graph_memory *mem;
-};
-
-struct CUgraphExec_st {
-    struct sim_op **nodes;
-    size_t n;
-    struct graph_memory *mem;
-    bool auto_free; /* CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH */
-};
+#include "sim_graph_internal.h"
 
 struct capture {
     uint64_t id;
@@ -58,13 +33,13 @@ sim_capture_active(void)
 }
 
 void
-sim_graph_fork_lock(void)
+sim_graph_lock(void)
 {
     pthread_mutex_lock(&capture_lock);
 }
 
 void
-sim_graph_fork_unlock(void)
+sim_graph_unlock(void)
 {
     pthread_mutex_unlock(&capture_lock);
 }
@@ -80,8 +55,8 @@ find_capture(uint64_t id)
 
 /* ---- graphs ---- */
 
-static void
-memory_unref(struct graph_memory *m)
+void
+sim_graph_memory_unref(struct graph_memory *m)
 {
     if (atomic_fetch_sub(&m->refs, 1) != 1)
         return;
@@ -91,16 +66,16 @@ memory_unref(struct graph_memory *m)
     free(m);
 }
 
-static void
-nodes_free(struct sim_op **nodes, size_t n)
+void
+sim_graph_nodes_free(struct sim_op **nodes, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         sim_op_free(nodes[i]);
     free(nodes);
 }
 
-static struct CUgraph_st *
-graph_new(void)
+struct CUgraph_st *
+sim_graph_new(void)
 {
     struct CUgraph_st *g = calloc(1, sizeof(*g));
     struct graph_memory *m = calloc(1, sizeof(*m));
@@ -114,11 +89,11 @@ graph_new(void)
     return g;
 }
 
-static void
-graph_free(struct CUgraph_st *g)
+void
+sim_graph_free(struct CUgraph_st *g)
 {
-    nodes_free(g->nodes, g->n);
-    memory_unref(g->mem);
+    sim_graph_nodes_free(g->nodes, g->n);
+    sim_graph_memory_unref(g->mem);
     free(g);
 }
 
@@ -436,11 +411,11 @@ begin_capture(CUstream h, CUstreamCaptureMode mode, struct CUgraph_st *into, boo
     if (s->legacy)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     struct capture *c = calloc(1, sizeof(*c));
-    struct CUgraph_st *g = into ? into : graph_new();
+    struct CUgraph_st *g = into ? into : sim_graph_new();
     if (!c || !g) {
         free(c);
         if (g && !into)
-            graph_free(g);
+            sim_graph_free(g);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_mutex_lock(&capture_lock);
@@ -448,7 +423,7 @@ begin_capture(CUstream h, CUstreamCaptureMode mode, struct CUgraph_st *into, boo
         pthread_mutex_unlock(&capture_lock);
         free(c);
         if (!into)
-            graph_free(g);
+            sim_graph_free(g);
         return CUDA_ERROR_ILLEGAL_STATE;
     }
     *c = (struct capture){.id = ++last_capture_id,
@@ -576,7 +551,7 @@ end_capture(CUstream h, CUgraph *graph, bool ptsz)
     free(c);
     if (invalidated || left_out) {
         if (!given)
-            graph_free(g);
+            sim_graph_free(g);
         *graph = NULL;
         return invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
                            : CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
@@ -711,264 +686,4 @@ cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
     thread_mode = *mode;
     *mode = old;
     return CUDA_SUCCESS;
-}
-
-/* ---- graph entry points ---- */
-
-CUresult
-cuGraphCreate(CUgraph *phGraph, unsigned int flags)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!phGraph || flags != 0) /* cuda.h: flags must be 0 */
-        return CUDA_ERROR_INVALID_VALUE;
-    *phGraph = graph_new();
-    return *phGraph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-/* The flags cuGraphInstantiateWithFlags takes; cuGraphInstantiateWithParams takes UPLOAD too. */
-static const unsigned long long instantiate_flags =
-    CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
-    CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
-
-static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
-
-CUresult
-cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (flags & ~instantiate_flags)
-        return CUDA_ERROR_INVALID_VALUE;
-    return instantiate(phGraphExec, hGraph, flags);
-}
-
-/* Uploading has nothing to do here (nodes are host work): the handles are checked, and a
- * capturing stream takes no work from it. */
-static CUresult
-upload(CUgraphExec e, CUstream h, bool ptsz)
-{
-    struct CUstream_st *s;
-    CUresult r = sim_stream_resolve(h, ptsz, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-CUresult
-cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
-{
-    return upload(hGraphExec, hStream, false);
-}
-
-CUresult
-cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    return upload(hGraphExec, hStream, true);
-}
-
-/* result_out says why an instantiation failed (here only ever an unexpected reason, the
- * return value's); with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD the graph is uploaded to
- * hUploadStream as well. */
-static CUresult
-instantiate_with_params(CUgraphExec *phGraphExec, CUgraph hGraph,
-                        CUDA_GRAPH_INSTANTIATE_PARAMS *params, bool ptsz)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!params || (params->flags & ~(instantiate_flags | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)))
-        return CUDA_ERROR_INVALID_VALUE;
-    params->hErrNode_out = NULL;
-    r = instantiate(phGraphExec, hGraph, params->flags & instantiate_flags);
-    if (r == CUDA_SUCCESS && (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) &&
-        (r = upload(*phGraphExec, params->hUploadStream, ptsz)) != CUDA_SUCCESS) {
-        (void)cuGraphExecDestroy(*phGraphExec);
-        *phGraphExec = NULL;
-    }
-    params->result_out =
-        r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
-    return r;
-}
-
-CUresult
-cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-                             CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    return instantiate_with_params(phGraphExec, hGraph, instantiateParams, false);
-}
-
-CUresult
-cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                  CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    return instantiate_with_params(phGraphExec, hGraph, instantiateParams, true);
-}
-
-static CUresult
-instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-    if (!phGraphExec || !hGraph)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct CUgraphExec_st *e = calloc(1, sizeof(*e));
-    struct sim_op **nodes = calloc(hGraph->n ? hGraph->n : 1, sizeof(*nodes));
-    if (!e || !nodes) {
-        free(e);
-        free(nodes);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    for (size_t i = 0; i < hGraph->n; i++)
-        if (!(nodes[e->n++] = sim_op_clone(hGraph->nodes[i]))) {
-            nodes_free(nodes, e->n - 1);
-            free(e);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    pthread_mutex_lock(&capture_lock);
-    bool taken = hGraph->mem->n > 0 && hGraph->mem->instantiated;
-    if (!taken && hGraph->mem->n > 0)
-        hGraph->mem->instantiated = true;
-    pthread_mutex_unlock(&capture_lock);
-    if (taken) { /* graphs with memory nodes: one executable copy at a time */
-        nodes_free(nodes, e->n);
-        free(e);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    e->nodes = nodes;
-    e->mem = hGraph->mem;
-    e->auto_free = (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0;
-    atomic_fetch_add(&e->mem->refs, 1);
-    *phGraphExec = e;
-    return CUDA_SUCCESS;
-}
-
-/* Graph allocations not freed in the graph become the program's when it runs; launching again
- * before the program freed them is CUDA_ERROR_INVALID_VALUE, unless the graph was instantiated
- * to free them itself on launch. (capture_lock held.) */
-static CUresult
-hand_out_allocations(struct graph_memory *m, bool auto_free)
-{
-    bool live = false;
-    for (size_t i = 0; i < m->n && !auto_free; i++)
-        if (!m->allocs[i].freed_in_graph && sim_mem_graph_is_live(m->allocs[i].ptr, m))
-            return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < m->n; i++)
-        if (!m->allocs[i].freed_in_graph)
-            (void)sim_mem_graph_set_live(m->allocs[i].ptr, m, true, &live);
-    return CUDA_SUCCESS;
-}
-
-static CUresult
-graph_launch(CUgraphExec e, CUstream h, bool ptsz)
-{
-    struct CUstream_st *s;
-    CUresult r = sim_stream_resolve(h, ptsz, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!e)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&capture_lock);
-    r = hand_out_allocations(e->mem, e->auto_free);
-    pthread_mutex_unlock(&capture_lock);
-    for (size_t i = 0; i < e->n && r == CUDA_SUCCESS; i++) {
-        struct sim_op *op = sim_op_clone(e->nodes[i]);
-        r = op ? sim_stream_submit_op(s, op) : CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return r;
-}
-
-CUresult
-cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-    return graph_launch(hGraphExec, hStream, false);
-}
-
-CUresult
-cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    return graph_launch(hGraphExec, hStream, true);
-}
-
-CUresult
-cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!hGraphExec)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&capture_lock);
-    hGraphExec->mem->instantiated = false;
-    pthread_mutex_unlock(&capture_lock);
-    nodes_free(hGraphExec->nodes, hGraphExec->n);
-    memory_unref(hGraphExec->mem);
-    free(hGraphExec);
-    return CUDA_SUCCESS;
-}
-
-CUresult
-cuGraphDestroy(CUgraph hGraph)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!hGraph)
-        return CUDA_ERROR_INVALID_VALUE;
-    graph_free(hGraph);
-    return CUDA_SUCCESS;
-}
-
-/* ---- graph memory attributes ---- */
-
-/* The simulated graph allocator keeps no pool: what graphs hold is what it reserved for them. */
-CUresult
-cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
-{
-    struct sim_device *dev;
-    CUresult r = sim_device_require(device, &dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&dev->lock);
-    switch (attr) {
-    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
-        *(cuuint64_t *)value = dev->graph_bytes;
-        break;
-    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
-        *(cuuint64_t *)value = dev->graph_bytes_high;
-        break;
-    default:
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
-    pthread_mutex_unlock(&dev->lock);
-    return r;
-}
-
-/* Only the high watermarks, and only back to zero (they then restart from the current value). */
-CUresult
-cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
-{
-    struct sim_device *dev;
-    CUresult r = sim_device_require(device, &dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!value || *(cuuint64_t *)value != 0 ||
-        (attr != CU_GRAPH_MEM_ATTR_USED_MEM_HIGH && attr != CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH))
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&dev->lock);
-    dev->graph_bytes_high = dev->graph_bytes;
-    pthread_mutex_unlock(&dev->lock);
-    return CUDA_SUCCESS;
-}
-
-/* Nothing is cached for graphs here: a graph's allocations go with the graph. */
-CUresult
-cuDeviceGraphMemTrim(CUdevice device)
-{
-    struct sim_device *dev;
-    return sim_device_require(device, &dev);
 }

@@ -48,7 +48,8 @@ CUresult sim_capture_free(struct CUstream_st *s, CUdeviceptr ptr, bool *taken)
 /* A stream going away: a capture it started is invalidated, one it joined forgets it. */
 void sim_capture_forget_stream(struct CUstream_st *s);
 
-void sim_graph_fork_lock(void);
-void sim_graph_fork_unlock(void);
+/* The module's lock (capture_lock): held across fork by the driver's atfork handlers. */
+void sim_graph_lock(void);
+void sim_graph_unlock(void);
 
 #endif
