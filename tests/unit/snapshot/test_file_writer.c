@@ -85,6 +85,32 @@ pattern_byte(size_t offset)
     return (unsigned char)((offset * 131u) ^ (offset >> 13));
 }
 
+/* A fresh file `name` in the test folder (its path in `path`), with a writer on it. */
+static int
+open_writer(const char *name, char *path, size_t len, struct file_writer *w)
+{
+    snprintf(path, len, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    file_writer_init(w, fd);
+    return fd;
+}
+
+/* The file holds exactly the first `want` bytes of the pattern; it is removed after. */
+static void
+assert_pattern_file(const char *path, size_t want)
+{
+    size_t len;
+    unsigned char *data = slurp(path, &len);
+    assert_non_null(data);
+    assert_int_equal(len, want);
+    for (size_t k = 0; k < len; k++)
+        if (data[k] != pattern_byte(k))
+            fail_msg("byte %zu is %u, expected %u", k, data[k], pattern_byte(k));
+    free(data);
+    unlink(path);
+}
+
 /* Fills and hands over `n` buffers of lengths that vary, as an emitter would. */
 static void
 hand_over(struct file_writer *w, unsigned char **buf, size_t *offset, int n)
@@ -103,14 +129,11 @@ test_buffers_in_order(void **state)
 {
     (void)state;
     char path[512];
-    snprintf(path, sizeof(path), "%s/raw", dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true(fd >= 0);
+    struct file_writer w;
+    int fd = open_writer("raw", path, sizeof(path), &w);
     static unsigned char own[EMITTER_BUFFER];
     unsigned char *buf = own;
     size_t offset = 0;
-    struct file_writer w;
-    file_writer_init(&w, fd);
 
     /* The first buffer is written inline and handed back: a small file starts no thread. */
     hand_over(&w, &buf, &offset, 1);
@@ -129,16 +152,7 @@ test_buffers_in_order(void **state)
     assert_int_equal(file_writer_close(&w), 0);
     assert_false(w.threaded);
     assert_int_equal(close(fd), 0);
-
-    size_t len;
-    unsigned char *data = slurp(path, &len);
-    assert_non_null(data);
-    assert_int_equal(len, offset);
-    for (size_t k = 0; k < len; k++)
-        if (data[k] != pattern_byte(k))
-            fail_msg("byte %zu is %u, expected %u", k, data[k], pattern_byte(k));
-    free(data);
-    unlink(path);
+    assert_pattern_file(path, offset);
 }
 
 /* A model whose JSON spans several buffers, with a label longer than a buffer (written through
@@ -160,31 +174,35 @@ big_model(void)
     return s;
 }
 
+/* snapshot_write_file of `s` to `name` (its extension picks the format) holds byte for byte
+ * what snapshot_write_mem gives; returns the size. */
+static size_t
+assert_file_equals_memory(const struct snapshot *s, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    unsigned char *mem;
+    size_t mem_len, len;
+    assert_int_equal(snapshot_write_mem(s, snapshot_format_for_path(path), &mem, &mem_len), 0);
+    assert_int_equal(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), 0);
+    unsigned char *data = slurp(path, &len);
+    assert_non_null(data);
+    assert_int_equal(len, mem_len);
+    assert_memory_equal(data, mem, len);
+    free(data);
+    free(mem);
+    unlink(path);
+    return len;
+}
+
 static void
 test_files_equal_memory(void **state)
 {
     (void)state;
     struct snapshot *s = big_model();
-    const char *names[] = {"big.json", "big.pickle"};
-    const enum snapshot_format formats[] = {SNAPSHOT_FORMAT_JSON, SNAPSHOT_FORMAT_PICKLE};
-    for (int f = 0; f < 2; f++) {
-        unsigned char *mem;
-        size_t mem_len;
-        assert_int_equal(snapshot_write_mem(s, formats[f], &mem, &mem_len), 0);
-        if (formats[f] == SNAPSHOT_FORMAT_JSON)
-            assert_true(mem_len > 8 * (size_t)EMITTER_BUFFER); /* the thread wrote most of it */
-        char path[512];
-        snprintf(path, sizeof(path), "%s/%s", dir, names[f]);
-        assert_int_equal(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), 0);
-        size_t len;
-        unsigned char *data = slurp(path, &len);
-        assert_non_null(data);
-        assert_int_equal(len, mem_len);
-        assert_memory_equal(data, mem, len);
-        free(data);
-        free(mem);
-        unlink(path);
-    }
+    /* JSON: the thread wrote most of it. */
+    assert_true(assert_file_equals_memory(s, "big.json") > 8 * (size_t)EMITTER_BUFFER);
+    assert_file_equals_memory(s, "big.pickle");
     snapshot_free(s);
 }
 
@@ -195,43 +213,21 @@ test_no_thread_to_be_had(void **state)
     (void)state;
     refuse_threads = true;
     char path[512];
-    snprintf(path, sizeof(path), "%s/inline", dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true(fd >= 0);
+    struct file_writer w;
+    int fd = open_writer("inline", path, sizeof(path), &w);
     static unsigned char own[EMITTER_BUFFER];
     unsigned char *buf = own;
     size_t offset = 0;
-    struct file_writer w;
-    file_writer_init(&w, fd);
     hand_over(&w, &buf, &offset, 5);
     assert_false(w.threaded);
     assert_ptr_equal(buf, own);
     assert_int_equal(file_writer_close(&w), 0);
     assert_int_equal(close(fd), 0);
-    size_t len;
-    unsigned char *data = slurp(path, &len);
-    assert_non_null(data);
-    assert_int_equal(len, offset);
-    for (size_t k = 0; k < len; k++)
-        if (data[k] != pattern_byte(k))
-            fail_msg("byte %zu is %u, expected %u", k, data[k], pattern_byte(k));
-    free(data);
-    unlink(path);
+    assert_pattern_file(path, offset);
 
     /* And a whole snapshot, byte for byte what memory gets. */
     struct snapshot *s = big_model();
-    unsigned char *mem;
-    size_t mem_len;
-    assert_int_equal(snapshot_write_mem(s, SNAPSHOT_FORMAT_JSON, &mem, &mem_len), 0);
-    snprintf(path, sizeof(path), "%s/inline.json", dir);
-    assert_int_equal(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), 0);
-    data = slurp(path, &len);
-    assert_non_null(data);
-    assert_int_equal(len, mem_len);
-    assert_memory_equal(data, mem, len);
-    free(data);
-    free(mem);
-    unlink(path);
+    assert_file_equals_memory(s, "inline.json");
     snapshot_free(s);
     refuse_threads = false;
 }
