@@ -20,8 +20,9 @@
 
 /* During a capture that forbids this thread's unsafe calls the driver refuses any allocation,
  * and invalidates the capture, where the cache could have answered: such a call goes to the
- * driver, untouched, so that the program sees the driver's answer (cuprof records nothing for a
- * refused call, and an allocation the driver allows after all stays the driver's). */
+ * driver, so that the program sees the driver's answer. cuprof records nothing for a refused
+ * call; memory the driver gives after all (a capture cuprof could not follow) is recorded as
+ * trace mode records it. */
 static bool
 capture_forbids_cache(void)
 {
@@ -35,9 +36,16 @@ shim_mem_alloc(CUdeviceptr *dptr, size_t size)
     REAL_CUDA_OR_FAIL(real, cuMemAlloc_v2)
     struct shim_call call;
     /* NULL pointer or size 0: the driver's own CUDA_ERROR_INVALID_VALUE. */
-    if (dptr == NULL || size == 0 || capture_forbids_cache() ||
-        !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
+    if (dptr == NULL || size == 0 || !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return real->cuMemAlloc_v2(dptr, size);
+    if (capture_forbids_cache()) {
+        CUresult result = real->cuMemAlloc_v2(dptr, size);
+        if (result == CUDA_SUCCESS)
+            shim_call_track_external(&call, call.device, *dptr, size, 0, TRACE_POOL_TRACE,
+                                     "cuMemAlloc_v2");
+        shim_call_end(&call);
+        return result;
+    }
     uint64_t addr = 0;
     int rc = allocator_malloc_owned(call.rt->alloc, call.device, size, 0, call.stack_id, call.owner,
                                     &addr);
@@ -151,12 +159,12 @@ shim_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t heig
     /* Arguments the driver rejects get its own error. */
     bool valid = dptr != NULL && pitch != NULL && width != 0 && height != 0 &&
                  (element_size == 4 || element_size == 8 || element_size == 16);
-    if (!valid || capture_forbids_cache() || !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
+    if (!valid || !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
     size_t row = 0;
     int rc = -CUPROF_EDRIVER;
-    if (call.rt->mode == CUPROF_MODE_CACHE && pitch_for(real, call.device, width, &row) &&
-        height <= SIZE_MAX / row) {
+    if (call.rt->mode == CUPROF_MODE_CACHE && !capture_forbids_cache() &&
+        pitch_for(real, call.device, width, &row) && height <= SIZE_MAX / row) {
         uint64_t addr = 0;
         rc = allocator_malloc_owned(call.rt->alloc, call.device, row * height, 0, call.stack_id,
                                     call.owner, &addr);
@@ -171,7 +179,8 @@ shim_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t heig
     if (rc != -CUPROF_EDRIVER) {
         result = shim_call_result(&call, rc);
     } else {
-        /* Trace mode, or a request cuprof cannot size: the driver's own answer, recorded. */
+        /* Trace mode, a request cuprof cannot size, or one a capture keeps from the cache:
+         * the driver's own answer, recorded. */
         result = real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
         if (result == CUDA_SUCCESS && *pitch != 0 && height <= SIZE_MAX / *pitch)
             shim_call_track_external(&call, call.device, *dptr, *pitch * height, 0,
