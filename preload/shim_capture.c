@@ -163,13 +163,12 @@ shim_capture_begin_to_graph_ptsz(CUstream stream, CUgraph graph, const CUgraphNo
  * while a fork left unjoined ends it for every stream (the Programming Guide); a driver that
  * cannot say leaves it followed. */
 static bool
-capture_over(CUresult r, CUstream stream, bool ptsz)
+capture_over(const struct real_cuda *real, CUresult r, CUstream stream, bool ptsz)
 {
     if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
         return true;
-    const struct real_cuda *real = real_cuda_get();
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    return real != NULL && real->cuStreamIsCapturing != NULL &&
+    return real->cuStreamIsCapturing != NULL &&
            real->cuStreamIsCapturing(stream == NULL && ptsz ? CU_STREAM_PER_THREAD : stream,
                                      &status) == CUDA_SUCCESS &&
            status == CU_STREAM_CAPTURE_STATUS_NONE;
@@ -180,7 +179,7 @@ shim_capture_end(CUstream stream, CUgraph *graph)
 {
     REAL_CUDA_OR_FAIL(real, cuStreamEndCapture)
     CUresult r = real->cuStreamEndCapture(stream, graph);
-    if (capture_over(r, stream, false))
+    if (capture_over(real, r, stream, false))
         note_end(stream_key(stream, false));
     return r;
 }
@@ -190,7 +189,7 @@ shim_capture_end_ptsz(CUstream stream, CUgraph *graph)
 {
     REAL_CUDA_OR_FAIL(real, cuStreamEndCapture_ptsz)
     CUresult r = real->cuStreamEndCapture_ptsz(stream, graph);
-    if (capture_over(r, stream, true))
+    if (capture_over(real, r, stream, true))
         note_end(stream_key(stream, true));
     return r;
 }

@@ -4,6 +4,8 @@ peak RSS of the process stays bounded (a run with N and one with N/10 differ by 
 keeping every entry would cost hundreds of bytes each), the exit dump says how many entries were
 dropped (kept + dropped = 3 N + 1: one segment_alloc, then alloc, free_requested, free_completed
 per pair), and the kept entries are the newest (their sizes are those of the last iterations).
+The long run's exit dump is JSON (about 9 MB: written by cuprof's writing thread, from the third
+1 MiB buffer on) and is read back by Python's json.
 
 usage: test_history.py HISTORY_APP LIBCUPROF N
 """
@@ -23,9 +25,9 @@ def size_of(i):
     return 1 + (i * 7919) % 65536
 
 
-def run(exe, lib, n, d):
+def run(exe, lib, n, d, ext):
     env = relutil.sim_env(preload=lib, CUPROF_MAX_ENTRIES=MAX_ENTRIES, CUPROF_STACKS="none",
-                          CUPROF_SNAPSHOT=os.path.join(d, f"h{n}-%n.pickle"), CUPROF_LOG="quiet")
+                          CUPROF_SNAPSHOT=os.path.join(d, f"h{n}-%n.{ext}"), CUPROF_LOG="quiet")
     # os.wait4 gives this child's own peak RSS; a timer is the deadlock watchdog.
     with open(os.path.join(d, "out"), "w+") as out:
         p = subprocess.Popen([exe, str(n)], env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -39,7 +41,7 @@ def run(exe, lib, n, d):
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         relutil.fail(f"history_app {n}: wait status {status}\n{err[-2000:]}")
     maxrss_kib = usage.ru_maxrss
-    files = glob.glob(os.path.join(d, f"h{n}-*.pickle"))
+    files = glob.glob(os.path.join(d, f"h{n}-*.{ext}"))
     if len(files) != 1:
         relutil.fail(f"want one exit dump, got {files}")
     return maxrss_kib, files[0]
@@ -50,13 +52,15 @@ def main():
     if relutil.sanitized():
         n = min(n, 200000)
     with tempfile.TemporaryDirectory(prefix="cuprof-history-") as d:
-        small_rss, _ = run(exe, lib, n // 10, d)
-        big_rss, path = run(exe, lib, n, d)
+        small_rss, _ = run(exe, lib, n // 10, d, "pickle")
+        big_rss, path = run(exe, lib, n, d, "json")
         growth_mib = (big_rss - small_rss) / 1024
         print(f"history: peak RSS {small_rss // 1024} MiB for {n // 10} pairs, "
               f"{big_rss // 1024} MiB for {n} pairs")
         if growth_mib > 48:
             relutil.fail(f"peak RSS grew by {growth_mib:.0f} MiB from {n // 10} to {n} pairs")
+        if os.path.getsize(path) <= 3 << 20:
+            relutil.fail(f"{path}: {os.path.getsize(path)} bytes, too small to need the writer")
         snap = relutil.verify_dumps(d, pattern=os.path.basename(path))[0][1]
         trace = snap["device_traces"][0]
         dropped = snap["cuprof"]["dropped_entries"][0]
