@@ -4,7 +4,7 @@ peak RSS of the process stays bounded (a run with N and one with N/10 differ by 
 keeping every entry would cost hundreds of bytes each), the exit dump says how many entries were
 dropped (kept + dropped = 3 N + 1: one segment_alloc, then alloc, free_requested, free_completed
 per pair), and the kept entries are the newest (their sizes are those of the last iterations).
-The long run's exit dump is JSON (about 9 MB: written by cuprof's writing thread, from the third
+The long run's exit dump is JSON (about 11 MB: written by cuprof's writing thread, from the third
 1 MiB buffer on) and is read back by Python's json.
 
 usage: test_history.py HISTORY_APP LIBCUPROF N
