@@ -10,6 +10,7 @@
 #include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "cli/control_client.h"
+#include "snapshot/text_escape.h"
 
 static const char dump_text[] =
     "usage: cuprof dump PID [-o FILE]\n\n"
@@ -19,8 +20,10 @@ static const char dump_text[] =
 
 static const struct cli_option dump_options[] = {
     {"output", 'o', "FILE",
-     "write exactly FILE (.pickle/.pkl or .json; replaced atomically);\n"
-     "default: the program's CUPROF_SNAPSHOT name, never overwriting",
+     "write FILE (.pickle/.pkl or .json; mode 0600); anything already\n"
+     "there is kept and the snapshot gets FILE's next free name\n"
+     "(run.pickle, run.1.pickle, ...); default: the program's\n"
+     "CUPROF_SNAPSHOT name, never overwriting either",
      0},
     {0},
 };
@@ -54,6 +57,22 @@ parse_pid(const char *text, pid_t *pid)
     return true;
 }
 
+/* The extensions that pick a snapshot's format (CUPROF_SNAPSHOT's rule). */
+static bool
+has_snapshot_extension(const char *path)
+{
+    static const char *const accepted[] = {".pickle", ".pkl", ".json"};
+    const char *base = strrchr(path, '/');
+    base = base == NULL ? path : base + 1;
+    size_t len = strlen(base);
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        size_t n = strlen(accepted[i]);
+        if (len > n && strcmp(base + len - n, accepted[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
 int
 cmd_dump(int argc, char **argv)
 {
@@ -76,6 +95,11 @@ cmd_dump(int argc, char **argv)
     }
     if (output != NULL && (strchr(output, '\n') != NULL || strlen(output) > 4000))
         return cli_usage_error("dump", "output path \"%s\" cannot be sent", output);
+    if (output != NULL && !has_snapshot_extension(output))
+        return cli_usage_error("dump",
+                               "-o: bad value \"%s\": expected a path ending in .pickle, "
+                               ".pkl or .json",
+                               output);
     if (output != NULL)
         snprintf(request, sizeof(request), "DUMP %s", output);
     else
@@ -90,7 +114,9 @@ cmd_dump(int argc, char **argv)
         fprintf(stderr, "cuprof: dump: pid %ld: %s\n", (long)pid, err);
         return CLI_FOUND;
     }
-    printf("cuprof: snapshot of pid %ld written to %s\n", (long)pid, control_str(&r.value, "path"));
+    printf("cuprof: snapshot of pid %ld written to ", (long)pid);
+    text_escape_fputs(control_str(&r.value, "path"), TEXT_ESCAPE_TERMINAL, stdout);
+    putchar('\n');
     control_reply_free(&r);
     return CLI_OK;
 }

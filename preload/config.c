@@ -133,20 +133,35 @@ config_parse_u64(const char *text, uint64_t *out)
     return true;
 }
 
-/* Signals a dump may be tied to: catchable, and not a fault the program must see. */
+/* Signals a dump may be tied to: the two left to applications and the real-time ones. Every other
+ * signal has a default action people rely on (SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGALRM stop the
+ * program; SIGCHLD, SIGWINCH, SIGCONT tell it something) or is a fault the program must see. */
 static bool
 config_signal_allowed(int sig)
 {
-    static const int refused[] = {SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE,
-                                  SIGILL,  SIGABRT, SIGTRAP, SIGSYS};
-    if (sig >= SIGRTMIN && sig <= SIGRTMAX)
-        return true;
-    if (sig <= 0 || sig >= 32)
-        return false; /* 32 and 33 belong to glibc's threads */
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
-        if (sig == refused[i])
-            return false;
-    return true;
+    return sig == SIGUSR1 || sig == SIGUSR2 || (sig >= SIGRTMIN && sig <= SIGRTMAX);
+}
+
+/* "RTMIN", "RTMIN+N", "RTMAX", "RTMAX-N" (after an optional SIG): a real-time signal, or 0. */
+static int
+config_realtime_signal(const char *name)
+{
+    int base, sign;
+    if (strncmp(name, "RTMIN", 5) == 0) {
+        base = SIGRTMIN;
+        sign = 1;
+    } else if (strncmp(name, "RTMAX", 5) == 0) {
+        base = SIGRTMAX;
+        sign = -1;
+    } else {
+        return 0;
+    }
+    uint64_t offset = 0;
+    if (name[5] != '\0' &&
+        (name[5] != (sign > 0 ? '+' : '-') || !config_parse_u64(name + 6, &offset) ||
+         offset > (uint64_t)(SIGRTMAX - SIGRTMIN)))
+        return 0;
+    return base + sign * (int)offset;
 }
 
 static bool
@@ -160,14 +175,13 @@ config_parse_signal(const char *text, int *out)
         return true;
     }
     const char *name = strncmp(text, "SIG", 3) == 0 ? text + 3 : text;
-    for (int sig = 1; sig < 32; sig++) {
-        const char *abbrev = sigabbrev_np(sig);
-        if (abbrev != NULL && strcmp(abbrev, name) == 0 && config_signal_allowed(sig)) {
-            *out = sig;
-            return true;
-        }
-    }
-    return false;
+    int sig = strcmp(name, "USR1") == 0   ? SIGUSR1
+              : strcmp(name, "USR2") == 0 ? SIGUSR2
+                                          : config_realtime_signal(name);
+    if (sig == 0 || !config_signal_allowed(sig))
+        return false;
+    *out = sig;
+    return true;
 }
 
 /* Comma list of accepted values (each at most once is not required), or "none". */

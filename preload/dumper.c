@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -23,27 +24,23 @@
 static pthread_mutex_t dumper_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t dumper_seq; /* protected by dumper_lock: %n of the next template dump */
 
-/* Self-pipe: the handler writes a byte to dumper_pipe_wr (non-blocking); the dumper thread reads
- * dumper_pipe_rd. Replaced in a forked child so parent and child never share a trigger. */
-static atomic_int dumper_pipe_rd = -1;
-static atomic_int dumper_pipe_wr = -1;
+/* The signal handler wakes the dumper thread with sem_post (async-signal-safe): no descriptor a
+ * program could close or reuse lies between them. Re-initialized in a forked child. */
+static sem_t dumper_wake;
+static atomic_bool dumper_armed; /* the semaphore is initialized and the thread was started */
 static struct sigaction dumper_old_action; /* written before our handler is installed */
 static struct cuprof_runtime *dumper_rt;   /* written once by dumper_start */
 /* Set at exit under dumper_lock: a signal dump started later could be cut off by _exit and leave
  * its temporary file behind. */
 static bool dumper_exiting;
 
-/* Async-signal-safe only: one write(2), then the program's own handler. */
+/* Async-signal-safe only: one sem_post, then the program's own handler. */
 static void
 dumper_on_signal(int sig, siginfo_t *info, void *uctx)
 {
     int saved_errno = errno;
-    int fd = atomic_load_explicit(&dumper_pipe_wr, memory_order_relaxed);
-    if (fd >= 0) {
-        char byte = 1;
-        ssize_t written = write(fd, &byte, 1); /* a full pipe already holds a pending dump */
-        (void)written;
-    }
+    if (atomic_load_explicit(&dumper_armed, memory_order_relaxed))
+        (void)sem_post(&dumper_wake); /* EOVERFLOW: plenty of dumps are pending already */
     errno = saved_errno;
     if ((dumper_old_action.sa_flags & SA_SIGINFO) != 0) {
         if (dumper_old_action.sa_sigaction != NULL)
@@ -61,57 +58,53 @@ static int dumper_dump_async(struct cuprof_runtime *rt);
 static void *
 dumper_thread(void *arg)
 {
-    int fd = (int)(intptr_t)arg;
+    (void)arg;
     for (;;) {
-        char bytes[64];
-        ssize_t n = read(fd, bytes, sizeof bytes); /* several pending signals: one dump */
-        if (n > 0) {
-            int rc = dumper_dump_async(dumper_rt); /* a failure was logged */
-            (void)rc;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else {
-            return NULL; /* the pipe was closed */
+        if (sem_wait(&dumper_wake) != 0)
+            continue; /* EINTR: every signal is blocked here, but be safe */
+        while (sem_trywait(&dumper_wake) == 0) {
+            /* several signals pending: one dump has the newest state for all of them */
         }
+        int rc = dumper_dump_async(dumper_rt); /* a failure was logged */
+        (void)rc;
     }
+    return NULL;
 }
 
-static bool
-dumper_make_pipe(void)
-{
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return false;
-    int flags = fcntl(fds[1], F_GETFL);
-    if (flags < 0 || fcntl(fds[1], F_SETFL, flags | O_NONBLOCK) != 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return false;
-    }
-    atomic_store(&dumper_pipe_rd, fds[0]);
-    atomic_store(&dumper_pipe_wr, fds[1]);
-    return true;
-}
-
-/* Starts the reader with every signal blocked, so no signal is ever delivered to it. */
+/* Starts the waiting thread with every signal blocked, so no signal is ever delivered to it. */
 static bool
 dumper_start_thread(void)
 {
     sigset_t all, old;
     pthread_t thread;
     pthread_attr_t attr;
-    int fd = atomic_load(&dumper_pipe_rd);
-    if (fd < 0 || pthread_attr_init(&attr) != 0)
+    if (pthread_attr_init(&attr) != 0)
         return false;
     (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&thread, &attr, dumper_thread, (void *)(intptr_t)fd);
+    int rc = pthread_create(&thread, &attr, dumper_thread, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (rc == 0)
         (void)pthread_setname_np(thread, "cuprof-dumper");
+    errno = rc;
     return rc == 0;
+}
+
+/* The flags our handler is installed with. A program's own handler keeps its flags (without
+ * SA_RESTART its blocking read must still return EINTR) and its mask; SA_RESETHAND would take
+ * cuprof's handler away with it, so it is left out. With no handler of the program's, SA_RESTART:
+ * a program that never expected this signal never sees a call interrupted by it. */
+static int
+dumper_handler_flags(const struct sigaction *old)
+{
+    bool program_handler = (old->sa_flags & SA_SIGINFO) != 0
+                               ? old->sa_sigaction != NULL
+                               : old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN;
+    if (!program_handler)
+        return SA_SIGINFO | SA_RESTART | (old->sa_flags & SA_ONSTACK);
+    return SA_SIGINFO | (old->sa_flags & ~(SA_RESETHAND | SA_SIGINFO));
 }
 
 void
@@ -120,18 +113,19 @@ dumper_start(struct cuprof_runtime *rt)
     dumper_rt = rt;
     if ((rt->config->dump_on & CONFIG_DUMP_ON_SIGNAL) == 0)
         return;
-    if (!dumper_make_pipe() || !dumper_start_thread()) {
+    if (sem_init(&dumper_wake, 0, 0) != 0 || !dumper_start_thread()) {
         runtime_log("cuprof: cannot start the dumper thread (%s): CUPROF_SIGNAL is not handled",
                     strerror(errno));
         return;
     }
+    atomic_store(&dumper_armed, true);
     struct sigaction action;
     memset(&action, 0, sizeof action);
     if (sigaction(rt->config->signal, NULL, &dumper_old_action) != 0)
         return;
     action.sa_sigaction = dumper_on_signal;
     action.sa_mask = dumper_old_action.sa_mask;
-    action.sa_flags = SA_SIGINFO | SA_RESTART | (dumper_old_action.sa_flags & SA_ONSTACK);
+    action.sa_flags = dumper_handler_flags(&dumper_old_action);
     if (sigaction(rt->config->signal, &action, NULL) != 0)
         runtime_log("cuprof: cannot install the handler of signal %d: %s", rt->config->signal,
                     strerror(errno));
@@ -152,19 +146,9 @@ dumper_fork_parent(void)
 void
 dumper_fork_child(void)
 {
-    /* Only async-signal-safe calls: the child of a threaded parent may not do more yet. */
-    int rd = atomic_exchange(&dumper_pipe_rd, -1);
-    int wr = atomic_exchange(&dumper_pipe_wr, -1);
-    if (rd >= 0) {
-        close(rd);
-        close(wr);
-        int fds[2];
-        if (pipe2(fds, O_CLOEXEC) == 0) {
-            (void)fcntl(fds[1], F_SETFL, O_NONBLOCK);
-            atomic_store(&dumper_pipe_rd, fds[0]);
-            atomic_store(&dumper_pipe_wr, fds[1]);
-        }
-    }
+    /* The child has one thread: the parent's dumper thread and its pending wake-ups stay there. */
+    if (atomic_load(&dumper_armed))
+        (void)sem_init(&dumper_wake, 0, 0);
     dumper_seq = 0;
     dumper_exiting = false;
     pthread_mutex_unlock(&dumper_lock);
@@ -174,7 +158,7 @@ void
 dumper_resume(struct cuprof_runtime *rt)
 {
     (void)rt;
-    if (atomic_load(&dumper_pipe_rd) >= 0 && !dumper_start_thread())
+    if (atomic_load(&dumper_armed) && !dumper_start_thread())
         runtime_log("cuprof: cannot restart the dumper thread in the forked child");
 }
 
@@ -183,69 +167,20 @@ dumper_log_failure(const char *path, int rc)
 {
     runtime_log("cuprof: snapshot to %s failed: %s", path,
                 rc == -CUPROF_EHOSTMEM ? "out of host memory"
+                : errno == EEXIST      ? "a file that is not a regular file holds that name"
                 : errno != 0           ? strerror(errno)
                                        : "write error");
 }
 
-/* The hidden temporary name next to `final`, with the same extension (it picks the format). */
+/* One file, logged: "written to" with the name it got, or one line saying why not. */
 static int
-dumper_temp_name(const char *final, uint64_t seq, char *out, size_t out_len)
+dumper_write_logged(struct cuprof_runtime *rt, const char *path, enum file_publish_mode mode,
+                    char *written, size_t written_len, char *chosen, size_t chosen_len)
 {
-    const char *slash = strrchr(final, '/');
-    const char *base = slash == NULL ? final : slash + 1;
-    const char *dot = strrchr(base, '.');
-    int n = snprintf(out, out_len, "%.*s.cuprof-tmp-%ld-%llu%s", (int)(base - final), final,
-                     (long)getpid(), (unsigned long long)seq, dot == NULL ? "" : dot);
-    return n < 0 || (size_t)n >= out_len ? -CUPROF_EINVAL : 0;
-}
-
-/* Gives the finished temporary file the first free name: link(2) fails with EEXIST instead of
- * replacing, so two processes (or dumps) never overwrite each other's snapshot. */
-static int
-dumper_publish(const char *temp, const char *final, char *chosen, size_t chosen_len)
-{
-    for (unsigned n = 0; n < 100000; n++) {
-        if (path_template_variant(final, n, chosen, chosen_len) != 0)
-            return -CUPROF_EINVAL;
-        if (link(temp, chosen) == 0) {
-            unlink(temp);
-            return 0;
-        }
-        if (errno == EEXIST)
-            continue;
-        if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP)
-            return -CUPROF_EIO;
-        /* A file system without hard links: check, then rename (racy only between processes). */
-        if (access(chosen, F_OK) == 0)
-            continue;
-        return rename(temp, chosen) == 0 ? 0 : -CUPROF_EIO;
-    }
-    errno = EEXIST;
-    return -CUPROF_EIO;
-}
-
-static int
-dumper_dump_template(struct cuprof_runtime *rt, char *written, size_t written_len)
-{
-    char final[PATH_MAX], temp[PATH_MAX + 64], chosen[PATH_MAX + 16];
-    uint64_t seq = dumper_seq++;
-    if (path_template_expand(rt->config->snapshot, seq, (int64_t)time(NULL), final, sizeof final) !=
-            0 ||
-        dumper_temp_name(final, seq, temp, sizeof temp) != 0) {
-        runtime_log("cuprof: snapshot path from CUPROF_SNAPSHOT is too long");
-        return -CUPROF_EINVAL;
-    }
     errno = 0;
-    int rc = dumper_write_snapshot(rt, temp);
+    int rc = dumper_write_snapshot(rt, path, mode, chosen, chosen_len);
     if (rc != 0) {
-        dumper_log_failure(final, rc);
-        return rc;
-    }
-    errno = 0;
-    rc = dumper_publish(temp, final, chosen, sizeof chosen);
-    if (rc != 0) {
-        dumper_log_failure(final, rc);
-        unlink(temp);
+        dumper_log_failure(path, rc);
         return rc;
     }
     if (runtime_log_info())
@@ -253,6 +188,20 @@ dumper_dump_template(struct cuprof_runtime *rt, char *written, size_t written_le
     if (written != NULL)
         snprintf(written, written_len, "%s", chosen);
     return 0;
+}
+
+static int
+dumper_dump_template(struct cuprof_runtime *rt, char *written, size_t written_len)
+{
+    char final[PATH_MAX], chosen[PATH_MAX + 16];
+    uint64_t seq = dumper_seq++;
+    if (path_template_expand(rt->config->snapshot, seq, (int64_t)time(NULL), final, sizeof final) !=
+        0) {
+        runtime_log("cuprof: snapshot path from CUPROF_SNAPSHOT is too long");
+        return -CUPROF_EINVAL;
+    }
+    return dumper_write_logged(rt, final, FILE_PUBLISH_NEW_NAME, written, written_len, chosen,
+                               sizeof chosen);
 }
 
 /* A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the program on whose
@@ -289,8 +238,8 @@ dumper_restore_xfsz(const sigset_t *old, bool was_pending)
 /* One dump under the dump lock, with SIGXFSZ blocked; `async`: the dumper thread's, which is
  * skipped once the program is exiting. */
 static int
-dumper_dump_locked(struct cuprof_runtime *rt, const char *path, bool async, char *written,
-                   size_t written_len)
+dumper_dump_locked(struct cuprof_runtime *rt, const char *path, enum file_publish_mode mode,
+                   bool async, char *written, size_t written_len)
 {
     int rc = 0;
     if (rt == NULL)
@@ -304,14 +253,8 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, bool async, char
     } else if (path == NULL) {
         rc = dumper_dump_template(rt, written, written_len);
     } else {
-        errno = 0;
-        rc = dumper_write_snapshot(rt, path);
-        if (rc != 0)
-            dumper_log_failure(path, rc);
-        else if (runtime_log_info())
-            runtime_log("cuprof: snapshot written to %s", path);
-        if (rc == 0 && written != NULL)
-            snprintf(written, written_len, "%s", path);
+        char chosen[PATH_MAX + 16];
+        rc = dumper_write_logged(rt, path, mode, written, written_len, chosen, sizeof chosen);
     }
     pthread_mutex_unlock(&dumper_lock);
     dumper_restore_xfsz(&old_mask, xfsz_was_pending);
@@ -321,19 +264,35 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, bool async, char
 int
 dumper_dump(struct cuprof_runtime *rt, const char *path)
 {
-    return dumper_dump_locked(rt, path, false, NULL, 0);
+    return dumper_dump_locked(rt, path, FILE_PUBLISH_REPLACE, false, NULL, 0);
+}
+
+/* The extensions CUPROF_SNAPSHOT accepts: the one that picks the format. */
+static bool
+dumper_snapshot_extension(const char *path)
+{
+    static const char *const accepted[] = {".pickle", ".pkl", ".json"};
+    size_t len = strlen(path);
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        size_t n = strlen(accepted[i]);
+        if (len > n && strcmp(path + len - n, accepted[i]) == 0 && path[len - n - 1] != '/')
+            return true;
+    }
+    return false;
 }
 
 int
 dumper_dump_named(struct cuprof_runtime *rt, const char *path, char *written, size_t written_len)
 {
-    return dumper_dump_locked(rt, path, true, written, written_len);
+    if (path != NULL && !dumper_snapshot_extension(path))
+        return -CUPROF_EINVAL;
+    return dumper_dump_locked(rt, path, FILE_PUBLISH_NEW_NAME, true, written, written_len);
 }
 
 static int
 dumper_dump_async(struct cuprof_runtime *rt)
 {
-    return dumper_dump_locked(rt, NULL, true, NULL, 0);
+    return dumper_dump_locked(rt, NULL, FILE_PUBLISH_NEW_NAME, true, NULL, 0);
 }
 
 void

@@ -45,7 +45,8 @@ dumper_write_argv(char *buf, size_t len, const char **argv, size_t cap)
 }
 
 int
-dumper_write_snapshot(struct cuprof_runtime *rt, const char *path)
+dumper_write_snapshot(struct cuprof_runtime *rt, const char *path, enum file_publish_mode mode,
+                      char *chosen, size_t chosen_len)
 {
     static const char *const mode_names[] = {"cache", "trace", "off"};
     struct dump_setting settings[CONFIG_VAR_COUNT];
@@ -94,7 +95,7 @@ dumper_write_snapshot(struct cuprof_runtime *rt, const char *path)
     info.libraries = libraries;
     info.footprints = footprints;
     info.footprint_count = device_footprint_collect(footprints, (size_t)rt->device_count);
-    int rc = snapshot_dump_live(rt->alloc, rt->ring, &info, path);
+    int rc = snapshot_dump_live(rt->alloc, rt->ring, &info, path, mode, chosen, chosen_len);
     free(libraries);
     free(footprints);
     free(cmdline);

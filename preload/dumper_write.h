@@ -6,11 +6,18 @@
 #ifndef CUPROF_DUMPER_WRITE_H
 #define CUPROF_DUMPER_WRITE_H
 
+#include <stddef.h>
+
+#include "snapshot/file_publish.h"
+
 struct cuprof_runtime;
 
-/* Writes the snapshot to `path` (format from its extension), atomically (temporary file and
- * rename). Returns 0 or a negative -CUPROF_E* code (errno tells the I/O reason). No device call. */
+/* Writes the snapshot to `path` (format from its extension) through an exclusive temporary
+ * file published by `mode` (snapshot/file_publish.h); the name used goes into chosen (may be
+ * NULL). Returns 0 or a negative -CUPROF_E* code (errno tells the I/O reason). No device call. */
 __attribute__((warn_unused_result)) int dumper_write_snapshot(struct cuprof_runtime *rt,
-                                                              const char *path);
+                                                              const char *path,
+                                                              enum file_publish_mode mode,
+                                                              char *chosen, size_t chosen_len);
 
 #endif

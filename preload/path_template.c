@@ -106,25 +106,3 @@ path_template_expand(const char *tmpl, uint64_t seq, int64_t now, char *out, siz
     out[used] = '\0';
     return 0;
 }
-
-int
-path_template_variant(const char *path, unsigned n, char *out, size_t out_len)
-{
-    if (n == 0) {
-        size_t len = strlen(path);
-        if (len >= out_len)
-            return -CUPROF_EINVAL;
-        memcpy(out, path, len + 1);
-        return 0;
-    }
-    /* The extension starts at the last '.' of the last path component. */
-    const char *base = strrchr(path, '/');
-    base = base == NULL ? path : base + 1;
-    const char *dot = strrchr(base, '.');
-    if (dot == NULL)
-        dot = path + strlen(path);
-    int written = snprintf(out, out_len, "%.*s.%u%s", (int)(dot - path), path, n, dot);
-    if (written < 0 || (size_t)written >= out_len)
-        return -CUPROF_EINVAL;
-    return 0;
-}

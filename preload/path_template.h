@@ -22,9 +22,4 @@ int64_t path_template_rank_value(void);
 __attribute__((warn_unused_result)) int
 path_template_expand(const char *tmpl, uint64_t seq, int64_t now, char *out, size_t out_len);
 
-/* The n-th alternative name of `path` (n >= 1): ".n" inserted before the extension
- * ("a/b.pickle" -> "a/b.2.pickle"); n == 0 copies path. Returns 0 or -CUPROF_EINVAL (too long). */
-__attribute__((warn_unused_result)) int path_template_variant(const char *path, unsigned n,
-                                                              char *out, size_t out_len);
-
 #endif

@@ -19,6 +19,7 @@
 #include "preload/lifecycle.h"
 #include "preload/real_cuda.h"
 #include "snapshot/python_frames.h"
+#include "snapshot/text_escape.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
 
@@ -77,14 +78,17 @@ runtime_log_debug(void)
 void
 runtime_log(const char *fmt, ...)
 {
-    char line[1200];
+    char text[1200], line[1200];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     if (n < 0)
         return;
-    size_t len = (size_t)n < sizeof line - 2 ? (size_t)n : sizeof line - 2;
+    /* Paths, argv and frame names may hold anything: one line, no control character. */
+    size_t len = text_escape(text, strlen(text), TEXT_ESCAPE_TERMINAL, line, sizeof line - 1);
+    if (len > sizeof line - 2)
+        len = strlen(line);
     line[len] = '\n';
     /* One write(2) per line: lines of concurrent threads and processes never interleave. */
     ssize_t written = write(STDERR_FILENO, line, len + 1);

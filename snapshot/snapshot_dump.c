@@ -322,7 +322,7 @@ snapshot_dump_build(struct allocator *alloc, struct trace_ring *ring, const stru
 
 int
 snapshot_dump_live(struct allocator *alloc, struct trace_ring *ring, const struct dump_info *info,
-                   const char *path)
+                   const char *path, enum file_publish_mode mode, char *chosen, size_t chosen_len)
 {
     struct snapshot *snap = NULL;
     int rc = snapshot_dump_build(alloc, ring, info, &snap);
@@ -330,7 +330,7 @@ snapshot_dump_live(struct allocator *alloc, struct trace_ring *ring, const struc
         errno = ENOMEM;
         return rc;
     }
-    rc = snapshot_write_file(path, snap, SNAPSHOT_FORMAT_AUTO);
+    rc = snapshot_write_file(path, snap, SNAPSHOT_FORMAT_AUTO, mode, chosen, chosen_len);
     int saved = errno;
     snapshot_free(snap);
     errno = saved;

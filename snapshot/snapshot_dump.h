@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "allocator/alloc_config.h"
+#include "snapshot/file_publish.h"
 #include "snapshot/snapshot_model.h"
 
 struct allocator;
@@ -51,13 +52,12 @@ __attribute__((warn_unused_result)) int snapshot_dump_build(struct allocator *al
                                                             const struct dump_info *info,
                                                             struct snapshot **out);
 
-/* snapshot_dump_build, then snapshot_write_file(path) (format from the extension: .json is
- * JSON, anything else pickle; temporary name, fsync, rename). Returns 0, -CUPROF_EHOSTMEM or
- * -CUPROF_EIO with errno saying why; the program is left untouched and the caller logs one
- * line. */
-__attribute__((warn_unused_result)) int snapshot_dump_live(struct allocator *alloc,
-                                                           struct trace_ring *ring,
-                                                           const struct dump_info *info,
-                                                           const char *path);
+/* snapshot_dump_build, then snapshot_write_file(path, mode) (format from the extension: .json
+ * is JSON, anything else pickle; exclusive temporary file, fsync, publication by `mode`, the name
+ * used into chosen). Returns 0, -CUPROF_EHOSTMEM or -CUPROF_EIO with errno saying why; the
+ * program is left untouched and the caller logs one line. */
+__attribute__((warn_unused_result)) int
+snapshot_dump_live(struct allocator *alloc, struct trace_ring *ring, const struct dump_info *info,
+                   const char *path, enum file_publish_mode mode, char *chosen, size_t chosen_len);
 
 #endif

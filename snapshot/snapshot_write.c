@@ -394,20 +394,22 @@ unused_write(void *ctx, const void *buf, size_t len)
 }
 
 int
-snapshot_write_file(const char *path, const struct snapshot *snap, enum snapshot_format format)
+snapshot_write_file(const char *path, const struct snapshot *snap, enum snapshot_format format,
+                    enum file_publish_mode mode, char *chosen, size_t chosen_len)
 {
     if (format == SNAPSHOT_FORMAT_AUTO)
         format = snapshot_format_for_path(path);
-    size_t n = strlen(path) + 32;
+    size_t n = strlen(path) + 64;
     char *tmp = malloc(n);
     if (tmp == NULL) {
         errno = ENOMEM;
         return -CUPROF_EHOSTMEM;
     }
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = file_publish_open_temp(path, tmp, n);
     if (fd < 0) {
+        int saved = errno;
         free(tmp);
+        errno = saved;
         return -CUPROF_EIO;
     }
     struct file_writer writer;
@@ -427,12 +429,12 @@ snapshot_write_file(const char *path, const struct snapshot *snap, enum snapshot
         saved = errno;
         rc = -CUPROF_EIO;
     }
-    if (rc == 0 && rename(tmp, path) != 0) {
+    if (rc == 0 && file_publish(tmp, path, mode, chosen, chosen_len) != 0) {
         saved = errno;
         rc = -CUPROF_EIO;
     }
     if (rc != 0) {
-        unlink(tmp);
+        unlink(tmp); /* the temporary file is ours: created exclusively above */
         errno = rc == -CUPROF_EHOSTMEM ? ENOMEM : saved;
     }
     free(tmp);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "snapshot/emitter.h"
+#include "snapshot/file_publish.h"
 #include "snapshot/snapshot_model.h"
 
 enum snapshot_format {
@@ -33,12 +34,16 @@ __attribute__((warn_unused_result)) int snapshot_write_mem(const struct snapshot
                                                            enum snapshot_format format,
                                                            unsigned char **out, size_t *len);
 
-/* Writes `path.tmp.<pid>`, fsyncs it and renames it to `path`, so that a reader never sees half
- * a file. A file of more than two buffers is written by a short-lived thread (`cuprof-writer`,
- * every signal blocked) while the rest is formatted (snapshot/file_writer.h). On failure the
- * temporary file is removed, `path` is untouched, errno tells why and -CUPROF_EIO (or
- * -CUPROF_EHOSTMEM) is returned: the caller logs one line. */
+/* Writes an exclusive temporary file next to `path` (snapshot/file_publish.h: unpredictable
+ * name, mode 0600), fsyncs it and publishes it by `mode`: FILE_PUBLISH_NEW_NAME takes the first
+ * free of `path`, `path.1.ext`... and never replaces anything; FILE_PUBLISH_REPLACE replaces
+ * `path` when it is a regular file (or a link's entry). A reader never sees half a file. A file
+ * of more than two buffers is written by a short-lived thread (`cuprof-writer`, every signal
+ * blocked) while the rest is formatted (snapshot/file_writer.h). The name used goes into chosen
+ * (may be NULL). On failure the temporary file is removed, nothing else is touched, errno tells
+ * why and -CUPROF_EIO (or -CUPROF_EHOSTMEM) is returned: the caller logs one line. */
 __attribute__((warn_unused_result)) int
-snapshot_write_file(const char *path, const struct snapshot *snap, enum snapshot_format format);
+snapshot_write_file(const char *path, const struct snapshot *snap, enum snapshot_format format,
+                    enum file_publish_mode mode, char *chosen, size_t chosen_len);
 
 #endif

@@ -207,7 +207,8 @@ bench_json_file(const struct snapshot *s, size_t n, const char *path)
     for (int r = 0; r < 3; r++) {
         unlink(json);
         double t0 = now();
-        if (snapshot_write_file(json, s, SNAPSHOT_FORMAT_JSON) != 0) {
+        if (snapshot_write_file(json, s, SNAPSHOT_FORMAT_JSON, FILE_PUBLISH_REPLACE, NULL, 0) !=
+            0) {
             perror(json);
             exit(1);
         }

@@ -258,9 +258,11 @@ main(int argc, char **argv)
     ok(snapshot_dump_build(a, ring, &info, &s), "dump");
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s.pickle", argv[2], argv[1]);
-    ok(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), "write pickle");
+    ok(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO, FILE_PUBLISH_REPLACE, NULL, 0),
+       "write pickle");
     snprintf(path, sizeof(path), "%s/%s.json", argv[2], argv[1]);
-    ok(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), "write json");
+    ok(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO, FILE_PUBLISH_REPLACE, NULL, 0),
+       "write json");
     snapshot_free(s);
     allocator_destroy(a);
     trace_ring_destroy(ring);

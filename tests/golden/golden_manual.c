@@ -182,9 +182,11 @@ main(int argc, char **argv)
 
     char path[4096];
     snprintf(path, sizeof(path), "%s/manual.pickle", argv[1]);
-    check(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), "write pickle");
+    check(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO, FILE_PUBLISH_REPLACE, NULL, 0),
+          "write pickle");
     snprintf(path, sizeof(path), "%s/manual.json", argv[1]);
-    check(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), "write json");
+    check(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO, FILE_PUBLISH_REPLACE, NULL, 0),
+          "write json");
     snapshot_free(s);
     return 0;
 }

@@ -42,7 +42,8 @@ ENUM_MSG = {"CUPROF_MODE": "one of cache, trace, off",
             "CUPROF_CONTROL": "one of on, off",
             "CUPROF_LOG": "one of quiet, info, debug"}
 DUMP_ON_MSG = "a comma list of exit, signal, oom, or none"
-SIGNAL_MSG = "a signal number or name (SIGUSR1 or USR1), not SIGKILL, SIGSTOP or a fault signal"
+SIGNAL_MSG = ("SIGUSR1, SIGUSR2 or a real-time signal (SIGRTMIN+N, SIGRTMAX-N or 34 to 64), by "
+              "name (SIGUSR2, USR2) or number")
 PATH_MSG = "a path ending in .pickle, .pkl or .json; escapes %p %r %h %n %t %%"
 LONG = "a" * 5000
 LONG_Q = "a" * 64 + "..."

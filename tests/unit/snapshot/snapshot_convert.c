@@ -22,7 +22,7 @@ main(int argc, char **argv)
     }
     for (size_t i = 0; i < s->warning_count; i++)
         fprintf(stderr, "cuprof: %s\n", s->warnings[i]);
-    int rc = snapshot_write_file(argv[2], s, SNAPSHOT_FORMAT_AUTO);
+    int rc = snapshot_write_file(argv[2], s, SNAPSHOT_FORMAT_AUTO, FILE_PUBLISH_REPLACE, NULL, 0);
     if (rc != 0)
         fprintf(stderr, "cuprof: %s: cannot write: %s\n", argv[2], strerror(errno));
     snapshot_free(s);

@@ -184,7 +184,8 @@ assert_file_equals_memory(const struct snapshot *s, const char *name)
     unsigned char *mem;
     size_t mem_len, len;
     assert_int_equal(snapshot_write_mem(s, snapshot_format_for_path(path), &mem, &mem_len), 0);
-    assert_int_equal(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), 0);
+    assert_int_equal(
+        snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO, FILE_PUBLISH_REPLACE, NULL, 0), 0);
     unsigned char *data = slurp(path, &len);
     assert_non_null(data);
     assert_int_equal(len, mem_len);
@@ -247,7 +248,7 @@ test_failure_on_the_writing_thread(void **state)
     char path[512], tmp[600];
     snprintf(path, sizeof(path), "%s/limited.json", dir);
     errno = 0;
-    int rc = snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO);
+    int rc = snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO, FILE_PUBLISH_REPLACE, NULL, 0);
     int err = errno;
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
     assert_int_equal(rc, -CUPROF_EIO);
@@ -260,7 +261,8 @@ test_failure_on_the_writing_thread(void **state)
     assert_int_equal(sigismember(&pending, SIGXFSZ), 0);
 
     /* The same writer afterwards: nothing kept from the failure. */
-    assert_int_equal(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), 0);
+    assert_int_equal(
+        snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO, FILE_PUBLISH_REPLACE, NULL, 0), 0);
     unlink(path);
     snapshot_free(s);
 }

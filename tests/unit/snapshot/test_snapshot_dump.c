@@ -246,7 +246,8 @@ test_dump(void **state)
     int fd = mkstemps(path, 7);
     assert_true(fd >= 0);
     close(fd);
-    assert_int_equal(snapshot_dump_live(&alloc, ring, &info, path), 0);
+    assert_int_equal(snapshot_dump_live(&alloc, ring, &info, path, FILE_PUBLISH_REPLACE, NULL, 0),
+                     0);
     char err[256];
     assert_int_equal(snapshot_read_file(path, &s, err, sizeof(err)), 0);
     unlink(path);
@@ -260,7 +261,8 @@ test_dump(void **state)
 
     /* A failed write reports the reason and leaves no file behind. */
     errno = 0;
-    assert_int_equal(snapshot_dump_live(&alloc, ring, &info, "/nonexistent-dir/x.pickle"),
+    assert_int_equal(snapshot_dump_live(&alloc, ring, &info, "/nonexistent-dir/x.pickle",
+                                        FILE_PUBLISH_NEW_NAME, NULL, 0),
                      -CUPROF_EIO);
     assert_int_equal(errno, ENOENT);
     trace_ring_destroy(ring);

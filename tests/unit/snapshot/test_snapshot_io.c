@@ -402,7 +402,8 @@ test_files(void **state)
     assert_non_null(s);
     assert_int_equal(snapshot_format_for_path(path), SNAPSHOT_FORMAT_JSON);
     assert_int_equal(snapshot_format_for_path("a.pkl"), SNAPSHOT_FORMAT_PICKLE);
-    assert_int_equal(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), 0);
+    assert_int_equal(
+        snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO, FILE_PUBLISH_REPLACE, NULL, 0), 0);
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
     assert_int_not_equal(access(tmp, F_OK), 0);
     struct snapshot *r = NULL;
@@ -414,7 +415,9 @@ test_files(void **state)
     /* A failed write leaves no temporary file and sets errno. */
     snprintf(path, sizeof(path), "%s/missing-dir/out.pickle", dir);
     errno = 0;
-    assert_int_equal(snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO), -CUPROF_EIO);
+    assert_int_equal(
+        snapshot_write_file(path, s, SNAPSHOT_FORMAT_AUTO, FILE_PUBLISH_REPLACE, NULL, 0),
+        -CUPROF_EIO);
     assert_int_equal(errno, ENOENT);
     assert_int_equal(snapshot_read_file(path, &r, err, sizeof(err)), -CUPROF_EIO);
     assert_non_null(strstr(err, "missing-dir/out.pickle: No such file or directory"));

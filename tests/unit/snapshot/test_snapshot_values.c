@@ -313,9 +313,10 @@ test_labels_beside_entries(void **state)
     assert_true(fd >= 0);
     close(fd);
     for (int format = 0; format < 2; format++) {
-        assert_int_equal(
-            snapshot_write_file(path, s, format ? SNAPSHOT_FORMAT_JSON : SNAPSHOT_FORMAT_PICKLE),
-            0);
+        assert_int_equal(snapshot_write_file(path, s,
+                                             format ? SNAPSHOT_FORMAT_JSON : SNAPSHOT_FORMAT_PICKLE,
+                                             FILE_PUBLISH_REPLACE, NULL, 0),
+                         0);
         struct snapshot *back = NULL;
         char err[256] = "";
         if (snapshot_read_file(path, &back, err, sizeof(err)) != 0)

@@ -1,0 +1,111 @@
+/* file_publish.c: exclusive temporary files and publication that never replaces by surprise. */
+#include "snapshot/file_publish.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "allocator/cuprof_errors.h"
+
+#define FILE_PUBLISH_MAX_VARIANTS 100000
+
+int
+file_publish_variant(const char *path, unsigned n, char *out, size_t out_len)
+{
+    if (n == 0) {
+        size_t len = strlen(path);
+        if (len >= out_len)
+            return -CUPROF_EINVAL;
+        memcpy(out, path, len + 1);
+        return 0;
+    }
+    /* The extension starts at the last '.' of the last path component. */
+    const char *base = strrchr(path, '/');
+    base = base == NULL ? path : base + 1;
+    const char *dot = strrchr(base, '.');
+    if (dot == NULL)
+        dot = path + strlen(path);
+    int written = snprintf(out, out_len, "%.*s.%u%s", (int)(dot - path), path, n, dot);
+    if (written < 0 || (size_t)written >= out_len)
+        return -CUPROF_EINVAL;
+    return 0;
+}
+
+int
+file_publish_open_temp(const char *final, char *temp, size_t temp_len)
+{
+    const char *slash = strrchr(final, '/');
+    int dir_len = slash == NULL ? 0 : (int)(slash - final) + 1;
+    static const char suffix[] = ".tmp";
+    int n = snprintf(temp, temp_len, "%.*s.cuprof-%ld-XXXXXX%s", dir_len, final, (long)getpid(),
+                     suffix);
+    if (n < 0 || (size_t)n >= temp_len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    /* glibc: O_RDWR|O_CREAT|O_EXCL, mode 0600, a name from getrandom; retried on a collision. */
+    return mkostemps(temp, (int)sizeof(suffix) - 1, O_CLOEXEC);
+}
+
+/* One new name that nothing holds: the kernel refuses to replace (EEXIST) in one atomic step. */
+static int
+publish_no_replace(const char *temp, const char *name)
+{
+    if (renameat2(AT_FDCWD, temp, AT_FDCWD, name, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+        return -1;
+    /* A file system without RENAME_NOREPLACE: link(2) refuses an existing name as well. */
+    if (link(temp, name) == 0) {
+        unlink(temp);
+        return 0;
+    }
+    if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP)
+        return -1;
+    /* Neither (vfat, some FUSE file systems): look, then rename; racy only against another
+     * writer that appears between the two calls. */
+    struct stat st;
+    if (lstat(name, &st) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return rename(temp, name);
+}
+
+int
+file_publish(const char *temp, const char *final, enum file_publish_mode mode, char *chosen,
+             size_t chosen_len)
+{
+    if (mode == FILE_PUBLISH_REPLACE) {
+        struct stat st;
+        if (lstat(final, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+            errno = EEXIST; /* a device node, FIFO, socket or directory is never replaced */
+            return -CUPROF_EIO;
+        }
+        if (rename(temp, final) != 0) /* replaces a link's entry, never follows it */
+            return -CUPROF_EIO;
+        if (chosen != NULL)
+            snprintf(chosen, chosen_len, "%s", final);
+        return 0;
+    }
+    char name[4096];
+    for (unsigned n = 0; n < FILE_PUBLISH_MAX_VARIANTS; n++) {
+        if (file_publish_variant(final, n, name, sizeof(name)) != 0) {
+            errno = ENAMETOOLONG;
+            return -CUPROF_EIO;
+        }
+        if (publish_no_replace(temp, name) == 0) {
+            if (chosen != NULL)
+                snprintf(chosen, chosen_len, "%s", name);
+            return 0;
+        }
+        if (errno != EEXIST)
+            return -CUPROF_EIO;
+    }
+    errno = EEXIST;
+    return -CUPROF_EIO;
+}

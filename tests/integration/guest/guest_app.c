@@ -1,0 +1,125 @@
+/* guest_app: a program with habits cuprof must live with (issue 26), one per mode; each prints
+ * "ready <pid>" once its first CUDA call is made, then waits for a line on stdin where a test
+ * must act on it from outside.
+ *   wait                 cudaMalloc, ready, wait for a line, exit (the exit dump)
+ *   api PATH             cudaMalloc, cuprof_dump_snapshot(PATH), print its result
+ *   closefds LOG         cudaMalloc, close every fd >= 3 (a daemon's closefrom), open LOG (it
+ *                        gets fd 3, duplicated up to 31), ready, wait for a line, write one line to
+ * LOG, exit eintr                its own SIGUSR1 handler without SA_RESTART, cudaMalloc, ready,
+ * then a blocking read of stdin: prints "read: EINTR" or "read: N" restart              the same
+ * with SA_RESTART: the read must go on after the signal */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "preload/cuprof.h"
+
+static volatile sig_atomic_t handled;
+
+static void
+on_usr1(int sig)
+{
+    (void)sig;
+    handled++;
+}
+
+static void *
+first_cuda_call(void)
+{
+    void *p = NULL;
+    cudaError_t rc = cudaMalloc(&p, 1 << 20);
+    if (rc != cudaSuccess) {
+        printf("cudaMalloc: %d\n", (int)rc);
+        exit(1);
+    }
+    return p;
+}
+
+static void
+ready(void)
+{
+    printf("ready %ld\n", (long)getpid());
+    fflush(stdout);
+}
+
+static void
+wait_line(void)
+{
+    char line[64];
+    if (fgets(line, sizeof line, stdin) == NULL)
+        return;
+}
+
+static int
+handler_then_read(int flags)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGUSR1, &sa, NULL) != 0)
+        return 1;
+    void *p = first_cuda_call();
+    ready();
+    char buf[64];
+    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+        printf("read: EINTR handled=%d\n", (int)handled);
+    else
+        printf("read: %zd handled=%d\n", n, (int)handled);
+    cudaFree(p);
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc < 2)
+        return 2;
+    const char *mode = argv[1];
+    if (strcmp(mode, "wait") == 0) {
+        void *p = first_cuda_call();
+        ready();
+        wait_line();
+        cudaFree(p);
+        return 0;
+    }
+    if (strcmp(mode, "api") == 0 && argc == 3) {
+        void *p = first_cuda_call();
+        printf("dump: %d\n", cuprof_dump_snapshot(argv[2]));
+        cudaFree(p);
+        return 0;
+    }
+    if (strcmp(mode, "closefds") == 0 && argc == 3) {
+        void *p = first_cuda_call();
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+        int log = open(argv[2], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (log < 0)
+            return 1;
+        /* Every low number is the program's file now, whichever cuprof held before. */
+        for (int fd = log + 1; fd < 32; fd++)
+            if (dup2(log, fd) != fd)
+                return 1;
+        printf("log fd %d\n", log);
+        ready();
+        wait_line();
+        static const char line[] = "program line\n";
+        if (write(log, line, sizeof line - 1) != (ssize_t)(sizeof line - 1))
+            return 1;
+        close(log);
+        cudaFree(p);
+        return 0;
+    }
+    if (strcmp(mode, "eintr") == 0)
+        return handler_then_read(0);
+    if (strcmp(mode, "restart") == 0)
+        return handler_then_read(SA_RESTART);
+    return 2;
+}

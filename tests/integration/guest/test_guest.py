@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""cuprof as a guest (issue 26): it never harms a file it did not create, never lets another user's
+planted file in, never changes the program's signal semantics and never touches a descriptor the
+program took back. Each case runs tests/integration/guest/guest_app.c on the simulated device.
+
+usage: test_guest.py CASE APP LIBCUPROF LD_LIBRARY_PATH CUPROF
+  traps     planted symlinks and FIFOs at the temporary names cuprof used to predict: exit and
+            `cuprof dump` go on, nothing outside is written, the snapshot is a new regular file
+  dump-o    `cuprof dump PID -o X` where X is a snapshot, a text file, a device node, a FIFO or a
+            symlink: X is kept as it was, the snapshot gets X's next free name; bad extensions
+  api       cuprof_dump_snapshot(PATH): replaces a regular file or a link's entry (PyTorch's
+            semantics), never a FIFO, never what a link points at
+  modes     every snapshot (exit, signal, API, `cuprof dump`) is mode 0600 whatever the umask
+  signals   a handler without SA_RESTART still sees EINTR; with it the read goes on; with none
+            the program is not disturbed; CUPROF_SIGNAL refuses signals people rely on
+  closefds  a program that closes every descriptor and reuses the numbers: no byte of cuprof's
+            lands in its file, and the signal still dumps
+"""
+import ctypes
+import os
+import pickle
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+import shimrun  # noqa: E402
+
+VICTIM = b"someone else's file\n"
+
+
+class Program:
+    """guest_app under the shim, read until its "ready PID" line."""
+
+    def __init__(self, a, args, tmp, **variables):
+        v = {"CUPROF_SNAPSHOT": os.path.join(tmp, "snap-%n.pickle")}
+        v.update(variables)
+        self.env = shimrun.env(a.ld_path, a.lib, **v)
+        self.proc = subprocess.Popen([a.app] + list(args), env=self.env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line.strip())
+            if line.startswith("ready "):
+                break
+        self.pid = self.proc.pid
+
+    def finish(self, send="go\n", timeout=30):
+        """Sends a line, waits for the exit; (returncode or None on a hang, stdout lines, stderr)."""
+        try:
+            out, err = self.proc.communicate(send, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            return None, self.lines + out.splitlines(), err
+        return self.proc.returncode, self.lines + out.splitlines(), err
+
+
+def tgkill(pid, sig):
+    """To the main thread itself: cuprof's threads block every signal, others may not."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr = 234 if os.uname().machine == "x86_64" else 131
+    libc.syscall(nr, pid, pid, sig)
+
+
+def cuprof(a, *args, timeout=30):
+    try:
+        p = subprocess.run([a.cuprof] + list(args), capture_output=True, text=True,
+                           timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired:
+        return None, "", "timed out"
+
+
+def wait_file(path, timeout=15):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return os.path.exists(path)
+
+
+def wait_listed(a, pid, timeout=15):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rc, out, _ = cuprof(a, "ps")
+        if rc == 0 and any(line.split()[:1] == [str(pid)] for line in out.splitlines()):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def loads_ok(f, path, label):
+    try:
+        snap = shimrun.load_checker().load(path)
+    except Exception as e:  # noqa: BLE001 - any failure is the finding
+        f.check(False, f"{label}: {path} does not load: {e}")
+        return None
+    problems = shimrun.load_checker().check(snap)
+    f.check(not problems, f"{label}: {problems[:3]}")
+    return snap
+
+
+def regular_0600(f, path, label):
+    st = os.lstat(path)
+    f.check(stat.S_ISREG(st.st_mode), f"{label}: {path} is not a regular file")
+    f.check(stat.S_IMODE(st.st_mode) == 0o600,
+            f"{label}: {path} has mode {oct(stat.S_IMODE(st.st_mode))}, want 0o600")
+
+
+def make_victims(tmp, n):
+    paths = []
+    for i in range(n):
+        p = os.path.join(tmp, f"victim-{i}")
+        with open(p, "wb") as fh:
+            fh.write(VICTIM)
+        paths.append(p)
+    return paths
+
+
+def victims_intact(f, victims, label):
+    for v in victims:
+        with open(v, "rb") as fh:
+            f.check(fh.read() == VICTIM, f"{label}: {v} was written through a planted link")
+
+
+def old_temp_names(directory, pid, final_base, ext):
+    """The names cuprof's dumps used to write to, predictable from the pid: the exit dump's
+    hidden name and the writer's own `.tmp.PID` beside it, and `FILE.tmp.PID` of an exact path."""
+    hidden = os.path.join(directory, f".cuprof-tmp-{pid}-0{ext}")
+    return [hidden, f"{hidden}.tmp.{pid}", os.path.join(directory, f"{final_base}.tmp.{pid}")]
+
+
+def case_traps(f, a):
+    for kind in ("symlink", "fifo"):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.chmod(tmp, 0o1777)  # a shared snapshot directory
+            prog = Program(a, ["wait"], tmp)
+            victims = make_victims(tmp, 3)
+            planted = old_temp_names(tmp, prog.pid, "now.pickle", ".pickle")
+            for name, victim in zip(planted, victims):
+                if kind == "symlink":
+                    os.symlink(victim, name)
+                else:
+                    os.mkfifo(name)
+            # `cuprof dump PID -o` into the trap, then the exit dump.
+            rc, out, err = cuprof(a, "dump", str(prog.pid), "-o", os.path.join(tmp, "now.pickle"))
+            f.check(rc == 0, f"{kind}: dump -o: {rc} {out!r} {err!r}")
+            code, lines, stderr = prog.finish()
+            f.check(code == 0, f"{kind}: the program did not exit cleanly: {code} {stderr!r}")
+            f.check(lines[:1] and lines[0].startswith("ready"), f"{kind}: stdout lost: {lines}")
+            victims_intact(f, victims, kind)
+            for name in planted:
+                st = os.lstat(name)
+                want = stat.S_ISLNK if kind == "symlink" else stat.S_ISFIFO
+                f.check(want(st.st_mode), f"{kind}: the planted {name} was replaced")
+            for base in ("now.pickle", "snap-0.pickle"):
+                path = os.path.join(tmp, base)
+                if f.check(os.path.exists(path), f"{kind}: no {base}: {sorted(os.listdir(tmp))}"):
+                    regular_0600(f, path, kind)
+                    loads_ok(f, path, f"{kind} {base}")
+            left = [n for n in os.listdir(tmp) if n.endswith(".tmp") or ".tmp." in n]
+            f.check(sorted(left) == sorted(os.path.basename(p) for p in planted
+                                           if p.endswith(".tmp") or ".tmp." in p),
+                    f"{kind}: temporary files left: {left}")
+
+
+def case_dump_o(f, a):
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Program(a, ["wait"], tmp)
+        f.check(wait_listed(a, prog.pid), "dump-o: the program never listed")
+        victim = make_victims(tmp, 1)[0]
+        targets = {}
+        targets["snapshot"] = os.path.join(tmp, "old.pickle")
+        with open(targets["snapshot"], "wb") as fh:
+            pickle.dump({"segments": [], "device_traces": []}, fh)
+        targets["text"] = os.path.join(tmp, "notes.json")
+        with open(targets["text"], "w") as fh:
+            fh.write("my notes\n")
+        targets["device"] = os.path.join(tmp, "null.pickle")
+        os.mknod(targets["device"], 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        targets["fifo"] = os.path.join(tmp, "pipe.pickle")
+        os.mkfifo(targets["fifo"])
+        targets["symlink"] = os.path.join(tmp, "link.pickle")
+        os.symlink(victim, targets["symlink"])
+        before = {k: os.lstat(p) for k, p in targets.items()}
+        contents = {k: open(p, "rb").read() for k, p in targets.items()
+                    if k in ("snapshot", "text")}
+        for kind, path in targets.items():
+            rc, out, err = cuprof(a, "dump", str(prog.pid), "-o", path)
+            root, ext = os.path.splitext(path)
+            variant = f"{root}.1{ext}"
+            f.check(rc == 0 and out.strip().endswith(f"written to {variant}"),
+                    f"dump-o {kind}: {rc} {out!r} {err!r}")
+            st = os.lstat(path)
+            f.check(stat.S_IFMT(st.st_mode) == stat.S_IFMT(before[kind].st_mode) and
+                    st.st_ino == before[kind].st_ino and
+                    (not stat.S_ISCHR(st.st_mode) or st.st_rdev == before[kind].st_rdev),
+                    f"dump-o {kind}: {path} was replaced")
+            if kind in contents:
+                f.check(open(path, "rb").read() == contents[kind], f"dump-o {kind}: changed")
+            if f.check(os.path.exists(variant), f"dump-o {kind}: no {variant}"):
+                regular_0600(f, variant, f"dump-o {kind}")
+                loads_ok(f, variant, f"dump-o {kind}")
+        victims_intact(f, [victim], "dump-o symlink")
+        # A second dump to the same name takes the next one.
+        rc, out, _ = cuprof(a, "dump", str(prog.pid), "-o", targets["snapshot"])
+        f.check(rc == 0 and out.strip().endswith(f"written to {tmp}/old.2.pickle"),
+                f"dump-o twice: {out!r}")
+        for bad in ("out.txt", "x.pickle.bak", "noext"):
+            rc, out, err = cuprof(a, "dump", str(prog.pid), "-o", os.path.join(tmp, bad))
+            lines = err.strip().splitlines()
+            f.check(rc == 2 and len(lines) == 1 and "-o" in lines[0] and
+                    ".pickle, .pkl or .json" in lines[0] and bad in lines[0],
+                    f"dump-o {bad}: {rc} {err!r}")
+            f.check(not any(n.startswith(bad) for n in os.listdir(tmp)), f"dump-o {bad}: written")
+        code, _, stderr = prog.finish()
+        f.check(code == 0, f"dump-o: exit {code} {stderr!r}")
+
+
+def case_api(f, a):
+    with tempfile.TemporaryDirectory() as tmp:
+        victim = make_victims(tmp, 1)[0]
+        fifo = os.path.join(tmp, "fifo.pickle")
+        os.mkfifo(fifo)
+        link = os.path.join(tmp, "link.pickle")
+        os.symlink(victim, link)
+        regular = os.path.join(tmp, "old.pickle")
+        with open(regular, "w") as fh:
+            fh.write("an older snapshot\n")
+        env = shimrun.env(a.ld_path, a.lib, CUPROF_SNAPSHOT=os.path.join(tmp, "e-%n.pickle"))
+        for kind, path in (("fifo", fifo), ("symlink", link), ("regular", regular)):
+            try:
+                r = shimrun.run([a.app, "api", path], env, timeout=30)
+            except subprocess.TimeoutExpired:
+                f.check(False, f"api {kind}: the program hung in cuprof_dump_snapshot")
+                continue
+            want = "dump: 0" if kind != "fifo" else "dump: "
+            f.check(r.returncode == 0 and want in r.stdout, f"api {kind}: {r}")
+            if kind == "fifo":
+                f.check("dump: 0" not in r.stdout and stat.S_ISFIFO(os.lstat(fifo).st_mode),
+                        f"api fifo: {r.stdout!r}")
+                f.check(f"cuprof: snapshot to {fifo} failed: " in r.stderr, f"api fifo: {r.stderr!r}")
+            else:
+                regular_0600(f, path, f"api {kind}")
+                loads_ok(f, path, f"api {kind}")
+        victims_intact(f, [victim], "api symlink")
+        # A path with a newline and an escape sequence: the log stays one line, shown escaped.
+        odd = os.path.join(tmp, "a\nb\x1b[2J.pickle")
+        r = shimrun.run([a.app, "api", odd], env, timeout=30)
+        shown = os.path.join(tmp, "a\\x0ab\\x1b[2J.pickle")
+        lines = [l for l in r.stderr.splitlines() if "snapshot written to" in l]
+        f.check(r.returncode == 0 and os.path.exists(odd) and
+                f"cuprof: snapshot written to {shown}" in lines and "\x1b" not in r.stderr,
+                f"api odd path: {r}")
+
+
+def case_modes(f, a):
+    with tempfile.TemporaryDirectory() as tmp:
+        old = os.umask(0o022)
+        try:
+            prog = Program(a, ["wait"], tmp)
+            f.check(wait_listed(a, prog.pid), "modes: the program never listed")
+            tgkill(prog.pid, signal.SIGUSR1)
+            f.check(wait_file(os.path.join(tmp, "snap-0.pickle")), "modes: no signal dump")
+            rc, out, err = cuprof(a, "dump", str(prog.pid), "-o", os.path.join(tmp, "d.json"))
+            f.check(rc == 0, f"modes: dump {rc} {err!r}")
+            code, _, stderr = prog.finish()
+            f.check(code == 0, f"modes: exit {code} {stderr!r}")
+            r = shimrun.run([a.app, "api", os.path.join(tmp, "api.json")],
+                            shimrun.env(a.ld_path, a.lib,
+                                        CUPROF_SNAPSHOT=os.path.join(tmp, "x-%n.pickle")))
+            f.check(r.returncode == 0 and "dump: 0" in r.stdout, f"modes: api {r}")
+        finally:
+            os.umask(old)
+        names = sorted(os.listdir(tmp))
+        f.check(names == ["api.json", "d.json", "snap-0.pickle", "snap-1.pickle", "x-0.pickle"],
+                f"modes: files {names}")
+        for n in names:
+            regular_0600(f, os.path.join(tmp, n), f"modes {n}")
+
+
+def case_signals(f, a):
+    with tempfile.TemporaryDirectory() as tmp:
+        # Without SA_RESTART the program's read returns EINTR, as it does without cuprof.
+        prog = Program(a, ["eintr"], tmp)
+        time.sleep(0.3)
+        tgkill(prog.pid, signal.SIGUSR1)
+        # The read ends by itself (EINTR); closing stdin first would race the signal.
+        try:
+            prog.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            pass
+        code, lines, stderr = prog.finish(send=None, timeout=5)
+        f.check(code == 0 and "read: EINTR handled=1" in lines,
+                f"signals eintr: {code} {lines} {stderr!r}")
+        f.check(os.path.exists(os.path.join(tmp, "snap-0.pickle")), "signals eintr: no dump")
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Program(a, ["restart"], tmp)
+        time.sleep(0.3)
+        tgkill(prog.pid, signal.SIGUSR1)
+        f.check(wait_file(os.path.join(tmp, "snap-0.pickle")), "signals restart: no dump")
+        code, lines, stderr = prog.finish(send="four\n", timeout=15)
+        f.check(code == 0 and "read: 5 handled=1" in lines,
+                f"signals restart: {code} {lines} {stderr!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        # No handler of the program's: nothing it does is interrupted.
+        prog = Program(a, ["wait"], tmp)
+        time.sleep(0.3)
+        tgkill(prog.pid, signal.SIGUSR1)
+        f.check(wait_file(os.path.join(tmp, "snap-0.pickle")), "signals default: no dump")
+        code, lines, stderr = prog.finish()
+        f.check(code == 0, f"signals default: {code} {stderr!r}")
+    accepted = "expected SIGUSR1, SIGUSR2 or a real-time signal"
+    for value in ("SIGTERM", "TERM", "15", "SIGINT", "2", "SIGHUP", "SIGPIPE", "SIGALRM",
+                  "SIGQUIT", "SIGCHLD", "SIGWINCH", "SIGCONT", "SIGPROF", "SIGTSTP"):
+        r = shimrun.run([a.app, "api", "/nonexistent/x.pickle"],
+                        shimrun.env(a.ld_path, a.lib, CUPROF_SIGNAL=value))
+        lines = r.stderr.strip().splitlines()
+        f.check(r.returncode == 2 and len(lines) == 1 and
+                lines[0].startswith(f'cuprof: CUPROF_SIGNAL: bad value "{value}": {accepted}'),
+                f"CUPROF_SIGNAL={value}: {r.returncode} {r.stderr!r}")
+    for value in ("SIGUSR1", "USR2", "10", "12", "34", "SIGRTMIN", "SIGRTMIN+3", "RTMAX-1",
+                  "SIGRTMAX"):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = shimrun.run([a.app, "api", os.path.join(tmp, "a.pickle")],
+                            shimrun.env(a.ld_path, a.lib, CUPROF_SIGNAL=value,
+                                        CUPROF_SNAPSHOT=os.path.join(tmp, "e-%n.pickle")))
+            f.check(r.returncode == 0 and "dump: 0" in r.stdout,
+                    f"CUPROF_SIGNAL={value}: {r.returncode} {r.stderr!r}")
+
+
+def case_closefds(f, a):
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "program.log")
+        prog = Program(a, ["closefds", log], tmp)
+        for i in range(3):
+            tgkill(prog.pid, signal.SIGUSR1)
+            f.check(wait_file(os.path.join(tmp, f"snap-{i}.pickle")),
+                    f"closefds: signal {i} wrote no snapshot")
+        code, lines, stderr = prog.finish()
+        f.check(code == 0, f"closefds: exit {code} {lines} {stderr!r}")
+        with open(log, "rb") as fh:
+            data = fh.read()
+        f.check(data == b"program line\n", f"closefds: the program's file holds {data!r}")
+        for n in sorted(os.listdir(tmp)):
+            if n.startswith("snap-"):
+                loads_ok(f, os.path.join(tmp, n), f"closefds {n}")
+
+
+CASES = {"traps": case_traps, "dump-o": case_dump_o, "api": case_api, "modes": case_modes,
+         "signals": case_signals, "closefds": case_closefds}
+
+
+class Args:
+    def __init__(self, argv):
+        self.case, self.app, self.lib, self.ld_path, self.cuprof = argv
+
+
+def main():
+    a = Args(sys.argv[1:6])
+    os.environ.pop("CUPROF_SNAPSHOT", None)
+    f = shimrun.Checks()
+    CASES[a.case](f, a)
+    f.finish()
+
+
+if __name__ == "__main__":
+    main()
