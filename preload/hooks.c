@@ -11,6 +11,7 @@
 
 #include "preload/config.h"
 #include "preload/entry_points.h"
+#include "preload/instance.h"
 #include "preload/layers.h"
 #include "preload/real_cuda.h"
 #include "preload/real_dl.h"
@@ -141,6 +142,11 @@ hooks_dlsym(void *handle, const char *name, const void *caller)
      * caller, or a second preloaded library's dlsym(RTLD_NEXT) would get its own symbol back. */
     if (handle == RTLD_NEXT)
         return real_dl_next(caller, name);
+    if (instance_inert()) { /* another copy of libcuprof serves: glibc's answer, nothing more */
+        if (name != NULL && strncmp(name, "cu", 2) == 0 && handle != RTLD_DEFAULT)
+            instance_log_inert();
+        return real_dl_dlsym(handle, name);
+    }
     layers_rebind_new_objects(); /* a library dlopen'ed while a layer precedes us */
     if (name == NULL || strncmp(name, "cu", 2) != 0 || strncmp(name, "cuprof_", 7) == 0)
         return real_dl_dlsym(handle, name);

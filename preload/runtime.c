@@ -14,6 +14,7 @@
 #include "preload/cuda_backend.h"
 #include "preload/device_footprint.h"
 #include "preload/dumper.h"
+#include "preload/instance.h"
 #include "preload/layers.h"
 #include "preload/library_usage.h"
 #include "preload/lifecycle.h"
@@ -53,6 +54,8 @@ runtime_config_init(void)
         (void)written;
         _exit(2);
     }
+    if (instance_inert()) /* another copy of libcuprof serves: pass everything through */
+        runtime_config_value.mode = CUPROF_MODE_OFF;
     atomic_store_explicit(&runtime_config_parsed, &runtime_config_value, memory_order_release);
 }
 
@@ -238,7 +241,7 @@ out:
 struct cuprof_runtime *
 runtime_get_slow(void)
 {
-    if (runtime_initializing)
+    if (runtime_initializing || instance_inert())
         return NULL;
     pthread_once(&runtime_once, runtime_init);
     struct cuprof_runtime *rt = atomic_load_explicit(&runtime_ready_value, memory_order_acquire);

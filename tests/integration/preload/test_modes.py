@@ -8,13 +8,18 @@ stack_layer.c) is preloaded before or after libcuprof.so: the program still ends
 allocation is recorded exactly once, and the device allocations the layer saw (its LAYER_LOG) are
 exactly the snapshot's cuMemAlloc segments (none bypass it, none are invented).
 
+With --second-copy a copy of libcuprof.so (an installed one, say) is preloaded ahead of the
+build's: the first copy profiles exactly as one copy alone, the second stays inert and says so in
+one line (two copies used to call each other's dlsym until the stack overflowed, in every mode).
+
 Usage: test_modes.py --lib LIBCUPROF --ld-path PATH --checker CHECK_SNAPSHOT_PY
-                     [--layer LIB --order before|after] MODE PROGRAM...
+                     [--layer LIB --order before|after | --second-copy] MODE PROGRAM...
 """
 import argparse
 import collections
 import os
 import re
+import shutil
 import sys
 import tempfile
 
@@ -76,6 +81,8 @@ def main():
     ap.add_argument("--layer", help="a second interposer, preloaded with libcuprof")
     ap.add_argument("--order", choices=("before", "after"), default="before",
                     help="where the layer goes in LD_PRELOAD, relative to libcuprof")
+    ap.add_argument("--second-copy", action="store_true",
+                    help="preload a copy of --lib ahead of it")
     ap.add_argument("--sanitized-subset", type=int, default=0,
                     help="under the asan setup, run only the first N programs (slow runs)")
     ap.add_argument("mode")
@@ -89,6 +96,11 @@ def main():
     preload = a.lib
     if a.layer:
         preload = f"{a.layer}:{a.lib}" if a.order == "before" else f"{a.lib}:{a.layer}"
+    copy_dir = tempfile.TemporaryDirectory()
+    if a.second_copy:
+        copy = os.path.join(copy_dir.name, "libcuprof.so")
+        shutil.copy(a.lib, copy)
+        preload = f"{copy}:{a.lib}"
     for i, prog in enumerate(a.programs):
         name = os.path.basename(prog) + (f" (layer {a.order})" if a.layer else "")
         base = run_shim([prog], a.ld_path, timeout=300)
@@ -106,6 +118,12 @@ def main():
             if a.layer and a.order == "before" and a.mode != "off":
                 check("reach cuprof first" in shim[2],
                       f"{name}: no word from cuprof about the layer ahead of it: {shim[2]!r}")
+            if a.second_copy:
+                inert = [l for l in shim[2].splitlines() if l.startswith("cuprof: ")
+                         and "snapshot written" not in l]
+                check(inert == [f"cuprof: {copy} is loaded ahead of {a.lib}: that copy profiles "
+                                "this process, this one stays inert"],
+                      f"{name}/{a.mode}: the inert copy's line: {shim[2]!r}")
             check(shim[0] == base[0], f"{name}/{a.mode}: exit {shim[0]}, without cuprof {base[0]}")
             check(shim[1] == base[1],
                   f"{name}/{a.mode}: output differs:\n  without: {base[1]!r}\n  with: {shim[1]!r}")
