@@ -26,7 +26,8 @@ alloc_device_init(struct alloc_device *dev, int index, const struct alloc_config
     dev->traced = dev->sink != NULL ? TRACE_ACTIONS_ALL : 0;
     /* Without VMM calls in the backend, expandable_segments:True gets ordinary segments. */
     dev->expandable = config->expandable_segments && ops->vmm_reserve != NULL &&
-                      ops->vmm_map != NULL && ops->vmm_unmap != NULL && ops->vmm_release != NULL;
+                      ops->vmm_map != NULL && ops->vmm_unmap != NULL && ops->vmm_release != NULL &&
+                      (ops->vmm_supported == NULL || ops->vmm_supported(ops->ctx, index));
     dev->small.is_small = true;
     dev->large.is_small = false;
     atomic_init(&dev->range.lo, UINT64_MAX);

@@ -616,6 +616,13 @@ allocator_device_count(const struct allocator *alloc)
     return alloc ? alloc->device_count : 0;
 }
 
+bool
+allocator_device_expandable(const struct allocator *alloc, int device)
+{
+    return alloc != NULL && device >= 0 && device < alloc->device_count &&
+           alloc->devices[device].expandable;
+}
+
 void
 allocator_set_traced_actions(struct allocator *alloc, uint32_t actions)
 {

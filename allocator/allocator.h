@@ -156,6 +156,10 @@ void allocator_last_oom_message(struct allocator *alloc, int device, char *buf, 
 
 int allocator_device_count(const struct allocator *alloc);
 
+/* True when `device` serves expandable_segments:True with expandable segments (the setting is on
+ * and the backend can map memory on that device). */
+bool allocator_device_expandable(const struct allocator *alloc, int device);
+
 /* Which trace events reach the sink: a set of TRACE_ACTION_BIT()s, all of them at create. A sink
  * that needs fewer says so, and each event it does not want costs the hot path one test. */
 void allocator_set_traced_actions(struct allocator *alloc, uint32_t actions);

@@ -64,6 +64,10 @@ struct device_ops {
      * vmm_set_access: makes [addr, addr + size), pages vmm_map mapped for `device`, readable and
      *   writable by device `peer` too (cuMemSetAccess with one descriptor): PyTorch's setAccess
      *   for a peer device. Optional: NULL gives peers no access.
+     * vmm_supported: optional; false when `device` cannot map memory (a driver without the
+     *   virtual memory calls, a device that says it has no virtual memory management): that
+     *   device serves expandable_segments:True with ordinary segments. Asked once per device,
+     *   when the allocator is made.
      * stream_synchronize: waits for the work queued on `stream` (cudaStreamSynchronize). */
     int (*vmm_granularity)(void *ctx, int device, size_t *granularity);
     int (*vmm_reserve)(void *ctx, int device, size_t size, uint64_t *addr);
@@ -71,6 +75,7 @@ struct device_ops {
     int (*vmm_unmap)(void *ctx, int device, uint64_t addr, size_t page, size_t count);
     int (*vmm_release)(void *ctx, int device, uint64_t addr, size_t size);
     int (*vmm_set_access)(void *ctx, int device, uint64_t addr, size_t size, int peer);
+    bool (*vmm_supported)(void *ctx, int device);
     int (*stream_synchronize)(void *ctx, int device, uint64_t stream);
 };
 

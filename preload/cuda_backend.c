@@ -388,6 +388,23 @@ backend_vmm_set_access(void *ctx, int device, uint64_t addr, size_t size, int pe
     return from_cu(r_);
 }
 
+/* PyTorch's expandable segments need the driver's virtual memory calls and a device that says it
+ * can map memory (older drivers, virtualization layers and some devices cannot). */
+static bool
+backend_vmm_supported(void *ctx, int device)
+{
+    (void)ctx;
+    const struct real_cuda *real = real_cuda_get();
+    CUdevice dev;
+    int supported = 0;
+    return real != NULL && real_cuda_missing(REAL_CUDA_NEED_VMM, NULL, 0) == 0 &&
+           real->cuDeviceGet(&dev, device) == CUDA_SUCCESS &&
+           real->cuDeviceGetAttribute(&supported,
+                                      CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                      dev) == CUDA_SUCCESS &&
+           supported != 0;
+}
+
 static int
 backend_stream_synchronize(void *ctx, int device, uint64_t stream)
 {
@@ -418,6 +435,7 @@ static const struct device_ops backend_ops = {
     .vmm_unmap = backend_vmm_unmap,
     .vmm_release = backend_vmm_release,
     .vmm_set_access = backend_vmm_set_access,
+    .vmm_supported = backend_vmm_supported,
     .stream_synchronize = backend_stream_synchronize,
 };
 

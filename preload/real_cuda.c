@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "preload/layers.h"
@@ -151,6 +153,72 @@ real_cuda_resolve(void)
     resolving = false;
     if (real_found)
         atomic_store_explicit(&real_cuda_resolved, &real, memory_order_release);
+}
+
+/* The entries cuprof calls itself (never only on the program's behalf), by what each serves. */
+struct needed_entry {
+    enum real_cuda_need need;
+    size_t offset;
+    const char *name;
+};
+#define NEEDED(need, field)                                                                        \
+    {                                                                                              \
+        need, offsetof(struct real_cuda, field), #field                                            \
+    }
+static const struct needed_entry needed_entries[] = {
+    NEEDED(REAL_CUDA_NEED_TRACE, cuCtxGetDevice),
+    NEEDED(REAL_CUDA_NEED_TRACE, cuDeviceGet),
+    NEEDED(REAL_CUDA_NEED_TRACE, cuDeviceGetCount),
+    NEEDED(REAL_CUDA_NEED_TRACE, cuDevicePrimaryCtxRetain),
+    NEEDED(REAL_CUDA_NEED_TRACE, cuDevicePrimaryCtxRelease_v2),
+    NEEDED(REAL_CUDA_NEED_TRACE, cuCtxPushCurrent_v2),
+    NEEDED(REAL_CUDA_NEED_TRACE, cuCtxPopCurrent_v2),
+    NEEDED(REAL_CUDA_NEED_TRACE, cuMemAlloc_v2),
+    NEEDED(REAL_CUDA_NEED_TRACE, cuMemFree_v2),
+    NEEDED(REAL_CUDA_NEED_TRACE, cuMemGetInfo_v2),
+    NEEDED(REAL_CUDA_NEED_CACHE, cuCtxSynchronize),
+    NEEDED(REAL_CUDA_NEED_CACHE, cuStreamSynchronize),
+    NEEDED(REAL_CUDA_NEED_CACHE, cuEventCreate),
+    NEEDED(REAL_CUDA_NEED_CACHE, cuEventRecord),
+    NEEDED(REAL_CUDA_NEED_CACHE, cuEventQuery),
+    NEEDED(REAL_CUDA_NEED_CACHE, cuEventSynchronize),
+    NEEDED(REAL_CUDA_NEED_CACHE, cuEventDestroy_v2),
+    NEEDED(REAL_CUDA_NEED_VMM, cuMemGetAllocationGranularity),
+    NEEDED(REAL_CUDA_NEED_VMM, cuMemAddressReserve),
+    NEEDED(REAL_CUDA_NEED_VMM, cuMemAddressFree),
+    NEEDED(REAL_CUDA_NEED_VMM, cuMemCreate),
+    NEEDED(REAL_CUDA_NEED_VMM, cuMemMap),
+    NEEDED(REAL_CUDA_NEED_VMM, cuMemUnmap),
+    NEEDED(REAL_CUDA_NEED_VMM, cuMemRelease),
+    NEEDED(REAL_CUDA_NEED_VMM, cuMemSetAccess),
+    NEEDED(REAL_CUDA_NEED_VMM, cuDeviceGetAttribute),
+};
+#undef NEEDED
+
+size_t
+real_cuda_missing(enum real_cuda_need need, char *names, size_t names_len)
+{
+    const struct real_cuda *r = real_cuda_get();
+    size_t missing = 0, used = 0;
+    if (names != NULL && names_len > 0)
+        names[0] = '\0';
+    for (size_t i = 0; r != NULL && i < sizeof needed_entries / sizeof needed_entries[0]; i++) {
+        const struct needed_entry *e = &needed_entries[i];
+        void *fn;
+        memcpy(&fn, (const char *)r + e->offset, sizeof fn);
+        /* Cache mode needs what trace mode needs too. */
+        bool wanted =
+            e->need == need || (need == REAL_CUDA_NEED_CACHE && e->need == REAL_CUDA_NEED_TRACE);
+        if (!wanted || fn != NULL)
+            continue;
+        missing++;
+        if (names != NULL && used < names_len) {
+            int n =
+                snprintf(names + used, names_len - used, "%s%s", missing > 1 ? ", " : "", e->name);
+            used += n > 0 ? (size_t)n : 0;
+        }
+    }
+    return missing;
 }
 
 const struct real_cuda *

@@ -62,6 +62,17 @@ void *real_cuda_lookup_in_use(void);
  * cuprof's own `name` and has no definition of its own to use instead. */
 void real_cuda_say_missing(const char *name);
 
+/* What cuprof itself needs of the driver for each way of serving a process. */
+enum real_cuda_need {
+    REAL_CUDA_NEED_TRACE, /* device allocations, contexts, free memory: trace mode */
+    REAL_CUDA_NEED_CACHE, /* and synchronization and events: cuprof's cache */
+    REAL_CUDA_NEED_VMM,   /* PyTorch's expandable segments' virtual memory calls */
+};
+
+/* How many entry points `need` wants that the driver lacks; the first ones' names (a comma
+ * list) go into names (may be NULL). 0 with no driver resolved. */
+size_t real_cuda_missing(enum real_cuda_need need, char *names, size_t names_len);
+
 /* In a wrapper: declares `real` and returns CUDA_ERROR_NOT_INITIALIZED when the driver is
  * missing (a program cannot reach a wrapper without a driver; answer as an uninitialised driver
  * would), CUDA_ERROR_NOT_FOUND when it has no entry point of its own (what its lookup answers

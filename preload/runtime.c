@@ -171,6 +171,53 @@ runtime_set_history(struct cuprof_runtime *rt, enum history_mode mode, size_t ma
     return rc;
 }
 
+/* A driver that lacks what cuprof itself calls (an old driver, a virtualization layer, a stub)
+ * is served as far as it can be: without synchronization and events cuprof's cache cannot keep
+ * a freed block safe, so cache mode records as trace mode does; without device allocations and
+ * contexts cuprof passes every call through. One line says which and why. */
+static bool
+runtime_driver_serves(struct cuprof_runtime *rt)
+{
+    char missing[256];
+    if (real_cuda_missing(REAL_CUDA_NEED_TRACE, missing, sizeof missing) > 0) {
+        runtime_log("cuprof: the driver has no %s: passing every call through, nothing is "
+                    "recorded",
+                    missing);
+        return false;
+    }
+    if (rt->mode == CUPROF_MODE_CACHE &&
+        real_cuda_missing(REAL_CUDA_NEED_CACHE, missing, sizeof missing) > 0) {
+        runtime_log("cuprof: the driver has no %s, which cuprof's cache needs: recording in "
+                    "trace mode instead (every call goes to the driver)",
+                    missing);
+        rt->mode = CUPROF_MODE_TRACE;
+    }
+    return true;
+}
+
+/* expandable_segments:True on a device that cannot map memory gets ordinary segments. */
+static void
+runtime_log_expandable(const struct cuprof_runtime *rt)
+{
+    if (!rt->config->alloc_conf.expandable_segments || rt->mode != CUPROF_MODE_CACHE)
+        return;
+    char missing[256];
+    for (int d = 0; d < rt->device_count; d++) {
+        if (allocator_device_expandable(rt->alloc, d))
+            continue;
+        if (real_cuda_missing(REAL_CUDA_NEED_VMM, missing, sizeof missing) > 0)
+            runtime_log("cuprof: expandable_segments:True: the driver has no %s (virtual memory "
+                        "management): ordinary segments are used",
+                        missing);
+        else
+            runtime_log("cuprof: expandable_segments:True: device %d has no virtual memory "
+                        "management: its segments are ordinary ones",
+                        d);
+        if (real_cuda_missing(REAL_CUDA_NEED_VMM, NULL, 0) > 0)
+            return; /* one line for every device */
+    }
+}
+
 static void
 runtime_init(void)
 {
@@ -185,6 +232,8 @@ runtime_init(void)
 
     if (runtime_log_info())
         layers_log_start();
+    if (!runtime_driver_serves(rt))
+        goto out;
     rt->device_count = cuda_backend_device_count();
     /* A count no machine has (the driver's answer sizes every per-device table). */
     if (rt->device_count > RUNTIME_MAX_DEVICES) {
@@ -228,6 +277,7 @@ runtime_init(void)
         goto out;
     }
     update_traced_actions(rt);
+    runtime_log_expandable(rt);
     if (alloc_conf.per_process_memory_fraction > 0.0)
         runtime_check_mem_info(rt->device_count);
     lifecycle_register(rt);

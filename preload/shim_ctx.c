@@ -1,6 +1,8 @@
 /* shim_ctx.c: context and stream lifetime wrappers (see shim_ctx.h). */
 #include "preload/shim_ctx.h"
 
+#include <stdatomic.h>
+
 #include "allocator/allocator.h"
 #include "preload/cuda_backend.h"
 #include "preload/double_free.h"
@@ -8,6 +10,7 @@
 #include "preload/real_cuda.h"
 #include "preload/shim_call.h"
 #include "preload/shim_capture.h"
+#include "preload/runtime.h"
 #include "preload/stream_id.h"
 
 /* The program is tearing a context down: hand the device's free cached segments back while the
@@ -72,17 +75,28 @@ forget_if_inactive(const struct real_cuda *real, CUdevice dev)
 {
     unsigned int flags = 0;
     int active = 1;
-    if (real->cuDevicePrimaryCtxGetState != NULL &&
-        real->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
+    if (real->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
         forget_only(dev);
 }
 
-/* Both ABIs of cuDevicePrimaryCtxRelease (same C signature): `release` is the real one. */
+/* Both ABIs of cuDevicePrimaryCtxRelease (same C signature): `release` is the real one. The
+ * runtime and every library that carries NVIDIA's runtime statically (cuBLAS, cuDNN, cuFFT)
+ * retain and release the primary context themselves: only the release that destroys it takes the
+ * cache with it, so a library letting go changes nothing the program or its snapshot sees. */
 static CUresult
 primary_release(const struct real_cuda *real, PFN_cuDevicePrimaryCtxRelease_v11000 release,
                 CUdevice dev)
 {
-    release_cache(dev); /* may be the last reference: nothing tells before the call */
+    if (real->cuDevicePrimaryCtxGetState == NULL) {
+        /* Nothing tells which release is the last: hand the cache back at each one, while the
+         * context surely exists (never a block of a destroyed context handed out again). */
+        static atomic_bool logged;
+        if (!atomic_exchange(&logged, true))
+            runtime_log("cuprof: the driver has no cuDevicePrimaryCtxGetState: each primary "
+                        "context release empties cuprof's cache of that device");
+        release_cache(dev);
+        return release(dev);
+    }
     CUresult result = release(dev);
     if (result == CUDA_SUCCESS)
         forget_if_inactive(real, dev);

@@ -15,10 +15,17 @@ usage: test_guest.py CASE APP LIBCUPROF LD_LIBRARY_PATH CUPROF
             the program is not disturbed; CUPROF_SIGNAL refuses signals people rely on
   closefds  a program that closes every descriptor and reuses the numbers: no byte of cuprof's
             lands in its file, and the signal still dumps
+  primary   (APP is primary_app) a library's retain and release of the primary context leaves
+            cuprof's cache alone; the release that destroys the context takes the cache with it
+  lean      (LD_LIBRARY_PATH: lean/'s driver first; then ENTRY_POINTS_DEF SIM_LD_LIBRARY_PATH)
+            a driver that lacks each entry point cuprof looks up, in turn: every mode answers as
+            the program does without cuprof, and expandable_segments:True on a driver or device
+            without virtual memory management gets ordinary segments and one line
 """
 import ctypes
 import os
 import pickle
+import re
 import signal
 import stat
 import subprocess
@@ -354,17 +361,116 @@ def case_closefds(f, a):
                 loads_ok(f, os.path.join(tmp, n), f"closefds {n}")
 
 
+def case_primary(f, a):
+    base = shimrun.run([a.app], shimrun.env(a.ld_path, SIMCUDA_DEVICES=2))
+    f.check(base.returncode == 0, f"primary: fails without cuprof: {base}")
+    with tempfile.TemporaryDirectory() as tmp:
+        r = shimrun.run([a.app], shimrun.env(a.ld_path, a.lib, SIMCUDA_DEVICES=2,
+                                             CUPROF_SNAPSHOT=os.path.join(tmp, "p-%n.json")))
+        f.check(r.returncode == 0 and r.stdout == base.stdout, f"primary: {r} vs {base.stdout!r}")
+        snap = loads_ok(f, os.path.join(tmp, "p-0.json"), "primary")
+    if snap is None:
+        return
+    traces = snap["device_traces"]
+    acts0 = [e["action"] for e in traces[0]]
+    f.check(acts0.count("segment_alloc") == 1 and "segment_free" not in acts0,
+            f"primary: device 0 after a library's release: {acts0}")
+    allocs0 = [e["addr"] for e in traces[0] if e["action"] == "alloc"]
+    f.check(len(allocs0) == 2 and allocs0[0] == allocs0[1],
+            f"primary: device 0's second block should come from the cache: {allocs0}")
+    acts1 = [e["action"] for e in traces[1]]
+    want1 = (["segment_alloc"] + ["alloc", "free_requested", "free_completed"] * 2 +
+             ["segment_free", "segment_alloc", "alloc", "free_requested", "free_completed",
+              "segment_free"])  # the program's own last release destroys the new context
+    f.check(acts1 == want1, f"primary: device 1: {acts1}, want {want1}")
+    segs = [(s["device"], s["total_size"]) for s in snap["segments"]]
+    f.check(segs == [(0, 2 << 20)], f"primary: cached segments {segs}")  # 1 MiB: the small pool
+
+
+def lookup_names(entry_points_def):
+    """Every driver lookup name preload/entry_points.def lists (what cuprof resolves)."""
+    text = re.sub(r"/\*.*?\*/", "", open(entry_points_def).read(), flags=re.S)
+    names = []
+    for m in re.finditer(r'DRIVER_(?:WRAPPER|CALLED|LOOKUP)\([^"]*?"(cu\w+)"', text):
+        if m.group(1) not in names:
+            names.append(m.group(1))
+    return names
+
+
+def others(stderr):
+    return [l for l in stderr.splitlines()
+            if l.startswith("cuprof: ") and "snapshot written to" not in l]
+
+
+def case_lean(f, a):
+    names = lookup_names(a.extra[0])
+    f.check(len(names) >= 40 and "cuMemCreate" in names and "cuDeviceGetAttribute" in names,
+            f"lean: lookup names {names}")
+    vmm = {"cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", "cuMemAddressReserve",
+           "cuMemAddressFree", "cuMemSetAccess", "cuMemGetAllocationGranularity",
+           "cuDeviceGetAttribute"}
+    if shimrun.sanitized():  # slow runs: the VMM calls and every third name
+        names = [n for i, n in enumerate(names) if n in vmm or i % 3 == 0]
+    configs = [("cache", ""), ("trace", ""), ("off", ""), ("cache", "expandable_segments:True")]
+    for name in names:
+        base = shimrun.run([a.app], shimrun.env(a.ld_path, LEAN_DRIVER_HIDE=name))
+        f.check(base.returncode >= 0, f"lean {name}: the program alone died: {base}")
+        for mode, conf in configs:
+            label = f"lean {name} {mode} {conf}".strip()
+            with tempfile.TemporaryDirectory() as tmp:
+                env = shimrun.env(a.ld_path, a.lib, LEAN_DRIVER_HIDE=name, CUPROF_MODE=mode,
+                                  CUPROF_ALLOC_CONF=conf,
+                                  CUPROF_SNAPSHOT=os.path.join(tmp, "l-%n.pickle"))
+                r = shimrun.run([a.app], env)
+                # A failing multi-threaded program prints its failure from each thread that
+                # meets it before the exit: the lines, not their count, are the answer.
+                same = r.stdout == base.stdout or (
+                    base.returncode != 0 and set(r.stdout.splitlines()) == set(base.stdout.splitlines()))
+                f.check(r.returncode == base.returncode and same,
+                        f"{label}: {r.returncode} {r.stdout[-200:]!r} {r.stderr[-300:]!r}, "
+                        f"without cuprof {base.returncode} {base.stdout[-200:]!r}")
+                lines = others(r.stderr)
+                f.check(len(lines) <= 2, f"{label}: {lines}")
+                if conf and name in vmm:
+                    f.check(any("expandable_segments:True" in l and "ordinary segments" in l
+                                for l in lines), f"{label}: no line about VMM: {lines}")
+                for path in shimrun.dumps(tmp, "l-*"):
+                    snap = loads_ok(f, path, label)
+                    if snap and conf and name in vmm:
+                        f.check(not any(s.get("is_expandable") for s in snap["segments"]),
+                                f"{label}: expandable segments on a driver without VMM")
+    # A device that says it has no virtual memory management (the attribute is 0).
+    sim = a.extra[1]
+    base = shimrun.run([a.app], shimrun.env(sim, SIMCUDA_NO_VMM=1))
+    with tempfile.TemporaryDirectory() as tmp:
+        r = shimrun.run([a.app], shimrun.env(sim, a.lib, SIMCUDA_NO_VMM=1,
+                                             CUPROF_ALLOC_CONF="expandable_segments:True",
+                                             CUPROF_SNAPSHOT=os.path.join(tmp, "v-%n.pickle")))
+        f.check(r.returncode == base.returncode == 0 and r.stdout == base.stdout,
+                f"lean no-vmm device: {r} vs {base}")
+        f.check(others(r.stderr) == ["cuprof: expandable_segments:True: device 0 has no virtual "
+                                     "memory management: its segments are ordinary ones"],
+                f"lean no-vmm device: {r.stderr!r}")
+        snap = loads_ok(f, os.path.join(tmp, "v-0.pickle"), "lean no-vmm device")
+        if snap:
+            f.check(snap["segments"] and
+                    not any(s.get("is_expandable") for s in snap["segments"]),
+                    "lean no-vmm device: expandable segments")
+
+
 CASES = {"traps": case_traps, "dump-o": case_dump_o, "api": case_api, "modes": case_modes,
-         "signals": case_signals, "closefds": case_closefds}
+         "signals": case_signals, "closefds": case_closefds, "primary": case_primary,
+         "lean": case_lean}
 
 
 class Args:
     def __init__(self, argv):
-        self.case, self.app, self.lib, self.ld_path, self.cuprof = argv
+        self.case, self.app, self.lib, self.ld_path, self.cuprof = argv[:5]
+        self.extra = argv[5:]
 
 
 def main():
-    a = Args(sys.argv[1:6])
+    a = Args(sys.argv[1:])
     os.environ.pop("CUPROF_SNAPSHOT", None)
     f = shimrun.Checks()
     CASES[a.case](f, a)

@@ -215,6 +215,12 @@ config_parse(void)
                     getenv("SIMCUDA_STRICT_HANDLES"));
         config.error = CUDA_ERROR_INVALID_VALUE;
     }
+    if (!env_ulong("SIMCUDA_NO_VMM", &config.no_vmm) || config.no_vmm > 1) {
+        if (config.no_vmm > 1)
+            fprintf(stderr, "cuprof: sim: SIMCUDA_NO_VMM=\"%s\" is not 0 or 1\n",
+                    getenv("SIMCUDA_NO_VMM"));
+        config.error = CUDA_ERROR_INVALID_VALUE;
+    }
     /* A real context holds device memory of its own (code, stacks, printf buffer: hundreds of
      * MiB); charged in whole pages like everything else. 0 by default, so capacity arithmetic in
      * tests stays exact unless a test asks for it. */

@@ -23,8 +23,9 @@ struct sim_config {
     unsigned long malloc_us;
     unsigned long free_us;
     unsigned long strict_handles; /* 1: say so on stderr when a dead stream handle comes in */
-    size_t context_mem;           /* device memory each live context holds (whole 2 MiB pages) */
-    int error; /* CUDA error cuInit returns when the environment is invalid, else 0 */
+    unsigned long no_vmm; /* 1: devices without virtual memory management (SIMCUDA_NO_VMM) */
+    size_t context_mem;   /* device memory each live context holds (whole 2 MiB pages) */
+    int error;            /* CUDA error cuInit returns when the environment is invalid, else 0 */
 };
 
 /* Parses the environment on first use; never fails (errors are kept in ->error). */

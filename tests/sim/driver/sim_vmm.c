@@ -202,6 +202,8 @@ cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *pr
         (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
          option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_config_get()->no_vmm) /* a device without virtual memory management */
+        return CUDA_ERROR_NOT_SUPPORTED;
     *granularity = SIM_PAGE;
     return CUDA_SUCCESS;
 }
@@ -217,6 +219,8 @@ cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAlloca
         prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
         prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_config_get()->no_vmm)
+        return CUDA_ERROR_NOT_SUPPORTED;
     struct sim_device *dev = sim_device_get(prop->location.id);
     if (!dev)
         return CUDA_ERROR_INVALID_DEVICE;
