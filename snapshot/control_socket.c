@@ -131,12 +131,18 @@ control_socket_listen(const char *path, char *err, size_t err_len)
         snprintf(err, err_len, "socket: %s", strerror(errno));
         return -1;
     }
-    /* The directory is 0700 already; the umask makes the socket 0600 from its first moment. */
-    mode_t old = umask(077);
-    int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-    umask(old);
-    if (rc != 0 || chmod(path, 0600) != 0 || listen(fd, 8) != 0) {
+    /* The umask is the program's (a process-wide setting its other threads rely on, so it is
+     * never changed here): bind may create the file with a looser mode, which chmod narrows to
+     * 0600 at once. Nobody else can reach it meanwhile: the directory is ours and 0700
+     * (control_socket_check_dir). */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         snprintf(err, err_len, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (chmod(path, 0600) != 0 || listen(fd, 8) != 0) {
+        snprintf(err, err_len, "%s: %s", path, strerror(errno));
+        unlink(path); /* the file bind just made */
         close(fd);
         return -1;
     }
