@@ -1,5 +1,4 @@
-/* control_json.c: the control thread's growing JSON text (see control_json.h).
- */
+/* control_json.c: the control thread's growing JSON text (see control_json.h). */
 #include "preload/control_json.h"
 
 #include <stdarg.h>
@@ -8,6 +7,7 @@
 #include <string.h>
 
 #include "snapshot/control_socket.h"
+#include "snapshot/text_escape.h"
 
 void
 control_json_put(struct control_json *b, const char *s, size_t n)
@@ -46,14 +46,12 @@ control_json_printf(struct control_json *b, const char *fmt, ...)
     control_json_put(b, small, (size_t)n);
 }
 
-/* A JSON string: quotes, backslashes and control characters escaped; other
- * bytes as they are. */
-void
-control_json_str_n(struct control_json *b, const char *s, size_t len)
+/* Valid UTF-8 without NUL: quotes, backslashes and control characters escaped for JSON. */
+static void
+put_escaped_json(struct control_json *b, const char *s, size_t len)
 {
-    control_json_put(b, "\"", 1);
     size_t run = 0; /* bytes copied as they are, written in one piece */
-    for (size_t i = 0; s != NULL && i < len; i++) {
+    for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c != '"' && c != '\\' && c >= 0x20)
             continue;
@@ -66,8 +64,23 @@ control_json_str_n(struct control_json *b, const char *s, size_t len)
         }
         run = i + 1;
     }
-    if (s != NULL)
-        control_json_put(b, s + run, len - run);
+    control_json_put(b, s + run, len - run);
+}
+
+void
+control_json_str_n(struct control_json *b, const char *s, size_t len)
+{
+    control_json_put(b, "\"", 1);
+    if (s != NULL && text_escape_is_clean(s, len, TEXT_ESCAPE_UTF8)) {
+        put_escaped_json(b, s, len);
+    } else if (s != NULL) {
+        char *clean = text_escape_dup(s, len, TEXT_ESCAPE_UTF8);
+        if (clean == NULL)
+            b->failed = true;
+        else
+            put_escaped_json(b, clean, strlen(clean));
+        free(clean);
+    }
     control_json_put(b, "\"", 1);
 }
 
