@@ -20,6 +20,7 @@
 #include "cli/cli_util.h"
 #include "cli/control_client.h"
 #include "cli/frame_filter.h"
+#include "snapshot/text_escape.h"
 
 static const char top_text[] =
     "usage: cuprof top [PID] [--once | --json] [-n N]\n\n"
@@ -154,11 +155,13 @@ site_name(const struct sval *frames, char *buf, size_t len)
     int64_t line = control_int(f, "line");
     const char *file = control_str(f, "filename");
     const char *base = strrchr(file, '/');
+    char name[200], where[200];
+    control_term(control_str(f, "name"), name, sizeof(name));
+    control_term(base ? base + 1 : file, where, sizeof(where));
     if (line > 0)
-        snprintf(buf, len, "%s (%s:%lld)", control_str(f, "name"), base ? base + 1 : file,
-                 (long long)line);
+        snprintf(buf, len, "%s (%s:%lld)", name, where, (long long)line);
     else
-        snprintf(buf, len, "%s (%s)", control_str(f, "name"), base ? base + 1 : file);
+        snprintf(buf, len, "%s (%s)", name, where);
 }
 
 struct site_ref {
@@ -167,7 +170,8 @@ struct site_ref {
     char key[1024]; /* the frames a report shows: sites equal in them are one site */
 };
 
-/* The frames left after frame_filter's rules, as one comparable string. */
+/* The frames left after frame_filter's rules, as one comparable string (names as the process
+ * sent them: only compared, never printed). */
 static void
 site_key(const struct sval *frames, char *buf, size_t len)
 {
@@ -246,8 +250,11 @@ render(FILE *out, const struct sval *top, const struct top_view *v)
     const struct sval *argv = sval_get(top, "argv");
     for (size_t i = 0, used = 0; i < sval_len(argv) && used + 2 < sizeof(cmd); i++) {
         const struct sval *a = sval_at(argv, i);
-        if (a->type == SVAL_STR)
-            used += (size_t)snprintf(cmd + used, sizeof(cmd) - used, "%s%s", i ? " " : "", a->u.s);
+        if (a->type != SVAL_STR)
+            continue;
+        if (i > 0)
+            cmd[used++] = ' ';
+        used += strlen(control_term(a->u.s, cmd + used, sizeof(cmd) - used));
     }
     int64_t rank = control_int(top, "rank");
     time_t now = time(NULL);
@@ -256,8 +263,9 @@ render(FILE *out, const struct sval *top, const struct top_view *v)
     fprintf(out, "cuprof top - pid %lld", (long long)control_int(top, "pid"));
     if (rank >= 0)
         fprintf(out, ", rank %lld", (long long)rank);
-    fprintf(out, ", %s, %s mode - %s  %s\n\n", control_str(top, "host"), control_str(top, "mode"),
-            cmd, clock);
+    char host[64], mode[32];
+    fprintf(out, ", %s, %s mode - %s  %s\n\n", control_term(control_str(top, "host"), host, 64),
+            control_term(control_str(top, "mode"), mode, 32), cmd, clock);
     fprintf(out, "%-6s %-11s %-11s %-11s %-11s %-5s %s\n", "DEVICE", "ALLOCATED", "RESERVED",
             "PEAK ALLOC", "PEAK RESV", "OOMS", "ALLOCATED, LAST MINUTES");
     const struct sval *devs = sval_get(top, "devices");
@@ -292,16 +300,21 @@ render(FILE *out, const struct sval *top, const struct top_view *v)
             (long long)control_int(top, "live_sites"), v->by_count ? "count" : "bytes");
     fprintf(out, "%-11s %-7s %-6s %s\n", "BYTES", "COUNT", "DEVICE", "SITE (first user frame)");
     for (size_t i = 0; refs != NULL && i < n && i < v->sites; i++) {
-        char name[512];
-        site_name(sval_get(refs[i].site, "frames"), name, sizeof(name));
+        char full[512], name[512];
+        site_name(sval_get(refs[i].site, "frames"), full, sizeof(full));
         int room = v->width - 27 > 20 ? v->width - 27 : 20;
-        fprintf(out, "%-11s %-7lld %-6lld %.*s\n", cli_size((uint64_t)refs[i].bytes, s[4], 32),
-                (long long)refs[i].count, (long long)control_int(refs[i].site, "device"), room,
-                name);
+        /* Cut at a whole character or escape (the name is escaped already: no control left). */
+        (void)text_escape(full, strlen(full), TEXT_ESCAPE_TERMINAL, name,
+                          (size_t)room + 1 < sizeof(name) ? (size_t)room + 1 : sizeof(name));
+        fprintf(out, "%-11s %-7lld %-6lld %s\n", cli_size((uint64_t)refs[i].bytes, s[4], 32),
+                (long long)refs[i].count, (long long)control_int(refs[i].site, "device"), name);
     }
     free(refs);
-    if (v->status[0] != '\0')
-        fprintf(out, "\n%s\n", v->status);
+    if (v->status[0] != '\0') {
+        fputc('\n', out);
+        text_escape_fputs(v->status, TEXT_ESCAPE_TERMINAL, out); /* a path from the process */
+        fputc('\n', out);
+    }
 }
 
 static void
