@@ -1,5 +1,6 @@
 /* cmd_ps.c: `cuprof ps`: this user's processes running under cuprof, from their control sockets:
- *   pid, rank, host, mode, devices, allocated and reserved now and at peak, command. */
+ *   pid, rank, host, mode, devices, allocated and reserved now and at peak, command (the
+ *   processes' own text shown escaped: control characters never reach the terminal). */
 #include <stdio.h>
 #include <string.h>
 
@@ -38,9 +39,10 @@ const struct cli_command cmd_ps_command = {
     .option = ps_option,
 };
 
-/* The command line, its arguments joined by spaces and cut to `len`. */
+/* The command line, its arguments joined by spaces and cut to `len`; for a terminal, each one
+ * escaped (control_term). */
 static void
-command_text(const struct sval *info, char *buf, size_t len)
+command_text(const struct sval *info, bool terminal, char *buf, size_t len)
 {
     const struct sval *argv = sval_get(info, "argv");
     size_t used = 0;
@@ -49,10 +51,13 @@ command_text(const struct sval *info, char *buf, size_t len)
         const struct sval *a = sval_at(argv, i);
         if (a->type != SVAL_STR)
             continue;
-        int n = snprintf(buf + used, len - used, "%s%s", used ? " " : "", a->u.s);
-        if (n < 0)
-            break;
-        used += (size_t)n < len - used ? (size_t)n : len - used - 1;
+        if (used > 0)
+            buf[used++] = ' ';
+        if (terminal)
+            control_term(a->u.s, buf + used, len - used);
+        else
+            snprintf(buf + used, len - used, "%s", a->u.s);
+        used += strlen(buf + used);
     }
 }
 
@@ -100,7 +105,7 @@ print_json(const struct control_process *list, size_t count)
         cli_json_key_int(e, "reserved", sums[1]);
         cli_json_key_int(e, "peak_allocated", sums[2]);
         cli_json_key_int(e, "peak_reserved", sums[3]);
-        command_text(info, text, sizeof(text));
+        command_text(info, false, text, sizeof(text));
         cli_json_key_string(e, "command", text);
         emitter_end(e);
     }
@@ -135,10 +140,10 @@ cmd_ps(int argc, char **argv)
                "MODE", "DEVICES", "ALLOCATED", "RESERVED", "PEAK ALLOC", "PEAK RESV", "COMMAND");
         for (size_t i = 0; i < count; i++) {
             const struct sval *info = &list[i].info.value;
-            char devs[64], cmd[200], s[4][32], rank[24];
+            char devs[64], cmd[200], s[4][32], rank[24], host[64], mode[32];
             int64_t sums[4] = {0};
             device_totals(info, sums, devs, sizeof(devs));
-            command_text(info, cmd, sizeof(cmd));
+            command_text(info, true, cmd, sizeof(cmd));
             for (int k = 0; k < 4; k++)
                 cli_size((uint64_t)sums[k], s[k], sizeof(s[k]));
             int64_t r = control_int(info, "rank");
@@ -147,7 +152,8 @@ cmd_ps(int argc, char **argv)
             else
                 snprintf(rank, sizeof(rank), "%lld", (long long)r);
             printf("%-8ld %-5s %-12.12s %-6s %-8s %-11s %-11s %-11s %-11s %s\n", (long)list[i].pid,
-                   rank, control_str(info, "host"), control_str(info, "mode"), devs, s[0], s[1],
+                   rank, control_term(control_str(info, "host"), host, sizeof(host)),
+                   control_term(control_str(info, "mode"), mode, sizeof(mode)), devs, s[0], s[1],
                    s[2], s[3], cmd);
         }
     }

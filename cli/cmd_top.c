@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "cli/cli_util.h"
 #include "cli/control_client.h"
 #include "cli/frame_filter.h"
+#include "snapshot/text_escape.h"
 
 static const char top_text[] =
     "usage: cuprof top [PID] [--once | --json] [-n N]\n\n"
@@ -154,49 +156,26 @@ site_name(const struct sval *frames, char *buf, size_t len)
     int64_t line = control_int(f, "line");
     const char *file = control_str(f, "filename");
     const char *base = strrchr(file, '/');
+    char name[200], where[200];
+    control_term(control_str(f, "name"), name, sizeof(name));
+    control_term(base ? base + 1 : file, where, sizeof(where));
     if (line > 0)
-        snprintf(buf, len, "%s (%s:%lld)", control_str(f, "name"), base ? base + 1 : file,
-                 (long long)line);
+        snprintf(buf, len, "%s (%s:%lld)", name, where, (long long)line);
     else
-        snprintf(buf, len, "%s (%s)", control_str(f, "name"), base ? base + 1 : file);
+        snprintf(buf, len, "%s (%s)", name, where);
 }
 
 struct site_ref {
     const struct sval *site;
     int64_t bytes, count;
-    char key[1024]; /* the frames a report shows: sites equal in them are one site */
+    char name[512]; /* what the row shows (site_name): sites shown alike are one row */
 };
-
-/* The frames left after frame_filter's rules, as one comparable string. */
-static void
-site_key(const struct sval *frames, char *buf, size_t len)
-{
-    size_t n = sval_len(frames), used = 0;
-    bool python = false;
-    for (size_t i = 0; i < n; i++) {
-        struct snap_frame f = {control_str(sval_at(frames, i), "name"),
-                               control_str(sval_at(frames, i), "filename"), 0};
-        python = python || frame_filter_is_python(&f);
-    }
-    buf[0] = '\0';
-    for (size_t i = 0; i < n && used + 1 < len; i++) {
-        const struct sval *fr = sval_at(frames, i);
-        struct snap_frame f = {control_str(fr, "name"), control_str(fr, "filename"), 0};
-        if (frame_filter_hides(&f, python))
-            continue;
-        int w = snprintf(buf + used, len - used, "%s|%s|%lld;", f.name, f.filename,
-                         (long long)control_int(fr, "line"));
-        if (w < 0 || (size_t)w >= len - used)
-            break;
-        used += (size_t)w;
-    }
-}
 
 static int
 by_key(const void *a, const void *b)
 {
     const struct site_ref *x = a, *y = b;
-    int c = strcmp(x->key, y->key);
+    int c = strcmp(x->name, y->name);
     if (c != 0)
         return c;
     return control_int(x->site, "device") < control_int(y->site, "device")   ? -1
@@ -204,8 +183,8 @@ by_key(const void *a, const void *b)
                                                                              : 0;
 }
 
-/* Sites whose shown frames and device are equal become one (their bytes and counts summed).
- * Returns the new count. */
+/* Sites that the table would show alike (the same first user frame on the same device: two
+ * callers of one helper) become one row, their bytes and counts summed. Returns the new count. */
 static size_t
 merge_sites(struct site_ref *refs, size_t n)
 {
@@ -246,8 +225,11 @@ render(FILE *out, const struct sval *top, const struct top_view *v)
     const struct sval *argv = sval_get(top, "argv");
     for (size_t i = 0, used = 0; i < sval_len(argv) && used + 2 < sizeof(cmd); i++) {
         const struct sval *a = sval_at(argv, i);
-        if (a->type == SVAL_STR)
-            used += (size_t)snprintf(cmd + used, sizeof(cmd) - used, "%s%s", i ? " " : "", a->u.s);
+        if (a->type != SVAL_STR)
+            continue;
+        if (i > 0)
+            cmd[used++] = ' ';
+        used += strlen(control_term(a->u.s, cmd + used, sizeof(cmd) - used));
     }
     int64_t rank = control_int(top, "rank");
     time_t now = time(NULL);
@@ -256,8 +238,9 @@ render(FILE *out, const struct sval *top, const struct top_view *v)
     fprintf(out, "cuprof top - pid %lld", (long long)control_int(top, "pid"));
     if (rank >= 0)
         fprintf(out, ", rank %lld", (long long)rank);
-    fprintf(out, ", %s, %s mode - %s  %s\n\n", control_str(top, "host"), control_str(top, "mode"),
-            cmd, clock);
+    char host[64], mode[32];
+    fprintf(out, ", %s, %s mode - %s  %s\n\n", control_term(control_str(top, "host"), host, 64),
+            control_term(control_str(top, "mode"), mode, 32), cmd, clock);
     fprintf(out, "%-6s %-11s %-11s %-11s %-11s %-5s %s\n", "DEVICE", "ALLOCATED", "RESERVED",
             "PEAK ALLOC", "PEAK RESV", "OOMS", "ALLOCATED, LAST MINUTES");
     const struct sval *devs = sval_get(top, "devices");
@@ -282,7 +265,7 @@ render(FILE *out, const struct sval *top, const struct top_view *v)
         refs[i].site = sval_at(sites, i);
         refs[i].bytes = control_int(refs[i].site, "bytes");
         refs[i].count = control_int(refs[i].site, "count");
-        site_key(sval_get(refs[i].site, "frames"), refs[i].key, sizeof(refs[i].key));
+        site_name(sval_get(refs[i].site, "frames"), refs[i].name, sizeof(refs[i].name));
     }
     if (refs != NULL) {
         n = merge_sites(refs, n);
@@ -293,15 +276,19 @@ render(FILE *out, const struct sval *top, const struct top_view *v)
     fprintf(out, "%-11s %-7s %-6s %s\n", "BYTES", "COUNT", "DEVICE", "SITE (first user frame)");
     for (size_t i = 0; refs != NULL && i < n && i < v->sites; i++) {
         char name[512];
-        site_name(sval_get(refs[i].site, "frames"), name, sizeof(name));
         int room = v->width - 27 > 20 ? v->width - 27 : 20;
-        fprintf(out, "%-11s %-7lld %-6lld %.*s\n", cli_size((uint64_t)refs[i].bytes, s[4], 32),
-                (long long)refs[i].count, (long long)control_int(refs[i].site, "device"), room,
-                name);
+        /* Cut at a whole character or escape (the name is escaped already: no control left). */
+        (void)text_escape(refs[i].name, strlen(refs[i].name), TEXT_ESCAPE_TERMINAL, name,
+                          (size_t)room + 1 < sizeof(name) ? (size_t)room + 1 : sizeof(name));
+        fprintf(out, "%-11s %-7lld %-6lld %s\n", cli_size((uint64_t)refs[i].bytes, s[4], 32),
+                (long long)refs[i].count, (long long)control_int(refs[i].site, "device"), name);
     }
     free(refs);
-    if (v->status[0] != '\0')
-        fprintf(out, "\n%s\n", v->status);
+    if (v->status[0] != '\0') {
+        fputc('\n', out);
+        text_escape_fputs(v->status, TEXT_ESCAPE_TERMINAL, out); /* a path from the process */
+        fputc('\n', out);
+    }
 }
 
 static void
@@ -372,6 +359,27 @@ dump_now(const char *path, pid_t pid, struct top_view *v)
     }
 }
 
+/* True when process `pid` has ended (or is ending): its exit removed its socket, or it is gone
+ * or a zombie. */
+static bool
+process_ended(pid_t pid, const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT)
+        return true;
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return true;
+    char name[64], text[512];
+    snprintf(name, sizeof(name), "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(name, "re");
+    size_t n = f != NULL ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    text[n] = '\0';
+    const char *state = strrchr(text, ')'); /* "pid (comm) S ...": comm may hold anything */
+    return f == NULL || (state != NULL && (state[1] == '\0' || state[2] == 'Z' || state[2] == 'X'));
+}
+
 /* The interactive loop: raw keys, one refresh a second, the screen redrawn in place. */
 static int
 live(const char *path, pid_t pid, struct top_view *v, bool fixed_sites)
@@ -397,6 +405,12 @@ live(const char *path, pid_t pid, struct top_view *v, bool fixed_sites)
         struct control_reply r;
         char err[512];
         if (ask_top(path, v->sites, &r, err, sizeof(err)) != 0) {
+            if (process_ended(pid, path)) {
+                /* The program's end is the natural end of watching it: its last frame stays. */
+                fprintf(stdout, "\n");
+                fprintf(stderr, "cuprof: top: process %ld exited\n", (long)pid);
+                break;
+            }
             fprintf(stdout, "\033[H\033[2J");
             fprintf(stderr, "cuprof: top: pid %ld: %s\n", (long)pid, err);
             rc = CLI_FOUND;

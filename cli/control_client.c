@@ -14,6 +14,7 @@
 #include "snapshot/json_reader.h"
 #include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_model.h"
+#include "snapshot/text_escape.h"
 
 void
 control_reply_free(struct control_reply *r)
@@ -41,7 +42,8 @@ control_client_ask(const char *socket_path, const char *request, struct control_
         return -rc;
     }
     if (strncmp(text, "ERROR ", 6) == 0 || strncmp(text, "OK ", 3) != 0) {
-        snprintf(err, err_len, "%s", strncmp(text, "ERROR ", 6) == 0 ? text + 6 : "bad reply");
+        /* The message is the process's: shown escaped, as everything it sends. */
+        control_term(strncmp(text, "ERROR ", 6) == 0 ? text + 6 : "bad reply", err, err_len);
         free(text);
         return -1;
     }
@@ -60,6 +62,14 @@ control_client_ask(const char *socket_path, const char *request, struct control_
     }
     free(text);
     return 0;
+}
+
+const char *
+control_term(const char *text, char *buf, size_t len)
+{
+    if (len > 0)
+        (void)text_escape(text, strlen(text), TEXT_ESCAPE_TERMINAL, buf, len);
+    return buf;
 }
 
 int64_t
@@ -189,10 +199,11 @@ control_client_print_raw(const char *socket_path, size_t sites, FILE *out)
     char *text = NULL;
     int rc = control_socket_request(socket_path, line, CONTROL_CLIENT_TIMEOUT_MS, &text);
     if (rc != 0 || strncmp(text, "OK ", 3) != 0) {
+        char shown[512];
         fprintf(stderr, "cuprof: top: %s: %s\n", socket_path,
                 rc != 0                           ? strerror(-rc)
-                : strncmp(text, "ERROR ", 6) == 0 ? text + 6
-                                                  : text);
+                : strncmp(text, "ERROR ", 6) == 0 ? control_term(text + 6, shown, sizeof(shown))
+                                                  : control_term(text, shown, sizeof(shown)));
         free(text);
         return -1;
     }

@@ -48,6 +48,11 @@ void control_client_list_free(struct control_process *list, size_t count);
 /* The socket of `pid` in the user's directories, or -1 with one line in err. */
 int control_client_find(pid_t pid, char *path, size_t len, char *err, size_t err_len);
 
+/* Text from a reply (the program's argv, host, frame and file names, paths, messages) made safe
+ * for a terminal: control characters shown as \xHH (text_escape.h), never sent raw. Writes into
+ * buf (cut at a whole character when it does not fit) and returns it. */
+const char *control_term(const char *text, char *buf, size_t len);
+
 /* Small accessors over a reply's dicts: 0 / "" when the key is missing or of another type. */
 int64_t control_int(const struct sval *dict, const char *key);
 const char *control_str(const struct sval *dict, const char *key);

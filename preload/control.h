@@ -1,6 +1,7 @@
 /* control.h: the process's control socket (CUPROF_CONTROL): a thread that answers `cuprof ps`,
- *   `dump` and `top` (one request line, one reply line, CONTROL_PROTOCOL) and samples each
- *   device's allocated and reserved bytes once a second for `top`'s history.
+ *   `dump` and `top` (one request line, one reply line, CONTROL_PROTOCOL; up to 16 clients at
+ *   once, each under its own deadline) and keeps each device's peak allocated and reserved bytes
+ *   of every second for `top`'s history. It uses only descriptors still its own.
  * Locking: its own state belongs to the control thread; it takes a device lock only to copy the
  *   stats or the block table, and the dump lock through dumper_dump_named; never while talking.
  * Hot path: no. */
@@ -13,8 +14,8 @@ struct cuprof_runtime;
  * thread. A failure is one log line; the program runs on without the socket. */
 void control_start(struct cuprof_runtime *rt);
 
-/* Fork child handler: forgets the parent's socket (closes the inherited descriptor, leaves the
- * parent's file alone). Async-signal-safe. */
+/* Fork child handler: forgets the parent's socket and clients (closes each inherited descriptor
+ * that is still ours, leaves the parent's file alone). Async-signal-safe. */
 void control_fork_child(void);
 
 /* The forked child's first intercepted call: a socket of its own. */

@@ -110,8 +110,40 @@ answered(const char *path)
     return ok;
 }
 
+bool
+control_socket_fd_id(int fd, struct control_socket_id *id)
+{
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return false;
+    *id = (struct control_socket_id){(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+    return true;
+}
+
+bool
+control_socket_fd_is(int fd, const struct control_socket_id *id)
+{
+    struct control_socket_id now;
+    return control_socket_fd_id(fd, &now) && now.dev == id->dev && now.ino == id->ino;
+}
+
+bool
+control_socket_path_is(const char *path, const struct control_socket_id *id)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && (uint64_t)st.st_dev == id->dev &&
+           (uint64_t)st.st_ino == id->ino;
+}
+
 int
-control_socket_listen(const char *path, char *err, size_t err_len)
+control_socket_unlink_own(const char *path, const struct control_socket_id *id)
+{
+    /* Between the check and the unlink only this user can act: the directory is theirs, 0700. */
+    return control_socket_path_is(path, id) && unlink(path) == 0 ? 0 : -1;
+}
+
+int
+control_socket_listen(const char *path, struct control_socket_id ids[2], char *err, size_t err_len)
 {
     struct sockaddr_un sa;
     if (address(path, &sa) != 0) {
@@ -131,15 +163,25 @@ control_socket_listen(const char *path, char *err, size_t err_len)
         snprintf(err, err_len, "socket: %s", strerror(errno));
         return -1;
     }
-    /* The directory is 0700 already; the umask makes the socket 0600 from its first moment. */
-    mode_t old = umask(077);
-    int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-    umask(old);
-    if (rc != 0 || chmod(path, 0600) != 0 || listen(fd, 8) != 0) {
+    /* The umask is the program's (a process-wide setting its other threads rely on, so it is
+     * never changed here): bind may create the file with a looser mode, which chmod narrows to
+     * 0600 at once. Nobody else can reach it meanwhile: the directory is ours and 0700
+     * (control_socket_check_dir). */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         snprintf(err, err_len, "%s: %s", path, strerror(errno));
         close(fd);
         return -1;
     }
+    struct stat file;
+    if (chmod(path, 0600) != 0 || listen(fd, 64) != 0 || lstat(path, &file) != 0 ||
+        (ids != NULL && !control_socket_fd_id(fd, &ids[0]))) {
+        snprintf(err, err_len, "%s: %s", path, strerror(errno));
+        unlink(path); /* the file bind just made */
+        close(fd);
+        return -1;
+    }
+    if (ids != NULL)
+        ids[1] = (struct control_socket_id){(uint64_t)file.st_dev, (uint64_t)file.st_ino};
     return fd;
 }
 

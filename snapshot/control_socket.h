@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Every request is one line: `CUPROF/1 COMMAND [ARGUMENT]\n`; every reply one line: `OK <json>`
@@ -31,9 +32,32 @@ int control_socket_path(const char *dir, pid_t pid, char *out, size_t len);
 /* The pid a socket file name stands for (`1234.sock`), or 0 for any other name. */
 pid_t control_socket_pid_of(const char *name);
 
+/* What a descriptor or a file is (device and inode): a program may close any descriptor and
+ * reuse its number, or replace a file, so cuprof checks that its own are still what it made
+ * before it uses them. */
+struct control_socket_id {
+    uint64_t dev, ino;
+};
+
 /* A listening socket bound at `path` (mode 0600, close-on-exec); a file already there is
- * replaced only when it is a socket nobody answers on. Returns the fd or -1 with err set. */
-int control_socket_listen(const char *path, char *err, size_t err_len);
+ * replaced only when it is a socket nobody answers on. Returns the fd or -1 with err set. With
+ * ids, ids[0] is what the descriptor is and ids[1] the socket file bind made. */
+int control_socket_listen(const char *path, struct control_socket_id ids[2], char *err,
+                          size_t err_len);
+
+/* The identity of an open descriptor (fstat); false when fd is not open. Async-signal-safe. */
+bool control_socket_fd_id(int fd, struct control_socket_id *id);
+
+/* True when fd is still the descriptor `id` was taken of (not closed, not a number the program
+ * reused for something else). Async-signal-safe. */
+bool control_socket_fd_is(int fd, const struct control_socket_id *id);
+
+/* True when `path` is still the socket file `id` was taken of (lstat). */
+bool control_socket_path_is(const char *path, const struct control_socket_id *id);
+
+/* Removes `path` only when it is still the socket file `id` was taken of: never a file someone
+ * else put there. 0 when removed, -1 otherwise. */
+int control_socket_unlink_own(const char *path, const struct control_socket_id *id);
 
 /* True when the connected peer runs as this user or as root (SO_PEERCRED). */
 bool control_socket_peer_allowed(int fd);

@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "snapshot/text_escape.h"
+
 #define ARENA_CHUNK (256u * 1024u)
 
 struct arena_chunk {
@@ -137,40 +139,6 @@ snapshot_arena_bytes(const struct snapshot_arena *arena)
     return arena->bytes + arena->slot_cap * sizeof(struct intern_slot);
 }
 
-/* Length of the valid UTF-8 sequence at s[0..len), or 0 if it is not one. */
-static size_t
-utf8_seq(const unsigned char *s, size_t len)
-{
-    unsigned char c = s[0];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-        cp = c & 0x1fu;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        cp = c & 0x0fu;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        cp = c & 0x07u;
-    } else {
-        return 0;
-    }
-    if (n > len)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0u) != 0x80u)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3fu);
-    }
-    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return n;
-}
-
 /* 8 bytes a step (a hash of every interned string: the readers intern each one they meet). */
 static uint64_t
 hash_bytes(const char *s, size_t len)
@@ -232,36 +200,15 @@ intern_grow(struct snapshot_arena *arena)
 const char *
 snapshot_arena_intern(struct snapshot_arena *arena, const char *s, size_t len)
 {
-    /* Replace invalid UTF-8 (and NULs, which a C string cannot hold) first. */
-    const unsigned char *u = (const unsigned char *)s;
+    /* Bytes that are not UTF-8 (and NULs, which a C string cannot hold) become \xHH first: the
+     * one rule of text_escape.h, shared with the control replies. */
     char *fixed = NULL;
-    bool bad = false;
-    for (size_t i = 0; !plain_ascii(u, len) && i < len;) {
-        size_t n = u[i] == 0 ? 0 : utf8_seq(u + i, len - i);
-        if (n == 0) {
-            bad = true;
-            break;
-        }
-        i += n;
-    }
-    if (bad && (fixed = malloc(len * 3 + 1)) == NULL)
-        return NULL;
-    if (fixed != NULL) {
-        size_t o = 0;
-        for (size_t i = 0; i < len;) {
-            size_t n = u[i] == 0 ? 0 : utf8_seq(u + i, len - i);
-            if (n == 0) {
-                memcpy(fixed + o, "\xef\xbf\xbd", 3);
-                o += 3;
-                i++;
-            } else {
-                memcpy(fixed + o, u + i, n);
-                o += n;
-                i += n;
-            }
-        }
+    if (!plain_ascii((const unsigned char *)s, len) &&
+        !text_escape_is_clean(s, len, TEXT_ESCAPE_UTF8)) {
+        if ((fixed = text_escape_dup(s, len, TEXT_ESCAPE_UTF8)) == NULL)
+            return NULL;
         s = fixed;
-        len = o;
+        len = strlen(fixed);
     }
     if (arena->slot_used * 2 >= arena->slot_cap && !intern_grow(arena)) {
         free(fixed);

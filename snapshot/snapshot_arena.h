@@ -24,7 +24,9 @@ void *snapshot_arena_alloc_bytes(struct snapshot_arena *arena, size_t size);
 void snapshot_arena_reset(struct snapshot_arena *arena);
 
 /* One shared copy of each distinct string (equal strings give the same pointer). Bytes that are
- * not valid UTF-8 become U+FFFD, so every writer can emit the string as text. NULL on OOM. */
+ * not valid UTF-8, and NULs, become the four characters \xHH (text_escape.h's rule), so every
+ * writer can emit the string as text and a reader can still tell which byte it was. NULL on
+ * OOM. */
 const char *snapshot_arena_intern(struct snapshot_arena *arena, const char *s, size_t len);
 
 /* Maps in the whole pages of [p, p + len), memory the caller is about to write in full, in one

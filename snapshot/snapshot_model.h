@@ -180,7 +180,7 @@ void snapshot_free(struct snapshot *snap);
 /* Grows device_traces (and the per-device cuprof arrays) to at least `device_count` devices. */
 __attribute__((warn_unused_result)) int snapshot_set_device_count(struct snapshot *snap,
                                                                   size_t device_count);
-/* One shared copy per distinct string; invalid UTF-8 becomes U+FFFD. NULL on OOM. */
+/* One shared copy per distinct string; bytes that are not UTF-8 become \xHH. NULL on OOM. */
 const char *snapshot_intern(struct snapshot *snap, const char *s);
 const char *snapshot_intern_n(struct snapshot *snap, const char *s, size_t len);
 /* Deduplicated: the same (name, filename, line) gives the same index. */

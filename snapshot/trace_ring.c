@@ -21,6 +21,8 @@ struct ring_device {
     size_t next;              /* protected by lock; slot the next record goes to */
     size_t count;             /* protected by lock; <= capacity */
     uint64_t dropped;         /* protected by lock; overwritten since the last clear */
+    uint64_t cleared;         /* protected by lock; recorded before the last clear: entry
+                                 positions (trace_ring_end) go on from cleared + dropped */
 };
 
 #define LABELS_MAX ((size_t)1 << 20)
@@ -227,6 +229,43 @@ trace_ring_dropped(struct trace_ring *ring, int device)
     return n;
 }
 
+uint64_t
+trace_ring_end(struct trace_ring *ring, int device)
+{
+    struct ring_device *dev = ring_device(ring, device);
+    if (dev == NULL)
+        return 0;
+    pthread_mutex_lock(&dev->lock);
+    uint64_t end = dev->cleared + dev->dropped + dev->count;
+    pthread_mutex_unlock(&dev->lock);
+    return end;
+}
+
+size_t
+trace_ring_copy_from(struct trace_ring *ring, int device, uint64_t from, struct trace_record *out,
+                     size_t cap, uint64_t *first)
+{
+    struct ring_device *dev = ring_device(ring, device);
+    if (dev == NULL) {
+        *first = from;
+        return 0;
+    }
+    pthread_mutex_lock(&dev->lock);
+    uint64_t oldest = dev->cleared + dev->dropped, end = oldest + dev->count;
+    uint64_t start = from < oldest ? oldest : from > end ? end : from;
+    size_t n = end - start < cap ? (size_t)(end - start) : cap;
+    if (n > 0) {
+        /* The newest entry (position end - 1) sits just before `next`. */
+        size_t slot = (dev->next + dev->capacity - (size_t)(end - start)) % dev->capacity;
+        size_t part = dev->capacity - slot < n ? dev->capacity - slot : n;
+        memcpy(out, dev->buf + slot, part * sizeof(*out));
+        memcpy(out + part, dev->buf, (n - part) * sizeof(*out));
+    }
+    pthread_mutex_unlock(&dev->lock);
+    *first = start;
+    return n;
+}
+
 void
 trace_ring_clear(struct trace_ring *ring, int device)
 {
@@ -237,6 +276,7 @@ trace_ring_clear(struct trace_ring *ring, int device)
             continue;
         struct ring_device *dev = &ring->devices[d];
         pthread_mutex_lock(&dev->lock);
+        dev->cleared += dev->dropped + dev->count;
         dev->next = 0;
         dev->count = 0;
         dev->dropped = 0;
@@ -277,6 +317,7 @@ trace_ring_set_mode(struct trace_ring *ring, enum history_mode mode, size_t max_
         size_t old_cap = dev->capacity;
         size_t kept = ring_copy_out_locked(dev, fresh[d], cap);
         if (mode == HISTORY_OFF) {
+            dev->cleared += dev->dropped + dev->count;
             dev->dropped = 0; /* PyTorch: enabled=None clears the history. */
         } else {
             dev->dropped += dev->count - kept;

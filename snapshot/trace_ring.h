@@ -49,6 +49,17 @@ size_t trace_ring_copy_locked(struct trace_ring *ring, int device, struct trace_
                               size_t cap, uint64_t *dropped);
 uint64_t trace_ring_dropped(struct trace_ring *ring, int device);
 
+/* Positions: each entry a device's ring records gets the next number from 0, never reused (a
+ * clear or a switch to HISTORY_OFF skips the numbers of the entries it drops), so a reader can
+ * come back later for what was recorded since. trace_ring_end is the position the next entry
+ * will get; called under the allocator's device lock it matches the stats copied there.
+ * trace_ring_copy_from copies up to cap entries from position `from` on, oldest first, returns
+ * how many and sets *first to the position of the first one copied: greater than `from` when
+ * older entries were overwritten or cleared meanwhile. Only the ring's own lock is taken. */
+uint64_t trace_ring_end(struct trace_ring *ring, int device);
+size_t trace_ring_copy_from(struct trace_ring *ring, int device, uint64_t from,
+                            struct trace_record *out, size_t cap, uint64_t *first);
+
 /* Empties the history (and its dropped count) of one device, or of all with device -1. */
 void trace_ring_clear(struct trace_ring *ring, int device);
 

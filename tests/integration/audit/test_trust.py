@@ -150,8 +150,8 @@ def case_mem_info(f, app, lib, ld_path, sim_libcuda):
 def case_outside(f, app, lib, ld_path):
     """Text cuprof copies into its snapshot from outside: the command line (any bytes, from
     /proc/self/cmdline), the rank variable and the host name in CUPROF_SNAPSHOT's %r and %h. The
-    snapshot still loads (invalid UTF-8 replaced, control characters kept as text) and a rank of
-    "../x" never names another directory."""
+    snapshot still loads (bytes that are not UTF-8 written as \\xHH, control characters kept as
+    text) and a rank of "../x" never names another directory."""
     hostile = b"\xff\xfe bad \x01 \xc3"
     with tempfile.TemporaryDirectory() as tmp:
         inner = os.path.join(tmp, "inner")
@@ -168,7 +168,8 @@ def case_outside(f, app, lib, ld_path):
                 f"snapshot names {names}")
         for snap in load_dumps(f, "argv", inner):
             argv = snap["cuprof"]["argv"]
-            f.check(len(argv) == 2 and argv[1].startswith("\ufffd") and " bad \x01 " in argv[1],
+            # text_escape's rule: each byte that is not UTF-8 as \xHH, control characters kept.
+            f.check(len(argv) == 2 and argv[1] == "\\xff\\xfe bad \x01 \\xc3",
                     f"argv in the snapshot: {argv!r}")
 
 

@@ -216,6 +216,57 @@ test_off_at_create(void **state)
     assert_null(trace_ring_create(-1, 10, HISTORY_ALL));
 }
 
+/* Positions go on across wraps, clears and mode switches; a reader finds what it missed. */
+static void
+test_positions(void **state)
+{
+    (void)state;
+    struct trace_ring *ring = trace_ring_create(1, 8, HISTORY_ALL);
+    struct trace_record out[8];
+    uint64_t first = 0;
+    assert_non_null(ring);
+    assert_int_equal(trace_ring_end(ring, 0), 0);
+    assert_int_equal(trace_ring_copy_from(ring, 0, 0, out, 8, &first), 0);
+    assert_int_equal(first, 0);
+    record_n(ring, 0, 100, 5); /* positions 0..4 */
+    assert_int_equal(trace_ring_end(ring, 0), 5);
+    assert_int_equal(trace_ring_copy_from(ring, 0, 2, out, 8, &first), 3);
+    assert_int_equal(first, 2);
+    assert_addrs(out, 3, 102);
+    assert_int_equal(trace_ring_copy_from(ring, 0, 1, out, 2, &first), 2);
+    assert_addrs(out, 2, 101);
+    record_n(ring, 0, 105, 7); /* positions 5..11: 0..3 overwritten */
+    assert_int_equal(trace_ring_end(ring, 0), 12);
+    assert_int_equal(trace_ring_copy_from(ring, 0, 1, out, 8, &first), 8);
+    assert_int_equal(first, 4); /* what was left from position 1 on */
+    assert_addrs(out, 8, 104);
+    assert_int_equal(trace_ring_copy_from(ring, 0, 9, out, 8, &first), 3);
+    assert_int_equal(first, 9);
+    assert_addrs(out, 3, 109);
+    assert_int_equal(trace_ring_copy_from(ring, 0, 12, out, 8, &first), 0);
+    assert_int_equal(first, 12);
+    trace_ring_clear(ring, 0);
+    assert_int_equal(trace_ring_end(ring, 0), 12);
+    record_n(ring, 0, 200, 2); /* positions 12, 13 */
+    assert_int_equal(trace_ring_copy_from(ring, 0, 10, out, 8, &first), 2);
+    assert_int_equal(first, 12);
+    assert_addrs(out, 2, 200);
+    assert_int_equal(trace_ring_set_mode(ring, HISTORY_OFF, 0), 0);
+    assert_int_equal(trace_ring_end(ring, 0), 14);
+    assert_int_equal(trace_ring_set_mode(ring, HISTORY_ALL, 4), 0);
+    record_n(ring, 0, 300, 6); /* positions 14..19; 4 kept */
+    assert_int_equal(trace_ring_end(ring, 0), 20);
+    assert_int_equal(trace_ring_copy_from(ring, 0, 14, out, 8, &first), 4);
+    assert_int_equal(first, 16);
+    assert_addrs(out, 4, 302);
+    assert_int_equal(trace_ring_set_mode(ring, HISTORY_ALL, 2), 0); /* shrink: the newest kept */
+    assert_int_equal(trace_ring_end(ring, 0), 20);
+    assert_int_equal(trace_ring_copy_from(ring, 0, 0, out, 8, &first), 2);
+    assert_int_equal(first, 18);
+    assert_addrs(out, 2, 304);
+    trace_ring_destroy(ring);
+}
+
 static void
 test_labels(void **state)
 {
@@ -258,6 +309,7 @@ main(void)
         cmocka_unit_test(test_record_fields),
         cmocka_unit_test(test_modes),
         cmocka_unit_test(test_off_at_create),
+        cmocka_unit_test(test_positions),
         cmocka_unit_test(test_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
