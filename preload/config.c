@@ -8,12 +8,14 @@
 #include <strings.h>
 
 #include "allocator/cuprof_errors.h"
+#include "snapshot/control_socket.h"
 
 enum config_kind {
     CONFIG_KIND_ENUM,
     CONFIG_KIND_UINT,
     CONFIG_KIND_ALLOC_CONF,
     CONFIG_KIND_PATH,
+    CONFIG_KIND_DIR,
     CONFIG_KIND_FLAGS,
     CONFIG_KIND_SIGNAL,
 };
@@ -232,6 +234,14 @@ config_parse_path(const char *text)
            config_ends_with(text, ".json");
 }
 
+/* Empty (the default directories), or an absolute directory short enough for a socket address
+ * with `/<pid>.sock` after it. */
+static bool
+config_parse_dir(const char *text)
+{
+    return *text == '\0' || (text[0] == '/' && strlen(text) <= CONTROL_SOCKET_DIR_MAX);
+}
+
 /* A value checked against its kind, in the form its field takes. */
 struct config_value {
     int as_int;      /* ENUM: the index in `accepted`; SIGNAL: the signal number */
@@ -257,6 +267,8 @@ config_check_value(const struct config_entry *e, const char *value, struct confi
         return config_parse_signal(value, &v->as_int);
     case CONFIG_KIND_PATH:
         return config_parse_path(value);
+    case CONFIG_KIND_DIR:
+        return config_parse_dir(value);
     case CONFIG_KIND_ALLOC_CONF:
         break;
     }
@@ -287,6 +299,7 @@ config_expected(const struct config_entry *e, const char *value, char *buf, size
         else
             snprintf(buf, len, "%s", e->accepted);
         return buf;
+    case CONFIG_KIND_DIR:
     case CONFIG_KIND_SIGNAL:
     case CONFIG_KIND_ALLOC_CONF:
         break;
@@ -328,6 +341,7 @@ config_store_field(struct cuprof_config *config, size_t index, const char *value
 #define CONFIG_STORE_FLAGS(f)  (f) = v->flags
 #define CONFIG_STORE_SIGNAL(f) (f) = v->as_int
 #define CONFIG_STORE_PATH(f)   snprintf((f), sizeof(f), "%s", value)
+#define CONFIG_STORE_DIR(f)    snprintf((f), sizeof(f), "%s", value)
 #define CONFIG_STORE_ALLOC_CONF(f)                                                                 \
     do {                                                                                           \
         if (!config_store_alloc_conf(&config_table[index], value, &(f), err, err_len))             \
@@ -340,6 +354,7 @@ config_store_field(struct cuprof_config *config, size_t index, const char *value
 #undef CONFIG_STORE_FLAGS
 #undef CONFIG_STORE_SIGNAL
 #undef CONFIG_STORE_PATH
+#undef CONFIG_STORE_DIR
 #undef CONFIG_STORE_ALLOC_CONF
     default:
         break;

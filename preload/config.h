@@ -37,6 +37,7 @@ enum config_log {
 #define CONFIG_FIELD_UINT(field)       uint64_t field
 #define CONFIG_FIELD_ALLOC_CONF(field) struct alloc_config field
 #define CONFIG_FIELD_PATH(field)       char field[CONFIG_VALUE_MAX]
+#define CONFIG_FIELD_DIR(field)        char field[CONFIG_VALUE_MAX]
 #define CONFIG_FIELD_FLAGS(field)      unsigned field
 #define CONFIG_FIELD_SIGNAL(field)     int field
 

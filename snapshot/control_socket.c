@@ -18,6 +18,11 @@ size_t
 control_socket_dirs(char dirs[][256], size_t cap)
 {
     size_t n = 0;
+    const char *own = getenv("CUPROF_SOCKET_DIR");
+    if (own != NULL && own[0] == '/' && strlen(own) <= CONTROL_SOCKET_DIR_MAX && cap > 0) {
+        snprintf(dirs[0], 256, "%s", own); /* the one place, for both ends */
+        return 1;
+    }
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     if (xdg != NULL && xdg[0] == '/' && n < cap) {
         int w = snprintf(dirs[n], 256, "%s/cuprof", xdg);

@@ -18,8 +18,12 @@
 #define CONTROL_REQUEST_MAX 4096
 #define CONTROL_REPLY_MAX   ((size_t)16 << 20)
 
-/* The directories to look in, most preferred first: $XDG_RUNTIME_DIR/cuprof when that variable
- * names an absolute directory, then /tmp/cuprof-UID. Returns how many were written (at most 2). */
+/* The longest CUPROF_SOCKET_DIR: room for "/<pid>.sock" in a socket address. */
+#define CONTROL_SOCKET_DIR_MAX 90
+
+/* The directories to look in, most preferred first: CUPROF_SOCKET_DIR alone when it is set (an
+ * absolute path), else $XDG_RUNTIME_DIR/cuprof when that variable names an absolute directory,
+ * then /tmp/cuprof-UID. Returns how many were written (at most 2). */
 size_t control_socket_dirs(char dirs[][256], size_t cap);
 
 /* Checks (and with `create`, makes) one socket directory: a real directory (not a link) owned by

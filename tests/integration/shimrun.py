@@ -47,12 +47,13 @@ def sanitizer_preload():
 
 
 def env(ld_path=None, preload=None, leaks=False, **variables):
-    """The environment of one run: this one without any CUPROF_* setting,
+    """The environment of one run: this one without any CUPROF_* setting but
+    CUPROF_SOCKET_DIR (the test setup's own folder of control sockets),
     SIMCUDA_*, rank variable or LD_PRELOAD; LD_LIBRARY_PATH=ld_path (None: the test's own);
     LD_PRELOAD = the sanitizer runtimes, then preload (a path or a ':' list) if given. leaks=False
     turns LeakSanitizer off (sanitized runs). variables are set last (values made strings)."""
     e = {k: v for k, v in os.environ.items()
-         if not k.startswith(("CUPROF_", "SIMCUDA_"))
+         if (not k.startswith(("CUPROF_", "SIMCUDA_")) or k == "CUPROF_SOCKET_DIR")
          and k not in RANK_VARS and k != "LD_PRELOAD"}
     if ld_path is not None:
         e["LD_LIBRARY_PATH"] = ld_path

@@ -473,7 +473,10 @@ def main():
     a = Args(sys.argv[1:])
     os.environ.pop("CUPROF_SNAPSHOT", None)
     f = shimrun.Checks()
-    CASES[a.case](f, a)
+    # A socket folder of this test's own: `cuprof ps` sees its programs alone.
+    with tempfile.TemporaryDirectory(prefix="cuprof-guest-") as sockets:
+        os.environ["CUPROF_SOCKET_DIR"] = sockets
+        CASES[a.case](f, a)
     f.finish()
 
 

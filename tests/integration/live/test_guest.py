@@ -289,6 +289,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="cuprof-guest-", dir=base) as xdg:
         os.chmod(xdg, 0o700)
         a.xdg = xdg
+        os.environ["XDG_RUNTIME_DIR"] = xdg  # both ends look there alone
+        os.environ["CUPROF_SOCKET_DIR"] = os.path.join(xdg, "cuprof")
         globals()["case_" + a.case](f, a)
     f.finish()
 

@@ -11,6 +11,9 @@ Cases (argv[1]):
             refused by the peer check
   cleanup   no socket after exit; after kill -9 the next `cuprof ps` removes it; a forked
             child that allocates gets a socket of its own, and neither is left behind
+  hermetic  programs of the same user elsewhere (/tmp/cuprof-UID, another XDG_RUNTIME_DIR) are
+            never seen where CUPROF_SOCKET_DIR names the test's own folder: `ps` lists the
+            test's program alone and `top --once` without a PID picks it
   ranks     four ranks' files: summary's cross-rank view (rows, spread, outliers, the call
             site that differs) and timeline's per-rank tracks on one clock
 """
@@ -216,6 +219,36 @@ def case_top(f, a):
         f.check(r.returncode == 2 and "no process" in r.stderr, f"top with none: {r}")
 
 
+def case_hermetic(f, a):
+    with tempfile.TemporaryDirectory() as tmp, \
+            tempfile.TemporaryDirectory(prefix="cuprof-other-") as other_xdg:
+        os.chmod(other_xdg, 0o700)
+        # Neighbours: one with neither variable (its socket in /tmp/cuprof-UID), one with a login
+        # session's XDG_RUNTIME_DIR of its own.
+        neighbours = []
+        for xdg in (None, other_xdg):
+            env = shimrun.env(a.ld_path, a.lib, CUPROF_SNAPSHOT=os.path.join(tmp, "n-%p.pickle"))
+            env.pop("CUPROF_SOCKET_DIR", None)
+            env.pop("XDG_RUNTIME_DIR", None)
+            if xdg:
+                env["XDG_RUNTIME_DIR"] = xdg
+            p = subprocess.Popen([a.sleeper, "6"], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            p.stdout.readline()  # "ready": its socket exists
+            neighbours.append(p)
+        prog = Program(a, 4, tmp)
+        listed, r = wait_listed(a, [prog.pid])
+        f.check([p["pid"] for p in listed] == [prog.pid],
+                f"hermetic: ps lists {[p['pid'] for p in listed]}, want only {prog.pid}")
+        only = cuprof(a, "top", "--once")
+        f.check(only.returncode == 0 and only.stdout.startswith(f"cuprof top - pid {prog.pid}, "),
+                f"hermetic: top --once: {only.stdout[:120]!r} {only.stderr!r}")
+        prog.finish()
+        for p in neighbours:
+            p.kill()
+            p.communicate()
+
+
 def case_protocol(f, a):
     with tempfile.TemporaryDirectory() as tmp:
         prog = Program(a, 6, tmp)
@@ -387,7 +420,7 @@ def case_ranks(f, a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=["ps", "dump", "top", "protocol", "peer", "cleanup",
-                                     "ranks"])
+                                     "ranks", "hermetic"])
     ap.add_argument("--lib", required=True)
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("--cuprof", required=True)
@@ -398,6 +431,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="cuprof-live-") as xdg:
         os.chmod(xdg, 0o700)
         a.xdg = xdg
+        # Both ends look there alone: no program of the user's elsewhere is ever seen.
+        os.environ["XDG_RUNTIME_DIR"] = xdg
+        os.environ["CUPROF_SOCKET_DIR"] = os.path.join(xdg, "cuprof")
         globals()["case_" + a.case](f, a)
     f.finish()
 

@@ -26,7 +26,7 @@ import relutil
 
 VARS = ["CUPROF_MODE", "CUPROF_ALLOC_CONF", "CUPROF_SNAPSHOT", "CUPROF_HISTORY",
         "CUPROF_MAX_ENTRIES", "CUPROF_STACKS", "CUPROF_STACK_DEPTH", "CUPROF_PYTHON_FRAMES",
-        "CUPROF_CONTROL", "CUPROF_DUMP_ON",
+        "CUPROF_CONTROL", "CUPROF_SOCKET_DIR", "CUPROF_DUMP_ON",
         "CUPROF_SIGNAL", "CUPROF_LOG"]
 LONG = "9" * 100000
 # One value per class; every one of them is wrong for every variable (paths: see below).
@@ -77,8 +77,8 @@ def config(lib):
     n = 0
     for name in VARS:
         for label, value in CLASSES.items():
-            if name == "CUPROF_ALLOC_CONF" and label == "empty":
-                continue  # documented: empty means PyTorch's defaults
+            if name in ("CUPROF_ALLOC_CONF", "CUPROF_SOCKET_DIR") and label == "empty":
+                continue  # documented: empty means PyTorch's defaults, the default folders
             if name == "CUPROF_SNAPSHOT" and label != "empty" and label != "long":
                 value = value + ".txt"  # any other string is a file name: make it a bad one
             check_refused(lib, name, value, label)
