@@ -1,6 +1,7 @@
 /* cli_util.h: what every cuprof subcommand shares: loading a snapshot with one clear error line,
- *   size formatting, stack printing, progress on a terminal, usage errors.
- * Locking: none (single-threaded command).
+ *   text from outside escaped for a terminal or JSON, size formatting, stack printing, progress
+ *   on a terminal, usage errors.
+ * Locking: none, but cli_load's standard input (its own mutex: cross_rank reads in threads).
  * Hot path: no. */
 #ifndef CUPROF_CLI_UTIL_H
 #define CUPROF_CLI_UTIL_H
@@ -36,9 +37,20 @@ cli_add_i64(int64_t a, int64_t b)
     return r;
 }
 
-/* Reads a snapshot (pickle or JSON). On failure prints one line naming the file and returns
+/* What `-` (standard input) is called in messages. */
+#define CLI_STDIN_NAME "standard input"
+
+/* Reads a snapshot (pickle or JSON): a regular file, or `-` for standard input (a pipe is read
+ * once; a second read of it fails). On failure prints one line naming the file and returns
  * CLI_BADUSE; returns CLI_OK and sets *out otherwise. */
 __attribute__((warn_unused_result)) int cli_load(const char *path, struct snapshot **out);
+
+/* Text from outside (a snapshot's strings, paths, argv) for a terminal or a text report: s itself
+ * when it holds no control character or undecodable byte, else its escaped form (text_escape.h)
+ * in buf, cut to len. NULL reads as "". */
+const char *cli_term(const char *s, char *buf, size_t len);
+/* fputs of s escaped the same way, uncut; NULL writes nothing. */
+void cli_fputs_term(const char *s, FILE *out);
 
 /* Prints "cuprof: <cmd>: <message>" and a hint to --help on stderr; returns CLI_BADUSE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
