@@ -74,6 +74,8 @@ collect_sites(const struct snapshot *snap, struct diff_site **out)
     struct diff_site *all = NULL;
     size_t n = 0;
     for (size_t d = 0; d < analysis_device_count(snap); d++) {
+        if (!analysis_device_present(snap, d))
+            continue;
         size_t ns;
         struct site_total *sites;
         if (analysis_sites_at(snap, d, SIZE_MAX, &sites, &ns) != 0)
@@ -179,6 +181,8 @@ print_segments(const struct snapshot *a, const struct snapshot *b)
     char s1[32], s2[32], s3[32];
     printf("reserved memory by segment:\n");
     for (size_t d = 0; d < max_device_count(a, b); d++) {
+        if (!analysis_device_present(a, d) && !analysis_device_present(b, d))
+            continue;
         struct segment_change c = segment_change(a, b, d);
         uint64_t ra = c.reserved_a, rb = c.reserved_b;
         printf("  device %zu: reserved %s -> %s (%s%s) in %zu -> %zu segments\n", d,
@@ -204,6 +208,8 @@ emit_segments(struct emitter *e, const struct snapshot *a, const struct snapshot
 {
     emitter_begin_list(e);
     for (size_t d = 0; d < max_device_count(a, b); d++) {
+        if (!analysis_device_present(a, d) && !analysis_device_present(b, d))
+            continue;
         struct segment_change c = segment_change(a, b, d);
         emitter_begin_dict(e);
         cli_json_key_u64(e, "device", d);

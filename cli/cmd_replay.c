@@ -116,6 +116,9 @@ show_diff(struct replay_run *r, size_t i, const struct snap_entry *e, uint64_t g
 {
     if (r->diffs_shown++ >= REPLAY_SHOW_DIFFS)
         return;
+    /* The heading comes with the first difference: none, no heading. */
+    if (r->diffs_shown == 1)
+        printf("differences from the recording (first %d):\n", REPLAY_SHOW_DIFFS);
     char s1[32];
     printf("  entry %zu: alloc of %s on stream %" PRIu64 ": recorded 0x%" PRIx64, i,
            cli_size(e->size, s1, sizeof(s1)), e->stream, e->addr);
@@ -619,8 +622,6 @@ replay_all(const struct snapshot *snap, const struct replay_args *a, struct repl
     int status = learn_remainders(snap, (size_t)a->device, a->confs[0], capacity, &remainders);
     for (size_t i = 0; i < a->nconf && status == CLI_OK; i++) {
         res[i].label = a->confs[i];
-        if (i == 0 && a->check)
-            printf("differences from the recording (first %d):\n", REPLAY_SHOW_DIFFS);
         struct replay_mode mode = {
             .recorded = i == 0, .check = a->check && i == 0, .remainders = &remainders};
         status = replay_once(snap, (size_t)a->device, a->confs[i], &mode, capacity, &res[i]);
@@ -658,7 +659,13 @@ cmd_replay(int argc, char **argv)
         return in.status;
     const struct snapshot *snap = in.snap[0];
     if (args.device >= snap->device_count) {
-        fprintf(stderr, "cuprof: %s: no trace for device %" PRIu64 "\n", in.paths[0], args.device);
+        char safe[1024], has[64] = "it has no trace";
+        if (snap->device_count == 1)
+            snprintf(has, sizeof has, "it has a trace for device 0");
+        else if (snap->device_count > 1)
+            snprintf(has, sizeof has, "it has traces for devices 0 to %zu", snap->device_count - 1);
+        fprintf(stderr, "cuprof: %s: no trace for device %" PRIu64 " (%s)\n",
+                cli_term(in.paths[0], safe, sizeof safe), args.device, has);
         cli_input_free(&in);
         return CLI_BADUSE;
     }

@@ -255,13 +255,17 @@ summary_print(FILE *out, const char *path, const struct snapshot *snap, bool bri
         fprintf(out, "(no cuprof section: a snapshot written by PyTorch)\n");
     }
     if (snap->has_allocator_settings && snap->allocator_settings.alloc_conf != NULL &&
-        snap->allocator_settings.alloc_conf[0] != '\0')
-        fprintf(out, "allocator settings: %s\n", snap->allocator_settings.alloc_conf);
+        snap->allocator_settings.alloc_conf[0] != '\0') {
+        fputs("allocator settings: ", out);
+        cli_fputs_term(snap->allocator_settings.alloc_conf, out);
+        fputc('\n', out);
+    }
     size_t ndev = analysis_device_count(snap);
     if (ndev == 0)
         fprintf(out, "(no devices: nothing was allocated)\n");
+    /* Only the devices the file holds: one segment on device 4095 is one section. */
     for (size_t d = 0; d < ndev; d++)
-        if (summary_device(out, snap, d, brief, top) != 0)
+        if (analysis_device_present(snap, d) && summary_device(out, snap, d, brief, top) != 0)
             return -1;
     return 0;
 }

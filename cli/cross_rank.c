@@ -94,12 +94,17 @@ make_row(struct rank_row *row, const char *path, bool all_frames)
         return 0; /* reported; row->ok stays false */
     row->rank = snap->cuprof.present ? snap->cuprof.rank : -1;
     row->pid = snap->cuprof.present ? snap->cuprof.pid : 0;
+    char safe[sizeof(row->host)];
     snprintf(row->host, sizeof(row->host), "%s",
-             snap->cuprof.present && snap->cuprof.host ? snap->cuprof.host : "-");
+             snap->cuprof.present && snap->cuprof.host
+                 ? cli_term(snap->cuprof.host, safe, sizeof safe)
+                 : "-");
     int rc = 0;
     row->devices = analysis_device_count(snap);
     size_t cap = 0;
     for (size_t d = 0; d < row->devices && rc == 0; d++) {
+        if (!analysis_device_present(snap, d))
+            continue;
         struct device_analysis a;
         if (analysis_run(snap, d, false, &a) != 0) {
             rc = -1;
