@@ -182,7 +182,9 @@ cli_print_stack(FILE *out, const struct snapshot *snap, uint32_t stack, int inde
         uint32_t fi =
             s->first + i < snap->stack_frame_count ? snap->stack_frames[s->first + i] : UINT32_MAX;
         cli_frame_text(snap, fi, text, sizeof(text));
-        fprintf(out, "%*s%s\n", indent, "", text);
+        fprintf(out, "%*s", indent, "");
+        cli_fputs_term(text, out); /* frame names come from the snapshot */
+        fputc('\n', out);
     }
 }
 
@@ -199,12 +201,13 @@ cli_stack_line(const struct snapshot *snap, uint32_t stack, const char *sep, boo
         return line;
     }
     const struct snap_stack *s = &snap->stacks[stack];
-    char text[1024];
+    char raw[1024], text[1024];
     for (uint32_t k = 0; k < s->count; k++) {
         uint32_t i = outer_first ? s->count - 1 - k : k;
         uint32_t fi =
             s->first + i < snap->stack_frame_count ? snap->stack_frames[s->first + i] : UINT32_MAX;
-        cli_frame_text(snap, fi, text, sizeof(text));
+        cli_frame_text(snap, fi, raw, sizeof(raw));
+        (void)text_escape(raw, strlen(raw), TEXT_ESCAPE_TERMINAL, text, sizeof text);
         size_t need = len + strlen(sep) + strlen(text) + 1;
         if (need > cap) {
             while (cap < need)
@@ -273,6 +276,22 @@ static int
 cli_json_write(void *ctx, const void *buf, size_t len)
 {
     return fwrite(buf, 1, len, ctx) == len ? 0 : -CUPROF_EIO;
+}
+
+void
+cli_json_string(struct emitter *e, const char *s)
+{
+    if (s == NULL)
+        s = "";
+    size_t n = strlen(s);
+    if (text_escape_is_clean(s, n, TEXT_ESCAPE_UTF8)) {
+        emitter_string(e, s);
+        return;
+    }
+    /* A snapshot's strings may hold any bytes: the output stays valid UTF-8 (\xHH). */
+    char *escaped = text_escape_dup(s, n, TEXT_ESCAPE_UTF8);
+    emitter_string(e, escaped != NULL ? escaped : "?");
+    free(escaped);
 }
 
 struct emitter *

@@ -61,14 +61,16 @@ const char *cli_size(uint64_t bytes, char *buf, size_t len);
 /* PyTorch's action string for enum trace_action ("alloc", "free_completed", ...). */
 const char *cli_action_name(unsigned action);
 
-/* "name (file:line)" of a frame, or just name when the file is unknown. */
+/* "name (file:line)" of a frame, or just name when the file is unknown: the snapshot's text as it
+ * is (cli_term it for a terminal, cli_json_string for JSON). */
 void cli_frame_text(const struct snapshot *snap, uint32_t frame, char *buf, size_t len);
 /* Prints a stack, innermost first, one frame per line after `indent` spaces (at most max_frames,
- * then "... N more"); "[no stack recorded]" for the empty stack. */
+ * then "... N more"), escaped for a terminal; "[no stack recorded]" for the empty stack. */
 void cli_print_stack(FILE *out, const struct snapshot *snap, uint32_t stack, int indent,
                      size_t max_frames);
-/* A stack as one line of frame texts joined by `sep`, outermost first when outer_first is true.
- * malloc'd; NULL when host memory runs out. Used to compare stacks across files. */
+/* A stack as one line of frame texts (each escaped for a terminal, so none holds a control
+ * character) joined by `sep`, outermost first when outer_first is true. malloc'd; NULL when host
+ * memory runs out. Used to compare stacks across files and for folded stacks. */
 char *cli_stack_line(const struct snapshot *snap, uint32_t stack, const char *sep,
                      bool outer_first);
 
@@ -90,12 +92,15 @@ struct emitter *cli_json_open(FILE *out);
 bool cli_json_close(struct emitter *e);
 /* A stack as a list of frame objects {"name", "filename", "line"}, innermost first. */
 void cli_json_frames(struct emitter *e, const struct snapshot *snap, uint32_t stack);
-/* A key and its value in the dict being written; a NULL string is written as "". */
+/* A string value from outside: undecodable bytes as \xHH (text_escape.h), so the output is
+ * valid UTF-8 whatever a snapshot holds; NULL is written as "". */
+void cli_json_string(struct emitter *e, const char *s);
+/* A key and its string value in the dict being written (through cli_json_string). */
 static inline void
 cli_json_key_string(struct emitter *e, const char *key, const char *value)
 {
     emitter_key(e, key);
-    emitter_string(e, value != NULL ? value : "");
+    cli_json_string(e, value);
 }
 static inline void
 cli_json_key_u64(struct emitter *e, const char *key, uint64_t value)

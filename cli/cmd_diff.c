@@ -307,10 +307,10 @@ static void
 print_text(const struct diff_table *d, uint64_t top, const struct snapshot *a,
            const struct snapshot *b, char **paths)
 {
-    char s1[32], s2[32], s3[32];
+    char s1[32], s2[32], s3[32], a_path[1024], b_path[1024];
     printf("live bytes at the end: %s%s from %s to %s\n", d->total >= 0 ? "+" : "-",
            cli_size(d->total >= 0 ? (uint64_t)d->total : 0 - (uint64_t)d->total, s1, sizeof(s1)),
-           paths[0], paths[1]);
+           cli_term(paths[0], a_path, sizeof a_path), cli_term(paths[1], b_path, sizeof b_path));
     printf("by call site (largest growth first):\n");
     size_t shown = 0;
     for (size_t i = 0; i < d->nr && shown < top; i++) {

@@ -373,7 +373,7 @@ emit_site_list(struct plot_ctx *p, const struct plot_sites *ps)
         for (uint32_t k = 0; p->site_stack[i] != 0 && k < st->count && k < 24; k++) {
             char text[1024];
             cli_frame_text(p->snap, p->snap->stack_frames[st->first + k], text, sizeof(text));
-            emitter_string(e, text);
+            cli_json_string(e, text);
         }
         emitter_end(e);
         emitter_end(e);

@@ -425,7 +425,8 @@ replay_config(const struct snapshot *snap, const char *conf, bool recorded,
 {
     char err[256];
     if (alloc_config_parse(conf, config, err, sizeof(err)) != 0) {
-        fprintf(stderr, "cuprof: replay: %s\n", err);
+        char safe[512];
+        fprintf(stderr, "cuprof: replay: %s\n", cli_term(err, safe, sizeof safe));
         return false;
     }
     config->free_sync = FREE_SYNC_NONE;
@@ -555,10 +556,11 @@ capacity_from_ooms(const struct snapshot *snap, size_t device)
 static void
 print_table(const struct replay_result *res, size_t n)
 {
-    char s[32];
+    char s[32], label[256];
     printf("%-26s", "setting");
     for (size_t i = 0; i < n; i++)
-        printf(" %22.22s", res[i].label[0] ? res[i].label : "(defaults)");
+        printf(" %22.22s",
+               res[i].label[0] ? cli_term(res[i].label, label, sizeof label) : "(defaults)");
     printf("\n%-26s", "peak reserved");
     for (size_t i = 0; i < n; i++)
         printf(" %22s", cli_size((uint64_t)res[i].stats.reserved_bytes[STAT_ALL].peak, s, 32));
@@ -605,8 +607,9 @@ recorded_conf(const struct snapshot *snap, const char *path)
     char err[256];
     struct alloc_config probe;
     if (alloc_config_parse(conf, &probe, err, sizeof(err)) != 0) {
+        char safe[1024], why[512];
         fprintf(stderr, "cuprof: %s: the recorded settings do not parse (%s): using defaults\n",
-                path, err);
+                cli_term(path, safe, sizeof safe), cli_term(err, why, sizeof why));
         conf = "";
     }
     return conf;
