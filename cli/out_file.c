@@ -116,6 +116,26 @@ open_in_place(struct out_file *o)
     return open_stream(o);
 }
 
+/* /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: this process's descriptor N, written
+ * through, never reopened (a reopened file is written from its start, or as a regular file
+ * replaced, where the shell's `>> log` appends). -1 when path names none. */
+static int
+fd_alias(const char *path)
+{
+    if (strcmp(path, "/dev/stdout") == 0)
+        return STDOUT_FILENO;
+    if (strcmp(path, "/dev/stderr") == 0)
+        return STDERR_FILENO;
+    const char *n = strncmp(path, "/dev/fd/", 8) == 0          ? path + 8
+                    : strncmp(path, "/proc/self/fd/", 14) == 0 ? path + 14
+                                                               : NULL;
+    if (n == NULL || *n < '0' || *n > '9')
+        return -1;
+    char *end;
+    long v = strtol(n, &end, 10);
+    return *end == '\0' && v <= INT_MAX ? (int)v : -1;
+}
+
 static const char *
 refused_kind(mode_t mode)
 {
@@ -131,9 +151,14 @@ out_file_open(struct out_file *o, const char *path)
     memset(o, 0, sizeof *o);
     o->fd = -1;
     o->path = path != NULL ? path : "-";
-    if (strcmp(o->path, "-") == 0) {
+    int alias = fd_alias(o->path);
+    if (strcmp(o->path, "-") == 0 || alias == STDOUT_FILENO) {
         o->f = stdout;
         return 0;
+    }
+    if (alias >= 0) {
+        o->fd = fcntl(alias, F_DUPFD_CLOEXEC, 3);
+        return o->fd >= 0 ? open_stream(o) : say(o, "cannot write", errno);
     }
     struct stat st;
     if (lstat(o->path, &st) != 0) {

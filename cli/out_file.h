@@ -1,8 +1,8 @@
 /* out_file.h: where a command's output goes, never destroying what it fails to replace: a
  *   regular file (or a symbolic link to one) is written as a new temporary file beside it and
  *   renamed over it only when the whole output was written; a device or FIFO is written as it is,
- *   never created, truncated, renamed or unlinked; `-` is standard output. Every failure is one
- *   line `cuprof: FILE: REASON` on stderr.
+ *   never created, truncated, renamed or unlinked; `-` (and /dev/stdout) is standard output,
+ *   /dev/fd/N the open descriptor N. Every failure is one line `cuprof: FILE: REASON` on stderr.
  * Locking: none (single-threaded command).
  * Hot path: no. */
 #ifndef CUPROF_CLI_OUT_FILE_H
@@ -31,8 +31,10 @@ struct out_file {
 /* Opens `path` for output: NULL or "-" is standard output. A missing file or a regular one (also
  * through a symbolic link: the link stays, its target is replaced) gets a temporary file,
  * created exclusively (O_EXCL, not following links, mode 0600 until done) in its directory; a
- * character device or FIFO is opened for writing as it is; a directory, a block device, a
- * socket and a dangling link are refused. Returns 0, or -1 after one line naming the file. */
+ * character device or FIFO is opened for writing as it is; /dev/stdout, /dev/stderr, /dev/fd/N
+ * and /proc/self/fd/N are written through the descriptor they name, never reopened (a `>> log`
+ * appends); a directory, a block device, a socket and a dangling link are refused. Returns 0,
+ * or -1 after one line naming the file. */
 __attribute__((warn_unused_result)) int out_file_open(struct out_file *o, const char *path);
 
 /* Finishes the output: flushed, and for a temporary file synced, given the mode a new file

@@ -160,6 +160,17 @@ def outfile():
         with open(report, "rb") as f:
             check(f.read() == before, "%s: a failed write changed the file" % cmd)
         no_temporaries(folder)
+    # /dev/stdout is the descriptor: a `>> log` is appended to, never truncated or replaced.
+    log = os.path.join(folder, "run.log")
+    with open(log, "wb") as f:
+        f.write(b"earlier lines\n")
+    with open(log, "ab") as f:
+        rc, _, err = run("timeline", "-o", "/dev/stdout", snap, stdout=f)
+    check(rc == 0, err)
+    with open(log, "rb") as f:
+        data = f.read()
+    check(data.startswith(b"earlier lines\n"), "-o /dev/stdout >> log: %r" % data[:40])
+    check("traceEvents" in json.loads(data[len(b"earlier lines\n"):]), "the trace was appended")
     # A directory is refused.
     rc, _, err = run("timeline", "-o", folder, snap)
     check(rc == 2, "-o a directory: exit %d" % rc)
