@@ -74,7 +74,9 @@ open_temp(struct out_file *o)
     o->tmp = malloc(len);
     if (o->tmp == NULL)
         return say(o, "out of memory", 0);
-    snprintf(o->tmp, len, "%.*s.%s.XXXXXX", (int)dir, o->dest, o->dest + dir);
+    /* A name near NAME_MAX leaves no room for the suffix: the temporary is then .cuprof.XXXXXX. */
+    const char *base = strlen(o->dest + dir) > 200 ? "cuprof" : o->dest + dir;
+    snprintf(o->tmp, len, "%.*s.%s.XXXXXX", (int)dir, o->dest, base);
     /* mkostemp: O_CREAT|O_EXCL (never follows a link), mode 0600, an unpredictable name. */
     o->fd = mkostemp(o->tmp, O_CLOEXEC);
     if (o->fd < 0) {

@@ -195,6 +195,10 @@ def outfile():
     finally:
         os.umask(old_mask)
     check(rc == 0 and stat.S_IMODE(os.stat(fresh).st_mode) == 0o640, "new file mode")
+    # A name near NAME_MAX still gets its temporary beside it.
+    long_name = os.path.join(folder, "r" * 250 + ".html")
+    rc, _, err = run("plot", "-o", long_name, snap)
+    check(rc == 0 and os.path.getsize(long_name) > 0, "a 255-byte name: %s" % err)
     no_temporaries(folder)
 
 
