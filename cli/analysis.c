@@ -1,6 +1,8 @@
 /* analysis.c: trace walks shared by summary, flamegraph, timeline, plot and diff. */
 #include "cli/analysis.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +19,63 @@ analysis_device_count(const struct snapshot *snap)
         if (snap->segments[i].device >= 0 && (size_t)snap->segments[i].device + 1 > n)
             n = (size_t)snap->segments[i].device + 1;
     return n;
+}
+
+bool
+analysis_device_present(const struct snapshot *snap, size_t device)
+{
+    /* device_traces is grown to every segment's device, so its length alone says nothing. */
+    if (device < snap->device_count) {
+        const struct snap_device_trace *t = &snap->device_traces[device];
+        const struct snap_cuprof *c = &snap->cuprof;
+        if (t->count > 0 || t->dropped > 0 ||
+            (c->present && c->stats_count != NULL && c->stats_count[device] > 0))
+            return true;
+    }
+    /* Segments are sorted by (device, addr): the first one at or past `device`. */
+    size_t lo = 0, hi = snap->segment_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (snap->segments[mid].device >= 0 && (size_t)snap->segments[mid].device >= device)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo < snap->segment_count && (size_t)snap->segments[lo].device == device;
+}
+
+void
+analysis_device_list(const struct snapshot *snap, char *buf, size_t len)
+{
+    size_t n = analysis_device_count(snap), shown = 0, total = 0, used = 0;
+    for (size_t d = 0; d < n; d++)
+        total += analysis_device_present(snap, d);
+    snprintf(buf, len, "none");
+    for (size_t d = 0; d < n && used < len; d++) {
+        if (!analysis_device_present(snap, d))
+            continue;
+        const char *sep = shown == 0 ? "" : shown + 1 == total ? " and " : ", ";
+        int w = snprintf(buf + used, len - used, "%s%zu", sep, d);
+        used += w > 0 ? (size_t)w : 0;
+        shown++;
+    }
+}
+
+int
+analysis_check_device(const char *path, const struct snapshot *snap, uint64_t device)
+{
+    if (device <= SIZE_MAX && analysis_device_present(snap, (size_t)device))
+        return CLI_OK;
+    char list[256], safe[1024];
+    analysis_device_list(snap, list, sizeof list);
+    bool one = strchr(list, ',') == NULL && strstr(list, " and ") == NULL;
+    fprintf(stderr, "cuprof: %s: no device %" PRIu64 " (the snapshot has %s%s)\n",
+            cli_term(path, safe, sizeof safe), device,
+            strcmp(list, "none") == 0 ? "no device"
+            : one                     ? "device "
+                                      : "devices ",
+            strcmp(list, "none") == 0 ? "" : list);
+    return CLI_BADUSE;
 }
 
 static const struct snap_device_trace *

@@ -37,8 +37,20 @@ struct device_analysis {
     uint64_t *live_series, *reserved_series;
 };
 
-/* Devices a snapshot speaks about: device_traces and every segment's device. */
+/* Devices a snapshot speaks about: device_traces and every segment's device. A bound for
+ * loops: the devices in it are those analysis_device_present says are. */
 size_t analysis_device_count(const struct snapshot *snap);
+/* Whether the file holds anything of device `device`: a segment, trace entries (or entries the
+ * ring dropped) or recorded counters. One segment on device 4095 is one device, not 4096. */
+bool analysis_device_present(const struct snapshot *snap, size_t device);
+/* The devices present, as text for a message: "0, 1 and 4095", or "none". */
+void analysis_device_list(const struct snapshot *snap, char *buf, size_t len);
+
+/* A --device N the command was given: CLI_OK when the snapshot holds device N, else one line
+ * naming the devices it holds (`cuprof: FILE: no device 5 (the snapshot has devices 0 and 1)`)
+ * and CLI_BADUSE. */
+__attribute__((warn_unused_result)) int
+analysis_check_device(const char *path, const struct snapshot *snap, uint64_t device);
 
 /* Walks device `device`. With `series` fills the two series (free with analysis_free).
  * Returns 0, or -1 when host memory runs out. */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,53 +13,113 @@
 #include "allocator/cuprof_errors.h"
 #include "allocator/trace_sink.h"
 #include "snapshot/snapshot_read.h"
+#include "snapshot/text_escape.h"
+
+/* Standard input is one stream: read by one thread at a time, and a pipe only once. */
+static pthread_mutex_t stdin_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool stdin_read;   /* protected by stdin_lock */
+static off_t stdin_start; /* protected by stdin_lock: its offset when first read, or -1 */
+
+/* Reads `-`: standard input, from where it stood the first time when it is a file. */
+static int
+load_stdin(struct snapshot **out, char *err, size_t len)
+{
+    pthread_mutex_lock(&stdin_lock);
+    int rc;
+    if (!stdin_read) {
+        stdin_read = true;
+        stdin_start = lseek(STDIN_FILENO, 0, SEEK_CUR);
+        rc = snapshot_read_fd(STDIN_FILENO, CLI_STDIN_NAME, out, err, len);
+    } else if (stdin_start >= 0 && lseek(STDIN_FILENO, stdin_start, SEEK_SET) == stdin_start) {
+        rc = snapshot_read_fd(STDIN_FILENO, CLI_STDIN_NAME, out, err, len);
+    } else {
+        snprintf(err, len, "%s: already read (a pipe is read once: give a file)", CLI_STDIN_NAME);
+        rc = -CUPROF_EIO;
+    }
+    pthread_mutex_unlock(&stdin_lock);
+    return rc;
+}
+
+/* The reader's message for `name`, on one line starting "cuprof: ". */
+static void
+load_error(const char *name, const char *err)
+{
+    char safe[1024], what[2048];
+    if (err[0] == '\0')
+        fprintf(stderr, "cuprof: %s: not a readable snapshot\n", cli_term(name, safe, sizeof safe));
+    else if (strstr(err, name) != NULL) /* the reader names the file */
+        fprintf(stderr, "cuprof: %s\n",
+                cli_term(strncmp(err, "cuprof: ", 8) == 0 ? err + 8 : err, what, sizeof what));
+    else
+        fprintf(stderr, "cuprof: %s: %s\n", cli_term(name, safe, sizeof safe),
+                cli_term(strncmp(err, "cuprof: ", 8) == 0 ? err + 8 : err, what, sizeof what));
+}
 
 int
 cli_load(const char *path, struct snapshot **out)
 {
     struct stat st;
     *out = NULL;
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "cuprof: %s: %s\n", path, strerror(errno));
+    bool from_stdin = strcmp(path, "-") == 0;
+    const char *name = from_stdin ? CLI_STDIN_NAME : path;
+    char safe[1024];
+    if (!from_stdin && stat(path, &st) != 0) {
+        fprintf(stderr, "cuprof: %s: %s\n", cli_term(path, safe, sizeof safe), strerror(errno));
         return CLI_BADUSE;
     }
-    if (S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "cuprof: %s: is a directory, not a snapshot\n", path);
-        return CLI_BADUSE;
-    }
-    bool show = isatty(STDERR_FILENO) && st.st_size > (64 << 20);
+    bool show =
+        !from_stdin && isatty(STDERR_FILENO) && S_ISREG(st.st_mode) && st.st_size > (64 << 20);
     if (show)
-        fprintf(stderr, "cuprof: reading %s (%" PRId64 " MiB)...", path,
-                (int64_t)(st.st_size >> 20));
+        fprintf(stderr, "cuprof: reading %s (%" PRId64 " MiB)...",
+                cli_term(path, safe, sizeof safe), (int64_t)(st.st_size >> 20));
     char err[512] = "";
-    int rc = snapshot_read_file(path, out, err, sizeof(err));
+    int rc = from_stdin ? load_stdin(out, err, sizeof(err))
+                        : snapshot_read_file(path, out, err, sizeof(err));
     if (show)
         fprintf(stderr, "\r\033[K");
     if (rc != 0 || *out == NULL) {
-        /* The reader names the file; add it when a message does not. */
-        if (err[0] == '\0')
-            fprintf(stderr, "cuprof: %s: not a readable snapshot\n", path);
-        else if (strstr(err, path) != NULL)
-            fprintf(stderr, "%s%s\n", strncmp(err, "cuprof: ", 8) == 0 ? "" : "cuprof: ", err);
-        else
-            fprintf(stderr, "cuprof: %s: %s\n", path,
-                    strncmp(err, "cuprof: ", 8) == 0 ? err + 8 : err);
+        load_error(name, err);
         return CLI_BADUSE;
     }
     /* Fields the reader could not use: one line per field name, the rest of the file is read. */
-    for (size_t i = 0; i < (*out)->warning_count; i++)
-        fprintf(stderr, "cuprof: %s\n", (*out)->warnings[i]);
+    for (size_t i = 0; i < (*out)->warning_count; i++) {
+        fputs("cuprof: ", stderr);
+        cli_fputs_term((*out)->warnings[i], stderr);
+        fputc('\n', stderr);
+    }
     return CLI_OK;
+}
+
+const char *
+cli_term(const char *s, char *buf, size_t len)
+{
+    if (s == NULL)
+        return "";
+    size_t n = strlen(s);
+    if (text_escape_is_clean(s, n, TEXT_ESCAPE_TERMINAL))
+        return s;
+    (void)text_escape(s, n, TEXT_ESCAPE_TERMINAL, buf, len);
+    return buf;
+}
+
+void
+cli_fputs_term(const char *s, FILE *out)
+{
+    if (s != NULL)
+        (void)text_escape_fputs(s, TEXT_ESCAPE_TERMINAL, out);
 }
 
 int
 cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "cuprof: %s: ", cmd);
+    char text[1024];
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    /* The message may quote the command line: shown escaped like any text from outside. */
+    fprintf(stderr, "cuprof: %s: ", cmd);
+    cli_fputs_term(text, stderr);
     fprintf(stderr, " (see `cuprof %s --help`)\n", cmd);
     return CLI_BADUSE;
 }
@@ -121,7 +182,9 @@ cli_print_stack(FILE *out, const struct snapshot *snap, uint32_t stack, int inde
         uint32_t fi =
             s->first + i < snap->stack_frame_count ? snap->stack_frames[s->first + i] : UINT32_MAX;
         cli_frame_text(snap, fi, text, sizeof(text));
-        fprintf(out, "%*s%s\n", indent, "", text);
+        fprintf(out, "%*s", indent, "");
+        cli_fputs_term(text, out); /* frame names come from the snapshot */
+        fputc('\n', out);
     }
 }
 
@@ -138,12 +201,13 @@ cli_stack_line(const struct snapshot *snap, uint32_t stack, const char *sep, boo
         return line;
     }
     const struct snap_stack *s = &snap->stacks[stack];
-    char text[1024];
+    char raw[1024], text[1024];
     for (uint32_t k = 0; k < s->count; k++) {
         uint32_t i = outer_first ? s->count - 1 - k : k;
         uint32_t fi =
             s->first + i < snap->stack_frame_count ? snap->stack_frames[s->first + i] : UINT32_MAX;
-        cli_frame_text(snap, fi, text, sizeof(text));
+        cli_frame_text(snap, fi, raw, sizeof(raw));
+        (void)text_escape(raw, strlen(raw), TEXT_ESCAPE_TERMINAL, text, sizeof text);
         size_t need = len + strlen(sep) + strlen(text) + 1;
         if (need > cap) {
             while (cap < need)
@@ -212,6 +276,22 @@ static int
 cli_json_write(void *ctx, const void *buf, size_t len)
 {
     return fwrite(buf, 1, len, ctx) == len ? 0 : -CUPROF_EIO;
+}
+
+void
+cli_json_string(struct emitter *e, const char *s)
+{
+    if (s == NULL)
+        s = "";
+    size_t n = strlen(s);
+    if (text_escape_is_clean(s, n, TEXT_ESCAPE_UTF8)) {
+        emitter_string(e, s);
+        return;
+    }
+    /* A snapshot's strings may hold any bytes: the output stays valid UTF-8 (\xHH). */
+    char *escaped = text_escape_dup(s, n, TEXT_ESCAPE_UTF8);
+    emitter_string(e, escaped != NULL ? escaped : "?");
+    free(escaped);
 }
 
 struct emitter *

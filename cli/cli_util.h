@@ -1,6 +1,7 @@
 /* cli_util.h: what every cuprof subcommand shares: loading a snapshot with one clear error line,
- *   size formatting, stack printing, progress on a terminal, usage errors.
- * Locking: none (single-threaded command).
+ *   text from outside escaped for a terminal or JSON, size formatting, stack printing, progress
+ *   on a terminal, usage errors.
+ * Locking: none, but cli_load's standard input (its own mutex: cross_rank reads in threads).
  * Hot path: no. */
 #ifndef CUPROF_CLI_UTIL_H
 #define CUPROF_CLI_UTIL_H
@@ -36,9 +37,20 @@ cli_add_i64(int64_t a, int64_t b)
     return r;
 }
 
-/* Reads a snapshot (pickle or JSON). On failure prints one line naming the file and returns
+/* What `-` (standard input) is called in messages. */
+#define CLI_STDIN_NAME "standard input"
+
+/* Reads a snapshot (pickle or JSON): a regular file, or `-` for standard input (a pipe is read
+ * once; a second read of it fails). On failure prints one line naming the file and returns
  * CLI_BADUSE; returns CLI_OK and sets *out otherwise. */
 __attribute__((warn_unused_result)) int cli_load(const char *path, struct snapshot **out);
+
+/* Text from outside (a snapshot's strings, paths, argv) for a terminal or a text report: s itself
+ * when it holds no control character or undecodable byte, else its escaped form (text_escape.h)
+ * in buf, cut to len. NULL reads as "". */
+const char *cli_term(const char *s, char *buf, size_t len);
+/* fputs of s escaped the same way, uncut; NULL writes nothing. */
+void cli_fputs_term(const char *s, FILE *out);
 
 /* Prints "cuprof: <cmd>: <message>" and a hint to --help on stderr; returns CLI_BADUSE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -49,14 +61,16 @@ const char *cli_size(uint64_t bytes, char *buf, size_t len);
 /* PyTorch's action string for enum trace_action ("alloc", "free_completed", ...). */
 const char *cli_action_name(unsigned action);
 
-/* "name (file:line)" of a frame, or just name when the file is unknown. */
+/* "name (file:line)" of a frame, or just name when the file is unknown: the snapshot's text as it
+ * is (cli_term it for a terminal, cli_json_string for JSON). */
 void cli_frame_text(const struct snapshot *snap, uint32_t frame, char *buf, size_t len);
 /* Prints a stack, innermost first, one frame per line after `indent` spaces (at most max_frames,
- * then "... N more"); "[no stack recorded]" for the empty stack. */
+ * then "... N more"), escaped for a terminal; "[no stack recorded]" for the empty stack. */
 void cli_print_stack(FILE *out, const struct snapshot *snap, uint32_t stack, int indent,
                      size_t max_frames);
-/* A stack as one line of frame texts joined by `sep`, outermost first when outer_first is true.
- * malloc'd; NULL when host memory runs out. Used to compare stacks across files. */
+/* A stack as one line of frame texts (each escaped for a terminal, so none holds a control
+ * character) joined by `sep`, outermost first when outer_first is true. malloc'd; NULL when host
+ * memory runs out. Used to compare stacks across files and for folded stacks. */
 char *cli_stack_line(const struct snapshot *snap, uint32_t stack, const char *sep,
                      bool outer_first);
 
@@ -78,12 +92,15 @@ struct emitter *cli_json_open(FILE *out);
 bool cli_json_close(struct emitter *e);
 /* A stack as a list of frame objects {"name", "filename", "line"}, innermost first. */
 void cli_json_frames(struct emitter *e, const struct snapshot *snap, uint32_t stack);
-/* A key and its value in the dict being written; a NULL string is written as "". */
+/* A string value from outside: undecodable bytes as \xHH (text_escape.h), so the output is
+ * valid UTF-8 whatever a snapshot holds; NULL is written as "". */
+void cli_json_string(struct emitter *e, const char *s);
+/* A key and its string value in the dict being written (through cli_json_string). */
 static inline void
 cli_json_key_string(struct emitter *e, const char *key, const char *value)
 {
     emitter_key(e, key);
-    emitter_string(e, value != NULL ? value : "");
+    cli_json_string(e, value);
 }
 static inline void
 cli_json_key_u64(struct emitter *e, const char *key, uint64_t value)

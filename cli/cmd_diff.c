@@ -74,6 +74,8 @@ collect_sites(const struct snapshot *snap, struct diff_site **out)
     struct diff_site *all = NULL;
     size_t n = 0;
     for (size_t d = 0; d < analysis_device_count(snap); d++) {
+        if (!analysis_device_present(snap, d))
+            continue;
         size_t ns;
         struct site_total *sites;
         if (analysis_sites_at(snap, d, SIZE_MAX, &sites, &ns) != 0)
@@ -179,6 +181,8 @@ print_segments(const struct snapshot *a, const struct snapshot *b)
     char s1[32], s2[32], s3[32];
     printf("reserved memory by segment:\n");
     for (size_t d = 0; d < max_device_count(a, b); d++) {
+        if (!analysis_device_present(a, d) && !analysis_device_present(b, d))
+            continue;
         struct segment_change c = segment_change(a, b, d);
         uint64_t ra = c.reserved_a, rb = c.reserved_b;
         printf("  device %zu: reserved %s -> %s (%s%s) in %zu -> %zu segments\n", d,
@@ -204,6 +208,8 @@ emit_segments(struct emitter *e, const struct snapshot *a, const struct snapshot
 {
     emitter_begin_list(e);
     for (size_t d = 0; d < max_device_count(a, b); d++) {
+        if (!analysis_device_present(a, d) && !analysis_device_present(b, d))
+            continue;
         struct segment_change c = segment_change(a, b, d);
         emitter_begin_dict(e);
         cli_json_key_u64(e, "device", d);
@@ -301,10 +307,10 @@ static void
 print_text(const struct diff_table *d, uint64_t top, const struct snapshot *a,
            const struct snapshot *b, char **paths)
 {
-    char s1[32], s2[32], s3[32];
+    char s1[32], s2[32], s3[32], a_path[1024], b_path[1024];
     printf("live bytes at the end: %s%s from %s to %s\n", d->total >= 0 ? "+" : "-",
            cli_size(d->total >= 0 ? (uint64_t)d->total : 0 - (uint64_t)d->total, s1, sizeof(s1)),
-           paths[0], paths[1]);
+           cli_term(paths[0], a_path, sizeof a_path), cli_term(paths[1], b_path, sizeof b_path));
     printf("by call site (largest growth first):\n");
     size_t shown = 0;
     for (size_t i = 0; i < d->nr && shown < top; i++) {

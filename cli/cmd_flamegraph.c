@@ -111,6 +111,36 @@ fold_device(const struct snapshot *snap, size_t device, const char *at_text, boo
     return 0;
 }
 
+/* --device and --at name what the file holds: a device in it, an entry of its history (of every
+ * device shown). CLI_OK, or CLI_BADUSE after one line naming what there is. */
+static int
+check_args(const char *path, const struct snapshot *snap, const struct flamegraph_args *args)
+{
+    if (args->device != UINT64_MAX && analysis_check_device(path, snap, args->device) != CLI_OK)
+        return CLI_BADUSE;
+    uint64_t entry;
+    if (!cli_parse_u64(args->at, &entry))
+        return CLI_OK;
+    char safe[1024];
+    size_t ndev = analysis_device_count(snap);
+    for (size_t d = 0; d < ndev; d++) {
+        if ((args->device != UINT64_MAX && d != args->device) || !analysis_device_present(snap, d))
+            continue;
+        size_t count = d < snap->device_count ? snap->device_traces[d].count : 0;
+        if (entry < count)
+            continue;
+        if (count == 0)
+            fprintf(stderr, "cuprof: %s: --at %" PRIu64 ": device %zu has no history\n",
+                    cli_term(path, safe, sizeof safe), entry, d);
+        else
+            fprintf(stderr,
+                    "cuprof: %s: --at %" PRIu64 ": device %zu's history has entries 0 to %zu\n",
+                    cli_term(path, safe, sizeof safe), entry, d, count - 1);
+        return CLI_BADUSE;
+    }
+    return CLI_OK;
+}
+
 int
 cmd_flamegraph(int argc, char **argv)
 {
@@ -118,15 +148,19 @@ cmd_flamegraph(int argc, char **argv)
     struct cli_input in;
     if (!cli_begin(&cmd_flamegraph_command, argc, argv, &args, &in))
         return in.status;
-    size_t ndev = analysis_device_count(in.snap[0]);
-    int status = CLI_OK;
-    for (size_t d = 0; d < ndev; d++) {
-        if (args.device != UINT64_MAX && d != args.device)
+    int status = check_args(in.paths[0], in.snap[0], &args);
+    size_t ndev = analysis_device_count(in.snap[0]), shown = 0;
+    for (size_t d = 0; d < ndev; d++)
+        shown += analysis_device_present(in.snap[0], d);
+    for (size_t d = 0; d < ndev && status == CLI_OK; d++) {
+        if ((args.device != UINT64_MAX && d != args.device) ||
+            !analysis_device_present(in.snap[0], d))
             continue;
-        if (fold_device(in.snap[0], d, args.at, args.device == UINT64_MAX && ndev > 1) != 0) {
-            fprintf(stderr, "cuprof: %s: out of memory\n", in.paths[0]);
+        if (fold_device(in.snap[0], d, args.at, args.device == UINT64_MAX && shown > 1) != 0) {
+            char safe[1024];
+            fprintf(stderr, "cuprof: %s: out of memory\n",
+                    cli_term(in.paths[0], safe, sizeof safe));
             status = CLI_BADUSE;
-            break;
         }
     }
     cli_input_free(&in);

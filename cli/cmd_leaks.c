@@ -171,6 +171,8 @@ static void
 print_text(const char *path, const struct snapshot *snap, const struct leak_site *sites, long n,
            uint64_t top)
 {
+    char safe[1024];
+    path = cli_term(path, safe, sizeof safe);
     if (n == 0) {
         printf("%s: no leaks: every block was freed\n", path);
         return;
@@ -203,7 +205,8 @@ cmd_leaks(int argc, char **argv)
     struct leak_site *sites = NULL;
     long n = collect(in.snap[0], &sites);
     if (n < 0) {
-        fprintf(stderr, "cuprof: %s: out of memory\n", in.paths[0]);
+        char safe[1024];
+        fprintf(stderr, "cuprof: %s: out of memory\n", cli_term(in.paths[0], safe, sizeof safe));
         cli_input_free(&in);
         return CLI_BADUSE;
     }

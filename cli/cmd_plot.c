@@ -1,6 +1,5 @@
 /* cmd_plot.c: `cuprof plot FILE -o report.html`: one self-contained HTML page (the viewer template
  *   compiled into the binary, with the snapshot's numbers embedded as JSON). */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "cli/cli_util.h"
 #include "cli/cross_rank.h"
 #include "cli/library_report.h"
+#include "cli/out_file.h"
 #include "cli/report_html.h"
 
 static const char plot_text[] =
@@ -27,7 +27,10 @@ static const char plot_text[] =
     "per-device sections show the first FILE.\n\n";
 
 static const struct cli_option plot_options[] = {
-    {"output", 'o', "FILE", "where to write (default: report.html)", 0},
+    {"output", 'o', "FILE",
+     "where to write (default: report.html; - for standard output). A file is replaced only "
+     "once the whole report is written",
+     0},
     {"all-frames", 0, NULL, "hide no frame: a call site is a whole stack", CLI_ALL_FRAMES},
     {0},
 };
@@ -373,7 +376,7 @@ emit_site_list(struct plot_ctx *p, const struct plot_sites *ps)
         for (uint32_t k = 0; p->site_stack[i] != 0 && k < st->count && k < 24; k++) {
             char text[1024];
             cli_frame_text(p->snap, p->snap->stack_frames[st->first + k], text, sizeof(text));
-            emitter_string(e, text);
+            cli_json_string(e, text);
         }
         emitter_end(e);
         emitter_end(e);
@@ -435,11 +438,11 @@ emit_device(struct plot_ctx *p, size_t device)
 }
 
 /* The report's header: the file, who wrote it, and for several files summary's cross-rank view
- * (as text). Returns CLI_OK, or CLI_BADUSE when the cross-rank view failed. */
-static int
-emit_header(struct emitter *e, const struct snapshot *snap, const struct cli_input *in)
+ * (as text, made before the output was opened). */
+static void
+emit_header(struct emitter *e, const struct snapshot *snap, const struct cli_input *in,
+            const char *cross_rank)
 {
-    int status = CLI_OK;
     cli_json_key_string(e, "file", in->paths[0]);
     char meta[512] = "written by PyTorch (no cuprof section)";
     if (snap->cuprof.present)
@@ -449,38 +452,51 @@ emit_header(struct emitter *e, const struct snapshot *snap, const struct cli_inp
                  snap->cuprof.mode ? snap->cuprof.mode : "?", snap->cuprof.pid, snap->cuprof.rank,
                  snap->cuprof.host ? snap->cuprof.host : "?");
     cli_json_key_string(e, "meta", meta);
-    if (in->count > 1) {
-        char *text = NULL;
-        size_t len = 0;
-        FILE *mem = open_memstream(&text, &len);
-        int crc =
-            mem != NULL ? cross_rank_print(mem, in->paths, in->count, in->all_frames, 10, 0) : -1;
-        if (mem != NULL)
-            fclose(mem);
-        if (crc != 0)
-            status = CLI_BADUSE;
-        if (text != NULL)
-            cli_json_key_string(e, "cross_rank_text", text);
-        free(text);
-    }
-    return status;
+    if (cross_rank != NULL)
+        cli_json_key_string(e, "cross_rank_text", cross_rank);
+}
+
+/* Summary's cross-rank view of every file, as text: it reads every file, so it is made before
+ * the output is touched. Returns CLI_OK, or CLI_BADUSE when a file could not be read (said). */
+static int
+cross_rank_text(const struct cli_input *in, char **text)
+{
+    size_t len = 0;
+    *text = NULL;
+    FILE *mem = open_memstream(text, &len);
+    int crc = mem != NULL ? cross_rank_print(mem, in->paths, in->count, in->all_frames, 10, 0) : -1;
+    if (mem != NULL)
+        fclose(mem);
+    if (crc < 0 || mem == NULL)
+        fprintf(stderr, "cuprof: plot: out of memory\n");
+    if (crc == 0)
+        return CLI_OK;
+    free(*text);
+    *text = NULL;
+    return CLI_BADUSE;
 }
 
 /* The report's data: the header, then every device of the first file. */
 static int
-emit_report(FILE *out, const struct snapshot *snap, const struct cli_input *in)
+emit_report(FILE *out, const struct snapshot *snap, const struct cli_input *in,
+            const char *cross_rank)
 {
     struct plot_ctx p = {cli_json_open(out), snap, {NULL, 0, 0}, NULL, 0};
     if (p.e == NULL)
         return CLI_BADUSE;
+    int status = CLI_OK;
     emitter_begin_dict(p.e);
-    int status = emit_header(p.e, snap, in);
+    emit_header(p.e, snap, in, cross_rank);
     emitter_key(p.e, "devices");
     emitter_begin_list(p.e);
     size_t ndev = analysis_device_count(snap);
     for (size_t d = 0; d < ndev; d++) {
+        if (!analysis_device_present(snap, d))
+            continue;
         if (emit_device(&p, d) != 0) {
-            fprintf(stderr, "cuprof: %s: out of memory\n", in->paths[0]);
+            char safe[1024];
+            fprintf(stderr, "cuprof: %s: out of memory\n",
+                    cli_term(in->paths[0], safe, sizeof safe));
             status = CLI_BADUSE;
             break;
         }
@@ -501,25 +517,28 @@ cmd_plot(int argc, char **argv)
         return in.status;
     const char *marker = "/*CUPROF_DATA*/";
     const char *split = strstr(report_html, marker);
-    FILE *out = fopen(output, "w");
-    if (out == NULL || split == NULL) {
-        fprintf(stderr, "cuprof: %s: %s\n", output,
-                out ? "bad built-in template" : strerror(errno));
-        if (out != NULL)
-            fclose(out);
+    char *cross = NULL;
+    struct out_file out;
+    int status = split == NULL ? CLI_BADUSE : CLI_OK;
+    if (split == NULL)
+        fprintf(stderr, "cuprof: plot: bad built-in template\n");
+    /* Every input is read before the output is touched. */
+    if (status == CLI_OK && in.count > 1)
+        status = cross_rank_text(&in, &cross);
+    if (status == CLI_OK && out_file_open(&out, output) != 0)
+        status = CLI_BADUSE;
+    if (status != CLI_OK) {
+        free(cross);
         cli_input_free(&in);
-        return CLI_BADUSE;
+        return status;
     }
     /* The template, with the data where its marker stands. */
-    fwrite(report_html, 1, (size_t)(split - report_html), out);
-    int status = emit_report(out, in.snap[0], &in);
-    fputs(split + strlen(marker), out);
-    if (fclose(out) != 0) {
-        fprintf(stderr, "cuprof: %s: %s\n", output, strerror(errno));
+    fwrite(report_html, 1, (size_t)(split - report_html), out.f);
+    status = emit_report(out.f, in.snap[0], &in, cross);
+    fputs(split + strlen(marker), out.f);
+    if (out_file_end(&out, status == CLI_OK) != 0)
         status = CLI_BADUSE;
-    }
+    free(cross);
     cli_input_free(&in);
-    if (status != CLI_OK)
-        remove(output);
     return status;
 }

@@ -116,6 +116,9 @@ show_diff(struct replay_run *r, size_t i, const struct snap_entry *e, uint64_t g
 {
     if (r->diffs_shown++ >= REPLAY_SHOW_DIFFS)
         return;
+    /* The heading comes with the first difference: none, no heading. */
+    if (r->diffs_shown == 1)
+        printf("differences from the recording (first %d):\n", REPLAY_SHOW_DIFFS);
     char s1[32];
     printf("  entry %zu: alloc of %s on stream %" PRIu64 ": recorded 0x%" PRIx64, i,
            cli_size(e->size, s1, sizeof(s1)), e->stream, e->addr);
@@ -422,7 +425,8 @@ replay_config(const struct snapshot *snap, const char *conf, bool recorded,
 {
     char err[256];
     if (alloc_config_parse(conf, config, err, sizeof(err)) != 0) {
-        fprintf(stderr, "cuprof: replay: %s\n", err);
+        char safe[512];
+        fprintf(stderr, "cuprof: replay: %s\n", cli_term(err, safe, sizeof safe));
         return false;
     }
     config->free_sync = FREE_SYNC_NONE;
@@ -552,10 +556,11 @@ capacity_from_ooms(const struct snapshot *snap, size_t device)
 static void
 print_table(const struct replay_result *res, size_t n)
 {
-    char s[32];
+    char s[32], label[256];
     printf("%-26s", "setting");
     for (size_t i = 0; i < n; i++)
-        printf(" %22.22s", res[i].label[0] ? res[i].label : "(defaults)");
+        printf(" %22.22s",
+               res[i].label[0] ? cli_term(res[i].label, label, sizeof label) : "(defaults)");
     printf("\n%-26s", "peak reserved");
     for (size_t i = 0; i < n; i++)
         printf(" %22s", cli_size((uint64_t)res[i].stats.reserved_bytes[STAT_ALL].peak, s, 32));
@@ -602,8 +607,9 @@ recorded_conf(const struct snapshot *snap, const char *path)
     char err[256];
     struct alloc_config probe;
     if (alloc_config_parse(conf, &probe, err, sizeof(err)) != 0) {
+        char safe[1024], why[512];
         fprintf(stderr, "cuprof: %s: the recorded settings do not parse (%s): using defaults\n",
-                path, err);
+                cli_term(path, safe, sizeof safe), cli_term(err, why, sizeof why));
         conf = "";
     }
     return conf;
@@ -619,8 +625,6 @@ replay_all(const struct snapshot *snap, const struct replay_args *a, struct repl
     int status = learn_remainders(snap, (size_t)a->device, a->confs[0], capacity, &remainders);
     for (size_t i = 0; i < a->nconf && status == CLI_OK; i++) {
         res[i].label = a->confs[i];
-        if (i == 0 && a->check)
-            printf("differences from the recording (first %d):\n", REPLAY_SHOW_DIFFS);
         struct replay_mode mode = {
             .recorded = i == 0, .check = a->check && i == 0, .remainders = &remainders};
         status = replay_once(snap, (size_t)a->device, a->confs[i], &mode, capacity, &res[i]);
@@ -658,7 +662,13 @@ cmd_replay(int argc, char **argv)
         return in.status;
     const struct snapshot *snap = in.snap[0];
     if (args.device >= snap->device_count) {
-        fprintf(stderr, "cuprof: %s: no trace for device %" PRIu64 "\n", in.paths[0], args.device);
+        char safe[1024], has[64] = "it has no trace";
+        if (snap->device_count == 1)
+            snprintf(has, sizeof has, "it has a trace for device 0");
+        else if (snap->device_count > 1)
+            snprintf(has, sizeof has, "it has traces for devices 0 to %zu", snap->device_count - 1);
+        fprintf(stderr, "cuprof: %s: no trace for device %" PRIu64 " (%s)\n",
+                cli_term(in.paths[0], safe, sizeof safe), args.device, has);
         cli_input_free(&in);
         return CLI_BADUSE;
     }

@@ -16,16 +16,19 @@
 #include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "cli/frame_filter.h"
+#include "cli/run_env.h"
 #include "cli/static_cudart.h"
 
 static const char run_text[] =
     "usage: cuprof run [OPTIONS] [--] PROG [ARGS...]\n\n"
     "Runs PROG with libcuprof.so preloaded (by absolute path; an LD_PRELOAD you already set is\n"
-    "kept after it, except sanitizer runtimes, which stay first). The shim names each snapshot\n"
+    "kept after it, except sanitizer runtimes, which stay first, and any other libcuprof.so,\n"
+    "which is dropped with a note: one copy per process). The shim names each snapshot\n"
     "as it writes it; when PROG exits cuprof prints a one-screen summary of the last one on\n"
     "stderr (and names the snapshots itself under CUPROF_LOG=quiet), and exits with PROG's exit\n"
     "status (128+N when a signal N killed it).\n"
-    "Options set the matching CUPROF_* variables for PROG:\n\n";
+    "Options set the matching CUPROF_* variables for PROG; a value the shim would refuse, in an\n"
+    "option or in a CUPROF_* variable already set, stops cuprof before PROG starts:\n\n";
 
 static const struct cli_option run_options[] = {
     {"output", 'o', "FILE",
@@ -49,26 +52,21 @@ static const struct cli_option run_options[] = {
     {0},
 };
 
-/* The variable each option sets for PROG. */
+/* The variable each option sets for PROG, and the option's name in messages. */
 static const struct {
     int key;
+    const char *option;
     const char *env;
-} env_of[] = {{'o', "CUPROF_SNAPSHOT"}, {'m', "CUPROF_MODE"},   {'a', "CUPROF_ALLOC_CONF"},
-              {'H', "CUPROF_HISTORY"},  {'s', "CUPROF_STACKS"}, {'d', "CUPROF_STACK_DEPTH"}};
+} env_of[] = {{'o', "-o", "CUPROF_SNAPSHOT"},
+              {'m', "--mode", "CUPROF_MODE"},
+              {'a', "--alloc-conf", "CUPROF_ALLOC_CONF"},
+              {'H', "--history", "CUPROF_HISTORY"},
+              {'s', "--stacks", "CUPROF_STACKS"},
+              {'d', "--depth", "CUPROF_STACK_DEPTH"}};
 
 struct run_args {
     bool sim, quiet;
 };
-
-static int
-set_option_env(const char *name, const char *value)
-{
-    if (setenv(name, value, 1) != 0) {
-        fprintf(stderr, "cuprof: run: cannot set %s: %s\n", name, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
 
 static int
 run_option(void *ctx, int key, const char *value)
@@ -78,8 +76,9 @@ run_option(void *ctx, int key, const char *value)
         a->sim = true;
     else if (key == 'q')
         a->quiet = true;
+    /* Checked as PROG's shim will check it, before anything runs. */
     for (size_t i = 0; i < sizeof(env_of) / sizeof(env_of[0]); i++)
-        if (env_of[i].key == key && set_option_env(env_of[i].env, value) != 0)
+        if (env_of[i].key == key && run_env_option(env_of[i].option, env_of[i].env, value) != 0)
             return CLI_BADUSE;
     return CLI_OK;
 }
@@ -203,66 +202,6 @@ find_paths(struct run_paths *p)
         sim_dir(candidate, true, drv) && realpath(rt_candidate, rt) != NULL &&
         path_join(candidate, sizeof candidate, rt, "libcudart.so.13") && is_file(candidate))
         snprintf(p->sim, sizeof p->sim, "%s:%s", drv, rt);
-}
-
-static int
-prepend_env(const char *name, const char *first, char sep)
-{
-    const char *old = getenv(name);
-    if (old == NULL || old[0] == '\0')
-        return setenv(name, first, 1);
-    size_t len = strlen(first) + strlen(old) + 2;
-    char *value = malloc(len);
-    if (value == NULL)
-        return -1;
-    snprintf(value, len, "%s%c%s", first, sep, old);
-    int rc = setenv(name, value, 1);
-    free(value);
-    return rc;
-}
-
-/* A sanitizer runtime must stay first in LD_PRELOAD (it refuses to start otherwise). */
-static bool
-is_sanitizer_runtime(const char *path, size_t len)
-{
-    static const char *const names[] = {"libasan", "libtsan", "libubsan", "liblsan", "libhwasan"};
-    const char *base = path;
-    for (size_t i = 0; i < len; i++)
-        if (path[i] == '/')
-            base = path + i + 1;
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (strncmp(base, names[i], strlen(names[i])) == 0)
-            return true;
-    return false;
-}
-
-/* LD_PRELOAD = the user's sanitizer runtimes, libcuprof.so, then the rest the user had. */
-static int
-set_preload(const char *lib)
-{
-    const char *old = getenv("LD_PRELOAD");
-    if (old == NULL)
-        old = "";
-    size_t cap = strlen(old) + strlen(lib) + 4;
-    char *value = malloc(cap);
-    if (value == NULL)
-        return -1;
-    size_t len = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1)
-            len += (size_t)snprintf(value + len, cap - len, "%s%s", len ? ":" : "", lib);
-        for (const char *p = old; *p;) {
-            size_t n = strcspn(p, ": ");
-            if (n > 0 && is_sanitizer_runtime(p, n) == (pass == 0))
-                len +=
-                    (size_t)snprintf(value + len, cap - len, "%s%.*s", len ? ":" : "", (int)n, p);
-            p += n;
-            p += strspn(p, ": ");
-        }
-    }
-    int rc = setenv("LD_PRELOAD", value, 1);
-    free(value);
-    return rc;
 }
 
 static bool
@@ -398,14 +337,14 @@ choose_device(const struct run_paths *paths, bool sim, const char *prog)
                 paths->libdir);
         return CLI_BADUSE;
     }
-    if (prepend_env("LD_LIBRARY_PATH", paths->sim, ':') != 0)
+    if (run_env_prepend("LD_LIBRARY_PATH", paths->sim, ':') != 0)
         return CLI_BADUSE;
     /* NVIDIA's runtime inside PROG never reaches the simulated runtime: say why every CUDA
      * call will fail, once; the simulated driver would otherwise say it when refused. */
     char resolved[PATH_MAX];
     if (static_cudart_resolve(prog, resolved, sizeof resolved) && static_cudart_linked(resolved)) {
         fprintf(stderr, "cuprof: %s " STATIC_CUDART_NOTE "\n", prog);
-        if (set_option_env("SIMCUDA_EXPORT_TABLE_NOTE", "0") != 0)
+        if (run_env_set("SIMCUDA_EXPORT_TABLE_NOTE", "0") != 0)
             return CLI_BADUSE;
     }
     return CLI_OK;
@@ -457,6 +396,9 @@ cmd_run(int argc, char **argv)
     struct cli_input in;
     if (!cli_parse(&cmd_run_command, argc, argv, &args, &in))
         return in.status;
+    /* The CUPROF_* variables the user set are PROG's too: checked before anything runs. */
+    if (run_env_check() != 0)
+        return CLI_BADUSE;
     static struct run_paths paths;
     find_paths(&paths);
     if (paths.lib[0] == '\0') {
@@ -469,7 +411,7 @@ cmd_run(int argc, char **argv)
     int rc = choose_device(&paths, args.sim, in.paths[0]);
     if (rc != CLI_OK)
         return rc;
-    if (set_preload(paths.lib) != 0)
+    if (run_env_preload(paths.lib) != 0)
         return CLI_BADUSE;
     return run_program(in.paths, args.quiet);
 }

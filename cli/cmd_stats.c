@@ -25,7 +25,7 @@ static const struct cli_option stats_options[] = {
 
 struct stats_args {
     uint64_t device;
-    bool all;
+    bool all, device_given;
 };
 
 static int
@@ -36,6 +36,7 @@ stats_option(void *ctx, int key, const char *value)
         a->all = true;
     else if (key == 'd' && !cli_parse_u64(value, &a->device))
         return cli_usage_error("stats", "--device wants a device number, not \"%s\"", value);
+    a->device_given = a->device_given || key == 'd';
     return CLI_OK;
 }
 
@@ -152,17 +153,16 @@ cmd_stats(int argc, char **argv)
     if (!cli_begin(&cmd_stats_command, argc, argv, &args, &in))
         return in.status;
     size_t ndev = analysis_device_count(in.snap[0]);
+    int status = CLI_OK;
+    /* The device asked for is one the file holds; device 0, the default, may be empty (as
+     * torch.cuda.memory_stats() of an unused device is). */
+    if (!args.all && args.device_given)
+        status = analysis_check_device(in.paths[0], in.snap[0], args.device);
     if (ndev == 0)
         ndev = 1;
-    int status = CLI_OK;
-    if (!args.all && args.device >= ndev) {
-        fprintf(stderr, "cuprof: %s: no device %llu (the snapshot has %zu)\n", in.paths[0],
-                (unsigned long long)args.device, ndev);
+    if (status == CLI_OK &&
+        !print_stats(in.snap[0], args.all ? 0 : (size_t)args.device, args.all ? ndev : 1, args.all))
         status = CLI_BADUSE;
-    } else if (!print_stats(in.snap[0], args.all ? 0 : (size_t)args.device, args.all ? ndev : 1,
-                            args.all)) {
-        status = CLI_BADUSE;
-    }
     cli_input_free(&in);
     return status;
 }

@@ -233,20 +233,28 @@ oom:
 int
 summary_print(FILE *out, const char *path, const struct snapshot *snap, bool brief, size_t top)
 {
-    fprintf(out, "== %s\n", path);
+    /* Every string here came from the file or the command line: escaped (cli_term). */
+    fputs("== ", out);
+    cli_fputs_term(path, out);
+    fputc('\n', out);
     const struct snap_cuprof *c = &snap->cuprof;
     if (c->present) {
-        fprintf(out, "cuprof %s, mode %s, pid %" PRId64 ", rank ", c->version ? c->version : "?",
-                c->mode ? c->mode : "?", c->pid);
+        char v[64], m[64];
+        fprintf(out, "cuprof %s, mode %s, pid %" PRId64 ", rank ",
+                c->version ? cli_term(c->version, v, sizeof v) : "?",
+                c->mode ? cli_term(c->mode, m, sizeof m) : "?", c->pid);
         if (c->rank >= 0)
             fprintf(out, "%" PRId64, c->rank);
         else
             fprintf(out, "-");
-        fprintf(out, ", host %s", c->host ? c->host : "?");
+        fputs(", host ", out);
+        cli_fputs_term(c->host ? c->host : "?", out);
         if (c->argc > 0) {
             fprintf(out, ", command:");
-            for (size_t i = 0; i < c->argc && i < 8; i++)
-                fprintf(out, " %s", c->argv[i]);
+            for (size_t i = 0; i < c->argc && i < 8; i++) {
+                fputc(' ', out);
+                cli_fputs_term(c->argv[i], out);
+            }
             if (c->argc > 8)
                 fprintf(out, " ...");
         }
@@ -255,13 +263,17 @@ summary_print(FILE *out, const char *path, const struct snapshot *snap, bool bri
         fprintf(out, "(no cuprof section: a snapshot written by PyTorch)\n");
     }
     if (snap->has_allocator_settings && snap->allocator_settings.alloc_conf != NULL &&
-        snap->allocator_settings.alloc_conf[0] != '\0')
-        fprintf(out, "allocator settings: %s\n", snap->allocator_settings.alloc_conf);
+        snap->allocator_settings.alloc_conf[0] != '\0') {
+        fputs("allocator settings: ", out);
+        cli_fputs_term(snap->allocator_settings.alloc_conf, out);
+        fputc('\n', out);
+    }
     size_t ndev = analysis_device_count(snap);
     if (ndev == 0)
         fprintf(out, "(no devices: nothing was allocated)\n");
+    /* Only the devices the file holds: one segment on device 4095 is one section. */
     for (size_t d = 0; d < ndev; d++)
-        if (summary_device(out, snap, d, brief, top) != 0)
+        if (analysis_device_present(snap, d) && summary_device(out, snap, d, brief, top) != 0)
             return -1;
     return 0;
 }
@@ -288,6 +300,7 @@ cmd_summary(int argc, char **argv)
     /* One snapshot in memory at a time. */
     for (size_t i = 0; i < in.count; i++) {
         struct snapshot *snap;
+        char safe[1024];
         if (frame_filter_load(in.paths[i], in.all_frames, &snap) != CLI_OK) {
             status = CLI_BADUSE;
             continue;
@@ -295,7 +308,8 @@ cmd_summary(int argc, char **argv)
         if (i > 0)
             printf("\n");
         if (summary_print(stdout, in.paths[i], snap, args.brief, (size_t)args.top) != 0) {
-            fprintf(stderr, "cuprof: %s: out of memory\n", in.paths[i]);
+            fprintf(stderr, "cuprof: %s: out of memory\n",
+                    cli_term(in.paths[i], safe, sizeof safe));
             status = CLI_BADUSE;
         }
         snapshot_free(snap);

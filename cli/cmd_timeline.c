@@ -1,6 +1,5 @@
 /* cmd_timeline.c: `cuprof timeline FILE -o trace.json`: Chrome trace-event JSON (Perfetto,
  *   chrome://tracing): allocated and reserved counter tracks per device, OOM and segment events. */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include "cli/cli_commands.h"
 #include "cli/cli_options.h"
 #include "cli/cli_util.h"
+#include "cli/out_file.h"
 
 static const char timeline_text[] =
     "usage: cuprof timeline [-o trace.json] FILE...\n\n"
@@ -22,7 +22,10 @@ static const char timeline_text[] =
     "wall-clock time: the earliest entry of all the files is time 0.\n\n";
 
 static const struct cli_option timeline_options[] = {
-    {"output", 'o', "FILE", "where to write (default: standard output)", 0},
+    {"output", 'o', "FILE",
+     "where to write (default and -: standard output). A file is replaced only once the whole "
+     "trace is written",
+     0},
     {0},
 };
 
@@ -195,38 +198,42 @@ process_name(struct tl_writer *w, const struct snapshot *snap, const char *path)
     }
 }
 
-/* The earliest time of every file, so ranks line up on the wall clock (INT64_MAX when one has
- * none): one file is in memory at a time. */
+/* Every file read and checked before the output is touched, one in memory at a time; and the
+ * earliest time of them all, so ranks line up on the wall clock (INT64_MAX when one has none).
+ * A single file stays read in *only. */
 static int
-shared_t0(char **paths, size_t count, int64_t *t0)
+check_inputs(char **paths, size_t count, int64_t *t0, struct snapshot **only)
 {
     *t0 = INT64_MAX;
+    *only = NULL;
+    bool all_timed = true;
     for (size_t f = 0; f < count; f++) {
         struct snapshot *snap;
         int rc = cli_load(paths[f], &snap);
         if (rc != CLI_OK)
             return rc;
         int64_t first = first_time(snap);
-        snapshot_free(snap);
-        if (first == INT64_MAX) {
-            *t0 = INT64_MAX;
-            break;
-        }
+        if (count == 1)
+            *only = snap;
+        else
+            snapshot_free(snap);
+        all_timed = all_timed && first != INT64_MAX;
         *t0 = first < *t0 ? first : *t0;
     }
+    if (!all_timed || count == 1)
+        *t0 = INT64_MAX;
     return CLI_OK;
 }
 
-/* Every file's tracks, one file in memory at a time. */
+/* Every file's tracks, one file in memory at a time (`only`: the one file, already read). */
 static int
-write_files(struct tl_writer *w, char **paths, size_t count)
+write_files(struct tl_writer *w, char **paths, size_t count, struct snapshot *only)
 {
     int status = CLI_OK;
     int64_t *pids = calloc(count, sizeof(*pids));
     for (size_t f = 0; f < count && status == CLI_OK; f++) {
-        struct snapshot *snap;
-        status = cli_load(paths[f], &snap);
-        if (status != CLI_OK)
+        struct snapshot *snap = only;
+        if (snap == NULL && (status = cli_load(paths[f], &snap)) != CLI_OK)
             break;
         /* A track per file: the process's pid, unless another file (another host) had it. */
         w->pid = snap->cuprof.present ? snap->cuprof.pid : 0;
@@ -238,12 +245,15 @@ write_files(struct tl_writer *w, char **paths, size_t count)
         process_name(w, snap, paths[f]);
         size_t ndev = analysis_device_count(snap);
         for (size_t d = 0; d < ndev; d++)
-            if (device_events(w, snap, d) != 0) {
-                fprintf(stderr, "cuprof: %s: out of memory\n", paths[f]);
+            if (analysis_device_present(snap, d) && device_events(w, snap, d) != 0) {
+                char safe[1024];
+                fprintf(stderr, "cuprof: %s: out of memory\n",
+                        cli_term(paths[f], safe, sizeof safe));
                 status = CLI_BADUSE;
                 break;
             }
-        snapshot_free(snap);
+        if (snap != only)
+            snapshot_free(snap);
     }
     free(pids);
     return status;
@@ -256,35 +266,33 @@ cmd_timeline(int argc, char **argv)
     struct cli_input in;
     if (!cli_parse(&cmd_timeline_command, argc, argv, &output, &in))
         return in.status;
-    int64_t t0 = INT64_MAX;
-    if (in.count > 1) {
-        int rc = shared_t0(in.paths, in.count, &t0);
-        if (rc != CLI_OK)
-            return rc;
+    int64_t t0;
+    struct snapshot *only;
+    int status = check_inputs(in.paths, in.count, &t0, &only);
+    struct out_file out;
+    if (status == CLI_OK && out_file_open(&out, output) != 0)
+        status = CLI_BADUSE;
+    if (status != CLI_OK) {
+        snapshot_free(only);
+        return status;
     }
     bool shared_clock = t0 != INT64_MAX;
-    FILE *out = output ? fopen(output, "w") : stdout;
-    if (out == NULL) {
-        fprintf(stderr, "cuprof: %s: %s\n", output, strerror(errno));
-        return CLI_BADUSE;
-    }
-    struct emitter *e = cli_json_open(out);
-    int status = CLI_BADUSE;
+    struct emitter *e = cli_json_open(out.f);
+    status = CLI_BADUSE;
     if (e != NULL) {
         emitter_begin_dict(e);
         cli_json_key_string(e, "displayTimeUnit", "ms");
         emitter_key(e, "traceEvents");
         emitter_begin_list(e);
         struct tl_writer w = {e, 0, shared_clock, shared_clock ? t0 : 0};
-        status = write_files(&w, in.paths, in.count);
+        status = write_files(&w, in.paths, in.count, only);
         emitter_end(e);
         emitter_end(e);
     }
     if (!cli_json_close(e))
         status = CLI_BADUSE;
-    if (output != NULL && fclose(out) != 0) {
-        fprintf(stderr, "cuprof: %s: %s\n", output, strerror(errno));
+    if (out_file_end(&out, status == CLI_OK) != 0)
         status = CLI_BADUSE;
-    }
+    snapshot_free(only);
     return status;
 }

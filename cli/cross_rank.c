@@ -71,8 +71,10 @@ site_text(const struct snapshot *snap, uint32_t stack, struct rank_site *site)
     size_t nused = 0;
     name[0] = '\0';
     for (uint32_t i = 0; i < st->count && i < SITE_NAME_FRAMES; i++) {
+        char safe[512];
         cli_frame_text(snap, snap->stack_frames[st->first + i], frame, sizeof(frame));
-        int n = snprintf(name + nused, sizeof(name) - nused, "%s%s", i ? " < " : "", frame);
+        int n = snprintf(name + nused, sizeof(name) - nused, "%s%s", i ? " < " : "",
+                         cli_term(frame, safe, sizeof safe));
         if (n < 0 || (size_t)n >= sizeof(name) - nused)
             break;
         nused += (size_t)n;
@@ -94,12 +96,17 @@ make_row(struct rank_row *row, const char *path, bool all_frames)
         return 0; /* reported; row->ok stays false */
     row->rank = snap->cuprof.present ? snap->cuprof.rank : -1;
     row->pid = snap->cuprof.present ? snap->cuprof.pid : 0;
+    char safe[sizeof(row->host)];
     snprintf(row->host, sizeof(row->host), "%s",
-             snap->cuprof.present && snap->cuprof.host ? snap->cuprof.host : "-");
+             snap->cuprof.present && snap->cuprof.host
+                 ? cli_term(snap->cuprof.host, safe, sizeof safe)
+                 : "-");
     int rc = 0;
     row->devices = analysis_device_count(snap);
     size_t cap = 0;
     for (size_t d = 0; d < row->devices && rc == 0; d++) {
+        if (!analysis_device_present(snap, d))
+            continue;
         struct device_analysis a;
         if (analysis_run(snap, d, false, &a) != 0) {
             rc = -1;
@@ -166,8 +173,10 @@ worker(void *arg)
         size_t i = atomic_fetch_add(&w->next, 1);
         if (i >= w->count)
             return NULL;
+        char safe[1024];
         if (make_row(&w->rows[i], w->paths[i], w->all_frames) != 0)
-            fprintf(stderr, "cuprof: %s: out of memory\n", w->paths[i]);
+            fprintf(stderr, "cuprof: %s: out of memory\n",
+                    cli_term(w->paths[i], safe, sizeof safe));
     }
 }
 
@@ -378,11 +387,12 @@ cross_rank_print(FILE *out, char *const *paths, size_t count, bool all_frames, s
     fprintf(out, "\n%-6s %-16s %-8s %-14s %-14s %-5s %-22s %s\n", "RANK", "HOST", "PID",
             "PEAK ALLOC", "PEAK RESERVED", "OOMS", "FRAGMENTATION AT PEAK", "FILE");
     for (size_t i = 0; i < ok; i++) {
-        char a[32], b[32], c[32], r[24];
+        char a[32], b[32], c[32], r[24], path[1024];
         fprintf(out, "%-6s %-16.16s %-8" PRId64 " %-14s %-14s %-5zu %-22s %s\n",
                 rank_text(&rows[i], r, 24), rows[i].host, rows[i].pid,
                 cli_size(rows[i].peak_allocated, a, 32), cli_size(rows[i].peak_reserved, b, 32),
-                rows[i].ooms, cli_size(rows[i].fragmentation, c, 32), rows[i].path);
+                rows[i].ooms, cli_size(rows[i].fragmentation, c, 32),
+                cli_term(rows[i].path, path, sizeof path));
     }
     if (ok > 0) {
         print_spread(out, "peak allocated", rows, ok, get_allocated);

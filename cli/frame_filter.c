@@ -286,7 +286,8 @@ frame_filter_load(const char *path, bool all_frames, struct snapshot **out)
     if (rc != CLI_OK || all_frames)
         return rc;
     if (frame_filter_apply(*out) != 0) {
-        fprintf(stderr, "cuprof: %s: out of memory\n", path);
+        char safe[1024];
+        fprintf(stderr, "cuprof: %s: out of memory\n", cli_term(path, safe, sizeof safe));
         snapshot_free(*out);
         *out = NULL;
         return CLI_BADUSE;

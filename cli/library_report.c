@@ -83,8 +83,8 @@ library_report_print(FILE *out, const struct snapshot *snap, size_t device)
                     "cache: requested", "cache: segments reserved", "pass-through", "device");
             header = true;
         }
-        char name[NAME_WIDTH + 16];
-        snprintf(name, sizeof name, "%s%s", snapshot_library_name(r),
+        char name[NAME_WIDTH + 16], safe[NAME_WIDTH + 16];
+        snprintf(name, sizeof name, "%s%s", cli_term(snapshot_library_name(r), safe, sizeof safe),
                  r->is_program ? " (program)" : "");
         fprintf(out, "  %-*s", NAME_WIDTH, name);
         print_pair(out, r->cache_requested, r->cache_requested_peak, false);

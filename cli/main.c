@@ -4,6 +4,7 @@
 
 #include "cli/cli_commands.h"
 #include "cli/cli_util.h"
+#include "cli/out_file.h"
 
 struct subcommand {
     const char *name;
@@ -44,6 +45,7 @@ usage(FILE *out)
 int
 main(int argc, char **argv)
 {
+    out_file_stdout_begin();
     if (argc < 2) {
         fprintf(stderr, "cuprof: missing subcommand\n\n");
         usage(stderr);
@@ -52,15 +54,22 @@ main(int argc, char **argv)
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return CLI_OK;
+        return out_file_stdout_done() == 0 ? CLI_OK : CLI_BADUSE;
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("cuprof %s\n", CUPROF_VERSION);
-        return CLI_OK;
+        return out_file_stdout_done() == 0 ? CLI_OK : CLI_BADUSE;
     }
-    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
-        if (strcmp(argv[1], subcommands[i].name) == 0)
-            return subcommands[i].run(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++) {
+        if (strcmp(argv[1], subcommands[i].name) != 0)
+            continue;
+        int status = subcommands[i].run(argc - 1, argv + 1);
+        /* Output lost on the way (a full disk, a closed pipe) is a failure, said in one line;
+         * `run` still exits with PROG's status. */
+        if (out_file_stdout_done() != 0 && subcommands[i].run != cmd_run)
+            status = CLI_BADUSE;
+        return status;
+    }
     fprintf(stderr, "cuprof: unknown subcommand \"%s\" (see `cuprof --help`)\n", argv[1]);
     return CLI_BADUSE;
 }

@@ -293,8 +293,9 @@ memo_store(struct pickle_vm *vm, uint64_t index)
     if (vm->sp == 0)
         return pickle_vm_fail(vm, -CUPROF_EFORMAT, "memo store with an empty stack");
     pickle_place_reach(vm, vm->sp - 1);
-    /* A file cannot define more memo entries than it has bytes: bounds hostile indices. */
-    if (index >= vm->size)
+    /* A pickle cannot have stored more memo entries than it has bytes so far (each store is an
+     * opcode): bounds hostile indices, also in a stream of unknown length. */
+    if (index >= vm->base + (uint64_t)(vm->p - vm->start))
         return pickle_vm_fail(vm, -CUPROF_EFORMAT, "memo index %llu out of range",
                               (unsigned long long)index);
     bool fresh = index >= vm->memo_cap || !(vm->memo[index].flags & SVAL_MEMO);
@@ -481,8 +482,8 @@ pickle_read_input(const struct pickle_input *in, struct snapshot_arena *tree,
                            .stream = stream,
                            .err = err,
                            .err_len = err_len};
-    int rc = 0;
-    if (stream != NULL) {
+    int rc = in->fd >= 0 && in->head_len > 0 ? pickle_vm_head(&vm, in->data, in->head_len) : 0;
+    if (rc == 0 && stream != NULL) {
         vm.key_segments = snapshot_intern(strings, "segments");
         vm.key_traces = snapshot_intern(strings, "device_traces");
         if (vm.key_segments == NULL || vm.key_traces == NULL)

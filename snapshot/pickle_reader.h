@@ -47,12 +47,14 @@ struct pickle_stream {
                   * (records taken before may have seen it unfinished) */
 };
 
-/* Where the pickle is: memory (fd < 0) or the regular file `fd` from its current offset, of
- * `len` bytes (its size: bytes past it are not read). */
+/* Where the pickle is: memory (fd < 0), or `fd` from its current offset, of `len` bytes (a
+ * regular file's size: bytes past it are not read; SIZE_MAX for a stream read to its end), its
+ * first `head_len` bytes already read from it into data[]. */
 struct pickle_input {
     const unsigned char *data;
     size_t len;
     int fd;
+    size_t head_len;
 };
 
 /* Runs the pickle in data[0..len). Containers go to `tree` (an arena the caller frees), strings

@@ -34,6 +34,21 @@ pickle_vm_oom(struct pickle_vm *vm)
 }
 
 int
+pickle_vm_head(struct pickle_vm *vm, const unsigned char *head, size_t n)
+{
+    size_t cap = n > PICKLE_WINDOW ? n : PICKLE_WINDOW;
+    vm->window = malloc(cap);
+    if (vm->window == NULL)
+        return pickle_vm_oom(vm);
+    memcpy(vm->window, head, n);
+    vm->window_cap = cap;
+    vm->base = 0;
+    vm->start = vm->p = vm->window;
+    vm->end = vm->window + n;
+    return 0;
+}
+
+int
 pickle_vm_refill(struct pickle_vm *vm, uint64_t n)
 {
     uint64_t pos = vm->base + (uint64_t)(vm->p - vm->start);
@@ -56,7 +71,9 @@ pickle_vm_refill(struct pickle_vm *vm, uint64_t n)
     uint64_t left = vm->size - pos - have; /* bytes of the input not read yet */
     size_t room = vm->window_cap - have, goal = room < left ? room : (size_t)left;
     size_t got = 0;
-    while (got < goal) {
+    /* A regular file fills the window in one read; a stream gives what it has, and is read on
+     * only as far as the opcode needs. */
+    while (got < goal && have + got < want) {
         ssize_t r = read(vm->fd, vm->window + have + got, goal - got);
         if (r < 0 && errno == EINTR)
             continue;

@@ -63,6 +63,10 @@ int pickle_vm_oom(struct pickle_vm *vm);
  * input ends first (no message), -CUPROF_EIO or -CUPROF_EHOSTMEM (with a message). */
 int pickle_vm_refill(struct pickle_vm *vm, uint64_t n);
 
+/* Input: the first n bytes of vm->fd, already read by the caller, into the window. 0 or
+ * -CUPROF_EHOSTMEM (with a message). */
+int pickle_vm_head(struct pickle_vm *vm, const unsigned char *head, size_t n);
+
 static inline int
 pickle_vm_fill(struct pickle_vm *vm, uint64_t n)
 {
