@@ -313,9 +313,9 @@ def strict_utf8(what, data):
 
 def json_outputs():
     """The snapshot's own strings reach the commands as valid UTF-8 (the readers' interning
-    makes an undecodable byte U+FFFD), so what can still bring other bytes is the command line:
-    a file name that is not UTF-8. Both kinds are written as valid UTF-8, the file name's bytes
-    as \\xHH."""
+    writes an undecodable byte as \\xHH, text_escape's rule), so what can still bring other
+    bytes is the command line: a file name that is not UTF-8. Both are written as valid UTF-8,
+    the same way."""
     snap = odd_snapshot("forward\udcff", "host\udcfe", "label\udcfd")  # surrogatepass bytes
     name = b"notutf8-\xff\xfe.pickle"
     path = os.path.join(os.fsencode(WORK), name)
@@ -337,11 +337,13 @@ def json_outputs():
     leaks = json.loads(outs["leaks"])
     check(leaks["file"].endswith(shown), "leaks --json file: %r" % leaks["file"])
     names = [f["name"] for s in leaks["sites"] for f in s["frames"]]
-    check(any(n.startswith("forward\ufffd") for n in names), "leaks --json names: %s" % names[:4])
+    check(any(n.startswith("forward\\xed\\xb3\\xbf") for n in names),
+          "leaks --json names: %s" % names[:4])
     events = json.loads(outs["timeline"])["traceEvents"]
     check(any(e.get("args", {}).get("name", "").endswith(shown) for e in events),
           "timeline's process name")
-    check(any(e["name"].startswith("label\ufffd") for e in events), "timeline's annotation")
+    check(any(e["name"].startswith("label\\xed\\xb3\\xbd") for e in events),
+          "timeline's annotation")
     start = outs["plot"].index('{"file":')
     data, _ = json.JSONDecoder().raw_decode(outs["plot"], start)
     check(data["file"].endswith(shown), "plot's file: %r" % data["file"])
