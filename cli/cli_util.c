@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -270,6 +271,64 @@ cli_parse_u64(const char *text, uint64_t *value)
         return false;
     *value = (uint64_t)v;
     return true;
+}
+
+bool
+cli_parse_size(const char *text, uint64_t *bytes)
+{
+    static const struct {
+        const char *unit;
+        uint64_t scale;
+    } units[] = {
+        {"", 1},
+        {"b", 1},
+        {"k", 1ull << 10},
+        {"kib", 1ull << 10},
+        {"kb", 1000ull},
+        {"m", 1ull << 20},
+        {"mib", 1ull << 20},
+        {"mb", 1000000ull},
+        {"g", 1ull << 30},
+        {"gib", 1ull << 30},
+        {"gb", 1000000000ull},
+        {"t", 1ull << 40},
+        {"tib", 1ull << 40},
+        {"tb", 1000000000000ull},
+    };
+    if (text == NULL || *text < '0' || *text > '9')
+        return false;
+    /* Whole part and fraction as exact integers: 1.5GiB is 1610612736, never 1610612735. */
+    uint64_t whole = 0, frac = 0, frac_scale = 1;
+    const char *p = text;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (whole > (UINT64_MAX - 9) / 10)
+            return false;
+        whole = whole * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return false;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            if (frac_scale >= 1000000ull)
+                continue; /* six digits: frac * scale stays below 2^60 */
+            frac = frac * 10 + (uint64_t)(*p - '0');
+            frac_scale *= 10;
+        }
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(p, units[i].unit) != 0)
+            continue;
+        uint64_t scale = units[i].scale;
+        if (whole > (1ull << 63) / scale)
+            return false;
+        uint64_t total = whole * scale + frac * scale / frac_scale; /* frac < 10^6, scale <= 2^40 */
+        if (total > (1ull << 63))
+            return false;
+        *bytes = total;
+        return true;
+    }
+    return false;
 }
 
 static int

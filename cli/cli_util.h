@@ -118,4 +118,13 @@ cli_json_key_int(struct emitter *e, const char *key, int64_t value)
 /* Parses a non-negative integer option value; false on garbage. */
 bool cli_parse_u64(const char *text, uint64_t *value);
 
+/* Parses a size in bytes: digits with an optional fraction and unit, case-insensitive, no space
+ * needed: B; K, M, G, T and KiB, MiB, GiB, TiB are powers of 1024; KB, MB, GB, TB powers of 1000
+ * ("300M", "300MiB", "1.5GiB", "80GB", "4096"). The result is rounded down to a whole byte;
+ * false on garbage, a negative number or more than 2^63 bytes. */
+bool cli_parse_size(const char *text, uint64_t *bytes);
+
+/* What cli_parse_size accepts, for error messages. */
+#define CLI_SIZE_ACCEPTED "a size such as 4096, 300M, 300MiB, 1.5GiB or 80GB"
+
 #endif

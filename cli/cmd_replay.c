@@ -35,8 +35,10 @@ static const struct cli_option replay_options[] = {
      "alloc's address and the size of the segment it made) as `reproduced N/M allocations`, and "
      "list the first differences; exit 1 when N < M",
      0},
-    {"memory", 'm', "BYTES",
-     "device capacity (default: from the first OOM's free bytes, else none)", 0},
+    {"memory", 'm', "SIZE",
+     "device capacity, e.g. 80GB or 300MiB (default: from the first OOM's free bytes, else "
+     "none)",
+     0},
     {"device", 'd', "N", "the device to replay (default 0)", 0},
     {0},
 };
@@ -62,8 +64,9 @@ replay_option(void *ctx, int key, const char *value)
         a->check = true;
         break;
     case 'm':
-        if (!cli_parse_u64(value, &a->memory) || a->memory == 0)
-            return cli_usage_error("replay", "--memory wants bytes, not \"%s\"", value);
+        if (!cli_parse_size(value, &a->memory) || a->memory == 0)
+            return cli_usage_error("replay", "--memory: bad value \"%s\": expected %s", value,
+                                   CLI_SIZE_ACCEPTED);
         break;
     case 'd':
         if (!cli_parse_u64(value, &a->device))

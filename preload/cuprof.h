@@ -38,7 +38,9 @@
  *     its Python frames only, as PyTorch's stacks="python" does);
  *     max_entries 0 keeps CUPROF_MAX_ENTRIES.
  * int cuprof_dump_snapshot(const char *path);  NULL: a new file named by CUPROF_SNAPSHOT;
- *     otherwise exactly `path` (.pickle/.pkl or .json), replaced atomically like PyTorch's.
+ *     otherwise exactly `path` (.pickle/.pkl or .json), replaced atomically like PyTorch's
+ *     when it is a regular file (a symbolic link is replaced, never followed; a FIFO or device
+ *     is refused); mode 0600.
  * int cuprof_annotate(const char *label);      marks a phase ("forward") in every device's trace
  */
 #define CUPROF_API_FUNCS(X)                                                                        \

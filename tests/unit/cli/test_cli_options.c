@@ -426,11 +426,54 @@ test_read_failure_reads_nothing(void **state)
     rmdir(dir);
 }
 
+/* Sizes with units (cli_parse_size): binary for K/M/G/T and KiB..TiB, decimal for KB..TB,
+ * fractions exact, garbage and overflow refused. */
+static void
+test_sizes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        uint64_t bytes;
+    } good[] = {
+        {"0", 0},
+        {"4096", 4096},
+        {"4096b", 4096},
+        {"300M", 300ull << 20},
+        {"300MiB", 300ull << 20},
+        {"300mib", 300ull << 20},
+        {"300MB", 300000000ull},
+        {"1.5GiB", 3ull << 29},
+        {"1.5G", 3ull << 29},
+        {"0.1GB", 100000000ull},
+        {"80GB", 80000000000ull},
+        {"2k", 2048},
+        {"2KB", 2000},
+        {"1T", 1ull << 40},
+        {"8388608TiB", 1ull << 63},
+        {"0.0000001K", 0},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 1;
+        assert_true(cli_parse_size(good[i].text, &v));
+        assert_int_equal(v, good[i].bytes);
+    }
+    static const char *const bad[] = {
+        "",    "M",    "-1",   "1.",   ".5G", "1 M",        "1MiBs",
+        "1e9", "1,5G", "0x10", "1PiB", " 1",  "8388609TiB", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t v = 7;
+        assert_false(cli_parse_size(bad[i], &v));
+        assert_int_equal(v, 7);
+    }
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_lists_every_option),
+        cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_tables_are_consistent),
         cmocka_unit_test(test_unknown_option_is_one_line_naming_it),
         cmocka_unit_test(test_help_ends_the_command),
