@@ -147,6 +147,18 @@ control_socket_unlink_own(const char *path, const struct control_socket_id *id)
     return control_socket_path_is(path, id) && unlink(path) == 0 ? 0 : -1;
 }
 
+/* One line naming the socket and errno's reason; the file bind made is removed with `made`. */
+static int
+listen_failed(const char *path, int fd, bool made, char *err, size_t err_len)
+{
+    int saved = errno;
+    snprintf(err, err_len, "%.108s: %s", path, strerror(saved));
+    if (made)
+        unlink(path);
+    close(fd);
+    return -1;
+}
+
 int
 control_socket_listen(const char *path, struct control_socket_id ids[2], char *err, size_t err_len)
 {
@@ -172,19 +184,12 @@ control_socket_listen(const char *path, struct control_socket_id ids[2], char *e
      * never changed here): bind may create the file with a looser mode, which chmod narrows to
      * 0600 at once. Nobody else can reach it meanwhile: the directory is ours and 0700
      * (control_socket_check_dir). */
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        snprintf(err, err_len, "%s: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        return listen_failed(sa.sun_path, fd, false, err, err_len);
     struct stat file;
     if (chmod(path, 0600) != 0 || listen(fd, 64) != 0 || lstat(path, &file) != 0 ||
-        (ids != NULL && !control_socket_fd_id(fd, &ids[0]))) {
-        snprintf(err, err_len, "%s: %s", path, strerror(errno));
-        unlink(path); /* the file bind just made */
-        close(fd);
-        return -1;
-    }
+        (ids != NULL && !control_socket_fd_id(fd, &ids[0])))
+        return listen_failed(sa.sun_path, fd, true, err, err_len);
     if (ids != NULL)
         ids[1] = (struct control_socket_id){(uint64_t)file.st_dev, (uint64_t)file.st_ino};
     return fd;
