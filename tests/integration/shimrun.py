@@ -9,12 +9,14 @@ A test in a subfolder imports it with:
     import shimrun
 """
 import collections
+import contextlib
 import functools
 import glob
 import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKER = os.path.join(HERE, os.pardir, "golden", "check_snapshot.py")
@@ -64,6 +66,28 @@ def env(ld_path=None, preload=None, leaks=False, **variables):
         e["LD_PRELOAD"] = ":".join(libs)
     e.update({k: str(v) for k, v in variables.items()})
     return e
+
+
+@contextlib.contextmanager
+def private_sockets(prefix="cuprof-test-"):
+    """A runtime folder of the test's own (mode 0700, inside the test setup's), named by
+    XDG_RUNTIME_DIR and CUPROF_SOCKET_DIR for this process and every program it starts: both
+    ends of the control socket look there alone, so `cuprof ps` and `top` without a PID see this
+    test's programs only. Yields the folder."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or None
+    saved = {k: os.environ.get(k) for k in ("XDG_RUNTIME_DIR", "CUPROF_SOCKET_DIR")}
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=base) as xdg:
+        os.chmod(xdg, 0o700)
+        os.environ["XDG_RUNTIME_DIR"] = xdg
+        os.environ["CUPROF_SOCKET_DIR"] = os.path.join(xdg, "cuprof")
+        try:
+            yield xdg
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def run(cmd, environment, timeout=120, cwd=None, stdin=None):

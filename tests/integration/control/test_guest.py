@@ -96,14 +96,8 @@ def main():
     ap.add_argument("--app", required=True)
     a = ap.parse_args()
     f = shimrun.Checks()
-    # A private runtime directory (mode 0700) inside the build tree's, so that `cuprof ps` sees
-    # only this test's programs.
-    base = os.environ.get("XDG_RUNTIME_DIR") or None
-    with tempfile.TemporaryDirectory(prefix="cuprof-guest-", dir=base) as xdg:
-        os.chmod(xdg, 0o700)
+    with shimrun.private_sockets("cuprof-guest-") as xdg:
         a.xdg = xdg
-        os.environ["XDG_RUNTIME_DIR"] = xdg  # both ends look there alone
-        os.environ["CUPROF_SOCKET_DIR"] = os.path.join(xdg, "cuprof")
         globals()["case_" + a.case](f, a)
     f.finish()
 

@@ -428,12 +428,8 @@ def main():
     a = ap.parse_args()
     f = shimrun.Checks()
     # A private runtime directory per test, so parallel tests never see each other's programs.
-    with tempfile.TemporaryDirectory(prefix="cuprof-live-") as xdg:
-        os.chmod(xdg, 0o700)
+    with shimrun.private_sockets("cuprof-live-") as xdg:
         a.xdg = xdg
-        # Both ends look there alone: no program of the user's elsewhere is ever seen.
-        os.environ["XDG_RUNTIME_DIR"] = xdg
-        os.environ["CUPROF_SOCKET_DIR"] = os.path.join(xdg, "cuprof")
         globals()["case_" + a.case](f, a)
     f.finish()
 
