@@ -19,7 +19,7 @@
 /* `device` is a device ordinal; a negative value means the calling thread's current device
  * (PyTorch's device=None). Byte counts are 0 when the shim is absent or disabled.
  *
- * const char *cuprof_version(void);                  "0.1.0", or NULL
+ * const char *cuprof_version(void);                  "0.2.0", or NULL
  * size_t cuprof_memory_allocated(int device);        allocated_bytes.all.current
  * size_t cuprof_memory_reserved(int device);         reserved_bytes.all.current
  * size_t cuprof_max_memory_allocated(int device);    allocated_bytes.all.peak

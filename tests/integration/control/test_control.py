@@ -42,6 +42,10 @@ ENUM_MSG = {"CUPROF_MODE": "one of cache, trace, off",
             "CUPROF_CONTROL": "one of on, off",
             "CUPROF_LOG": "one of quiet, info, debug"}
 DUMP_ON_MSG = "a comma list of exit, signal, oom, or none"
+# The version meson.build gives the project: what cuprof_version() must say.
+PROJECT_VERSION = re.search(r"version : '([^']+)'", open(os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, os.pardir,
+    "meson.build")).read()).group(1)
 SIGNAL_MSG = ("SIGUSR1, SIGUSR2 or a real-time signal (SIGRTMIN+N, SIGRTMAX-N or 34 to 64), by "
               "name (SIGUSR2, USR2) or number")
 PATH_MSG = "a path ending in .pickle, .pkl or .json; escapes %p %r %h %n %t %%"
@@ -373,7 +377,7 @@ class ApiTests(unittest.TestCase):
         r = run([prog("control_api"), path], env_for(CUPROF_DUMP_ON="none"))
         self.assertEqual(r.returncode, 0, r.stderr)
         v = self.values(r.stdout)
-        self.assertEqual(v["version"], "0.1.0")
+        self.assertEqual(v["version"], PROJECT_VERSION)
         self.assertEqual((v["history"], v["history_bad"], v["annotate"]), ("0", "-3", "0"))
         # cuprof rounds like PyTorch: 3 MiB stays 3 MiB, 1000 bytes becomes 1024.
         self.assertEqual(int(v["allocated"]), (3 << 20) + 1024)
