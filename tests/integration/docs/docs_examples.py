@@ -126,6 +126,10 @@ def prepare(build, scratch):
         src = os.path.join(build, "tests", "apps", app)
         if os.path.exists(src):
             shutil.copy(src, os.path.join(scratch, app))
+    apps = os.path.join(build, "tests", "apps")
+    for name in os.listdir(apps) if os.path.isdir(apps) else []:
+        if name.endswith(".so"):  # lib_users' libraries, found next to it ($ORIGIN)
+            shutil.copy(os.path.join(apps, name), os.path.join(scratch, name))
     sleeper = os.path.join(build, "tests", "integration", "live", "live_sleeper")
     if os.path.exists(sleeper):
         shutil.copy(sleeper, os.path.join(scratch, "live_sleeper"))
