@@ -265,7 +265,50 @@ class Diff(Base):
         self.assertEqual(dev["reserved_b"] - dev["reserved_a"], 20 * S.MiB)
         text = run("diff", pa, pb, check_rc=0).stdout
         self.assertIn("+4.00 MiB on device 0", text)
-        self.assertIn("+ 0x%x 20.00 MiB" % s3, text)
+        # Issue 27: segments are matched by size, pool and call site, never by address: B's
+        # new segment is one more 20 MiB large-pool segment made at F_ACT (A has one).
+        self.assertIn("      + 1 x 20.00 MiB (large pool): 1 in A, 2 in B\n          forward (", text)
+        # The peaks, from the model: PyTorch's layout has no counters (null), only the history.
+        for side, snap in (("a", a), ("b", b)):
+            ser = S.series(snap, 0)
+            (live, i), (res, j) = S.peak([x for x, _ in ser]), S.peak([r for _, r in ser])
+            got_side = got["devices"][0][side]
+            self.assertEqual((got_side["peak_allocated"]["bytes"], got_side["peak_allocated"]["entry"],
+                              got_side["peak_reserved"]["bytes"], got_side["peak_reserved"]["entry"]),
+                             (live, i - 1, res, j - 1))
+            trace = snap["device_traces"][0]
+            self.assertEqual(got_side["peak_allocated"]["frames"], trace[i - 1]["frames"])
+            self.assertEqual(got_side["peak_reserved"]["seconds"],
+                             (trace[j - 1]["time_us"] - trace[0]["time_us"]) / 1e6)
+            self.assertEqual((got_side["counted_allocs"], got_side["segment_allocs"]),
+                             (None, sum(1 for e in trace if e["action"] == "segment_alloc")))
+            self.assertEqual(got_side["ooms"], 1)
+
+    def test_sites_matched_by_frames_when_lines_moved(self):
+        """B is A after an edit moved `forward` three lines down and added a site: forward's
+        site is one site (its functions and files are the same, and only one site is so), the
+        new one is new."""
+        a = S.pytorch_snapshot()
+        b = S.pytorch_snapshot()
+        moved = [S.frame("forward", "model.c", 45)] + S.F_ACT[1:]
+        extra = [S.frame("extra", "model.c", 60), S.frame("main", "main.c", 10)]
+        for seg in b["segments"]:
+            for blk in seg["blocks"]:
+                if blk["frames"] == S.F_ACT:
+                    blk["frames"] = moved
+        s3 = S.BASE + 0x4000000
+        blk = S.block(s3, 4 * S.MiB, 4 * S.MiB, "active_allocated", extra)
+        rest = S.block(s3 + 4 * S.MiB, 16 * S.MiB, 0, "inactive", [])
+        b["segments"].append(dict(b["segments"][0], address=s3, blocks=[blk, rest], frames=extra,
+                                  allocated_size=4 * S.MiB, active_size=4 * S.MiB,
+                                  requested_size=4 * S.MiB))
+        b["device_traces"][0] += [S.entry("segment_alloc", s3, 20 * S.MiB, extra, t=100),
+                                  S.entry("alloc", s3, 4 * S.MiB, extra, t=101)]
+        pa, pb = write("moved-a.pickle", a), write("moved-b.pickle", b)
+        got = json.loads(run("diff", "--json", pa, pb, check_rc=0).stdout)
+        self.assertEqual([(S.frame_text(s["frames"][0]), s["a_bytes"], s["b_bytes"])
+                          for s in got["sites"]], [("extra (model.c:60)", 0, 4 * S.MiB)])
+        self.assertEqual(got["growth_bytes"], 4 * S.MiB)
 
 
 class BadInput(Base):

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Two runs compared and gated (issue 27, items 4 and 5), on snapshots of real runs on the
+simulated device (`cuprof run --sim`): diff_app without and with a 100 MiB workspace (v2's peak
+100 MiB higher, the same bytes at the end), train_loop twice. Every figure is computed here from
+the snapshots read back with pickle (snapshots.py's model), never taken from cuprof.
+
+Usage: test_runs.py CUPROF WORKDIR DIFF_APP APPS_DIR SRC_DIR GROUP
+GROUP: diff (cuprof diff), check (cuprof check), ranks (summary --ranks-only of runs without a
+       rank), annotations (summary's phases)
+"""
+import collections
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+import unittest
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import snapshots as S  # noqa: E402
+from test_apps import sanitizer_preload  # noqa: E402
+
+CUPROF = WORK = DIFF_APP = APPS = SRC = None
+MiB = S.MiB
+
+
+def cuprof(*args, rc=None):
+    env = dict(os.environ, **(sanitizer_preload() if args[0] == "run" else {}))
+    for k in list(env):
+        if k.startswith("CUPROF_") and k != "CUPROF_SOCKET_DIR":
+            del env[k]
+    p = subprocess.run([CUPROF, *args], capture_output=True, text=True, timeout=300, env=env)
+    if "Sanitizer" in p.stderr or "runtime error" in p.stderr:
+        raise AssertionError("sanitizer report:\n" + p.stderr)
+    if rc is not None and p.returncode != rc:
+        raise AssertionError("cuprof %s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s"
+                             % (" ".join(args), p.returncode, rc, p.stdout, p.stderr))
+    return p
+
+
+_recorded = {}
+
+
+def record(program, name, *args):
+    """Runs PROGRAM under `cuprof run --sim -q` once per name; (path, snapshot, its output)."""
+    if name in _recorded:
+        return _recorded[name]
+    path = os.path.join(WORK, name + ".pickle")
+    for f in os.listdir(WORK):
+        if f.startswith(name + "."):
+            os.unlink(os.path.join(WORK, f))
+    p = cuprof("run", "--sim", "-q", "-o", path, "--", program, *args, rc=0)
+    base = os.path.basename(program)
+    line = [l for l in p.stdout.splitlines() if l.startswith(base + ": ")]
+    assert len(line) == 1, p.stdout
+    result = dict(kv.split("=", 1) for kv in line[0].split()[1:])
+    with open(path, "rb") as f:
+        snap = pickle.load(f)
+    _recorded[name] = (path, snap, result)
+    return _recorded[name]
+
+
+def app_line(marker):
+    """The line of diff_app.c marked `@marker`."""
+    with open(os.path.join(SRC, "diff_app.c")) as f:
+        hits = [i + 1 for i, l in enumerate(f) if l.rstrip().endswith("@%s */" % marker)]
+    assert len(hits) == 1, (marker, hits)
+    return hits[0]
+
+
+# ---- The model: figures of one run, from the pickle ----
+
+def user(frames):
+    return tuple(S.frame_text(f) for f in S.user_frames(frames))
+
+
+def peaks(snap, device=0):
+    """((live peak, index), (reserved peak, index)): index = entries applied (0 = start)."""
+    ser = S.series(snap, device)
+    return S.peak([l for l, _ in ser]), S.peak([r for _, r in ser])
+
+
+def sites_at(snap, at, device=0):
+    out = collections.Counter()
+    for size, frames in S.live_blocks(snap, device, at).values():
+        out[user(frames)] += size
+    return out
+
+
+def site_changes(a, at_a, b, at_b):
+    """{frames: (a_bytes, b_bytes, growth)} of the sites that changed."""
+    sa, sb = sites_at(a, at_a), sites_at(b, at_b)
+    return {k: (sa[k], sb[k], sb[k] - sa[k]) for k in set(sa) | set(sb) if sa[k] != sb[k]}
+
+
+def segment_kinds(snap, device=0):
+    return collections.Counter(
+        (s["total_size"], s["segment_type"], s["is_expandable"], tuple(s["segment_pool_id"]),
+         user(s["frames"])) for s in snap["segments"] if s["device"] == device)
+
+
+def count(snap, action, device=0):
+    return sum(1 for e in snap["device_traces"][device] if e["action"] == action)
+
+
+def stat(snap, key, device=0):
+    return snap["cuprof"]["stats"][device][key]
+
+
+def where_text(snap, at, device=0):
+    """analysis_where's words, from the model: the entry, its action and time since the first."""
+    trace = snap["device_traces"][device]
+    if at == 0:
+        return "at the start of the history"
+    e = trace[at - 1]
+    return "at entry %d (%s), t=+%.6f s" % (at - 1, e["action"],
+                                            (e["time_us"] - trace[0]["time_us"]) / 1e6)
+
+
+def site_name(frames, n=3):
+    return " < ".join(S.frame_text(f) for f in S.user_frames(frames)[:n])
+
+
+def change(a, b):
+    g = b - a
+    text = ("+" if g >= 0 else "-") + S.format_size(abs(g))
+    if a > 0 and g != 0:
+        text += " (%+.1f%%)" % (100.0 * g / a)
+    return text
+
+
+class Diff(unittest.TestCase):
+    def test_v2_peak_side_by_side(self):
+        """v2's peak is 100 MiB higher, its end the same: the peaks open the report, with where
+        each happened and the call site that made it; the workspace is the site that grew at
+        the peak; its segment is the one new segment."""
+        pa, a, ra = record(DIFF_APP, "v1", "0")
+        pb, b, rb = record(DIFF_APP, "v2", "100")
+        (la, ia), (ra_, ja) = peaks(a)
+        (lb, ib), (rb_, jb) = peaks(b)
+        self.assertEqual((la, lb), (int(ra["peak"]), int(rb["peak"])))
+        self.assertEqual(lb - la, 100 * MiB)
+        got = json.loads(cuprof("diff", "--json", pa, pb, rc=0).stdout)
+        self.assertEqual((got["a"], got["b"]), (pa, pb))
+        self.assertEqual(got["growth_bytes"], 0)
+        self.assertEqual(got["sites"], [])
+        dev = got["devices"][0]
+        for side, snap, live, i, res, j in (("a", a, la, ia, ra_, ja), ("b", b, lb, ib, rb_, jb)):
+            s = dev[side]
+            trace = snap["device_traces"][0]
+            self.assertEqual((s["peak_allocated"]["bytes"], s["peak_allocated"]["entry"]),
+                             (live, i - 1))
+            self.assertEqual((s["peak_reserved"]["bytes"], s["peak_reserved"]["entry"]),
+                             (res, j - 1))
+            self.assertEqual(s["peak_allocated"]["time_us"], trace[i - 1]["time_us"])
+            self.assertEqual(user(s["peak_allocated"]["frames"]), user(trace[i - 1]["frames"]))
+            self.assertEqual(user(s["peak_reserved"]["frames"]), user(trace[j - 1]["frames"]))
+            self.assertEqual(s["end_allocated"], sum(sites_at(snap, None).values()))
+            self.assertEqual(s["end_reserved"], sum(x["total_size"] for x in snap["segments"]))
+            self.assertEqual(s["segments"], len(snap["segments"]))
+            self.assertEqual((s["segment_allocs"], s["segment_frees"]),
+                             (count(snap, "segment_alloc"), count(snap, "segment_free")))
+            self.assertEqual((s["counted_allocs"], s["counted_frees"]),
+                             (stat(snap, "num_device_alloc"), stat(snap, "num_device_free")))
+            self.assertEqual((s["leaked_bytes"], s["leaked_blocks"], s["ooms"]), (MiB, 1, 0))
+        self.assertEqual(dev["peak_allocated_growth"], 100 * MiB)
+        self.assertEqual(dev["peak_reserved_growth"], rb_ - ra_)
+        # B's peak was made by the workspace.
+        frames = dev["b"]["peak_allocated"]["frames"]
+        self.assertEqual((frames[1]["name"], frames[1]["line"]), ("workspace", app_line("extra")))
+        # Call sites at each run's peak: only the workspace changed.
+        want = site_changes(a, ia, b, ib)
+        self.assertEqual(len(want), 1)
+        self.assertEqual({user(s["frames"]): (s["a_bytes"], s["b_bytes"], s["growth"])
+                          for s in dev["sites_at_peak"]}, want)
+        self.assertEqual(list(want.values()), [(0, 100 * MiB, 100 * MiB)])
+        self.assertEqual(dev["sites_at_end"], [])
+        # Segments by kind: the model's counts; one new 100 MiB segment.
+        ka, kb = segment_kinds(a), segment_kinds(b)
+        self.assertEqual({(k["size"], k["pool"], k["expandable"], tuple(k["pool_id"]),
+                           user(k["frames"])): (k["a_count"], k["b_count"])
+                          for k in dev["segment_kinds"]},
+                         {k: (ka[k], kb[k]) for k in set(ka) | set(kb)})
+        self.assertEqual((dev["new_segments"], dev["new_bytes"], dev["released_segments"]),
+                         (1, 100 * MiB, 0))
+        # The text: the peaks side by side, where they happened, the site that grew.
+        text = cuprof("diff", pa, pb, rc=0).stdout
+        self.assertTrue(text.startswith("A: %s\nB: %s\n== device 0\n" % (pa, pb)), text[:200])
+        row = "  %-34s %14s %14s  %s\n"
+        self.assertIn(row % ("peak allocated", S.format_size(la), S.format_size(lb),
+                             change(la, lb)), text)
+        self.assertIn(row % ("peak reserved", S.format_size(ra_), S.format_size(rb_),
+                             change(ra_, rb_)), text)
+        self.assertIn("  %-34s %14d %14d  %+d\n" % ("device allocations (segment_alloc)",
+                                                   count(a, "segment_alloc"),
+                                                   count(b, "segment_alloc"),
+                                                   count(b, "segment_alloc")
+                                                   - count(a, "segment_alloc")), text)
+        trace = b["device_traces"][0]
+        self.assertIn("                  B: %s: %s\n"
+                      % (where_text(b, ib), site_name(trace[ib - 1]["frames"])), text)
+        self.assertIn("  peak allocated  A: %s: %s\n"
+                      % (where_text(a, ia), site_name(a["device_traces"][0][ia - 1]["frames"])),
+                      text)
+        self.assertIn("call sites at each run's peak of allocated bytes (largest growth first):\n"
+                      "  +100.00 MiB on device 0 (0 bytes -> 100.00 MiB)\n", text)
+        self.assertIn("live bytes at the end: +0 bytes from %s to %s\n" % (pa, pb), text)
+        self.assertIn("    1 new segment (100.00 MiB), 0 released (0 bytes)\n"
+                      "      + 1 x 100.00 MiB (large pool): 0 in A, 1 in B\n", text)
+
+    def test_same_program_twice(self):
+        """Two runs of train_loop: nothing changed, and no segment is new or released (their
+        addresses differ from run to run; they are matched by size, pool and call site)."""
+        train = os.path.join(APPS, "train_loop")
+        pa, a, _ = record(train, "train1")
+        pb, b, _ = record(train, "train2")
+        self.assertNotEqual({s["address"] for s in a["segments"]},
+                            {s["address"] for s in b["segments"]})
+        got = json.loads(cuprof("diff", "--json", pa, pb, rc=0).stdout)
+        dev = got["devices"][0]
+        ka, kb = segment_kinds(a), segment_kinds(b)
+        self.assertEqual(ka, kb)
+        self.assertEqual((dev["new_segments"], dev["released_segments"]), (0, 0))
+        self.assertEqual(dev["segments_a"], len(a["segments"]))
+        (la, ia), (ra, ja) = peaks(a)
+        (lb, ib), _ = peaks(b)
+        self.assertEqual((dev["a"]["peak_allocated"]["bytes"], dev["b"]["peak_allocated"]["bytes"]),
+                         (la, lb))
+        self.assertEqual({user(s["frames"]): s["growth"] for s in dev["sites_at_peak"]},
+                         {k: v[2] for k, v in site_changes(a, ia, b, ib).items()})
+        text = cuprof("diff", pa, pb, rc=0).stdout
+        self.assertIn("    0 new segments (0 bytes), 0 released (0 bytes)\n", text)
+        self.assertNotRegex(text, r"\n      [+-] \d+ x ")
+
+
+def main():
+    global CUPROF, WORK, DIFF_APP, APPS, SRC
+    CUPROF, WORK, DIFF_APP, APPS, SRC = (os.path.abspath(a) for a in sys.argv[1:6])
+    group = sys.argv[6]
+    os.makedirs(WORK, exist_ok=True)
+    classes = {c.__name__.lower(): c for c in (Diff,)}
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(classes[group])
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()
