@@ -235,12 +235,39 @@ class Diff(unittest.TestCase):
         self.assertNotRegex(text, r"\n      [+-] \d+ x ")
 
 
+class Ranks(unittest.TestCase):
+    def test_runs_without_a_rank_are_named_by_their_path(self):
+        """summary of runs that set no rank variable: each named by its file, never "rank -"."""
+        p1, a, _ = record(DIFF_APP, "v1", "0")
+        p2, b, _ = record(DIFF_APP, "v2", "100")
+        p3, c, _ = record(DIFF_APP, "noleak", "0", "3", "0")
+        self.assertEqual([s["cuprof"]["rank"] for s in (a, b, c)], [-1, -1, -1])
+        out = cuprof("summary", "--ranks-only", p1, p2, p3, rc=0).stdout
+        self.assertNotIn("rank -", out)
+        live = {p: peaks(s)[0][0] for p, s in ((p1, a), (p2, b), (p3, c))}
+        res = {p: peaks(s)[1][0] for p, s in ((p1, a), (p2, b), (p3, c))}
+        order = sorted([p1, p2, p3])  # rows without a rank are ordered by path; ties: the first
+        hi = max(live, key=lambda p: (live[p], -order.index(p)))
+        lo = min(live, key=lambda p: (live[p], order.index(p)))
+        self.assertIn("spread of peak allocated: max/min %.2fx (highest %s: %s, lowest %s: %s)\n"
+                      % (live[hi] / live[lo], hi, S.format_size(live[hi]), lo,
+                         S.format_size(live[lo])), out)
+        median = sorted(res.values())[1]
+        self.assertIn("outliers of peak reserved (more than 10%% from the median %s): %s %s "
+                      "(%+.0f%%)\n" % (S.format_size(median), p2, S.format_size(res[p2]),
+                                       100.0 * (res[p2] - median) / median), out)
+        leak = [k for k in sites_at(a, None) if k not in sites_at(c, None)]
+        self.assertEqual(len(leak), 1)
+        self.assertIn("  1.00 MiB more on %s (1.00 MiB) than on %s (0 bytes): %s\n"
+                      % (p1, p3, " < ".join(leak[0][:3])), out)
+
+
 def main():
     global CUPROF, WORK, DIFF_APP, APPS, SRC
     CUPROF, WORK, DIFF_APP, APPS, SRC = (os.path.abspath(a) for a in sys.argv[1:6])
     group = sys.argv[6]
     os.makedirs(WORK, exist_ok=True)
-    classes = {c.__name__.lower(): c for c in (Diff,)}
+    classes = {c.__name__.lower(): c for c in (Diff, Ranks)}
     suite = unittest.defaultTestLoader.loadTestsFromTestCase(classes[group])
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
