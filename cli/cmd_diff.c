@@ -29,7 +29,7 @@ static const char diff_text[] =
     "requested sizes of allocations not yet freed, as the trace records them.\n\n";
 
 static const char diff_epilog[] =
-    "\n--json writes one object: \"a\" and \"b\" (the files), \"growth_bytes\" (allocated bytes\n"
+    "--json writes one object: \"a\" and \"b\" (the files), \"growth_bytes\" (allocated bytes\n"
     "at the end, B - A), \"sites\" (the call sites at the end that changed: device, a_bytes,\n"
     "b_bytes, growth, frames) and \"devices\": per device \"a\" and \"b\" (peak_allocated and\n"
     "peak_reserved as {bytes, entry, time_us, seconds, frames}, end_allocated, end_reserved,\n"

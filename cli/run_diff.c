@@ -62,8 +62,10 @@ static void
 count_entries(const struct snapshot *snap, size_t device, struct run_side *s)
 {
     const struct snap_device_trace *t = trace_of(snap, device);
+    s->first_oom = SIZE_MAX;
     for (size_t i = 0; i < t->count; i++) {
-        switch (t->entries[i].action) {
+        const struct snap_entry *e = &t->entries[i];
+        switch (e->action) {
         case TRACE_SEGMENT_ALLOC:
             s->segment_allocs++;
             break;
@@ -76,15 +78,43 @@ count_entries(const struct snapshot *snap, size_t device, struct run_side *s)
         case TRACE_SEGMENT_UNMAP:
             s->segment_unmaps++;
             break;
+        case TRACE_OOM:
+            if (s->first_oom == SIZE_MAX) {
+                s->first_oom = i;
+                s->oom_size = e->size;
+                s->oom_stack = e->stack;
+            }
+            break;
         default:
             break;
         }
     }
 }
 
-static void
+struct leak {
+    uint32_t stack;
+    uint64_t bytes;
+};
+
+static int
+leak_by_stack(const void *x, const void *y)
+{
+    const struct leak *p = x, *q = y;
+    return (p->stack > q->stack) - (p->stack < q->stack);
+}
+
+/* Blocks still allocated at the end, and the call site holding the most of their bytes (ties:
+ * the lower stack). */
+static int
 count_leaks(const struct snapshot *snap, size_t device, struct run_side *s)
 {
+    size_t blocks = 0;
+    for (size_t i = 0; i < snap->segment_count; i++)
+        if ((size_t)snap->segments[i].device == device)
+            blocks += snap->segments[i].block_count;
+    struct leak *v = malloc((blocks + 1) * sizeof(*v));
+    if (v == NULL)
+        return -1;
     for (size_t i = 0; i < snap->segment_count; i++) {
         const struct snap_segment *seg = &snap->segments[i];
         if ((size_t)seg->device != device)
@@ -93,11 +123,26 @@ count_leaks(const struct snapshot *snap, size_t device, struct run_side *s)
         for (uint32_t k = 0; k < seg->block_count; k++) {
             const struct snap_block *b = &snap->blocks[seg->first_block + k];
             if (b->state == BLOCK_ACTIVE_ALLOCATED) {
-                s->leaked_blocks++;
+                v[s->leaked_blocks++] = (struct leak){b->stack, b->requested_size};
                 s->leaked_bytes += b->requested_size;
             }
         }
     }
+    if (s->leaked_blocks > 1)
+        qsort(v, s->leaked_blocks, sizeof(*v), leak_by_stack);
+    for (size_t i = 0; i < s->leaked_blocks;) {
+        uint64_t bytes = 0;
+        size_t j = i;
+        for (; j < s->leaked_blocks && v[j].stack == v[i].stack; j++)
+            bytes += v[j].bytes;
+        if (i == 0 || bytes > s->leak_stack_bytes) {
+            s->leak_stack = v[i].stack;
+            s->leak_stack_bytes = bytes;
+        }
+        i = j;
+    }
+    free(v);
+    return 0;
 }
 
 int
@@ -120,7 +165,10 @@ run_side_make(const struct snapshot *snap, size_t device, struct run_side *out)
     out->end_reserved = a.table_reserved;
     out->ooms = a.oom_count;
     count_entries(snap, device, out);
-    count_leaks(snap, device, out);
+    if (count_leaks(snap, device, out) != 0) {
+        analysis_free(&a);
+        return -1;
+    }
     out->counted_allocs = counter(snap, device, "num_device_alloc");
     out->counted_frees = counter(snap, device, "num_device_free");
     analysis_free(&a);

@@ -40,8 +40,13 @@ struct run_side {
     uint64_t segment_allocs, segment_frees, segment_maps, segment_unmaps;
     int64_t counted_allocs, counted_frees;
     size_t ooms;
+    size_t first_oom;      /* its entry index (SIZE_MAX: none) */
+    uint64_t oom_size;     /* that OOM's request (rounded, as recorded) */
+    uint32_t oom_stack;    /* and its call site */
     uint64_t leaked_bytes; /* blocks still allocated at the end, their requested sizes */
     size_t leaked_blocks;
+    uint32_t leak_stack; /* the call site holding the most of them (0: none) */
+    uint64_t leak_stack_bytes;
 };
 
 /* A call site seen in A, B or both, matched by the text of its frames; a site whose lines moved

@@ -311,6 +311,44 @@ class Diff(Base):
         self.assertEqual(got["growth_bytes"], 4 * S.MiB)
 
 
+class Check(Base):
+    def test_pytorch_layout(self):
+        """`cuprof check` on PyTorch's own layout (no cuprof section): OOMs and leaks from the
+        history and the block table, peaks from the model, every budget named."""
+        snap = S.pytorch_snapshot()
+        path = write("check.pickle", snap)
+        ser = S.series(snap, 0)
+        (live, i), (res, _) = S.peak([x for x, _ in ser]), S.peak([r for _, r in ser])
+        p = run("check", "--no-oom", "--no-leaks", "--max-peak-allocated", "%dKiB" % (live // 1024),
+                "--max-peak-reserved", str(res), path, check_rc=1)
+        leaks = S.leaks_by_frames(snap)
+        blocks = sum(v[2] for v in leaks.values())
+        requested = sum(v[1] for v in leaks.values())
+        top = max(v[1] for v in leaks.values())
+        oom = [k for k, e in enumerate(snap["device_traces"][0]) if e["action"] == "oom"][0]
+        by_site = {}
+        for size, frames in S.live_blocks(snap, 0, i).values():
+            key = tuple(S.frame_text(f) for f in frames)
+            by_site[key] = by_site.get(key, 0) + size
+        largest = max(by_site.items(), key=lambda kv: kv[1])
+        def name(frames):
+            return " < ".join(S.frame_text(f) for f in frames[:3])
+        self.assertEqual(p.stdout.splitlines(), [
+            "%s: device 0: peak allocated %s over --max-peak-allocated %s (by %s); the largest "
+            "call site at the peak: %s, %s" % (path, S.format_size(live),
+                                              S.format_size(live // 1024 * 1024),
+                                              S.format_size(live - live // 1024 * 1024),
+                                              S.format_size(largest[1]), " < ".join(largest[0][:3])),
+            "%s: device 0: %d blocks (%s) still allocated at the end, --no-leaks; the largest "
+            "call site: %s, %s" % (path, blocks, S.format_size(requested),
+                                   S.format_size(top), name(S.F_ACT)),
+            "%s: device 0: 1 OOM, --no-oom; the first: 40.00 MiB requested at entry %d: %s"
+            % (path, oom, name(S.F_OOM)),
+            "cuprof check: 3 budgets crossed in 1 of 1 file (--max-peak-reserved %s, "
+            "--max-peak-allocated %s, --no-leaks, --no-oom)"
+            % (S.format_size(res), S.format_size(live // 1024 * 1024))])
+
+
 class BadInput(Base):
     def test_bad_files(self):
         good = write("good.pickle", S.pytorch_snapshot())
@@ -389,7 +427,8 @@ class Read(Base):
 
 
 GROUPS = {"leaks": Leaks, "summary": Summary, "stats": Stats, "flamegraph": Flamegraph,
-          "timeline": Timeline, "diff": Diff, "badinput": BadInput, "help": Help, "read": Read}
+          "timeline": Timeline, "diff": Diff, "badinput": BadInput, "help": Help, "read": Read,
+          "check": Check}
 
 
 def main():

@@ -26,11 +26,12 @@ CUPROF = WORK = DIFF_APP = APPS = SRC = None
 MiB = S.MiB
 
 
-def cuprof(*args, rc=None):
+def cuprof(*args, rc=None, **extra):
     env = dict(os.environ, **(sanitizer_preload() if args[0] == "run" else {}))
     for k in list(env):
-        if k.startswith("CUPROF_") and k != "CUPROF_SOCKET_DIR":
+        if k.startswith(("CUPROF_", "SIMCUDA_")) and k != "CUPROF_SOCKET_DIR":
             del env[k]
+    env.update(extra)
     p = subprocess.run([CUPROF, *args], capture_output=True, text=True, timeout=300, env=env)
     if "Sanitizer" in p.stderr or "runtime error" in p.stderr:
         raise AssertionError("sanitizer report:\n" + p.stderr)
@@ -43,7 +44,7 @@ def cuprof(*args, rc=None):
 _recorded = {}
 
 
-def record(program, name, *args):
+def record(program, name, *args, **extra):
     """Runs PROGRAM under `cuprof run --sim -q` once per name; (path, snapshot, its output)."""
     if name in _recorded:
         return _recorded[name]
@@ -51,7 +52,7 @@ def record(program, name, *args):
     for f in os.listdir(WORK):
         if f.startswith(name + "."):
             os.unlink(os.path.join(WORK, f))
-    p = cuprof("run", "--sim", "-q", "-o", path, "--", program, *args, rc=0)
+    p = cuprof("run", "--sim", "-q", "-o", path, "--", program, *args, rc=0, **extra)
     base = os.path.basename(program)
     line = [l for l in p.stdout.splitlines() if l.startswith(base + ": ")]
     assert len(line) == 1, p.stdout
@@ -262,12 +263,187 @@ class Ranks(unittest.TestCase):
                       % (p1, p3, " < ".join(leak[0][:3])), out)
 
 
+def largest_site(snap, at):
+    """(frames, bytes) of the call site holding the most at `at` (ties: any)."""
+    sites = sites_at(snap, at)
+    top = max(sites.items(), key=lambda kv: kv[1])
+    return top
+
+
+def leak_site(snap):
+    by = collections.Counter()
+    for seg in snap["segments"]:
+        for blk in seg["blocks"]:
+            if blk["state"] == "active_allocated":
+                by[user(blk["frames"])] += blk["requested_size"]
+    return max(by.items(), key=lambda kv: kv[1])
+
+
+class Check(unittest.TestCase):
+    def test_budgets_without_a_baseline(self):
+        pb, b, _ = record(DIFF_APP, "v2", "100")
+        (live, i), (res, _) = peaks(b)
+        limit = res - 68 * MiB  # crossed by 68 MiB
+        p = cuprof("check", "--max-peak-reserved", "%dMiB" % (limit // MiB),
+                   "--max-peak-allocated", str(live), "--no-leaks", "--no-oom", pb, rc=1)
+        frames, top = largest_site(b, i)
+        lframes, lbytes = leak_site(b)
+        self.assertEqual(p.stdout.splitlines(), [
+            "%s: device 0: peak reserved %s over --max-peak-reserved %s (by 68.00 MiB); the "
+            "largest call site at the peak: %s, %s" % (pb, S.format_size(res),
+                                                      S.format_size(limit), S.format_size(top),
+                                                      " < ".join(frames[:3])),
+            "%s: device 0: 1 block (1.00 MiB) still allocated at the end, --no-leaks; the "
+            "largest call site: %s, %s" % (pb, S.format_size(lbytes), " < ".join(lframes[:3])),
+            "cuprof check: 2 budgets crossed in 1 of 1 file (--max-peak-reserved %s, "
+            "--max-peak-allocated %s, --no-leaks, --no-oom)" % (S.format_size(limit),
+                                                                S.format_size(live))])
+        self.assertTrue(lframes[1].startswith("main (") and
+                        lframes[1].endswith("/diff_app.c:%d)" % app_line("leak")), lframes)
+        self.assertEqual(top, 100 * MiB)
+        # Within every budget: exit 0, one line.
+        p = cuprof("check", "--max-peak-reserved", "1.5GiB", "--max-peak-allocated", "80GB",
+                   "--no-oom", pb, rc=0)
+        self.assertEqual(p.stdout, "cuprof check: 1 file within every budget "
+                                   "(--max-peak-reserved 1.50 GiB, --max-peak-allocated "
+                                   "74.51 GiB, --no-oom)\n")
+
+    def test_growth_against_a_baseline(self):
+        pa, a, _ = record(DIFF_APP, "v1", "0")
+        pb, b, _ = record(DIFF_APP, "v2", "100")
+        (la, ia), (ra, _) = peaks(a)
+        (lb, ib), (rb, _) = peaks(b)
+        grew = site_changes(a, ia, b, ib)
+        (frames, (_, _, g)), = grew.items()
+        name = " < ".join(frames[:3])
+        p = cuprof("check", "--baseline", pa, "--max-growth", "5%", pb, pa, rc=1)
+        most = "; the call site that grew most at the peak: +%s, %s" % (S.format_size(g), name)
+        self.assertEqual(p.stdout.splitlines(), [
+            "%s: device 0: peak allocated grew +%s (%+.1f%%) from %s (%s -> %s), over "
+            "--max-growth 5%%%s" % (pb, S.format_size(lb - la), 100.0 * (lb - la) / la, pa,
+                                    S.format_size(la), S.format_size(lb), most),
+            "%s: device 0: peak reserved grew +%s (%+.1f%%) from %s (%s -> %s), over "
+            "--max-growth 5%%%s" % (pb, S.format_size(rb - ra), 100.0 * (rb - ra) / ra, pa,
+                                    S.format_size(ra), S.format_size(rb), most),
+            "%s: device 0: a call site grew +%s at the peak (%+.1f%% of %s's peak allocated), "
+            "over --max-growth 5%%: %s" % (pb, S.format_size(g), 100.0 * g / la, pa, name),
+            "cuprof check: 3 budgets crossed in 1 of 2 files (--max-growth 5%)"])
+        self.assertEqual(frames[1].split(" (")[0], "workspace")
+        # A growth in bytes: 100 MiB is within 100MiB, over 99MiB.
+        cuprof("check", "--baseline", pa, "--max-growth", "100MiB", pb, rc=0)
+        p = cuprof("check", "--baseline", pa, "--max-growth", "99MiB", pb, rc=1)
+        self.assertEqual(len(p.stdout.splitlines()), 4)
+        # The same run against itself: nothing grew.
+        p = cuprof("check", "--baseline", pa, "--max-growth", "0%", pa, rc=0)
+        self.assertEqual(p.stdout, "cuprof check: 1 file within every budget "
+                                   "(--max-growth 0%)\n")
+
+    def test_json_and_junit(self):
+        pa, a, _ = record(DIFF_APP, "v1", "0")
+        pb, b, _ = record(DIFF_APP, "v2", "100")
+        (la, _), (ra, _) = peaks(a)
+        (lb, _), (rb, _) = peaks(b)
+        text = cuprof("check", "--baseline", pa, "--max-growth", "5%", "--no-leaks",
+                      "--max-peak-allocated", "100MiB", pb, pa, rc=1).stdout.splitlines()
+        got = json.loads(cuprof("check", "--json", "--baseline", pa, "--max-growth", "5%",
+                                "--no-leaks", "--max-peak-allocated", "100MiB", pb, pa,
+                                rc=1).stdout)
+        self.assertEqual((got["baseline"], got["files"], got["crossed"], got["unreadable"]),
+                         (pa, [pb, pa], 6, []))
+        rows = {(r["file"], r["check"]): r for r in got["results"]}
+        self.assertEqual(len(rows), 10)
+        r = rows[(pb, "growth_allocated")]
+        self.assertEqual((r["crossed"], r["value"], r["base"], r["growth"], r["limit"]),
+                         (True, lb, la, lb - la, la * 5 // 100))
+        r = rows[(pb, "growth_reserved")]
+        self.assertEqual((r["crossed"], r["value"], r["base"]), (True, rb, ra))
+        r = rows[(pa, "peak_allocated")]
+        self.assertEqual((r["crossed"], r["value"], r["limit"]), (False, la, 100 * MiB))
+        crossed = [r for r in got["results"] if r["crossed"]]
+        self.assertEqual([(r["file"], r["check"]) for r in crossed],
+                         [(pb, "peak_allocated"), (pb, "growth_allocated"),
+                          (pb, "growth_reserved"), (pb, "growth_site"), (pb, "leaks"),
+                          (pa, "leaks")])
+        self.assertEqual(["%s: device 0: %s" % (r["file"], r["message"]) for r in crossed],
+                         text[:-1])
+        # JUnit: replaces what was there, read back with ElementTree.
+        junit = os.path.join(WORK, "junit.xml")
+        with open(junit, "w") as f:
+            f.write("old")
+        cuprof("check", "--junit", junit, "--baseline", pa, "--max-growth", "5%", "--no-leaks",
+               "--max-peak-allocated", "100MiB", pb, pa, rc=1)
+        root = ET.parse(junit).getroot()
+        suite = root.find("testsuite")
+        self.assertEqual((root.tag, root.get("tests"), root.get("failures"), root.get("errors")),
+                         ("testsuites", "10", str(len(crossed)), "0"))
+        cases = suite.findall("testcase")
+        self.assertEqual(len(cases), 10)
+        failures = [(c.get("classname"), c.get("name"), c.find("failure").get("message"))
+                    for c in cases if c.find("failure") is not None]
+        self.assertEqual([f[2] for f in failures], text[:-1])
+        self.assertEqual([f[1] for f in failures][:2],
+                         ["device 0: --max-peak-allocated 100.00 MiB",
+                          "device 0: --max-growth 5% (peak allocated)"])
+        self.assertTrue(all(f[0] in (pa, pb) for f in failures))
+        passed = [c for c in cases if c.find("failure") is None]
+        self.assertTrue(all(c.find("system-out") is not None for c in passed))
+        self.assertEqual(os.stat(junit).st_mode & 0o777, 0o666 & ~current_umask())
+        # A file that cannot be read: exit 2, an error case in the XML, the others checked.
+        missing = os.path.join(WORK, "missing.pickle")
+        p = cuprof("check", "--junit", junit, "--no-leaks", pa, missing, rc=2)
+        self.assertEqual(len(p.stderr.splitlines()), 1)
+        self.assertIn(missing, p.stderr)
+        root = ET.parse(junit).getroot()
+        errors = [c for c in root.iter("testcase") if c.find("error") is not None]
+        self.assertEqual([(c.get("classname"), c.get("name")) for c in errors], [(missing, "read")])
+        self.assertEqual(root.get("errors"), "1")
+        # A destination that cannot be written: one line, exit 2, nothing else touched.
+        p = cuprof("check", "--junit", WORK, "--no-leaks", pa, rc=2)
+        self.assertEqual(len(p.stderr.splitlines()), 1)
+
+    def test_oom(self):
+        path, snap, res = record(os.path.join(APPS, "oom"), "oom", SIMCUDA_MEM="1100M")
+        trace = snap["device_traces"][0]
+        first = next(i for i, e in enumerate(trace) if e["action"] == "oom")
+        p = cuprof("check", "--no-oom", path, rc=1)
+        self.assertEqual(p.stdout.splitlines()[0],
+                         "%s: device 0: 1 OOM, --no-oom; the first: %s requested at entry %d: %s"
+                         % (path, S.format_size(trace[first]["size"]), first,
+                            site_name(trace[first]["frames"])))
+
+    def test_bad_usage(self):
+        pa, _, _ = record(DIFF_APP, "v1", "0")
+        for args, words in (
+                (["--max-peak-reserved", "10XB"],
+                 ['--max-peak-reserved: bad value "10XB": expected a size such as 4096, 300M, '
+                  '300MiB, 1.5GiB or 80GB']),
+                (["--max-peak-allocated", "-1"], ['--max-peak-allocated: bad value "-1"']),
+                (["--baseline", pa, "--max-growth", "5x%"],
+                 ['--max-growth: bad value "5x%": expected a percentage such as 5% or a size']),
+                (["--max-growth", "5%"], ["--max-growth needs --baseline"]),
+                ([], ["no budget given"]),
+                (["--baseline", os.path.join(WORK, "none.pickle"), "--no-leaks"],
+                 ["none.pickle"])):
+            p = cuprof("check", *args, pa, rc=2)
+            self.assertEqual(p.stdout, "")
+            self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+            self.assertTrue(p.stderr.startswith("cuprof: "), p.stderr)
+            for w in words:
+                self.assertIn(w, p.stderr)
+
+
+def current_umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def main():
     global CUPROF, WORK, DIFF_APP, APPS, SRC
     CUPROF, WORK, DIFF_APP, APPS, SRC = (os.path.abspath(a) for a in sys.argv[1:6])
     group = sys.argv[6]
     os.makedirs(WORK, exist_ok=True)
-    classes = {c.__name__.lower(): c for c in (Diff, Ranks)}
+    classes = {c.__name__.lower(): c for c in (Diff, Ranks, Check)}
     suite = unittest.defaultTestLoader.loadTestsFromTestCase(classes[group])
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
