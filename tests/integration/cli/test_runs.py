@@ -432,6 +432,113 @@ class Check(unittest.TestCase):
                 self.assertIn(w, p.stderr)
 
 
+def model_marks(snap, device=0):
+    """[(entry, label, live, reserved, peak_live, peak_live_state, peak_reserved, growth)]: each
+    annotate entry, and each change of PyTorch's user_metadata (None: cleared), up to the next."""
+    trace = snap["device_traces"][device]
+    ser = S.series(snap, device)
+    starts, meta = [], None
+    for i, e in enumerate(trace):
+        if e["action"] == "annotate":
+            starts.append((i, e.get("user_metadata", "")))
+            continue
+        label = e.get("user_metadata") or None
+        if label != meta:
+            starts.append((i, label))
+        meta = label
+    out = []
+    for k, (i, label) in enumerate(starts):
+        end = starts[k + 1][0] if k + 1 < len(starts) else len(trace)
+        # Peaks after each of the phase's own entries (end > i: a mark is an entry).
+        lives = [ser[j][0] for j in range(i + 1, end + 1)]
+        peak, at = S.peak(lives)
+        out.append((i, label, ser[i][0], ser[i][1], peak, i + 1 + at,
+                    max(ser[j][1] for j in range(i + 1, end + 1)), ser[end][0] - ser[i][0]))
+    return out
+
+
+def model_labels(marks):
+    by = {}
+    for m in marks:
+        l = by.setdefault(m[1], {"count": 0, "peak": -1, "at": 0, "res": 0, "growth": 0,
+                                 "first": m[0]})
+        l["count"] += 1
+        if m[4] > l["peak"]:
+            l["peak"], l["at"] = m[4], m[5]
+        l["res"] = max(l["res"], m[6])
+        l["growth"] += m[7]
+    return sorted(by.items(), key=lambda kv: kv[1]["first"])
+
+
+def label_lines(marks):
+    labels = model_labels(marks)
+    lines = ["annotations: %d (%d label%s); per label, over its phases (each annotation up to "
+             "the next):" % (len(marks), len(labels), "" if len(labels) == 1 else "s")]
+    for label, l in labels:
+        g = l["growth"]
+        lines.append("  %s x%d: peak live %s (%s), peak reserved %s; live %s%s in all"
+                     % ('"%s"' % label if label is not None else "(metadata cleared)", l["count"],
+                        S.format_size(l["peak"]),
+                        "entry %d" % (l["at"] - 1) if l["at"] else "at the start of the history",
+                        S.format_size(l["res"]), "+" if g >= 0 else "-", S.format_size(abs(g))))
+    return lines
+
+
+def plot_annotations(html_path):
+    with open(html_path) as f:
+        html = f.read()
+    m = re.search(r'<script id="cuprof-data" type="application/json">(.*?)</script>', html, re.S)
+    return json.loads(m.group(1))["devices"][0]["annotations"]
+
+
+class Annotations(unittest.TestCase):
+    def check(self, path, snap, name):
+        marks = model_marks(snap)
+        out = cuprof("summary", path, rc=0).stdout
+        lines = label_lines(marks)
+        at = out.index(lines[0])
+        self.assertEqual(out[at:].splitlines()[:len(lines)], lines)
+        # --brief (run's one screen) keeps them.
+        self.assertIn("\n".join(lines), cuprof("summary", "--brief", path, rc=0).stdout)
+        html = os.path.join(WORK, name + ".html")
+        cuprof("plot", "-o", html, path, rc=0)
+        got = plot_annotations(html)
+        trace = snap["device_traces"][0]
+        self.assertEqual([(a["entry"], a["label"], a["live"], a["reserved"], a["peak_live"],
+                           a["peak_live_at"], a["peak_reserved"], a["growth"]) for a in got],
+                         marks)
+        self.assertEqual([a["time_us"] for a in got], [trace[m[0]]["time_us"] for m in marks])
+        return marks
+
+    def test_cuprof_annotate(self):
+        path, snap, _ = record(DIFF_APP, "v2", "100")
+        marks = self.check(path, snap, "annotated")
+        self.assertEqual([m[1] for m in marks], ["forward", "backward"] * 3)
+        # The forward phase of step 1 holds the peak: the workspace's 100 MiB on top.
+        self.assertEqual(marks[2][4], peaks(snap)[0][0])
+
+    def test_pytorch_user_metadata(self):
+        """PyTorch's user_metadata (set on every entry after _set_memory_metadata): a phase
+        wherever it changes, "(metadata cleared)" where it went."""
+        snap = S.pytorch_snapshot()
+        trace = snap["device_traces"][0]
+        for i, e in enumerate(trace):
+            if i < 3:
+                e["user_metadata"] = "load"
+            elif i < 8:
+                e["user_metadata"] = "train"
+            elif i < 10:
+                e["user_metadata"] = ""
+            else:
+                e["user_metadata"] = "train"
+        path = os.path.join(WORK, "metadata.pickle")
+        with open(path, "wb") as f:
+            pickle.dump(snap, f, protocol=4)
+        marks = self.check(path, snap, "metadata")
+        self.assertEqual([(m[0], m[1]) for m in marks],
+                         [(0, "load"), (3, "train"), (8, None), (10, "train")])
+
+
 def current_umask():
     mask = os.umask(0)
     os.umask(mask)
@@ -443,7 +550,7 @@ def main():
     CUPROF, WORK, DIFF_APP, APPS, SRC = (os.path.abspath(a) for a in sys.argv[1:6])
     group = sys.argv[6]
     os.makedirs(WORK, exist_ok=True)
-    classes = {c.__name__.lower(): c for c in (Diff, Ranks, Check)}
+    classes = {c.__name__.lower(): c for c in (Diff, Ranks, Check, Annotations)}
     suite = unittest.defaultTestLoader.loadTestsFromTestCase(classes[group])
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
