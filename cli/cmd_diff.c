@@ -31,10 +31,11 @@ static const char diff_text[] =
 static const char diff_epilog[] =
     "--json writes one object: \"a\" and \"b\" (the files), \"growth_bytes\" (allocated bytes\n"
     "at the end, B - A), \"sites\" (the call sites at the end that changed: device, a_bytes,\n"
-    "b_bytes, growth, frames) and \"devices\": per device \"a\" and \"b\" (peak_allocated and\n"
-    "peak_reserved as {bytes, entry, time_us, seconds, frames}, end_allocated, end_reserved,\n"
-    "segments, segment_allocs, segment_frees, segment_maps, segment_unmaps, counted_allocs,\n"
-    "counted_frees, ooms, leaked_bytes, leaked_blocks, mid_run), the growth of each peak,\n"
+    "b_bytes, a_count, b_count, growth, frames) and \"devices\": per device \"a\" and \"b\"\n"
+    "(present, entries, dropped_entries, mid_run, peak_allocated and peak_reserved as {bytes,\n"
+    "entry, time_us, seconds, frames}, end_allocated, end_reserved, segments, segment_allocs,\n"
+    "segment_frees, segment_maps, segment_unmaps, counted_allocs, counted_frees (null without\n"
+    "cuprof's counters), ooms, leaked_bytes, leaked_blocks), the growth of each peak,\n"
     "\"sites_at_peak\", \"sites_at_end\", \"segment_kinds\" (size, pool, expandable, pool_id,\n"
     "a_count, b_count, frames) and the totals reserved_a/b, segments_a/b, new_segments,\n"
     "new_bytes, released_segments, released_bytes.\n";

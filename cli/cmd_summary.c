@@ -31,17 +31,19 @@ static const char summary_text[] =
     "  - the top call sites by live bytes at the end and at the live peak, with their stacks\n"
     "    from the user's first frame (stacks that differ only in frames of the allocation\n"
     "    machinery: cuprof, CUDA, PyTorch's allocator, the Python interpreter, libc start-up,\n"
-    "    are one call site);\n"
+    "    are one call site; a stripped library's offsets collapse into its named entry point,\n"
+    "    and a Python package's frames give way to the program's line, `via` the package's\n"
+    "    entry point);\n"
     "  - annotations (cuprof_annotate, and PyTorch's user_metadata wherever it changes), per\n"
     "    label: how often, the highest live and reserved bytes in its phases (each annotation\n"
     "    up to the next) and their growth of live bytes in all;\n"
     "  - OOM events: the request, what the device still had free, what was cached.\n"
     "Given several files (a job's ranks), it opens with a cross-rank view: per file its rank,\n"
     "host, pid, peak allocated and reserved, OOMs and fragmentation at the live peak; the\n"
-    "spread (max/min) and the outlier ranks (peak reserved more than 10% from the median);\n"
-    "then the call sites whose live bytes at the end differ most between ranks. The files are\n"
-    "read in parallel, one snapshot per thread in memory. The per-file reports follow for up\n"
-    "to 16 files (--each for more).\n\n";
+    "spread (max/min) and the outlier ranks (peak reserved more than 10% from the median), a\n"
+    "file without a rank named by its path; then the call sites whose live bytes at the end\n"
+    "differ most between ranks. The files are read in parallel, one snapshot per thread in\n"
+    "memory. The per-file reports follow for up to 16 files (--each for more).\n\n";
 
 static const struct cli_option summary_options[] = {
     {"top", 't', "N", "call sites to list (default 10)", 0},
