@@ -115,7 +115,8 @@ phases_by_label(const struct phase_mark *marks, size_t n, struct phase_label **o
     }
     for (size_t i = 0; i < n; i++)
         v[i] = (struct by_label){&marks[i], i};
-    qsort(v, n, sizeof(*v), label_order);
+    if (n > 1)
+        qsort(v, n, sizeof(*v), label_order);
     for (size_t i = 0; i < n; i++) {
         const struct phase_mark *m = v[i].m;
         if (i == 0 || !same_label(v[i - 1].m->label, m->label)) /* its first mark */
@@ -130,7 +131,8 @@ phases_by_label(const struct phase_mark *marks, size_t n, struct phase_label **o
         l->growth = cli_add_i64(l->growth, m->growth);
     }
     /* In the order each label first appears. */
-    qsort(*out, *nl, sizeof(**out), first_seen);
+    if (*nl > 1)
+        qsort(*out, *nl, sizeof(**out), first_seen);
     free(v);
     return 0;
 }

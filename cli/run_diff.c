@@ -364,8 +364,10 @@ match_sites(struct keyed *a, size_t na, struct keyed *b, size_t nb, struct run_s
         }
     }
     /* Unmatched ones sort first within a loose key (matched = false). */
-    qsort(a, na, sizeof(*a), by_loose);
-    qsort(b, nb, sizeof(*b), by_loose);
+    if (na > 1)
+        qsort(a, na, sizeof(*a), by_loose);
+    if (nb > 1)
+        qsort(b, nb, sizeof(*b), by_loose);
     for (size_t i = 0, j = 0; i < na && j < nb;) {
         int c = strcmp(a[i].loose, b[j].loose);
         if (c != 0) {
