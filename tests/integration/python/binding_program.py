@@ -1,7 +1,8 @@
 """A program that reaches CUDA through a binding (site-packages/fakebinding, several frames of the
 package's own code over ctypes) and directly through ctypes; test_python_frames.py's `binding`
 case reads back how cuprof names its call sites and libraries. Lines ending in `# @name` are
-where frames must point."""
+where frames must point. With the argument `wait` it stays alive until its standard input
+closes, for `cuprof top`."""
 import ctypes
 import os
 import sys
@@ -28,4 +29,6 @@ def scratch():
 
 load_weights()  # @main_load
 scratch()  # @main_scratch
-print("binding: 4 allocations")
+print("binding: 4 allocations", flush=True)
+if sys.argv[1:] == ["wait"]:  # for `cuprof top`: live until standard input closes
+    sys.stdin.read()

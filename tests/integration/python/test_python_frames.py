@@ -352,6 +352,23 @@ def case_binding(f, a):
         f.check("_call (%s" % os.path.join(PACKAGE, "driver.py") in every and
                 "ffi_call" in every and "via " not in every,
                 "binding: --all-frames shows the package's own frames and nothing made up")
+        # `cuprof top` of the running program names the site the same way.
+        env = shimrun.env(a.ld_path, preload=a.lib, CUPROF_SNAPSHOT=os.path.join(tmp, "t.pickle"),
+                          PYTHONDONTWRITEBYTECODE="1")
+        prog = subprocess.Popen([sys.executable, BINDING, "wait"], env=env, text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            f.check(prog.stdout.readline().startswith("binding: 4 allocations"), "binding: wait")
+            top = subprocess.run([a.cuprof, "top", "--once", str(prog.pid)],
+                                 capture_output=True, text=True, timeout=60).stdout
+        finally:
+            prog.stdin.close()
+            prog.wait(timeout=60)
+        row = "load_weights (binding_program.py:%d) via fakebinding.api.to_device" \
+            % lines["load_weights"]
+        f.check(any(l.split()[:3] == ["192.00", "KiB", "3"] and l.endswith(row)
+                    for l in top.splitlines()),
+                f"binding: top's site rows {top!r}")
 
 
 def case_embed(f, a):
