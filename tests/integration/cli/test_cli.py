@@ -284,6 +284,35 @@ class Diff(Base):
                              (None, sum(1 for e in trace if e["action"] == "segment_alloc")))
             self.assertEqual(got_side["ooms"], 1)
 
+    def test_a_device_only_in_b(self):
+        """Devices are compared by number; one that only B has is all growth, said so."""
+        a = S.pytorch_snapshot()
+        b = S.pytorch_snapshot()
+        base = S.BASE + 0x40000000
+        blk = S.block(base, 2 * S.MiB, 2 * S.MiB, "active_allocated", S.F_TMP)
+        seg = dict(b["segments"][0], device=1, address=base, total_size=2 * S.MiB,
+                   blocks=[blk], allocated_size=2 * S.MiB, active_size=2 * S.MiB,
+                   requested_size=2 * S.MiB, frames=S.F_TMP)
+        b["segments"].append(seg)
+        b["device_traces"].append([S.entry("segment_alloc", base, 2 * S.MiB, S.F_TMP, t=5),
+                                   S.entry("alloc", base, 2 * S.MiB, S.F_TMP, t=6)])
+        pa, pb = write("dev1-a.pickle", a), write("dev1-b.pickle", b)
+        got = json.loads(run("diff", "--json", pa, pb, check_rc=0).stdout)
+        self.assertEqual([d["device"] for d in got["devices"]], [0, 1])
+        d0, d1 = got["devices"]
+        self.assertEqual((d0["peak_allocated_growth"], d0["new_segments"], d0["sites_at_end"]),
+                         (0, 0, []))
+        self.assertEqual((d1["a"]["present"], d1["b"]["present"]), (False, True))
+        self.assertEqual((d1["b"]["peak_allocated"]["bytes"], d1["b"]["peak_allocated"]["entry"],
+                          d1["peak_allocated_growth"], d1["new_segments"], d1["new_bytes"]),
+                         (2 * S.MiB, 1, 2 * S.MiB, 1, 2 * S.MiB))
+        self.assertEqual([(s["device"], s["growth"]) for s in got["sites"]], [(1, 2 * S.MiB)])
+        text = run("diff", pa, pb, check_rc=0).stdout
+        self.assertIn("\n== device 1 (not in A)\n", text)
+        self.assertIn("  peak allocated  A: (no such device)\n", text)
+        self.assertIn("  +2.00 MiB on device 1 (0 bytes -> 2.00 MiB)\n      workspace (ops.c:77)\n",
+                      text)
+
     def test_sites_matched_by_frames_when_lines_moved(self):
         """B is A after an edit moved `forward` three lines down and added a site: forward's
         site is one site (its functions and files are the same, and only one site is so), the
