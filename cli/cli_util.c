@@ -165,6 +165,40 @@ cli_frame_text(const struct snapshot *snap, uint32_t frame, char *buf, size_t le
         snprintf(buf, len, "%s (%s:%" PRId64 ")", name, file, f->line);
 }
 
+bool
+cli_frame_is_via(const struct snapshot *snap, uint32_t frame)
+{
+    if (frame >= snap->frame_count)
+        return false;
+    const struct snap_frame *f = &snap->frames[frame];
+    return f->name != NULL && strncmp(f->name, CLI_VIA_PREFIX, strlen(CLI_VIA_PREFIX)) == 0 &&
+           (f->filename == NULL || f->filename[0] == '\0') && f->line == SNAP_LINE_UNKNOWN;
+}
+
+static uint32_t
+stack_frame(const struct snapshot *snap, const struct snap_stack *s, uint32_t i)
+{
+    return s->first + i < snap->stack_frame_count ? snap->stack_frames[s->first + i] : UINT32_MAX;
+}
+
+/* The text of frame i of a stack, with a via frame at i folded in beside frame i + 1; *used is
+ * how many frames the text took (1 or 2). */
+static void
+stack_text(const struct snapshot *snap, const struct snap_stack *s, uint32_t i, char *buf,
+           size_t len, uint32_t *used)
+{
+    uint32_t fi = stack_frame(snap, s, i);
+    *used = 1;
+    if (i == 0 && s->count > 1 && cli_frame_is_via(snap, fi)) {
+        char next[1024];
+        cli_frame_text(snap, stack_frame(snap, s, 1), next, sizeof next);
+        snprintf(buf, len, "%s %s", next, snap->frames[fi].name);
+        *used = 2;
+        return;
+    }
+    cli_frame_text(snap, fi, buf, len);
+}
+
 void
 cli_print_stack(FILE *out, const struct snapshot *snap, uint32_t stack, int indent,
                 size_t max_frames)
@@ -174,19 +208,45 @@ cli_print_stack(FILE *out, const struct snapshot *snap, uint32_t stack, int inde
         return;
     }
     const struct snap_stack *s = &snap->stacks[stack];
-    char text[1024];
-    for (uint32_t i = 0; i < s->count; i++) {
-        if (i == max_frames) {
+    char text[2048];
+    size_t lines = 0;
+    for (uint32_t i = 0; i < s->count; lines++) {
+        if (lines == max_frames) {
             fprintf(out, "%*s... %" PRIu32 " more\n", indent, "", s->count - i);
             break;
         }
-        uint32_t fi =
-            s->first + i < snap->stack_frame_count ? snap->stack_frames[s->first + i] : UINT32_MAX;
-        cli_frame_text(snap, fi, text, sizeof(text));
+        uint32_t used;
+        stack_text(snap, s, i, text, sizeof text, &used);
         fprintf(out, "%*s", indent, "");
         cli_fputs_term(text, out); /* frame names come from the snapshot */
         fputc('\n', out);
+        i += used;
     }
+}
+
+const char *
+cli_site_name(const struct snapshot *snap, uint32_t stack, size_t frames, char *buf, size_t len)
+{
+    if (len == 0)
+        return buf;
+    snprintf(buf, len, "[no stack recorded]");
+    if (stack == 0 || stack >= snap->stack_count || snap->stacks[stack].count == 0)
+        return buf;
+    const struct snap_stack *s = &snap->stacks[stack];
+    size_t used = 0, shown = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < s->count && shown < frames && used + 1 < len; shown++) {
+        char raw[2048], safe[2048];
+        uint32_t took;
+        stack_text(snap, s, i, raw, sizeof raw, &took);
+        int w = snprintf(buf + used, len - used, "%s%s", shown ? " < " : "",
+                         cli_term(raw, safe, sizeof safe));
+        if (w < 0)
+            break;
+        used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+        i += took;
+    }
+    return buf;
 }
 
 char *

@@ -64,10 +64,22 @@ const char *cli_action_name(unsigned action);
 /* "name (file:line)" of a frame, or just name when the file is unknown: the snapshot's text as it
  * is (cli_term it for a terminal, cli_json_string for JSON). */
 void cli_frame_text(const struct snapshot *snap, uint32_t frame, char *buf, size_t len);
+/* A frame that stands for a library's frames (cli/frame_entry.h): its name is CLI_VIA_PREFIX and
+ * the entry point the user's code called ("via numba.cuda.api.to_device"), its file "" and its
+ * line unknown. No C or Python function's name holds a space, so no real frame reads so. */
+#define CLI_VIA_PREFIX "via "
+bool cli_frame_is_via(const struct snapshot *snap, uint32_t frame);
 /* Prints a stack, innermost first, one frame per line after `indent` spaces (at most max_frames,
- * then "... N more"), escaped for a terminal; "[no stack recorded]" for the empty stack. */
+ * then "... N more"), escaped for a terminal; "[no stack recorded]" for the empty stack. A via
+ * frame innermost is printed beside the frame that follows it: `load (app.py:7) via
+ * numba.cuda.api.to_device`. */
 void cli_print_stack(FILE *out, const struct snapshot *snap, uint32_t stack, int indent,
                      size_t max_frames);
+/* A call site's name on one line: its first `frames` frames joined by " < " (a via frame
+ * innermost beside the next, as cli_print_stack prints it), escaped for a terminal, cut to len;
+ * "[no stack recorded]" for the empty stack. Returns buf. */
+const char *cli_site_name(const struct snapshot *snap, uint32_t stack, size_t frames, char *buf,
+                          size_t len);
 /* A stack as one line of frame texts (each escaped for a terminal, so none holds a control
  * character) joined by `sep`, outermost first when outer_first is true. malloc'd; NULL when host
  * memory runs out. Used to compare stacks across files and for folded stacks. */

@@ -11,6 +11,7 @@
 #include "cli/cli_util.h"
 #include "cli/cross_rank.h"
 #include "cli/library_report.h"
+#include "cli/phases.h"
 #include "cli/out_file.h"
 #include "cli/report_html.h"
 
@@ -291,6 +292,44 @@ emit_overview(struct plot_ctx *p, size_t device, const struct device_analysis *a
     emit_series(e, a);
 }
 
+/* The device's annotations and their phases (cli/phases.h), as summary counts them. */
+static int
+emit_annotations(struct plot_ctx *p, size_t device, const struct device_analysis *a)
+{
+    struct phase_mark *marks;
+    size_t n;
+    if (phases_marks(p->snap, device, a, &marks, &n) != 0)
+        return -1;
+    struct emitter *e = p->e;
+    emitter_key(e, "annotations");
+    emitter_begin_list(e);
+    for (size_t i = 0; i < n; i++) {
+        const struct phase_mark *m = &marks[i];
+        emitter_begin_dict(e);
+        cli_json_key_u64(e, "entry", m->entry);
+        emitter_key(e, "label"); /* null: PyTorch's metadata cleared */
+        if (m->label != NULL)
+            cli_json_string(e, m->label);
+        else
+            emitter_none(e);
+        emitter_key(e, "time_us");
+        if (m->has_time)
+            emitter_int(e, m->time_us);
+        else
+            emitter_none(e);
+        cli_json_key_u64(e, "live", m->live);
+        cli_json_key_u64(e, "reserved", m->reserved);
+        cli_json_key_u64(e, "peak_live", m->peak_live);
+        cli_json_key_u64(e, "peak_live_at", m->peak_live_at);
+        cli_json_key_u64(e, "peak_reserved", m->peak_reserved);
+        cli_json_key_int(e, "growth", m->growth);
+        emitter_end(e);
+    }
+    emitter_end(e);
+    free(marks);
+    return 0;
+}
+
 /* The states offered in the segment map: start, peaks, end, and evenly spaced points. */
 static int
 emit_states(struct plot_ctx *p, size_t device, const struct device_analysis *a)
@@ -420,7 +459,9 @@ emit_device(struct plot_ctx *p, size_t device)
     p->site_count = 0;
     emitter_begin_dict(p->e);
     emit_overview(p, device, &a);
-    int rc = emit_states(p, device, &a);
+    int rc = emit_annotations(p, device, &a);
+    if (rc == 0)
+        rc = emit_states(p, device, &a);
     struct plot_sites ps = {0};
     if (rc == 0)
         rc = plot_sites_collect(p, device, &a, &ps);

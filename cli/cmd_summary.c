@@ -13,6 +13,7 @@
 #include "cli/cross_rank.h"
 #include "cli/frame_filter.h"
 #include "cli/library_report.h"
+#include "cli/phases.h"
 #include "stats/memory_stats.h"
 #include "stats/memory_summary.h"
 
@@ -30,14 +31,19 @@ static const char summary_text[] =
     "  - the top call sites by live bytes at the end and at the live peak, with their stacks\n"
     "    from the user's first frame (stacks that differ only in frames of the allocation\n"
     "    machinery: cuprof, CUDA, PyTorch's allocator, the Python interpreter, libc start-up,\n"
-    "    are one call site);\n"
+    "    are one call site; a stripped library's offsets collapse into its named entry point,\n"
+    "    and a Python package's frames give way to the program's line, `via` the package's\n"
+    "    entry point);\n"
+    "  - annotations (cuprof_annotate, and PyTorch's user_metadata wherever it changes), per\n"
+    "    label: how often, the highest live and reserved bytes in its phases (each annotation\n"
+    "    up to the next) and their growth of live bytes in all;\n"
     "  - OOM events: the request, what the device still had free, what was cached.\n"
     "Given several files (a job's ranks), it opens with a cross-rank view: per file its rank,\n"
     "host, pid, peak allocated and reserved, OOMs and fragmentation at the live peak; the\n"
-    "spread (max/min) and the outlier ranks (peak reserved more than 10% from the median);\n"
-    "then the call sites whose live bytes at the end differ most between ranks. The files are\n"
-    "read in parallel, one snapshot per thread in memory. The per-file reports follow for up\n"
-    "to 16 files (--each for more).\n\n";
+    "spread (max/min) and the outlier ranks (peak reserved more than 10% from the median), a\n"
+    "file without a rank named by its path; then the call sites whose live bytes at the end\n"
+    "differ most between ranks. The files are read in parallel, one snapshot per thread in\n"
+    "memory. The per-file reports follow for up to 16 files (--each for more).\n\n";
 
 static const struct cli_option summary_options[] = {
     {"top", 't', "N", "call sites to list (default 10)", 0},
@@ -156,6 +162,52 @@ print_ooms(FILE *out, const struct snapshot *snap, size_t device, const struct d
     }
 }
 
+/* Annotations as phases, per label (cli/phases.h): how often, the highest peaks, the growth. */
+static int
+print_phases(FILE *out, const struct snapshot *snap, size_t device, const struct device_analysis *a,
+             size_t top)
+{
+    struct phase_mark *marks;
+    struct phase_label *labels = NULL;
+    size_t n, nl = 0;
+    if (phases_marks(snap, device, a, &marks, &n) != 0 ||
+        phases_by_label(marks, n, &labels, &nl) != 0) {
+        free(marks);
+        return -1;
+    }
+    if (n > 0)
+        fprintf(out,
+                "annotations: %zu (%zu label%s); per label, over its phases (each annotation up "
+                "to the next):\n",
+                n, nl, nl == 1 ? "" : "s");
+    for (size_t i = 0; i < nl && i < top; i++) {
+        const struct phase_label *l = &labels[i];
+        char s1[32], s2[32], s3[32];
+        int64_t g = l->growth;
+        fputs("  ", out);
+        if (l->label != NULL) {
+            fputc('"', out);
+            cli_fputs_term(l->label, out);
+            fputc('"', out);
+        } else {
+            fputs("(metadata cleared)", out);
+        }
+        fprintf(out, " x%zu: peak live %s ", l->count, cli_size(l->peak_live, s1, sizeof s1));
+        if (l->peak_live_at > 0)
+            fprintf(out, "(entry %zu)", l->peak_live_at - 1);
+        else
+            fprintf(out, "(at the start of the history)");
+        fprintf(out, ", peak reserved %s; live %s%s in all\n",
+                cli_size(l->peak_reserved, s2, sizeof s2), g >= 0 ? "+" : "-",
+                cli_size(g >= 0 ? (uint64_t)g : 0 - (uint64_t)g, s3, sizeof s3));
+    }
+    if (nl > top)
+        fprintf(out, "  ... %zu more labels\n", nl - top);
+    free(marks);
+    free(labels);
+    return 0;
+}
+
 static int
 summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief, size_t top)
 {
@@ -210,6 +262,8 @@ summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief
                 cli_size(a.largest_free, s3, sizeof(s3)),
                 100.0 * (double)a.largest_free / (double)a.free_total);
     fprintf(out, "\n");
+    if (print_phases(out, snap, device, &a, top) != 0)
+        goto oom;
     library_report_print(out, snap, device);
     size_t frames = brief ? 4 : 12;
     fprintf(out, "top call sites by live bytes at the end:\n");

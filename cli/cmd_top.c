@@ -127,42 +127,71 @@ samples_of(const struct sval *top, int64_t device, const char *key)
     return NULL;
 }
 
-/* The site's name: its first frame that is not machinery (frame_filter's rules), as
- * "name (file:line)"; the innermost frame when every one is. */
+/* The stack as the reports cut it (frame_filter.h, with its library entries): the reply's frames
+ * in a model of their own. Returns the model (NULL when host memory ran out) and *stack. */
+static struct snapshot *
+filtered(const struct sval *frames, uint32_t *stack)
+{
+    size_t n = sval_len(frames);
+    struct snapshot *snap = snapshot_create(1);
+    uint32_t *ids = malloc((n + 1) * sizeof(*ids));
+    bool ok = snap != NULL && ids != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        const struct sval *f = sval_at(frames, i);
+        int64_t line = control_int(f, "line");
+        ok = snapshot_add_frame(snap, control_str(f, "name"), control_str(f, "filename"),
+                                line > 0 ? line : SNAP_LINE_UNKNOWN, &ids[i]) == 0;
+    }
+    struct snap_entry e = {0};
+    ok = ok && snapshot_add_stack(snap, ids, n, &e.stack) == 0 &&
+         snapshot_add_entry(snap, 0, &e) == 0 && frame_filter_apply(snap) == 0;
+    free(ids);
+    if (!ok) {
+        snapshot_free(snap);
+        return NULL;
+    }
+    *stack = snap->device_traces[0].entries[0].stack;
+    return snap;
+}
+
+/* The site's name: its first frame as the reports show it (machinery hidden, a stripped
+ * library's offsets collapsed into its entry point, a Python package's frames given way to the
+ * program's line with the entry point beside it), as "name (file:line)" with the file's last
+ * component; the innermost frame when every one is machinery. */
 static void
 site_name(const struct sval *frames, char *buf, size_t len)
 {
-    size_t n = sval_len(frames);
-    bool python = false;
-    for (size_t i = 0; i < n; i++) {
-        struct snap_frame f = {control_str(sval_at(frames, i), "name"),
-                               control_str(sval_at(frames, i), "filename"), 0};
-        python = python || frame_filter_is_python(&f);
-    }
-    size_t pick = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct snap_frame f = {control_str(sval_at(frames, i), "name"),
-                               control_str(sval_at(frames, i), "filename"), 0};
-        if (!frame_filter_hides(&f, python)) {
-            pick = i;
-            break;
-        }
-    }
-    if (n == 0) {
+    uint32_t stack = 0;
+    struct snapshot *snap = sval_len(frames) > 0 ? filtered(frames, &stack) : NULL;
+    if (snap == NULL || snap->stacks[stack].count == 0) {
         snprintf(buf, len, "(no stack recorded)");
+        snapshot_free(snap);
         return;
     }
-    const struct sval *f = sval_at(frames, pick);
-    int64_t line = control_int(f, "line");
-    const char *file = control_str(f, "filename");
+    const struct snap_stack *st = &snap->stacks[stack];
+    const char *via = NULL;
+    uint32_t pick = snap->stack_frames[st->first];
+    if (cli_frame_is_via(snap, pick) && st->count > 1) {
+        via = snap->frames[pick].name;
+        pick = snap->stack_frames[st->first + 1];
+    }
+    const struct snap_frame *f = &snap->frames[pick];
+    const char *file = f->filename != NULL ? f->filename : "";
     const char *base = strrchr(file, '/');
-    char name[200], where[200];
-    control_term(control_str(f, "name"), name, sizeof(name));
+    char name[200], where[200], beside[200] = "";
+    control_term(f->name != NULL ? f->name : "", name, sizeof(name));
     control_term(base ? base + 1 : file, where, sizeof(where));
-    if (line > 0)
-        snprintf(buf, len, "%s (%s:%lld)", name, where, (long long)line);
+    if (via != NULL) {
+        beside[0] = ' ';
+        control_term(via, beside + 1, sizeof(beside) - 1);
+    }
+    if (f->line > 0)
+        snprintf(buf, len, "%s (%s:%lld)%s", name, where, (long long)f->line, beside);
+    else if (where[0] != '\0')
+        snprintf(buf, len, "%s (%s)%s", name, where, beside);
     else
-        snprintf(buf, len, "%s (%s)", name, where);
+        snprintf(buf, len, "%s%s", name, beside);
+    snapshot_free(snap);
 }
 
 struct site_ref {

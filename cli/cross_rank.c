@@ -68,19 +68,7 @@ site_text(const struct snapshot *snap, uint32_t stack, struct rank_site *site)
     /* Named by its first frames: a site's first frame alone is often a wrapper every site
      * shares (a project's own alloc helper). */
     char name[3 * 512 + 8];
-    size_t nused = 0;
-    name[0] = '\0';
-    for (uint32_t i = 0; i < st->count && i < SITE_NAME_FRAMES; i++) {
-        char safe[512];
-        cli_frame_text(snap, snap->stack_frames[st->first + i], frame, sizeof(frame));
-        int n = snprintf(name + nused, sizeof(name) - nused, "%s%s", i ? " < " : "",
-                         cli_term(frame, safe, sizeof safe));
-        if (n < 0 || (size_t)n >= sizeof(name) - nused)
-            break;
-        nused += (size_t)n;
-    }
-    if (st->count == 0)
-        snprintf(name, sizeof(name), "[no stack recorded]");
+    cli_site_name(snap, stack, SITE_NAME_FRAMES, name, sizeof name);
     site->key = strdup(key);
     site->name = strdup(name);
     return site->key != NULL && site->name != NULL ? 0 : -1;
@@ -208,6 +196,19 @@ rank_text(const struct rank_row *r, char *buf, size_t len)
     return buf;
 }
 
+/* How the comparisons name a file: "rank 3", or its path where no rank is known (two runs of a
+ * program without a rank variable, PyTorch's snapshots). */
+static const char *
+row_label(const struct rank_row *r, char *buf, size_t len)
+{
+    char safe[1024];
+    if (r->rank >= 0)
+        snprintf(buf, len, "rank %" PRId64, r->rank);
+    else
+        snprintf(buf, len, "%s", cli_term(r->path, safe, sizeof safe));
+    return buf;
+}
+
 /* "max/min 1.50x (rank 3: 6.00 MiB, rank 0: 4.00 MiB)" for one column. */
 static void
 print_spread(FILE *out, const char *what, const struct rank_row *rows, size_t n,
@@ -220,14 +221,14 @@ print_spread(FILE *out, const char *what, const struct rank_row *rows, size_t n,
         if (get(&rows[i]) < get(&rows[lo]))
             lo = i;
     }
-    char a[32], b[32], ra[24], rb[24];
+    char a[32], b[32], ra[1024], rb[1024];
     fprintf(out, "spread of %s: ", what);
     if (get(&rows[lo]) > 0)
         fprintf(out, "max/min %.2fx", (double)get(&rows[hi]) / (double)get(&rows[lo]));
     else
         fprintf(out, "max/min -");
-    fprintf(out, " (highest rank %s: %s, lowest rank %s: %s)\n", rank_text(&rows[hi], ra, 24),
-            cli_size(get(&rows[hi]), a, 32), rank_text(&rows[lo], rb, 24),
+    fprintf(out, " (highest %s: %s, lowest %s: %s)\n", row_label(&rows[hi], ra, sizeof ra),
+            cli_size(get(&rows[hi]), a, 32), row_label(&rows[lo], rb, sizeof rb),
             cli_size(get(&rows[lo]), b, 32));
 }
 
@@ -256,7 +257,7 @@ print_outliers(FILE *out, const char *what, const struct rank_row *rows, size_t 
     qsort(peaks, n, sizeof(*peaks), u64_order);
     uint64_t median = peaks[n / 2];
     free(peaks);
-    char m[32], v[32], r[24];
+    char m[32], v[32], r[1024];
     fprintf(out, "outliers of %s (more than %d%% from the median %s):", what, OUTLIER_PERCENT,
             cli_size(median, m, sizeof(m)));
     size_t shown = 0;
@@ -264,7 +265,7 @@ print_outliers(FILE *out, const char *what, const struct rank_row *rows, size_t 
         double off =
             median > 0 ? 100.0 * ((double)get(&rows[i]) - (double)median) / (double)median : 0.0;
         if (off > OUTLIER_PERCENT || off < -OUTLIER_PERCENT) {
-            fprintf(out, "%s rank %s %s (%+.0f%%)", shown ? "," : "", rank_text(&rows[i], r, 24),
+            fprintf(out, "%s %s %s (%+.0f%%)", shown ? "," : "", row_label(&rows[i], r, sizeof r),
                     cli_size(get(&rows[i]), v, sizeof(v)), off);
             shown++;
         }
@@ -340,11 +341,12 @@ print_site_differences(FILE *out, const struct rank_row *rows, size_t n, size_t 
     for (size_t i = 0; i < count && shown < top; i++) {
         if (all[i].max == all[i].min)
             break; /* the same everywhere: nothing more to tell */
-        char d[32], hi[32], lo[32], rh[24], rl[24];
-        fprintf(out, "  %s more on rank %s (%s) than on rank %s (%s): %s\n",
-                cli_size(all[i].max - all[i].min, d, 32), rank_text(&rows[all[i].max_row], rh, 24),
-                cli_size(all[i].max, hi, 32), rank_text(&rows[all[i].min_row], rl, 24),
-                cli_size(all[i].min, lo, 32), all[i].name ? all[i].name : "?");
+        char d[32], hi[32], lo[32], rh[1024], rl[1024];
+        fprintf(out, "  %s more on %s (%s) than on %s (%s): %s\n",
+                cli_size(all[i].max - all[i].min, d, 32),
+                row_label(&rows[all[i].max_row], rh, sizeof rh), cli_size(all[i].max, hi, 32),
+                row_label(&rows[all[i].min_row], rl, sizeof rl), cli_size(all[i].min, lo, 32),
+                all[i].name ? all[i].name : "?");
         shown++;
     }
     if (shown == 0)

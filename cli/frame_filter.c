@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli_util.h"
+#include "cli/frame_entry.h"
 
 /* What part of a frame a rule looks at, and how. */
 enum frame_match {
@@ -41,6 +42,7 @@ static const struct frame_rule frame_rules[] = {
     {HIDE_ALWAYS, FILE_DIR, "tests/sim/"},
     {HIDE_ALWAYS, NAME_STARTS, "cudart::"},
     {HIDE_ALWAYS, NAME_STARTS, "__cudart"},
+    {HIDE_ALWAYS, NAME_STARTS, "libcudart_static_"}, /* nvcc's static runtime: hashed names */
     {HIDE_ALWAYS, NAME_API, "cuda"},
     {HIDE_ALWAYS, NAME_API, "cu"},
     /* PyTorch's unwinder, caching allocator, tensor factories and dispatcher glue. */
@@ -219,27 +221,41 @@ classify_frames(const struct snapshot *snap)
     return kind;
 }
 
-/* The stack of stack `s`'s kept frames (s itself when nothing or everything is hidden). */
+/* What filtered_stack needs: each frame's kind and entry facts, for the frames the model had
+ * before filtering began (frames it adds are never classified). */
+struct filter_state {
+    const uint8_t *kind;
+    size_t known;
+    const struct frame_entry_facts *facts;
+    uint32_t *kept;
+};
+
+/* The stack of stack `s`'s kept frames, cut down to the user's entries into libraries (s itself
+ * when nothing changes or everything would be hidden). */
 static int
-filtered_stack(struct snapshot *snap, const uint8_t *kind, uint32_t s, uint32_t *kept,
-               uint32_t *out)
+filtered_stack(struct snapshot *snap, const struct filter_state *fs, uint32_t s, uint32_t *out)
 {
     struct snap_stack st = snap->stacks[s];
     const uint32_t *frames = snap->stack_frames + st.first;
     bool python = false;
     for (uint32_t k = 0; k < st.count; k++)
-        if (frames[k] < snap->frame_count && (kind[frames[k]] & KIND_PYTHON))
+        if (frames[k] < fs->known && (fs->kind[frames[k]] & KIND_PYTHON))
             python = true;
     uint8_t hidden = KIND_HIDDEN | (python ? KIND_HIDDEN_WITH_PYTHON : 0);
     size_t n = 0;
     for (uint32_t k = 0; k < st.count; k++)
-        if (frames[k] >= snap->frame_count || !(kind[frames[k]] & hidden))
-            kept[n++] = frames[k];
+        if (frames[k] >= fs->known || !(fs->kind[frames[k]] & hidden))
+            fs->kept[n++] = frames[k];
     *out = s;
-    if (n == 0 || n == st.count)
+    if (n == 0)
         return 0;
-    /* Copied out first: adding a stack may move stack_frames. */
-    return snapshot_add_stack(snap, kept, n, out) == 0 ? 0 : -1;
+    /* Copied out first: adding a frame or a stack may move stack_frames. */
+    if (frame_entry_rewrite(snap, fs->facts, python, fs->kept, &n) != 0)
+        return -1;
+    st = snap->stacks[s];
+    if (n == st.count && memcmp(fs->kept, snap->stack_frames + st.first, n * sizeof(uint32_t)) == 0)
+        return 0;
+    return snapshot_add_stack(snap, fs->kept, n, out) == 0 ? 0 : -1;
 }
 
 static uint32_t
@@ -255,12 +271,16 @@ frame_filter_apply(struct snapshot *snap)
     for (size_t s = 0; s < count; s++)
         if (snap->stacks[s].count > longest)
             longest = snap->stacks[s].count;
+    struct frame_entry_facts facts = {NULL, 0};
     uint8_t *kind = classify_frames(snap);
     uint32_t *map = malloc((count + 1) * sizeof(*map));
     uint32_t *kept = malloc((longest + 1) * sizeof(*kept));
     int rc = kind != NULL && map != NULL && kept != NULL ? 0 : -1;
+    if (rc == 0)
+        rc = frame_entry_facts_make(snap, &facts);
+    struct filter_state fs = {kind, snap->frame_count, &facts, kept};
     for (size_t s = 0; rc == 0 && s < count; s++)
-        rc = filtered_stack(snap, kind, (uint32_t)s, kept, &map[s]);
+        rc = filtered_stack(snap, &fs, (uint32_t)s, &map[s]);
     /* References change only once every stack has its filtered twin. */
     if (rc == 0) {
         for (size_t i = 0; i < snap->segment_count; i++)
@@ -273,6 +293,7 @@ frame_filter_apply(struct snapshot *snap)
                 t->entries[i].stack = mapped(map, count, t->entries[i].stack);
         }
     }
+    frame_entry_facts_free(&facts);
     free(kind);
     free(map);
     free(kept);

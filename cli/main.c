@@ -16,7 +16,8 @@ static const struct subcommand subcommands[] = {
     {"run", cmd_run, "run a program under the profiler and summarize its snapshot"},
     {"summary", cmd_summary, "memory_summary table, peaks, fragmentation, top call sites, OOMs"},
     {"leaks", cmd_leaks, "blocks still allocated at the end, by stack (exit 1 if any)"},
-    {"diff", cmd_diff, "what grew between two snapshots, by call site and by segment"},
+    {"diff", cmd_diff, "two runs compared: peaks side by side, call sites, segments"},
+    {"check", cmd_check, "a memory gate for CI: budgets and growth against a baseline (exit 1)"},
     {"replay", cmd_replay,
      "replay the recorded requests through the allocator with other settings"},
     {"flamegraph", cmd_flamegraph, "folded stacks of live bytes (flamegraph.pl, speedscope)"},
@@ -38,8 +39,9 @@ usage(FILE *out)
     for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
         fprintf(out, "  %-11s %s\n", subcommands[i].name, subcommands[i].what);
     fprintf(out, "\n`cuprof SUBCOMMAND --help` describes each one.\n"
-                 "Exit status: 0 ok, 1 a problem was found (leaks, replay differences), 2 bad\n"
-                 "usage or unreadable input; `run` exits with the program's status.\n");
+                 "Exit status: 0 ok, 1 a problem was found (leaks, replay differences, a budget\n"
+                 "crossed), 2 bad usage or unreadable input; `run` exits with the program's\n"
+                 "status.\n");
 }
 
 int

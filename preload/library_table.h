@@ -1,5 +1,6 @@
-/* library_table.h: which shared object made a device call: the first frame outside the CUDA
- *   driver and runtime (cuprof's own frames never reach it), one row per loaded object's path.
+/* library_table.h: which shared object (or Python package) made a device call: the first frame
+ *   outside the CUDA driver and runtime (cuprof's own frames never reach it), one row per loaded
+ *   object's path, Python package's folder or user's Python file.
  * Locking: lookups read published arrays without a lock; learning a new object takes a private
  *   mutex after dl_iterate_phdr ran. Never call it with an allocator lock held.
  * Hot path: yes: a scan of the known address ranges; the loader is asked once per new object. */
@@ -16,7 +17,11 @@
 #define LIBRARY_UNKNOWN 0
 
 /* The library of the first frame of `ips` (innermost first) that lies outside libcuda*,
- * libcudart* and libcuprof*; frames in no loaded object (JIT code) are passed over too. */
+ * libcudart* and libcuprof*; frames in no loaded object (JIT code) are passed over too. Where
+ * Python frames (python_frames.h tokens) lie further out, the interpreter's objects (python,
+ * libpython, libffi, _ctypes) are passed over as well, and the library is the Python package whose
+ * code made the call: a native module's or a Python frame's package under the interpreter's
+ * library directories (".../site-packages/numba" is "numba"), or the user's Python file. */
 uint16_t library_table_of_ips(const uintptr_t *ips, size_t count);
 /* The same for an interned stack (stacks.h); LIBRARY_UNKNOWN for id 0. */
 uint16_t library_table_of_stack(uint32_t stack_id);

@@ -265,7 +265,117 @@ class Diff(Base):
         self.assertEqual(dev["reserved_b"] - dev["reserved_a"], 20 * S.MiB)
         text = run("diff", pa, pb, check_rc=0).stdout
         self.assertIn("+4.00 MiB on device 0", text)
-        self.assertIn("+ 0x%x 20.00 MiB" % s3, text)
+        # Issue 27: segments are matched by size, pool and call site, never by address: B's
+        # new segment is one more 20 MiB large-pool segment made at F_ACT (A has one).
+        self.assertIn("      + 1 x 20.00 MiB (large pool): 1 in A, 2 in B\n          forward (", text)
+        # The peaks, from the model: PyTorch's layout has no counters (null), only the history.
+        for side, snap in (("a", a), ("b", b)):
+            ser = S.series(snap, 0)
+            (live, i), (res, j) = S.peak([x for x, _ in ser]), S.peak([r for _, r in ser])
+            got_side = got["devices"][0][side]
+            self.assertEqual((got_side["peak_allocated"]["bytes"], got_side["peak_allocated"]["entry"],
+                              got_side["peak_reserved"]["bytes"], got_side["peak_reserved"]["entry"]),
+                             (live, i - 1, res, j - 1))
+            trace = snap["device_traces"][0]
+            self.assertEqual(got_side["peak_allocated"]["frames"], trace[i - 1]["frames"])
+            self.assertEqual(got_side["peak_reserved"]["seconds"],
+                             (trace[j - 1]["time_us"] - trace[0]["time_us"]) / 1e6)
+            self.assertEqual((got_side["counted_allocs"], got_side["segment_allocs"]),
+                             (None, sum(1 for e in trace if e["action"] == "segment_alloc")))
+            self.assertEqual(got_side["ooms"], 1)
+
+    def test_a_device_only_in_b(self):
+        """Devices are compared by number; one that only B has is all growth, said so."""
+        a = S.pytorch_snapshot()
+        b = S.pytorch_snapshot()
+        base = S.BASE + 0x40000000
+        blk = S.block(base, 2 * S.MiB, 2 * S.MiB, "active_allocated", S.F_TMP)
+        seg = dict(b["segments"][0], device=1, address=base, total_size=2 * S.MiB,
+                   blocks=[blk], allocated_size=2 * S.MiB, active_size=2 * S.MiB,
+                   requested_size=2 * S.MiB, frames=S.F_TMP)
+        b["segments"].append(seg)
+        b["device_traces"].append([S.entry("segment_alloc", base, 2 * S.MiB, S.F_TMP, t=5),
+                                   S.entry("alloc", base, 2 * S.MiB, S.F_TMP, t=6)])
+        pa, pb = write("dev1-a.pickle", a), write("dev1-b.pickle", b)
+        got = json.loads(run("diff", "--json", pa, pb, check_rc=0).stdout)
+        self.assertEqual([d["device"] for d in got["devices"]], [0, 1])
+        d0, d1 = got["devices"]
+        self.assertEqual((d0["peak_allocated_growth"], d0["new_segments"], d0["sites_at_end"]),
+                         (0, 0, []))
+        self.assertEqual((d1["a"]["present"], d1["b"]["present"]), (False, True))
+        self.assertEqual((d1["b"]["peak_allocated"]["bytes"], d1["b"]["peak_allocated"]["entry"],
+                          d1["peak_allocated_growth"], d1["new_segments"], d1["new_bytes"]),
+                         (2 * S.MiB, 1, 2 * S.MiB, 1, 2 * S.MiB))
+        self.assertEqual([(s["device"], s["growth"]) for s in got["sites"]], [(1, 2 * S.MiB)])
+        text = run("diff", pa, pb, check_rc=0).stdout
+        self.assertIn("\n== device 1 (not in A)\n", text)
+        self.assertIn("  peak allocated  A: (no such device)\n", text)
+        self.assertIn("  +2.00 MiB on device 1 (0 bytes -> 2.00 MiB)\n      workspace (ops.c:77)\n",
+                      text)
+
+    def test_sites_matched_by_frames_when_lines_moved(self):
+        """B is A after an edit moved `forward` three lines down and added a site: forward's
+        site is one site (its functions and files are the same, and only one site is so), the
+        new one is new."""
+        a = S.pytorch_snapshot()
+        b = S.pytorch_snapshot()
+        moved = [S.frame("forward", "model.c", 45)] + S.F_ACT[1:]
+        extra = [S.frame("extra", "model.c", 60), S.frame("main", "main.c", 10)]
+        for seg in b["segments"]:
+            for blk in seg["blocks"]:
+                if blk["frames"] == S.F_ACT:
+                    blk["frames"] = moved
+        s3 = S.BASE + 0x4000000
+        blk = S.block(s3, 4 * S.MiB, 4 * S.MiB, "active_allocated", extra)
+        rest = S.block(s3 + 4 * S.MiB, 16 * S.MiB, 0, "inactive", [])
+        b["segments"].append(dict(b["segments"][0], address=s3, blocks=[blk, rest], frames=extra,
+                                  allocated_size=4 * S.MiB, active_size=4 * S.MiB,
+                                  requested_size=4 * S.MiB))
+        b["device_traces"][0] += [S.entry("segment_alloc", s3, 20 * S.MiB, extra, t=100),
+                                  S.entry("alloc", s3, 4 * S.MiB, extra, t=101)]
+        pa, pb = write("moved-a.pickle", a), write("moved-b.pickle", b)
+        got = json.loads(run("diff", "--json", pa, pb, check_rc=0).stdout)
+        self.assertEqual([(S.frame_text(s["frames"][0]), s["a_bytes"], s["b_bytes"])
+                          for s in got["sites"]], [("extra (model.c:60)", 0, 4 * S.MiB)])
+        self.assertEqual(got["growth_bytes"], 4 * S.MiB)
+
+
+class Check(Base):
+    def test_pytorch_layout(self):
+        """`cuprof check` on PyTorch's own layout (no cuprof section): OOMs and leaks from the
+        history and the block table, peaks from the model, every budget named."""
+        snap = S.pytorch_snapshot()
+        path = write("check.pickle", snap)
+        ser = S.series(snap, 0)
+        (live, i), (res, _) = S.peak([x for x, _ in ser]), S.peak([r for _, r in ser])
+        p = run("check", "--no-oom", "--no-leaks", "--max-peak-allocated", "%dKiB" % (live // 1024),
+                "--max-peak-reserved", str(res), path, check_rc=1)
+        leaks = S.leaks_by_frames(snap)
+        blocks = sum(v[2] for v in leaks.values())
+        requested = sum(v[1] for v in leaks.values())
+        top = max(v[1] for v in leaks.values())
+        oom = [k for k, e in enumerate(snap["device_traces"][0]) if e["action"] == "oom"][0]
+        by_site = {}
+        for size, frames in S.live_blocks(snap, 0, i).values():
+            key = tuple(S.frame_text(f) for f in frames)
+            by_site[key] = by_site.get(key, 0) + size
+        largest = max(by_site.items(), key=lambda kv: kv[1])
+        def name(frames):
+            return " < ".join(S.frame_text(f) for f in frames[:3])
+        self.assertEqual(p.stdout.splitlines(), [
+            "%s: device 0: peak allocated %s over --max-peak-allocated %s (by %s); the largest "
+            "call site at the peak: %s, %s" % (path, S.format_size(live),
+                                              S.format_size(live // 1024 * 1024),
+                                              S.format_size(live - live // 1024 * 1024),
+                                              S.format_size(largest[1]), " < ".join(largest[0][:3])),
+            "%s: device 0: %d blocks (%s) still allocated at the end, --no-leaks; the largest "
+            "call site: %s, %s" % (path, blocks, S.format_size(requested),
+                                   S.format_size(top), name(S.F_ACT)),
+            "%s: device 0: 1 OOM, --no-oom; the first: 40.00 MiB requested at entry %d: %s"
+            % (path, oom, name(S.F_OOM)),
+            "cuprof check: 3 budgets crossed in 1 of 1 file (--max-peak-reserved %s, "
+            "--max-peak-allocated %s, --no-leaks, --no-oom)"
+            % (S.format_size(res), S.format_size(live // 1024 * 1024))])
 
 
 class BadInput(Base):
@@ -346,7 +456,8 @@ class Read(Base):
 
 
 GROUPS = {"leaks": Leaks, "summary": Summary, "stats": Stats, "flamegraph": Flamegraph,
-          "timeline": Timeline, "diff": Diff, "badinput": BadInput, "help": Help, "read": Read}
+          "timeline": Timeline, "diff": Diff, "badinput": BadInput, "help": Help, "read": Read,
+          "check": Check}
 
 
 def main():

@@ -10,9 +10,13 @@ Cases (argv[1]):
   no_python     a C program: no "python" section, no frame changed (argv: the program).
   python_only   cuprof_record_memory_history(stacks="python"): Python frames only.
   reports       `cuprof leaks` on a Python program's snapshot names sites by Python frames.
+  binding       binding_program.py: calls through a package in site-packages (fakebinding, frames
+                of its own over ctypes) are named by the program's line with the package's entry
+                point beside it, and counted for the package in "device memory by library".
 """
 import argparse
 import glob
+import json
 import os
 import pickle
 import re
@@ -289,6 +293,84 @@ def case_reports(f, a):
                 "reports: --all-frames should show the ctypes and runtime frames")
 
 
+BINDING = os.path.join(HERE, "binding_program.py")
+PACKAGE = os.path.join(HERE, "site-packages", "fakebinding")
+
+
+def case_binding(f, a):
+    """A program reaching CUDA through a binding in site-packages and through plain ctypes."""
+    lines = markers(BINDING)
+    with tempfile.TemporaryDirectory() as tmp:
+        snap_path = os.path.join(tmp, "binding.pickle")
+        res = shimrun.run_shim([sys.executable, BINDING], a.ld_path, preload=a.lib,
+                               extra_env={"CUPROF_SNAPSHOT": snap_path,
+                                          "PYTHONDONTWRITEBYTECODE": "1"}, timeout=180)
+        f.check(res.returncode == 0 and "binding: 4 allocations" in res.stdout,
+                f"binding: run {res}")
+        if not os.path.exists(snap_path):
+            return
+        with open(snap_path, "rb") as fh:
+            snap = pickle.load(fh)
+        # The recorded stacks hold every frame: the package's four, then the program's.
+        by_size = allocs(snap)
+        names = [fr["name"] for fr in by_size.get(64 * KiB, []) if fr["filename"].endswith(".py")]
+        f.check(names == ["_call", "safe_call", "Context._attempt", "Context.memalloc",
+                          "to_device", "load_weights", "<module>"],
+                f"binding: recorded Python frames {names}")
+        # Device memory by library: the package and the program's own file, never libffi.
+        rows = {r["library"] if "library" in r else os.path.basename(r["path"]): r
+                for r in snap["cuprof"]["libraries"]}
+        paths = {r["path"]: r["cache_requested_bytes"] for r in snap["cuprof"]["libraries"]}
+        f.check(paths == {PACKAGE: 3 * 64 * KiB, BINDING: 48 * KiB},
+                f"binding: libraries {paths} ({sorted(rows)})")
+        leaks = subprocess.run([a.cuprof, "leaks", "--json", snap_path], capture_output=True,
+                               text=True)
+        got = json.loads(leaks.stdout) if leaks.returncode == 1 else {"sites": []}
+        sites = [[(fr["name"], fr["filename"], fr["line"]) for fr in s["frames"]]
+                 for s in got["sites"]]
+        want = [[("via fakebinding.api.to_device", "", 0),
+                 ("load_weights", BINDING, lines["load_weights"]),
+                 ("<module>", BINDING, lines["main_load"])],
+                [("scratch", BINDING, lines["scratch"]),
+                 ("<module>", BINDING, lines["main_scratch"])]]
+        f.check(sites == want, f"binding: leaks sites {sites}")
+        # summary: the site named by the program's line, the entry point beside it; the
+        # library table names the package.
+        out = subprocess.run([a.cuprof, "summary", snap_path], capture_output=True,
+                             text=True).stdout
+        first = "       load_weights (%s:%d) via fakebinding.api.to_device\n" \
+                "       <module> (%s:%d)\n" % (BINDING, lines["load_weights"], BINDING,
+                                               lines["main_load"])
+        f.check("   1. 192.00 KiB in 3 allocations\n" + first in out,
+                f"binding: summary's top call site {out[out.find('top call sites'):][:600]!r}")
+        table = out[out.find("device memory by library"):out.find("device footprint")]
+        f.check(re.search(r"^  fakebinding +192\.00 KiB / 192\.00 KiB", table, re.M) and
+                re.search(r"^  binding_program\.py +48\.00 KiB / 48\.00 KiB", table, re.M) and
+                "libffi" not in table, f"binding: library table {table!r}")
+        every = subprocess.run([a.cuprof, "leaks", "--all-frames", snap_path],
+                               capture_output=True, text=True).stdout
+        f.check("_call (%s" % os.path.join(PACKAGE, "driver.py") in every and
+                "ffi_call" in every and "via " not in every,
+                "binding: --all-frames shows the package's own frames and nothing made up")
+        # `cuprof top` of the running program names the site the same way.
+        env = shimrun.env(a.ld_path, preload=a.lib, CUPROF_SNAPSHOT=os.path.join(tmp, "t.pickle"),
+                          PYTHONDONTWRITEBYTECODE="1")
+        prog = subprocess.Popen([sys.executable, BINDING, "wait"], env=env, text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            f.check(prog.stdout.readline().startswith("binding: 4 allocations"), "binding: wait")
+            top = subprocess.run([a.cuprof, "top", "--once", str(prog.pid)],
+                                 capture_output=True, text=True, timeout=60).stdout
+        finally:
+            prog.stdin.close()
+            prog.wait(timeout=60)
+        row = "load_weights (binding_program.py:%d) via fakebinding.api.to_device" \
+            % lines["load_weights"]
+        f.check(any(l.split()[:3] == ["192.00", "KiB", "3"] and l.endswith(row)
+                    for l in top.splitlines()),
+                f"binding: top's site rows {top!r}")
+
+
 def case_embed(f, a):
     snap, res = run_program(f, a, [a.program], what="embedded interpreter")
     if snap is None:
@@ -326,7 +408,7 @@ def case_no_python(f, a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=["interpreters", "off", "embed", "no_python", "python_only",
-                                     "reports"])
+                                     "reports", "binding"])
     ap.add_argument("--cuprof")
     ap.add_argument("--lib", required=True)
     ap.add_argument("--ld-path", required=True)
@@ -335,7 +417,7 @@ def main():
     f = shimrun.Checks()
     {"interpreters": case_interpreters, "off": case_off, "embed": case_embed,
      "no_python": case_no_python, "python_only": case_python_only,
-     "reports": case_reports}[a.case](f, a)
+     "reports": case_reports, "binding": case_binding}[a.case](f, a)
     f.finish()
 
 
