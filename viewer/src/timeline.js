@@ -293,24 +293,55 @@ export class Timeline {
     const anns = m.dev.annotations;
     const g = this.gMarks;
     g.selectAll('*').remove();
-    // Annotations: each labels the range up to the next one (or the end).
+    // Annotations: each labels the range up to the next one (or the end). Too many to read at
+    // this zoom: ticks, and a word to zoom in.
     const W = this.W;
-    let drawn = 0;
-    for (let i = 0; i < anns.length && drawn < 400; i++) {
-      const a = anns[i];
-      const from = this.stateX(a.entry + 1);
-      const to = i + 1 < anns.length ? this.stateX(anns[i + 1].entry + 1) : this.stateX(m.count);
-      if (to < 0 || from > W) continue;
-      const x0 = Math.max(0, from);
-      const x1 = Math.min(W, Math.max(from + 1, to));
-      g.append('rect').attr('class', 'annotation ' + (i % 2 ? 'odd' : 'even'))
-        .attr('x', x0).attr('width', x1 - x0).attr('y', -MARGIN.top + 2).attr('height', 14);
-      g.append('line').attr('class', 'annotation-edge').attr('x1', from).attr('x2', from)
-        .attr('y1', -MARGIN.top + 2).attr('y2', this.H);
-      if (x1 - x0 > 30)
-        g.append('text').attr('class', 'annotation-label').attr('x', x0 + 3).attr('y', -MARGIN.top + 13)
-          .text(a.text.length * 6 > x1 - x0 ? a.text.slice(0, Math.max(1, Math.floor((x1 - x0) / 6) - 1)) + '…' : a.text);
-      drawn++;
+    const lane = -MARGIN.top + 2;
+    const [lo, hi] = [this.ranges.lo[0], this.ranges.hi[W - 1]];
+    let first = 0;
+    let last = anns.length;
+    while (first < last) {
+      const mid = (first + last) >>> 1;
+      if (anns[mid].entry + 1 < lo) first = mid + 1;
+      else last = mid;
+    }
+    first = Math.max(0, first - 1);
+    let end = first;
+    while (end < anns.length && anns[end].entry + 1 <= hi) end++;
+    const shown = end - first;
+    if (shown > W / 8) {
+      let d = '';
+      let prev = -1;
+      for (let i = first; i < end; i++) {
+        const x = Math.round(this.stateX(anns[i].entry + 1));
+        if (x === prev || x < 0 || x > W) continue;
+        d += `M${x},${lane}v8`;
+        prev = x;
+      }
+      g.append('path').attr('class', 'annotation-tick').attr('d', d);
+      g.append('text').attr('class', 'annotation-label').attr('x', 4).attr('y', lane + 17)
+        .text(`${shown} annotations here: zoom in to read them`);
+    } else {
+      for (let i = first; i < end; i++) {
+        const a = anns[i];
+        const from = this.stateX(a.entry + 1);
+        const to = i + 1 < anns.length ? this.stateX(anns[i + 1].entry + 1) : this.stateX(m.count);
+        if (to < 0 || from > W) continue;
+        const x0 = Math.max(0, from);
+        const x1 = Math.min(W, Math.max(from + 1, to));
+        g.append('rect').attr('class', 'annotation ' + (i % 2 ? 'odd' : 'even'))
+          .attr('x', x0).attr('width', x1 - x0).attr('y', lane).attr('height', 14)
+          .on('mousemove', (ev) => showTip(ev, `${a.text} (from entry ${fmtCount(a.entry)})`))
+          .on('mouseleave', hideTip);
+        if (from >= 0 && x1 - x0 >= 6)
+          g.append('line').attr('class', 'annotation-edge').attr('x1', from).attr('x2', from)
+            .attr('y1', lane).attr('y2', this.H);
+        if (x1 - x0 > 30) {
+          const room = Math.floor((x1 - x0) / 6);
+          g.append('text').attr('class', 'annotation-label').attr('x', x0 + 3).attr('y', lane + 11)
+            .text(a.text.length > room ? a.text.slice(0, Math.max(1, room - 1)) + '…' : a.text);
+        }
+      }
     }
     // OOMs: a marker at the entry, hover for what happened and the verdict when there is one.
     const og = this.gOom;
