@@ -9,6 +9,7 @@ compare. Skips (77) without /usr/bin/chromium or viewer/node_modules (scripts/se
 import json
 import os
 import pickle
+import random
 import re
 import shutil
 import subprocess
@@ -113,6 +114,70 @@ def with_cuprof(snap, rank, scale=1.0):
     return snap
 
 
+def big_snapshot(n_entries):
+    """A 10^5-entry history: allocs and frees of varied sizes inside four 64 MiB segments."""
+    rng = random.Random(7)
+    segs = [S.BASE + i * 0x8000000 for i in range(4)]
+    trace = [S.entry("segment_alloc", a, 64 * S.MiB, S.F_PARAMS, t=i) for i, a in enumerate(segs)]
+    live = {}
+    slots = [(a + k * S.MiB, k) for a in segs for k in range(64)]
+    stacks = [S.F_ACT, S.F_SMALL, S.F_TMP, S.F_PARAMS]
+    t = 10
+    while len(trace) < n_entries:
+        addr, _ = rng.choice(slots)
+        t += 1
+        if addr in live:
+            size, fr = live.pop(addr)
+            trace.append(S.entry("free_requested", addr, size, fr, t=t))
+            trace.append(S.entry("free_completed", addr, size, fr, t=t))
+        else:
+            size = rng.randrange(512, S.MiB, 512)
+            fr = rng.choice(stacks)
+            live[addr] = (size, fr)
+            trace.append(S.entry("alloc", addr, size, fr, t=t))
+    segments = []
+    for a in segs:
+        blocks, off = [], 0
+        for k in range(64):
+            ba = a + k * S.MiB
+            if ba in live:
+                size, fr = live[ba]
+                rounded = (size + 511) // 512 * 512
+                blocks.append(S.block(ba, rounded, size, "active_allocated", fr))
+                if rounded < S.MiB:
+                    blocks.append(S.block(ba + rounded, S.MiB - rounded, 0, "inactive", []))
+            else:
+                blocks.append(S.block(ba, S.MiB, 0, "inactive", []))
+        segments.append({"device": 0, "address": a, "total_size": 64 * S.MiB,
+                         "allocated_size": 0, "active_size": 0, "requested_size": 0,
+                         "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
+                         "is_expandable": False, "frames": S.F_PARAMS, "blocks": blocks})
+    return {"segments": segments, "device_traces": [trace],
+            "allocator_settings": S.allocator_settings()}
+
+
+def check_page(cuprof, work, name, path):
+    """One snapshot file's page loads with no console message and shows summary's figures (for
+    the apps' snapshots that cuprof run wrote: tests/integration/cli/test_apps.py, group plot)."""
+    html = plot(cuprof, work, name, [path])
+    out = drive("load", html, work)
+    check_figures(cuprof, path, out["figures"], name)
+    out = drive("timeline", html, work)
+    assert out["timeline"]["full"]["bands"], name + ": no band drawn"
+    print("%s: ok (first paint %d ms, %d bands)" % (name, out["figures"]["painted"],
+                                                    len(out["timeline"]["full"]["bands"])))
+
+
+def usable():
+    """Why the page cannot be tested here (None: it can)."""
+    if not os.access(CHROMIUM, os.X_OK):
+        return "chromium not installed (scripts/setup installs it)"
+    if not os.path.isdir(os.path.join(HERE, "..", "node_modules", "playwright-core")) or \
+            shutil.which("node") is None:
+        return "node or viewer/node_modules missing (scripts/setup runs npm ci)"
+    return None
+
+
 # ---- The independent model: allocations as (born, died, addr, size, frames) with the page's
 # state indices (born = alloc entry + 1, 0 when live at the start; died = free_completed + 1,
 # or len(trace) + 1 when live at the end).
@@ -213,10 +278,8 @@ def check_figures(cuprof, path, fig, what):
 def group_page(cuprof, work):
     """Loads with no console message: PyTorch's layouts (complete, mid-run, JSON), a 10^5-entry
     history, a page without the history, a flame graph page; figures are summary's."""
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "integration", "cli"))
-    import test_plot  # the 10^5-entry history of the previous report's test
     cases = [("pytorch", S.pytorch_snapshot()), ("pytorch-midrun", S.pytorch_snapshot(True)),
-             ("training-json", training_snapshot()), ("entries-1e5", test_plot.big_snapshot(100_000))]
+             ("training-json", training_snapshot()), ("entries-1e5", big_snapshot(100_000))]
     for name, snap in cases:
         path = write(work, name, snap)
         html = plot(cuprof, work, name, [path])
@@ -391,12 +454,9 @@ def group_compare(cuprof, work):
 
 def main():
     cuprof, work, group = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3]
-    if not os.access(CHROMIUM, os.X_OK):
-        print("chromium not installed (scripts/setup installs it): skipped")
-        sys.exit(77)
-    if not os.path.isdir(os.path.join(HERE, "..", "node_modules", "playwright-core")) or \
-            shutil.which("node") is None:
-        print("node or viewer/node_modules missing (scripts/setup runs npm ci): skipped")
+    why = usable()
+    if why:
+        print(why + ": skipped")
         sys.exit(77)
     os.makedirs(work, exist_ok=True)
     globals()["group_" + group](cuprof, work)
