@@ -57,6 +57,17 @@ export class Timeline {
       this.render();
     });
     head.appendChild(axisSel);
+    // The height: allocated bytes only (memory_viz's choice: the bands fill the chart) or up to
+    // the reserved line too.
+    const ySel = el('select', { id: 'timeline-y', title: 'what the y axis spans' });
+    ySel.appendChild(el('option', { value: 'allocated' }, 'y: allocated'));
+    ySel.appendChild(el('option', { value: 'reserved' }, 'y: allocated and reserved'));
+    ySel.value = this.yReserved ? 'reserved' : 'allocated';
+    ySel.addEventListener('change', () => {
+      this.yReserved = ySel.value === 'reserved';
+      this.render();
+    });
+    head.appendChild(ySel);
     const reset = el('button', { type: 'button', id: 'timeline-reset' }, 'whole run');
     reset.addEventListener('click', () => this.setView(this.fullDomain()));
     head.appendChild(reset);
@@ -91,6 +102,8 @@ export class Timeline {
     this.gLines = this.gPlot.append('g').attr('class', 'lines');
     this.pathRes = this.gLines.append('path').attr('class', 'line-reserved');
     this.pathLive = this.gLines.append('path').attr('class', 'line-allocated');
+    this.resNote = this.gLines.append('text').attr('class', 'reserved-note').attr('x', this.W - 4)
+      .attr('y', 12).attr('text-anchor', 'end');
     this.gPin = this.gPlot.append('g').attr('class', 'pin');
     this.gX = svg.append('g').attr('transform', `translate(${MARGIN.left},${MARGIN.top + this.H})`);
     this.gY = svg.append('g').attr('transform', `translate(${MARGIN.left},${MARGIN.top})`);
@@ -170,11 +183,14 @@ export class Timeline {
     const ranges = columnRanges(m, this.useTime, x0, x1, W);
     const samples = sampleColumns(m, ranges);
     let yMax = 1;
+    let resTop = 0;
     for (let c = 0; c < W; c++) {
       if (samples.liveMax[c] > yMax) yMax = samples.liveMax[c];
-      if (samples.resMax[c] > yMax) yMax = samples.resMax[c];
+      if (samples.resMax[c] > resTop) resTop = samples.resMax[c];
     }
+    if (this.yReserved) yMax = Math.max(yMax, resTop);
     yMax *= 1.04;
+    this.resAbove = resTop > yMax ? resTop : 0;
     this.y = scaleLinear().domain([0, yMax]).range([H, 0]);
     const theta = (0.5 * yMax) / H;
     const lay = sweep(m, samples, theta);
@@ -269,8 +285,13 @@ export class Timeline {
       for (let c = 1; c < W; c++) d += `H${c}V${y(v[c]).toFixed(1)}`;
       return d + `H${W}`;
     };
-    this.pathRes.attr('d', path(resMax));
+    const clip = (v) => {
+      const top = this.y.domain()[1];
+      return Float64Array.from(v, (x) => (x > top ? top : x));
+    };
+    this.pathRes.attr('d', path(clip(resMax)));
     this.pathLive.attr('d', path(liveMax));
+    this.resNote.text(this.resAbove ? `reserved up to ${fmtSize(this.resAbove)} (above the chart: y: allocated and reserved shows it)` : '');
   }
 
   drawAxes() {
