@@ -17,6 +17,19 @@ function change(a, b) {
   return `${d > 0 ? '+' : '-'}${fmtSize(Math.abs(d))}${pct}`;
 }
 
+// The cross-rank view's rows come by rank, then path: put them in the runs' order (A, B).
+function inRunOrder(ranks, runs) {
+  const used = new Set();
+  const order = runs.map((r) => {
+    const i = ranks.rows.findIndex((row, k) => !used.has(k) && row.file === r.file);
+    used.add(i);
+    return i;
+  });
+  if (order.some((i) => i < 0)) return ranks;
+  return { ...ranks, rows: order.map((i) => ranks.rows[i]),
+    sites: ranks.sites.map((s) => ({ ...s, bytes: order.map((i) => s.bytes[i]) })) };
+}
+
 export function compareView(data, ranks, box) {
   box.textContent = '';
   const [A, B] = data.runs;
@@ -89,5 +102,5 @@ export function compareView(data, ranks, box) {
     });
     box.appendChild(legend);
   }
-  if (ranks) sitesDifferences(ranks, box, ['A', 'B']);
+  if (ranks) sitesDifferences(inRunOrder(ranks, data.runs), box, ['A', 'B']);
 }

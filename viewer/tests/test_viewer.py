@@ -434,8 +434,9 @@ def group_ranks(cuprof, work):
 
 def group_compare(cuprof, work):
     snap = training_snapshot()
-    a = write(work, "run-a", with_cuprof(snap, 0))
-    b = write(work, "run-b", with_cuprof(snap, 0, 1.5))
+    # B's path sorts first: the page must still show A, then B.
+    a = write(work, "second", with_cuprof(snap, 0))
+    b = write(work, "first", with_cuprof(snap, 0, 1.5))
     html = plot(cuprof, work, "compare", [a, b], "--compare")
     out = drive("ranks", html, work, tab="compare")
     check_figures(cuprof, a, out["figures"], "compare A")
@@ -445,6 +446,10 @@ def group_compare(cuprof, work):
     assert rows[("0", "peak allocated")][:2] == [fa["peak-live"], fb["peak-live"]], rows
     assert rows[("0", "peak reserved")][:2] == [fa["peak-reserved"], fb["peak-reserved"]], rows
     assert out["ranks"]["charts"] == 1 and out["ranks"]["sites"], out["ranks"]
+    for k in range(6):   # the parameters are half as large again in B
+        size = (1 + k % 3) * MiB + 512 * k
+        row = [r for r in out["ranks"]["sites"] if r[0].startswith("param_%d " % k)]
+        assert row and row[0][2:] == [S.format_size(size), S.format_size(int(size * 1.5))], row
     assert len(out["ranks"]["runs"]) == 2, out["ranks"]["runs"]
     # Libraries and the footprint, as charts.
     data = report_data.read(html).data
