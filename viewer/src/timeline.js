@@ -296,9 +296,10 @@ export class Timeline {
 
   drawAxes() {
     const t0 = this.m.hasTime ? this.m.times[0] : 0;
-    const ax = axisBottom(this.x).ticks(Math.max(2, Math.floor(this.W / 110)));
+    const n = Math.max(2, Math.floor(this.W / 110));
+    const ax = axisBottom(this.x).ticks(n);
     if (this.useTime) ax.tickFormat((v) => fmtTime(v - t0));
-    else ax.tickFormat((v) => fmtCount(v));
+    else ax.tickValues(this.x.ticks(n).filter(Number.isInteger)).tickFormat((v) => fmtCount(v));
     this.gX.call(ax);
     this.gY.call(axisLeft(this.y).ticks(6).tickFormat((v) => fmtSizeShort(v)));
   }
