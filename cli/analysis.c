@@ -316,39 +316,58 @@ cmp_site(const void *a, const void *b)
     return (x->stack > y->stack) - (x->stack < y->stack);
 }
 
+/* Adds one allocation of `bytes` to its stack's total (key: stack + 1, as 0 means empty; size:
+ * bytes, stack: count). */
+static int
+count_site(struct span_map *by_stack, uint32_t stack, uint64_t bytes)
+{
+    struct span_map_item *s = span_map_get(by_stack, (uint64_t)stack + 1);
+    if (s == NULL)
+        return span_map_put(by_stack, (uint64_t)stack + 1, bytes, 1);
+    s->size = bytes > UINT64_MAX - s->size ? UINT64_MAX : s->size + bytes;
+    s->stack++;
+    return 0;
+}
+
+static int sites_of_map(struct span_map *by_stack, struct site_total **out, size_t *nsites);
+
 /* Groups live allocations by stack. */
 static int
 group_sites(const struct span_map_item *items, size_t n, struct site_total **out, size_t *nsites)
 {
     *out = NULL;
     *nsites = 0;
-    struct span_map by_stack; /* key: stack + 1 (0 means empty), size: bytes, stack: count */
+    struct span_map by_stack;
     span_map_init(&by_stack);
-    for (size_t i = 0; i < n; i++) {
-        struct span_map_item *s = span_map_get(&by_stack, (uint64_t)items[i].stack + 1);
-        if (s != NULL) {
-            s->size += items[i].size;
-            s->stack++;
-        } else if (span_map_put(&by_stack, (uint64_t)items[i].stack + 1, items[i].size, 1) != 0) {
+    for (size_t i = 0; i < n; i++)
+        if (count_site(&by_stack, items[i].stack, items[i].size) != 0) {
             span_map_free(&by_stack);
             return -1;
         }
-    }
-    struct site_total *sites = by_stack.count ? malloc(by_stack.count * sizeof(*sites)) : NULL;
-    if (by_stack.count && sites == NULL) {
-        span_map_free(&by_stack);
+    return sites_of_map(&by_stack, out, nsites);
+}
+
+/* The totals of a count_site map, largest first; frees the map. */
+static int
+sites_of_map(struct span_map *by_stack, struct site_total **out, size_t *nsites)
+{
+    *out = NULL;
+    *nsites = 0;
+    struct site_total *sites = by_stack->count ? malloc(by_stack->count * sizeof(*sites)) : NULL;
+    if (by_stack->count && sites == NULL) {
+        span_map_free(by_stack);
         return -1;
     }
     size_t k = 0;
-    for (size_t i = 0; i < by_stack.cap; i++) {
-        if (by_stack.slots[i].addr == 0)
+    for (size_t i = 0; i < by_stack->cap; i++) {
+        if (by_stack->slots[i].addr == 0)
             continue;
-        sites[k].stack = (uint32_t)(by_stack.slots[i].addr - 1);
-        sites[k].bytes = by_stack.slots[i].size;
-        sites[k].count = by_stack.slots[i].stack;
+        sites[k].stack = (uint32_t)(by_stack->slots[i].addr - 1);
+        sites[k].bytes = by_stack->slots[i].size;
+        sites[k].count = by_stack->slots[i].stack;
         k++;
     }
-    span_map_free(&by_stack);
+    span_map_free(by_stack);
     if (k > 1)
         qsort(sites, k, sizeof(*sites), cmp_site);
     *out = sites;
@@ -369,6 +388,40 @@ analysis_sites_at(const struct snapshot *snap, size_t device, size_t at, struct 
     int rc = group_sites(items, n, out, nsites);
     free(items);
     return rc;
+}
+
+int
+analysis_sites_allocated(const struct snapshot *snap, size_t device, struct site_total **out,
+                         size_t *nsites)
+{
+    struct span_map by_stack;
+    span_map_init(&by_stack);
+    const struct snap_device_trace *t = trace_of(snap, device);
+    for (size_t i = 0; i < t->count; i++)
+        if (t->entries[i].action == TRACE_ALLOC &&
+            count_site(&by_stack, t->entries[i].stack, t->entries[i].size) != 0) {
+            span_map_free(&by_stack);
+            *out = NULL;
+            *nsites = 0;
+            return -1;
+        }
+    return sites_of_map(&by_stack, out, nsites);
+}
+
+size_t
+analysis_downsample(const uint64_t *series, size_t n, size_t points, uint64_t *out)
+{
+    size_t m = n < points ? n : points;
+    for (size_t k = 0; k < m; k++) {
+        size_t lo = (size_t)((double)k * (double)n / (double)m);
+        size_t hi = (size_t)((double)(k + 1) * (double)n / (double)m);
+        uint64_t v = 0;
+        for (size_t i = lo; i < hi && i < n; i++)
+            if (series[i] > v)
+                v = series[i];
+        out[k] = v;
+    }
+    return m;
 }
 
 bool
@@ -506,6 +559,51 @@ undo_unmap(struct seg_list *l, const struct snap_entry *e)
     return seg_list_insert(l, i, &run);
 }
 
+/* Undoes one trace entry on the ranges (the state after it becomes the state before it). */
+static int
+undo_segment_entry(struct seg_list *l, const struct snap_entry *e)
+{
+    size_t k;
+    switch (e->action) {
+    case TRACE_SEGMENT_ALLOC:
+        k = seg_list_lower(l, e->addr);
+        if (k < l->n && l->v[k].addr == e->addr && !l->v[k].is_expandable)
+            seg_list_erase(l, k);
+        return 0;
+    case TRACE_SEGMENT_FREE: {
+        /* PyTorch's small-pool segments are exactly 2 MiB (large ones never are). */
+        struct analysis_segment a = {
+            e->addr, e->size, e->stream, UINT32_MAX, e->size == ALLOC_SMALL_BUFFER, false};
+        k = seg_list_lower(l, e->addr);
+        if (k == l->n || l->v[k].addr >= e->addr + e->size)
+            return seg_list_insert(l, k, &a);
+        return 0;
+    }
+    case TRACE_SEGMENT_MAP:
+        return undo_map(l, e->addr, e->addr + e->size);
+    case TRACE_SEGMENT_UNMAP:
+        return undo_unmap(l, e);
+    default:
+        return 0;
+    }
+}
+
+/* The ranges of the snapshot's table (the state after the last entry), sorted by address. */
+static int
+final_segments(const struct snapshot *snap, size_t device, struct seg_list *l)
+{
+    for (size_t i = 0; i < snap->segment_count; i++) {
+        const struct snap_segment *s = &snap->segments[i];
+        if ((size_t)s->device != device)
+            continue;
+        struct analysis_segment a = {s->addr,     s->total_size, s->stream,
+                                     (uint32_t)i, s->is_small,   s->is_expandable};
+        if (seg_list_insert(l, seg_list_lower(l, s->addr), &a) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 int
 analysis_segment_list_at(const struct snapshot *snap, size_t device, size_t at,
                          struct analysis_segment **out, size_t *n)
@@ -513,52 +611,19 @@ analysis_segment_list_at(const struct snapshot *snap, size_t device, size_t at,
     struct seg_list l = {NULL, 0, 0};
     *out = NULL;
     *n = 0;
-    for (size_t i = 0; i < snap->segment_count; i++) {
-        const struct snap_segment *s = &snap->segments[i];
-        if ((size_t)s->device != device)
-            continue;
-        struct analysis_segment a = {s->addr,     s->total_size, s->stream,
-                                     (uint32_t)i, s->is_small,   s->is_expandable};
-        if (seg_list_insert(&l, seg_list_lower(&l, s->addr), &a) != 0)
-            goto oom;
+    if (final_segments(snap, device, &l) != 0) {
+        free(l.v);
+        return -1;
     }
     const struct snap_device_trace *t = trace_of(snap, device);
-    for (size_t i = t->count; i-- > at;) {
-        const struct snap_entry *e = &t->entries[i];
-        size_t k;
-        switch (e->action) {
-        case TRACE_SEGMENT_ALLOC:
-            k = seg_list_lower(&l, e->addr);
-            if (k < l.n && l.v[k].addr == e->addr && !l.v[k].is_expandable)
-                seg_list_erase(&l, k);
-            break;
-        case TRACE_SEGMENT_FREE: {
-            /* PyTorch's small-pool segments are exactly 2 MiB (large ones never are). */
-            struct analysis_segment a = {
-                e->addr, e->size, e->stream, UINT32_MAX, e->size == ALLOC_SMALL_BUFFER, false};
-            k = seg_list_lower(&l, e->addr);
-            if ((k == l.n || l.v[k].addr >= e->addr + e->size) && seg_list_insert(&l, k, &a) != 0)
-                goto oom;
-            break;
+    for (size_t i = t->count; i-- > at;)
+        if (undo_segment_entry(&l, &t->entries[i]) != 0) {
+            free(l.v);
+            return -1;
         }
-        case TRACE_SEGMENT_MAP:
-            if (undo_map(&l, e->addr, e->addr + e->size) != 0)
-                goto oom;
-            break;
-        case TRACE_SEGMENT_UNMAP:
-            if (undo_unmap(&l, e) != 0)
-                goto oom;
-            break;
-        default:
-            break;
-        }
-    }
     *out = l.v;
     *n = l.n;
     return 0;
-oom:
-    free(l.v);
-    return -1;
 }
 
 int
@@ -579,5 +644,141 @@ analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, stru
         }
     }
     free(v);
+    return 0;
+}
+
+/* The ranges touching [lo, hi], ends included: [*first, *end) (an unmap joins the runs that end
+ * where it begins and begin where it ends). */
+static void
+seg_window(const struct seg_list *l, uint64_t lo, uint64_t hi, size_t *first, size_t *end)
+{
+    size_t i = seg_list_lower(l, lo);
+    if (i > 0 && l->v[i - 1].addr + l->v[i - 1].size == lo)
+        i--;
+    size_t j = i;
+    while (j < l->n && l->v[j].addr <= hi)
+        j++;
+    *first = i;
+    *end = j;
+}
+
+static bool
+seg_same(const struct analysis_segment *a, const struct analysis_segment *b)
+{
+    return a->addr == b->addr && a->size == b->size && a->stream == b->stream &&
+           a->index == b->index && a->is_small == b->is_small &&
+           a->is_expandable == b->is_expandable;
+}
+
+static bool
+seg_in(const struct analysis_segment *s, const struct analysis_segment *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (seg_same(s, &v[i]))
+            return true;
+    return false;
+}
+
+struct span_list {
+    struct analysis_span *v;
+    size_t n, cap;
+    struct span_map until; /* a range's address -> the first state without it (absent: the end) */
+    size_t last;           /* count + 1 */
+};
+
+/* A range leaves the walk: it is in the states from `from` up to its recorded end. */
+static int
+span_close(struct span_list *s, const struct analysis_segment *seg, size_t from)
+{
+    struct span_map_item end;
+    size_t to = s->last;
+    if (seg->addr != 0 && span_map_remove(&s->until, seg->addr, &end))
+        to = (size_t)end.size;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        struct analysis_span *v = realloc(s->v, cap * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = (struct analysis_span){*seg, from, to};
+    return 0;
+}
+
+static int
+cmp_span(const void *a, const void *b)
+{
+    const struct analysis_span *x = a, *y = b;
+    if (x->from != y->from)
+        return x->from < y->from ? -1 : 1;
+    return (x->seg.addr > y->seg.addr) - (x->seg.addr < y->seg.addr);
+}
+
+/* Undoes segment entry i (at `e`), closing the ranges it changes and opening those it makes:
+ * only the ranges touching the entry's own span can change. */
+static int
+span_step(struct span_list *s, struct seg_list *l, const struct snap_entry *e, size_t i,
+          struct analysis_segment **before, size_t *cap)
+{
+    size_t a, b;
+    uint64_t lo = e->addr, hi = e->addr + e->size;
+    seg_window(l, lo, hi, &a, &b);
+    size_t nb = b - a;
+    if (nb > *cap) {
+        struct analysis_segment *v = realloc(*before, nb * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        *before = v;
+        *cap = nb;
+    }
+    if (nb > 0)
+        memcpy(*before, &l->v[a], nb * sizeof(**before));
+    if (undo_segment_entry(l, e) != 0)
+        return -1;
+    seg_window(l, lo, hi, &a, &b);
+    /* Closed first: a changed range may keep its address. */
+    for (size_t k = 0; k < nb; k++)
+        if (!seg_in(&(*before)[k], &l->v[a], b - a) && span_close(s, &(*before)[k], i + 1) != 0)
+            return -1;
+    for (size_t k = a; k < b; k++)
+        if (!seg_in(&l->v[k], *before, nb) && l->v[k].addr != 0 &&
+            span_map_put(&s->until, l->v[k].addr, i + 1, 0) != 0)
+            return -1;
+    return 0;
+}
+
+int
+analysis_segment_spans(const struct snapshot *snap, size_t device, struct analysis_span **out,
+                       size_t *n)
+{
+    const struct snap_device_trace *t = trace_of(snap, device);
+    struct seg_list l = {NULL, 0, 0};
+    struct span_list s = {.last = t->count + 1};
+    struct analysis_segment *before = NULL;
+    size_t cap = 0;
+    span_map_init(&s.until);
+    int rc = final_segments(snap, device, &l);
+    for (size_t i = t->count; rc == 0 && i-- > 0;) {
+        unsigned action = t->entries[i].action;
+        if (action == TRACE_SEGMENT_ALLOC || action == TRACE_SEGMENT_FREE ||
+            action == TRACE_SEGMENT_MAP || action == TRACE_SEGMENT_UNMAP)
+            rc = span_step(&s, &l, &t->entries[i], i, &before, &cap);
+    }
+    for (size_t k = 0; rc == 0 && k < l.n; k++)
+        rc = span_close(&s, &l.v[k], 0);
+    free(before);
+    free(l.v);
+    span_map_free(&s.until);
+    if (rc != 0) {
+        free(s.v);
+        *out = NULL;
+        *n = 0;
+        return -1;
+    }
+    if (s.n > 1)
+        qsort(s.v, s.n, sizeof(*s.v), cmp_span);
+    *out = s.v;
+    *n = s.n;
     return 0;
 }

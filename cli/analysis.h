@@ -76,6 +76,18 @@ __attribute__((warn_unused_result)) int analysis_sites_at(const struct snapshot 
                                                           size_t device, size_t at,
                                                           struct site_total **out, size_t *nsites);
 
+/* Bytes and allocation count per call site of every alloc entry of the history (what the run
+ * allocated there, freed or not; blocks live before the history began are not counted), largest
+ * first. *out is malloc'd (NULL when none). Returns 0, or -1 when host memory runs out. */
+__attribute__((warn_unused_result)) int analysis_sites_allocated(const struct snapshot *snap,
+                                                                 size_t device,
+                                                                 struct site_total **out,
+                                                                 size_t *nsites);
+
+/* A series of n values cut to at most `points` buckets, each its bucket's maximum (so no peak is
+ * lost): writes out[0..m) and returns m = min(n, points). */
+size_t analysis_downsample(const uint64_t *series, size_t n, size_t points, uint64_t *out);
+
 /* One device range after `at` entries: an ordinary segment, or (expandable segments) one
  * contiguous mapped run of a reservation, as a snapshot reports them. */
 struct analysis_segment {
@@ -101,6 +113,20 @@ __attribute__((warn_unused_result)) int analysis_segment_list_at(const struct sn
 #define ANALYSIS_SEGMENT_UNKNOWN (UINT32_MAX & ~1u)
 __attribute__((warn_unused_result)) int
 analysis_segments_at(const struct snapshot *snap, size_t device, size_t at, struct span_map *segs);
+
+/* Every range the history ever had, with its life: it is in the states after `from` to `to - 1`
+ * entries (to = count + 1: it is in the snapshot's table). One range per shape: a map or unmap
+ * that changes a run ends its range and begins another. The same walk as
+ * analysis_segment_list_at, done once for the whole history. Sorted by from, then address;
+ * *out is malloc'd (NULL when none). Returns 0, or -1 when host memory runs out. */
+struct analysis_span {
+    struct analysis_segment seg;
+    size_t from, to;
+};
+__attribute__((warn_unused_result)) int analysis_segment_spans(const struct snapshot *snap,
+                                                               size_t device,
+                                                               struct analysis_span **out,
+                                                               size_t *n);
 
 /* The time of the state after `at` entries (the entry's time_us); false when unknown. */
 bool analysis_time_at(const struct snapshot *snap, size_t device, size_t at, int64_t *time_us);

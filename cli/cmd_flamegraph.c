@@ -1,5 +1,5 @@
 /* cmd_flamegraph.c: `cuprof flamegraph FILE`: folded stacks of live bytes for flamegraph.pl,
- *   speedscope and inferno. */
+ *   speedscope and inferno; with --html, the report page's flame graph alone. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,15 +8,22 @@
 #include "cli/cli_commands.h"
 #include "cli/cli_options.h"
 #include "cli/cli_util.h"
+#include "cli/out_file.h"
+#include "cli/plot_data.h"
+#include "cli/report_html.h"
 
 static const char flamegraph_text[] =
-    "usage: cuprof flamegraph [--at peak|end|ENTRY] [--device N] [--all-frames] FILE\n\n"
+    "usage: cuprof flamegraph [--at peak|end|ENTRY] [--device N] [--all-frames] FILE\n"
+    "       cuprof flamegraph --html [-o flamegraph.html] [--at peak|end] [--device N] FILE\n\n"
     "Prints folded stacks, one line per call site: the frames from outermost to innermost\n"
     "joined by ';', a space, and the live bytes allocated there (requested sizes), as\n"
     "flamegraph.pl, inferno-flamegraph and speedscope read them:\n"
     "  cuprof flamegraph run.pickle | flamegraph.pl --countname bytes > live.svg\n"
     "Stacks that differ only in frames of the allocation machinery (cuprof, CUDA, PyTorch's\n"
     "allocator, the Python interpreter, libc start-up) are one line, without those frames.\n"
+    "--html writes one self-contained page (no network) with the flame graph drawn as an icicle\n"
+    "of live bytes at the peak, at the end and of the bytes allocated over the run, per device:\n"
+    "click a frame to zoom, search to highlight, hover for bytes and share.\n"
     "\n";
 
 static const struct cli_option flamegraph_options[] = {
@@ -30,12 +37,19 @@ static const struct cli_option flamegraph_options[] = {
      "has more than one)",
      0},
     {"all-frames", 0, NULL, "hide no frame: one line per whole stack", CLI_ALL_FRAMES},
+    {"html", 'H', NULL, "write the flame graph as a self-contained HTML page", 0},
+    {"output", 'o', "FILE",
+     "where to write (default: standard output; flamegraph.html with --html). A file is "
+     "replaced only once all of it is written",
+     0},
     {0},
 };
 
 struct flamegraph_args {
     const char *at;
     uint64_t device;
+    bool html;
+    const char *output;
 };
 
 static int
@@ -51,6 +65,10 @@ flamegraph_option(void *ctx, int key, const char *value)
                                    "--at wants peak, end or an entry number, not \"%s\"", value);
     } else if (key == 'd' && !cli_parse_u64(value, &a->device)) {
         return cli_usage_error("flamegraph", "--device wants a number, not \"%s\"", value);
+    } else if (key == 'H') {
+        a->html = true;
+    } else if (key == 'o') {
+        a->output = value;
     }
     return CLI_OK;
 }
@@ -77,7 +95,7 @@ clean(char *s)
 }
 
 static int
-fold_device(const struct snapshot *snap, size_t device, const char *at_text, bool prefix)
+fold_device(FILE *out, const struct snapshot *snap, size_t device, const char *at_text, bool prefix)
 {
     struct device_analysis a;
     if (analysis_run(snap, device, false, &a) != 0)
@@ -103,8 +121,8 @@ fold_device(const struct snapshot *snap, size_t device, const char *at_text, boo
             if (*p == '\x1f')
                 *p = ';';
         if (prefix)
-            printf("device %zu;", device);
-        printf("%s %" PRIu64 "\n", line, sites[i].bytes);
+            fprintf(out, "device %zu;", device);
+        fprintf(out, "%s %" PRIu64 "\n", line, sites[i].bytes);
         free(line);
     }
     free(sites);
@@ -141,27 +159,79 @@ check_args(const char *path, const struct snapshot *snap, const struct flamegrap
     return CLI_OK;
 }
 
+/* The flame graph page: the report page's data for the file's devices, without the history. */
+static int
+write_html(FILE *out, struct snapshot *snap, const struct cli_input *in,
+           const struct flamegraph_args *args)
+{
+    struct plot_page page;
+    if (plot_page_begin(&page, out, report_html) != 0)
+        return CLI_BADUSE;
+    emitter_begin_dict(page.e);
+    plot_data_header(&page, "flamegraph", "single", in->paths[0]);
+    cli_json_key_string(page.e, "flame_at", strcmp(args->at, "end") == 0 ? "end" : "peak");
+    emitter_key(page.e, "runs");
+    emitter_begin_list(page.e);
+    struct plot_run_options opt = {.history = false,
+                                   .all_frames = in->all_frames,
+                                   .name = "",
+                                   .device = args->device == UINT64_MAX ? -1 : (long)args->device};
+    int rc = plot_data_run(&page, snap, in->paths[0], &opt, NULL);
+    emitter_end(page.e);
+    emitter_end(page.e);
+    if (!plot_page_end(&page, NULL, NULL))
+        rc = -1;
+    return rc == 0 ? CLI_OK : CLI_BADUSE;
+}
+
+/* The folded lines of every device shown. */
+static int
+write_folded(FILE *out, const struct snapshot *snap, const struct cli_input *in,
+             const struct flamegraph_args *args)
+{
+    size_t ndev = analysis_device_count(snap), shown = 0;
+    for (size_t d = 0; d < ndev; d++)
+        shown += analysis_device_present(snap, d);
+    for (size_t d = 0; d < ndev; d++) {
+        if ((args->device != UINT64_MAX && d != args->device) || !analysis_device_present(snap, d))
+            continue;
+        if (fold_device(out, snap, d, args->at, args->device == UINT64_MAX && shown > 1) != 0) {
+            char safe[1024];
+            fprintf(stderr, "cuprof: %s: out of memory\n",
+                    cli_term(in->paths[0], safe, sizeof safe));
+            return CLI_BADUSE;
+        }
+    }
+    return CLI_OK;
+}
+
 int
 cmd_flamegraph(int argc, char **argv)
 {
     struct flamegraph_args args = {.at = "peak", .device = UINT64_MAX};
     struct cli_input in;
-    if (!cli_begin(&cmd_flamegraph_command, argc, argv, &args, &in))
+    if (!cli_parse(&cmd_flamegraph_command, argc, argv, &args, &in))
         return in.status;
-    int status = check_args(in.paths[0], in.snap[0], &args);
-    size_t ndev = analysis_device_count(in.snap[0]), shown = 0;
-    for (size_t d = 0; d < ndev; d++)
-        shown += analysis_device_present(in.snap[0], d);
-    for (size_t d = 0; d < ndev && status == CLI_OK; d++) {
-        if ((args.device != UINT64_MAX && d != args.device) ||
-            !analysis_device_present(in.snap[0], d))
-            continue;
-        if (fold_device(in.snap[0], d, args.at, args.device == UINT64_MAX && shown > 1) != 0) {
-            char safe[1024];
-            fprintf(stderr, "cuprof: %s: out of memory\n",
-                    cli_term(in.paths[0], safe, sizeof safe));
+    uint64_t entry;
+    if (args.html && cli_parse_u64(args.at, &entry))
+        return cli_usage_error("flamegraph",
+                               "--html shows the peak, the end and the run's allocations: --at "
+                               "takes peak or end there, not an entry");
+    /* The page keeps every frame and names call sites itself (plot_data.h). */
+    int status = args.html                                ? cli_load(in.paths[0], &in.snap[0])
+                 : cli_read(&cmd_flamegraph_command, &in) ? CLI_OK
+                                                          : in.status;
+    if (status == CLI_OK)
+        status = check_args(in.paths[0], in.snap[0], &args);
+    struct out_file out;
+    const char *output = args.output != NULL ? args.output : args.html ? "flamegraph.html" : "-";
+    if (status == CLI_OK && out_file_open(&out, output) != 0)
+        status = CLI_BADUSE;
+    if (status == CLI_OK) {
+        status = args.html ? write_html(out.f, in.snap[0], &in, &args)
+                           : write_folded(out.f, in.snap[0], &in, &args);
+        if (out_file_end(&out, status == CLI_OK) != 0)
             status = CLI_BADUSE;
-        }
     }
     cli_input_free(&in);
     return status;

@@ -15,14 +15,22 @@
 #include "cli/cli_util.h"
 #include "cli/frame_filter.h"
 
-#define OUTLIER_PERCENT  10 /* a rank this far above or below the median peak is an outlier */
-#define SITE_KEY_MAX     2048
-#define SITE_NAME_FRAMES 3 /* frames that name a site in the comparison */
+#define OUTLIER_PERCENT   10 /* a rank this far above or below the median peak is an outlier */
+#define SITE_KEY_MAX      2048
+#define SITE_NAME_FRAMES  3   /* frames that name a site in the comparison */
+#define CROSS_RANK_POINTS 400 /* points of each rank's timeline on the report page */
 
 struct rank_site {
     char *key;  /* the site's frames as text: equal across files for the same code path */
     char *name; /* its first frame, for display */
     uint64_t bytes;
+};
+
+/* One device's allocated and reserved bytes over its history, cut to CROSS_RANK_POINTS bucket
+ * maxima (for the report page only). */
+struct rank_timeline {
+    size_t device, count, points;
+    uint64_t *live, *reserved;
 };
 
 struct rank_row {
@@ -34,13 +42,15 @@ struct rank_row {
     size_t ooms, devices;
     struct rank_site *sites;
     size_t site_count;
+    struct rank_timeline *timelines; /* when asked for */
+    size_t timeline_count;
 };
 
 struct work {
     char *const *paths;
     struct rank_row *rows;
     size_t count;
-    bool all_frames;
+    bool all_frames, timelines;
     _Atomic size_t next;
 };
 
@@ -74,9 +84,30 @@ site_text(const struct snapshot *snap, uint32_t stack, struct rank_site *site)
     return site->key != NULL && site->name != NULL ? 0 : -1;
 }
 
+/* Keeps device a->device's series, cut to bucket maxima. */
+static int
+add_timeline(struct rank_row *row, const struct device_analysis *a)
+{
+    struct rank_timeline *grown =
+        realloc(row->timelines, (row->timeline_count + 1) * sizeof(*grown));
+    if (grown == NULL)
+        return -1;
+    row->timelines = grown;
+    struct rank_timeline *t = &row->timelines[row->timeline_count];
+    size_t n = a->count + 1, points = n < CROSS_RANK_POINTS ? n : CROSS_RANK_POINTS;
+    *t = (struct rank_timeline){a->device, a->count, 0, malloc(points * sizeof(uint64_t)),
+                                malloc(points * sizeof(uint64_t))};
+    row->timeline_count++;
+    if (t->live == NULL || t->reserved == NULL)
+        return -1;
+    t->points = analysis_downsample(a->live_series, n, points, t->live);
+    (void)analysis_downsample(a->reserved_series, n, points, t->reserved);
+    return 0;
+}
+
 /* One file's row: peaks and OOMs over its devices, its live bytes by site at the end. */
 static int
-make_row(struct rank_row *row, const char *path, bool all_frames)
+make_row(struct rank_row *row, const char *path, bool all_frames, bool timelines)
 {
     struct snapshot *snap;
     row->path = path;
@@ -96,10 +127,12 @@ make_row(struct rank_row *row, const char *path, bool all_frames)
         if (!analysis_device_present(snap, d))
             continue;
         struct device_analysis a;
-        if (analysis_run(snap, d, false, &a) != 0) {
+        if (analysis_run(snap, d, timelines, &a) != 0) {
             rc = -1;
             break;
         }
+        if (timelines && add_timeline(row, &a) != 0)
+            rc = -1;
         row->peak_allocated += a.peak_live;
         row->peak_reserved += a.peak_reserved;
         row->ooms += a.oom_count;
@@ -162,7 +195,7 @@ worker(void *arg)
         if (i >= w->count)
             return NULL;
         char safe[1024];
-        if (make_row(&w->rows[i], w->paths[i], w->all_frames) != 0)
+        if (make_row(&w->rows[i], w->paths[i], w->all_frames, w->timelines) != 0)
             fprintf(stderr, "cuprof: %s: out of memory\n",
                     cli_term(w->paths[i], safe, sizeof safe));
     }
@@ -244,10 +277,10 @@ get_reserved(const struct rank_row *r)
     return r->peak_reserved;
 }
 
-/* Ranks whose peak (of `what`) is more than OUTLIER_PERCENT away from the ranks' median. */
+/* The ranks' median peak (of `get`); -1 when host memory runs out. */
 static int
-print_outliers(FILE *out, const char *what, const struct rank_row *rows, size_t n,
-               uint64_t (*get)(const struct rank_row *))
+median_of(const struct rank_row *rows, size_t n, uint64_t (*get)(const struct rank_row *),
+          uint64_t *median)
 {
     uint64_t *peaks = malloc(n * sizeof(*peaks));
     if (peaks == NULL)
@@ -255,16 +288,39 @@ print_outliers(FILE *out, const char *what, const struct rank_row *rows, size_t 
     for (size_t i = 0; i < n; i++)
         peaks[i] = get(&rows[i]);
     qsort(peaks, n, sizeof(*peaks), u64_order);
-    uint64_t median = peaks[n / 2];
+    *median = peaks[n / 2];
     free(peaks);
+    return 0;
+}
+
+/* How far (percent) a value is from the median; an outlier is more than OUTLIER_PERCENT away. */
+static double
+off_median(uint64_t value, uint64_t median)
+{
+    return median > 0 ? 100.0 * ((double)value - (double)median) / (double)median : 0.0;
+}
+
+static bool
+is_outlier(double off)
+{
+    return off > OUTLIER_PERCENT || off < -OUTLIER_PERCENT;
+}
+
+/* Ranks whose peak (of `what`) is more than OUTLIER_PERCENT away from the ranks' median. */
+static int
+print_outliers(FILE *out, const char *what, const struct rank_row *rows, size_t n,
+               uint64_t (*get)(const struct rank_row *))
+{
+    uint64_t median;
+    if (median_of(rows, n, get, &median) != 0)
+        return -1;
     char m[32], v[32], r[1024];
     fprintf(out, "outliers of %s (more than %d%% from the median %s):", what, OUTLIER_PERCENT,
             cli_size(median, m, sizeof(m)));
     size_t shown = 0;
     for (size_t i = 0; i < n; i++) {
-        double off =
-            median > 0 ? 100.0 * ((double)get(&rows[i]) - (double)median) / (double)median : 0.0;
-        if (off > OUTLIER_PERCENT || off < -OUTLIER_PERCENT) {
+        double off = off_median(get(&rows[i]), median);
+        if (is_outlier(off)) {
             fprintf(out, "%s %s %s (%+.0f%%)", shown ? "," : "", row_label(&rows[i], r, sizeof r),
                     cli_size(get(&rows[i]), v, sizeof(v)), off);
             shown++;
@@ -291,9 +347,10 @@ by_difference(const void *a, const void *b)
 }
 
 /* Every site of every row, merged by key: its highest and lowest live bytes over the rows (a
- * row without the site holds 0 there). Rows' site arrays are sorted by key: one merge walk. */
+ * row without the site holds 0 there), most different first. Rows' site arrays are sorted by
+ * key: one merge walk. *out is malloc'd; -1 when host memory runs out. */
 static int
-print_site_differences(FILE *out, const struct rank_row *rows, size_t n, size_t top)
+site_spreads(const struct rank_row *rows, size_t n, struct site_spread **out, size_t *nout)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
@@ -336,6 +393,19 @@ print_site_differences(FILE *out, const struct rank_row *rows, size_t n, size_t 
     free(at);
     if (count > 1)
         qsort(all, count, sizeof(*all), by_difference);
+    *out = all;
+    *nout = count;
+    return 0;
+}
+
+/* The call sites whose live bytes at the end differ most between the rows. */
+static int
+print_site_differences(FILE *out, const struct rank_row *rows, size_t n, size_t top)
+{
+    struct site_spread *all;
+    size_t count;
+    if (site_spreads(rows, n, &all, &count) != 0)
+        return -1;
     fprintf(out, "call sites whose live bytes at the end differ most between ranks:\n");
     size_t shown = 0;
     for (size_t i = 0; i < count && shown < top; i++) {
@@ -355,20 +425,44 @@ print_site_differences(FILE *out, const struct rank_row *rows, size_t n, size_t 
     return 0;
 }
 
-int
-cross_rank_print(FILE *out, char *const *paths, size_t count, bool all_frames, size_t top,
-                 unsigned jobs)
+static void
+rows_free(struct rank_row *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        for (size_t k = 0; k < rows[i].site_count; k++) {
+            free(rows[i].sites[k].key);
+            free(rows[i].sites[k].name);
+        }
+        free(rows[i].sites);
+        for (size_t k = 0; k < rows[i].timeline_count; k++) {
+            free(rows[i].timelines[k].live);
+            free(rows[i].timelines[k].reserved);
+        }
+        free(rows[i].timelines);
+    }
+    free(rows);
+}
+
+/* Every file's row, read by `jobs` threads, sorted by rank (the readable ones first: *ok of
+ * them). NULL when host memory runs out. */
+static struct rank_row *
+collect_rows(char *const *paths, size_t count, bool all_frames, bool timelines, unsigned jobs,
+             size_t *ok)
 {
     struct rank_row *rows = calloc(count, sizeof(*rows));
     if (rows == NULL)
-        return -1;
+        return NULL;
     if (jobs == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         jobs = cpus < 1 ? 1 : cpus > 16 ? 16 : (unsigned)cpus;
     }
     if (jobs > count)
         jobs = (unsigned)count;
-    struct work w = {.paths = paths, .rows = rows, .count = count, .all_frames = all_frames};
+    struct work w = {.paths = paths,
+                     .rows = rows,
+                     .count = count,
+                     .all_frames = all_frames,
+                     .timelines = timelines};
     pthread_t threads[16];
     unsigned started = 0;
     for (; started + 1 < jobs && started < 16; started++)
@@ -377,11 +471,21 @@ cross_rank_print(FILE *out, char *const *paths, size_t count, bool all_frames, s
     worker(&w); /* this thread works too */
     for (unsigned i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
-
     qsort(rows, count, sizeof(*rows), by_rank);
-    size_t ok = 0;
-    while (ok < count && rows[ok].ok)
-        ok++;
+    *ok = 0;
+    while (*ok < count && rows[*ok].ok)
+        (*ok)++;
+    return rows;
+}
+
+int
+cross_rank_print(FILE *out, char *const *paths, size_t count, bool all_frames, size_t top,
+                 unsigned jobs)
+{
+    size_t ok;
+    struct rank_row *rows = collect_rows(paths, count, all_frames, false, jobs, &ok);
+    if (rows == NULL)
+        return -1;
     int rc = ok < count ? 1 : 0;
     fprintf(out, "== cross-rank view: %zu file%s", ok, ok == 1 ? "" : "s");
     if (ok < count)
@@ -404,13 +508,133 @@ cross_rank_print(FILE *out, char *const *paths, size_t count, bool all_frames, s
             print_site_differences(out, rows, ok, top) != 0)
             rc = -1;
     }
-    for (size_t i = 0; i < count; i++) {
-        for (size_t k = 0; k < rows[i].site_count; k++) {
-            free(rows[i].sites[k].key);
-            free(rows[i].sites[k].name);
-        }
-        free(rows[i].sites);
+    rows_free(rows, count);
+    return rc;
+}
+
+/* ---- The same for the report page (JSON). */
+
+static void
+emit_u64_list(struct emitter *e, const char *key, const uint64_t *v, size_t n)
+{
+    emitter_key(e, key);
+    emitter_begin_list(e);
+    for (size_t i = 0; i < n; i++)
+        emitter_u64(e, v[i]);
+    emitter_end(e);
+}
+
+static void
+emit_row(struct emitter *e, const struct rank_row *r, uint64_t median_allocated,
+         uint64_t median_reserved)
+{
+    emitter_begin_dict(e);
+    cli_json_key_string(e, "file", r->path);
+    cli_json_key_int(e, "rank", r->rank);
+    cli_json_key_string(e, "host", r->host);
+    cli_json_key_int(e, "pid", r->pid);
+    cli_json_key_u64(e, "peak_allocated", r->peak_allocated);
+    cli_json_key_u64(e, "peak_reserved", r->peak_reserved);
+    cli_json_key_u64(e, "ooms", r->ooms);
+    cli_json_key_u64(e, "fragmentation", r->fragmentation);
+    double off_a = off_median(r->peak_allocated, median_allocated);
+    double off_r = off_median(r->peak_reserved, median_reserved);
+    emitter_key(e, "off_median_allocated");
+    emitter_float(e, off_a);
+    emitter_key(e, "off_median_reserved");
+    emitter_float(e, off_r);
+    emitter_key(e, "outlier_allocated");
+    emitter_bool(e, is_outlier(off_a));
+    emitter_key(e, "outlier_reserved");
+    emitter_bool(e, is_outlier(off_r));
+    emitter_key(e, "timelines");
+    emitter_begin_list(e);
+    for (size_t k = 0; k < r->timeline_count; k++) {
+        const struct rank_timeline *t = &r->timelines[k];
+        emitter_begin_dict(e);
+        cli_json_key_u64(e, "device", t->device);
+        cli_json_key_u64(e, "count", t->count);
+        emit_u64_list(e, "live", t->live, t->points);
+        emit_u64_list(e, "reserved", t->reserved, t->points);
+        emitter_end(e);
     }
-    free(rows);
+    emitter_end(e);
+    emitter_end(e);
+}
+
+static uint64_t
+row_site_bytes(const struct rank_row *r, const char *key)
+{
+    size_t lo = 0, hi = r->site_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(r->sites[mid].key, key);
+        if (c == 0)
+            return r->sites[mid].bytes;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+/* The `top` sites that differ most, each with its bytes in every row (rows' order). */
+static int
+emit_site_differences(struct emitter *e, const struct rank_row *rows, size_t n, size_t top)
+{
+    struct site_spread *all;
+    size_t count;
+    if (site_spreads(rows, n, &all, &count) != 0)
+        return -1;
+    emitter_key(e, "sites");
+    emitter_begin_list(e);
+    for (size_t i = 0; i < count && i < top && all[i].max != all[i].min; i++) {
+        emitter_begin_dict(e);
+        cli_json_key_string(e, "name", all[i].name ? all[i].name : "?");
+        cli_json_key_string(e, "frames", all[i].key);
+        emitter_key(e, "bytes");
+        emitter_begin_list(e);
+        for (size_t r = 0; r < n; r++)
+            emitter_u64(e, row_site_bytes(&rows[r], all[i].key));
+        emitter_end(e);
+        emitter_end(e);
+    }
+    emitter_end(e);
+    free(all);
+    return 0;
+}
+
+int
+cross_rank_emit(struct emitter *e, char *const *paths, size_t count, bool all_frames, size_t top,
+                unsigned jobs)
+{
+    size_t ok;
+    struct rank_row *rows = collect_rows(paths, count, all_frames, true, jobs, &ok);
+    if (rows == NULL)
+        return -1;
+    int rc = ok < count ? 1 : 0;
+    uint64_t median_allocated = 0, median_reserved = 0;
+    if (ok > 0 && (median_of(rows, ok, get_allocated, &median_allocated) != 0 ||
+                   median_of(rows, ok, get_reserved, &median_reserved) != 0))
+        rc = -1;
+    emitter_begin_dict(e);
+    cli_json_key_u64(e, "outlier_percent", OUTLIER_PERCENT);
+    cli_json_key_u64(e, "median_allocated", median_allocated);
+    cli_json_key_u64(e, "median_reserved", median_reserved);
+    emitter_key(e, "rows");
+    emitter_begin_list(e);
+    for (size_t i = 0; i < ok; i++)
+        emit_row(e, &rows[i], median_allocated, median_reserved);
+    emitter_end(e);
+    emitter_key(e, "unreadable");
+    emitter_begin_list(e);
+    for (size_t i = ok; i < count; i++)
+        cli_json_string(e, rows[i].path);
+    emitter_end(e);
+    if (rc >= 0 && emit_site_differences(e, rows, ok, top) != 0)
+        rc = -1;
+    emitter_end(e);
+    rows_free(rows, count);
     return rc;
 }

@@ -265,7 +265,7 @@ mapped(const uint32_t *map, size_t count, uint32_t stack)
 }
 
 int
-frame_filter_apply(struct snapshot *snap)
+frame_filter_map(struct snapshot *snap, uint32_t **map_out, size_t *count_out)
 {
     size_t count = snap->stack_count, longest = 0;
     for (size_t s = 0; s < count; s++)
@@ -281,23 +281,37 @@ frame_filter_apply(struct snapshot *snap)
     struct filter_state fs = {kind, snap->frame_count, &facts, kept};
     for (size_t s = 0; rc == 0 && s < count; s++)
         rc = filtered_stack(snap, &fs, (uint32_t)s, &map[s]);
-    /* References change only once every stack has its filtered twin. */
-    if (rc == 0) {
-        for (size_t i = 0; i < snap->segment_count; i++)
-            snap->segments[i].stack = mapped(map, count, snap->segments[i].stack);
-        for (size_t i = 0; i < snap->block_count; i++)
-            snap->blocks[i].stack = mapped(map, count, snap->blocks[i].stack);
-        for (size_t d = 0; d < snap->device_count; d++) {
-            struct snap_device_trace *t = &snap->device_traces[d];
-            for (size_t i = 0; i < t->count; i++)
-                t->entries[i].stack = mapped(map, count, t->entries[i].stack);
-        }
-    }
     frame_entry_facts_free(&facts);
     free(kind);
-    free(map);
     free(kept);
+    if (rc != 0) {
+        free(map);
+        map = NULL;
+    }
+    *map_out = map;
+    *count_out = count;
     return rc;
+}
+
+int
+frame_filter_apply(struct snapshot *snap)
+{
+    uint32_t *map;
+    size_t count;
+    if (frame_filter_map(snap, &map, &count) != 0)
+        return -1;
+    /* References change only once every stack has its filtered twin. */
+    for (size_t i = 0; i < snap->segment_count; i++)
+        snap->segments[i].stack = mapped(map, count, snap->segments[i].stack);
+    for (size_t i = 0; i < snap->block_count; i++)
+        snap->blocks[i].stack = mapped(map, count, snap->blocks[i].stack);
+    for (size_t d = 0; d < snap->device_count; d++) {
+        struct snap_device_trace *t = &snap->device_traces[d];
+        for (size_t i = 0; i < t->count; i++)
+            t->entries[i].stack = mapped(map, count, t->entries[i].stack);
+    }
+    free(map);
+    return 0;
 }
 
 int

@@ -25,6 +25,14 @@ bool frame_filter_hides(const struct snap_frame *frame, bool stack_has_python);
  * Returns 0, or -1 when host memory runs out (then no reference has changed). */
 __attribute__((warn_unused_result)) int frame_filter_apply(struct snapshot *snap);
 
+/* The same twins without the rewrite: adds to `snap` the filtered stack of every stack and sets
+ * *map (malloc'd) to each stack's twin for the *count stacks the snapshot had before the call
+ * (twins added later are their own). No reference changes: `plot` keeps every frame of a stack
+ * for the page to show, beside its call site. Returns 0, or -1 when host memory runs out (then
+ * *map is NULL). */
+__attribute__((warn_unused_result)) int frame_filter_map(struct snapshot *snap, uint32_t **map,
+                                                         size_t *count);
+
 /* cli_load, then frame_filter_apply unless `all_frames`; one line on stderr and CLI_BADUSE when
  * either fails. */
 __attribute__((warn_unused_result)) int frame_filter_load(const char *path, bool all_frames,

@@ -127,3 +127,48 @@ library_report_text(const struct snapshot *snap, size_t device)
     }
     return text;
 }
+
+void
+library_report_emit(struct emitter *e, const struct snapshot *snap, size_t device)
+{
+    if (!library_report_has(snap, device))
+        return;
+    const struct snap_cuprof *c = &snap->cuprof;
+    uint64_t reserved = 0, passthrough = 0;
+    emitter_key(e, "libraries");
+    emitter_begin_list(e);
+    for (size_t i = 0; i < c->library_count; i++) {
+        const struct snap_library *r = &c->libraries[i];
+        if ((size_t)r->device != device)
+            continue;
+        emitter_begin_dict(e);
+        cli_json_key_string(e, "name", snapshot_library_name(r));
+        cli_json_key_string(e, "path", r->path);
+        emitter_key(e, "is_program");
+        emitter_bool(e, r->is_program);
+        const char *keys[] = {"cache_requested",     "cache_requested_peak", "cache_reserved",
+                              "cache_reserved_peak", "passthrough",          "passthrough_peak",
+                              "device_bytes",        "device_bytes_peak"};
+        uint64_t values[] = {r->cache_requested,     r->cache_requested_peak, r->cache_reserved,
+                             r->cache_reserved_peak, r->passthrough,          r->passthrough_peak,
+                             r->device_bytes,        r->device_bytes_peak};
+        for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+            cli_json_key_u64(e, keys[k], values[k]);
+        emitter_end(e);
+        reserved += r->cache_reserved;
+        passthrough += r->passthrough;
+    }
+    emitter_end(e);
+    const struct snap_footprint *fp = footprint_of(snap, device);
+    if (fp == NULL)
+        return;
+    emitter_key(e, "footprint");
+    emitter_begin_dict(e);
+    cli_json_key_int(e, "total", fp->total);
+    cli_json_key_int(e, "used_at_start", fp->used_at_start);
+    cli_json_key_int(e, "used_at_dump", fp->used_at_dump);
+    cli_json_key_int(e, "graph_reserved_at_dump", fp->graph_reserved_at_dump);
+    cli_json_key_u64(e, "reserved", reserved);
+    cli_json_key_u64(e, "passthrough", passthrough);
+    emitter_end(e);
+}

@@ -21,6 +21,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report_data  # noqa: E402
 import snapshots as S  # noqa: E402
 
 CUPROF = None
@@ -315,14 +316,17 @@ class JsonText(Base):
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(html, encoding="utf-8") as f:
             page = f.read()
-        start = page.index('{"file":')
-        data, end = json.JSONDecoder().raw_decode(page, start)
-        self.assertNotIn("<", page[start:end], path)
-        dev = data["devices"][0]
-        frames = [t for s in dev["sites"] for t in s["frames"]]
+        start = page.index('<script id="cuprof-data"')
+        end = page.index("</script>", start)
+        self.assertNotIn("<", page[page.index(">", start) + 1:end], path)
+        data = report_data.read(html)
+        run0 = data.data["runs"][0]
+        dev = run0["devices"][0]
+        frames = [t for s in report_data.sites(data, run0, dev) for t in s["frames"]]
         self.assertTrue(any(t.startswith(self.NAME) for t in frames), (path, frames[:4]))
-        rows = [r for st in dev["states"] for r in st["segments"]]
-        self.assertIn(self.SEG_STREAM, [r[3] for r in rows], path)
+        self.assertIn("0x%x" % self.SEG_STREAM, dev["streams"], path)
+        streams = {r["stream"] for r in report_data.history(data, dev)["segments"]}
+        self.assertIn(dev["streams"].index("0x%x" % self.SEG_STREAM), streams, path)
 
 
 def main():

@@ -488,7 +488,7 @@ def plot_annotations(html_path):
     with open(html_path) as f:
         html = f.read()
     m = re.search(r'<script id="cuprof-data" type="application/json">(.*?)</script>', html, re.S)
-    return json.loads(m.group(1))["devices"][0]["annotations"]
+    return json.loads(m.group(1))["devices"][0]["phases"]
 
 
 class Annotations(unittest.TestCase):

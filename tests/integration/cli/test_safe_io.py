@@ -36,6 +36,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report_data  # noqa: E402
 import snapshots as S  # noqa: E402
 
 CUPROF = LIB = TRAIN = WORK = None
@@ -344,9 +345,9 @@ def json_outputs():
           "timeline's process name")
     check(any(e["name"].startswith("label\\xed\\xb3\\xbd") for e in events),
           "timeline's annotation")
-    start = outs["plot"].index('{"file":')
-    data, _ = json.JSONDecoder().raw_decode(outs["plot"], start)
+    data = report_data.read(html).data
     check(data["file"].endswith(shown), "plot's file: %r" % data["file"])
+    check(data["runs"][0]["file"].endswith(shown), "plot's run: %r" % data["runs"][0]["file"])
     check(shown in outs["summary"], "summary's file name")
 
 

@@ -13,12 +13,12 @@ tests/integration/cli/sites_app ran on the simulated device.
 import json
 import os
 import pickle
-import re
 import subprocess
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report_data  # noqa: E402
 import snapshots as S  # noqa: E402
 from test_apps import sanitizer_preload  # noqa: E402
 
@@ -128,12 +128,11 @@ def diff_sites(a, b, whole):
 
 
 def plot_sites(html_path):
-    with open(html_path) as f:
-        html = f.read()
-    m = re.search(r'<script id="cuprof-data" type="application/json">(.*?)</script>', html, re.S)
-    data = json.loads(m.group(1))
-    return {tuple(s["frames"]): s["end_bytes"] for s in data["devices"][0]["sites"]
-            if s["end_bytes"] > 0}
+    """The page's call sites of device 0 holding bytes at the end: frames -> bytes."""
+    page = report_data.read(html_path)
+    run = page.data["runs"][0]
+    return {tuple(s["frames"]): s["end_bytes"]
+            for s in report_data.sites(page, run, run["devices"][0]) if s["end_bytes"] > 0}
 
 
 class Checks:
@@ -170,7 +169,7 @@ class Checks:
             html = os.path.join(WORK, "sites-%s.html" % what)
             cuprof("plot", *opt, "-o", html, b_path, rc=0)
             self.assertEqual(plot_sites(html),
-                             {k[:24]: v[0] for k, v in live_sites(b, whole).items()}, what)
+                             {k: v[0] for k, v in live_sites(b, whole).items()}, what)
 
 
 # ---- Hand-built PyTorch snapshots ----

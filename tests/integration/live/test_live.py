@@ -385,19 +385,28 @@ def case_ranks(f, a):
         f.check(both.startswith("== cross-rank view: 2 files") and
                 f"== {paths[0]}" in both and f"== {paths[1]}" in both,
                 f"ranks: summary of two files: {both[:400]!r}")
-        # plot: the same cross-rank view, embedded above the first file's sections.
+        # plot: the same cross-rank view, as the page's data (viewer/DATA.md), and the first
+        # file in full.
         html = os.path.join(tmp, "job.html")
         pr = cuprof(a, "plot", "-o", html, *paths)
-        data = {}
+        data, ranks = {}, {}
         if pr.returncode == 0:
             page = open(html, encoding="utf-8").read()
-            m = re.search(r'<script id="cuprof-data" type="application/json">(.*?)</script>',
-                          page, re.S)
-            data = json.loads(m.group(1)) if m else {}
-        same = cuprof(a, "summary", "--ranks-only", *paths).stdout
-        f.check(data.get("cross_rank_text") == same and data.get("file") == paths[0],
-                f"ranks: plot's cross-rank text {data.get('cross_rank_text', '')[:200]!r} "
-                f"{pr.stderr!r}")
+            for name, into in (("data", data), ("ranks", ranks)):
+                m = re.search(r'<script id="cuprof-%s" type="application/json">(.*?)</script>'
+                              % name, page, re.S)
+                into.update(json.loads(m.group(1)) if m else {})
+        got = [(r["rank"], r["pid"], "%.2f" % (r["peak_allocated"] / (1 << 20)),
+                r["outlier_allocated"], r["file"]) for r in ranks.get("rows", [])]
+        want = [(rank, pid, "12.00" if rank == 2 else "4.00", rank == 2, path)
+                for rank, pid, path in files]
+        f.check(got == want and data.get("mode") == "ranks" and data.get("file") == paths[0] and
+                data["runs"][0]["file"] == paths[0],
+                f"ranks: plot's cross-rank rows {got} (want {want}) {pr.stderr!r}")
+        sites = ranks.get("sites", [])
+        f.check(sites and "live_alloc (" in sites[0]["name"] and
+                sites[0]["bytes"][[r[0] for r in got].index(2)] == 8 << 20,
+                f"ranks: plot's site differences {sites[:2]}")
         # timeline: one process track per rank, named, sorted by rank, on one wall clock.
         tl = cuprof(a, "timeline", *paths)
         events = json.loads(tl.stdout)["traceEvents"] if tl.returncode == 0 else []

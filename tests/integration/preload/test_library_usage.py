@@ -166,9 +166,11 @@ def check_plot(args, path, tmp, checks):
     page = open(html, encoding="utf-8").read()
     data = json.loads(re.search(r'<script id="cuprof-data" type="application/json">(.*?)</script>',
                                 page, re.S).group(1))
-    text = data["devices"][0].get("libraries_text", "")
-    checks.check(RUNTIME in text and "device footprint" in text,
-                 f"plot: no library section in the report's data: {text!r}")
+    dev = data["runs"][0]["devices"][0]
+    names = [r["name"] for r in dev.get("libraries", [])]
+    checks.check(RUNTIME in names and dev.get("footprint", {}).get("total") == CAPACITY,
+                 f"plot: no library rows or footprint in the report's data: {names!r}, "
+                 f"{dev.get('footprint')!r}")
 
 
 def main():
