@@ -19,6 +19,7 @@ import unittest
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report_data  # noqa: E402
 import snapshots as S  # noqa: E402
 from test_apps import sanitizer_preload  # noqa: E402
 
@@ -485,10 +486,8 @@ def label_lines(marks):
 
 
 def plot_annotations(html_path):
-    with open(html_path) as f:
-        html = f.read()
-    m = re.search(r'<script id="cuprof-data" type="application/json">(.*?)</script>', html, re.S)
-    return json.loads(m.group(1))["devices"][0]["phases"]
+    """Each annotation's phase figures in the report page's data (viewer/DATA.md)."""
+    return report_data.read(html_path).data["runs"][0]["devices"][0]["phases"]
 
 
 class Annotations(unittest.TestCase):
