@@ -74,7 +74,6 @@ struct replay_run {
     struct fake_device dev;
     struct span_map addr_of; /* recorded address -> replayed address (size), kind (stack) */
     bool check;
-    size_t diffs_shown;
     /* Unsplit remainders learnt by earlier replays: owner address -> its whole block size. */
     struct span_map *remainders;
     /* The guessed free blocks of the starting state, by owner address. */
@@ -85,9 +84,10 @@ struct replay_run {
 /* Recreates the state at the first entry in r->alloc: each segment at its address, carved so that
  * the blocks live then sit at their recorded addresses (r->addr_of maps them), the free gaps
  * between them cached. r->alloc has no rounding divisions yet (every size asked here is exact);
- * `config`, the replayed setting, says how the blocks were rounded when they were made. Counts
- * what could not be placed in *misses; fills r->guesses (free with free()). Returns 0, or -1
- * when host memory runs out. */
+ * `config` says how the blocks were rounded and split when they were made (the recorded
+ * settings) and whether expandable runs are rebuilt as runs. Counts what could not be placed in
+ * *misses (a block placed elsewhere is still live, and mapped); fills r->guesses (free with
+ * free()). Returns 0, or -1 when host memory runs out. */
 __attribute__((warn_unused_result)) int
 replay_start_state(struct replay_run *r, const struct alloc_config *config, size_t *misses);
 

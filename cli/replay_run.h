@@ -1,0 +1,86 @@
+/* replay_run.h: one replay of a snapshot's history under one allocator setting, as `replay`,
+ *   `explain` and `tune` ask for it: the recording's starting state first, then the setting.
+ * Locking: none; a replay owns all it changes, so replays of one plan may run in parallel threads
+ *   (they share the snapshot and the plan, both read-only once replay_plan_init returned).
+ * Hot path: no; O(entries) per replay. */
+#ifndef CUPROF_CLI_REPLAY_RUN_H
+#define CUPROF_CLI_REPLAY_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/alloc_config.h"
+#include "cli/span_map.h"
+#include "snapshot/snapshot_model.h"
+#include "stats/memory_stats.h"
+
+/* What every replay of one device's history shares. */
+struct replay_plan {
+    const struct snapshot *snap;
+    size_t device;
+    const char *recorded_conf; /* the recording's settings (PYTORCH_CUDA_ALLOC_CONF syntax) */
+    struct alloc_config recorded;
+    uint64_t capacity;          /* bytes a replay may reserve (REPLAY_UNLIMITED: no limit) */
+    struct span_map remainders; /* unsplit remainders of the starting state, learnt once */
+    uint8_t *pending;           /* per entry: a free_requested whose free_completed follows */
+};
+
+/* Parses recorded_conf (kept by pointer), then learns what the recording proves about its
+ * starting state (replays with the recorded settings until no guess is contradicted). Returns
+ * 0; -1 after one line on stderr (host memory, or settings that do not parse). */
+__attribute__((warn_unused_result)) int replay_plan_init(struct replay_plan *plan,
+                                                         const struct snapshot *snap, size_t device,
+                                                         const char *recorded_conf,
+                                                         uint64_t capacity);
+void replay_plan_free(struct replay_plan *plan);
+
+struct replay_opts {
+    const char *conf; /* the setting replayed */
+    bool recorded;    /* conf is the recorded setting (its mode too: trace mode never caches) */
+    bool check;       /* count the recorded decisions reproduced (the recorded setting) */
+    bool progress;    /* a progress line on stderr when it is a terminal */
+    size_t empty_cache_at; /* empty the cache right before this entry; SIZE_MAX: never */
+};
+
+/* A recorded decision the replay did not reproduce (replay --check lists the first ones). */
+struct replay_diff {
+    size_t entry;
+    uint64_t size, stream;
+    uint64_t recorded_addr, recorded_segment; /* segment: bytes of the one it made, or 0 */
+    uint64_t replay_addr, replay_segment;
+};
+#define REPLAY_MAX_DIFFS 10
+
+struct replay_result {
+    bool ok;
+    struct memory_stats stats; /* the replayed allocator's counters at the end */
+    size_t ooms, recorded_ooms;
+    size_t first_oom;      /* the entry of the replay's first OOM; SIZE_MAX when none */
+    size_t prelude_misses; /* blocks of the starting state that could not be placed */
+    size_t checked, reproduced;
+    uint64_t peak_reserved;  /* the device's reserved bytes at their highest */
+    size_t peak_reserved_at; /* after this many entries (0: the starting state) */
+    uint64_t free_at_peak;   /* reserved minus allocated bytes then (cached, unused) */
+    /* cudaMalloc/cuMemMap calls and frees/unmaps the replay made from the first entry on
+     * (num_device_alloc and num_device_free, less the starting state's). */
+    uint64_t device_allocs, device_frees;
+    struct replay_diff diffs[REPLAY_MAX_DIFFS]; /* the first differences (check) */
+    size_t ndiffs;
+};
+
+/* Replays plan's history under opts->conf. Returns 0 (res filled); -1 after one line on stderr
+ * (host memory, a setting that does not parse, the allocator refusing a recorded request). */
+__attribute__((warn_unused_result)) int replay_setting(const struct replay_plan *plan,
+                                                       const struct replay_opts *opts,
+                                                       struct replay_result *res);
+
+/* The device's capacity as the recording's first OOM saw it (reserved bytes then plus the free
+ * bytes the driver reported), or REPLAY_UNLIMITED when it recorded none. */
+uint64_t replay_capacity_from_ooms(const struct snapshot *snap, size_t device);
+
+/* The snapshot's own settings string, or "" (PyTorch's defaults) after one line on stderr naming
+ * `path` when they do not parse. */
+const char *replay_recorded_conf(const struct snapshot *snap, const char *path);
+
+#endif
