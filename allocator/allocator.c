@@ -620,6 +620,20 @@ allocator_last_oom_message(struct allocator *alloc, int device, char *buf, size_
     alloc_lock_release(&dev->lock);
 }
 
+uint64_t
+allocator_last_oom_locked(struct allocator *alloc, int device, char *buf, size_t len)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (buf != NULL && len > 0)
+        buf[0] = '\0';
+    if (dev == NULL)
+        return 0;
+    ALLOC_ASSERT_HELD(&dev->lock);
+    if (buf != NULL && len > 0)
+        snprintf(buf, len, "%s", dev->oom_message);
+    return (uint64_t)dev->stats.num_ooms;
+}
+
 int
 allocator_device_count(const struct allocator *alloc)
 {

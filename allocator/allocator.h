@@ -157,6 +157,10 @@ void allocator_reset_accumulated_stats(struct allocator *alloc, int device);
 
 /* PyTorch's OOM message for the last OOM on `device`, written into buf (always NUL-terminated). */
 void allocator_last_oom_message(struct allocator *alloc, int device, char *buf, size_t len);
+/* The same under the caller's allocator_lock_device, returning how many OOMs the device had
+ * (num_ooms) when it was read: the message is the one of the latest (a request of 1 EiB or more
+ * gets a message and no OOM count). */
+uint64_t allocator_last_oom_locked(struct allocator *alloc, int device, char *buf, size_t len);
 
 int allocator_device_count(const struct allocator *alloc);
 
