@@ -154,11 +154,8 @@ replay_all(const struct snapshot *snap, const struct replay_args *a, uint64_t ca
                      ? CLI_OK
                      : CLI_BADUSE;
     for (size_t i = 0; i < a->nconf && status == CLI_OK; i++) {
-        struct replay_opts opts = {.conf = a->confs[i],
-                                   .recorded = i == 0,
-                                   .check = a->check && i == 0,
-                                   .progress = true,
-                                   .empty_cache_at = SIZE_MAX};
+        struct replay_opts opts = {
+            .conf = a->confs[i], .recorded = i == 0, .check = a->check && i == 0, .progress = true};
         if (replay_setting(&plan, &opts, &res[i]) != 0)
             status = CLI_BADUSE;
     }

@@ -26,6 +26,7 @@ static const struct subcommand subcommands[] = {
     {"ps", cmd_ps, "this user's running processes under cuprof, with their memory"},
     {"dump", cmd_dump, "make a running process write a snapshot now (no signal)"},
     {"top", cmd_top, "a live view of a running process's device memory and call sites"},
+    {"explain", cmd_explain, "why the device ran out of memory, and what would have avoided it"},
 };
 
 static void

@@ -28,6 +28,7 @@ struct fake_device {
     uint64_t forced_addr;
     uint64_t bump, used, capacity;
     uint64_t card_total;  /* the recorded card's total bytes (cuprof.device_footprint), or 0 */
+    uint64_t total;       /* the total it reports when set; else min(capacity, card) */
     struct span_map live; /* segment addr -> size */
     /* Segments made by the current request (for --check). */
     uint64_t made[8];
@@ -44,6 +45,9 @@ struct fake_device {
     size_t nreserved;
 };
 
+/* The card's total the fake device reports (cuMemGetInfo's total): reservations of expandable
+ * segments and a fraction cap are sized from it. */
+uint64_t replay_device_total(const struct fake_device *f);
 /* The device_ops of a fake device (ctx is f). */
 void replay_device_ops(struct fake_device *f, struct device_ops *ops);
 /* Completes the pending event recorded under `key`; false when there is none. */

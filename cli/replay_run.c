@@ -169,6 +169,8 @@ struct replay_cursor {
     struct replay_mode *mode;
     struct replay_result *res;
     const uint8_t *pending; /* per entry: a free_requested whose free_completed follows */
+    bool watch;
+    size_t watch_at;
     size_t seg_first, seg_count;
     uint64_t seg_sizes[8];
 };
@@ -245,6 +247,7 @@ replay_request(struct replay_run *r, struct replay_cursor *c, size_t i, const st
     if (rc == -CUPROF_ENOMEM) {
         if (c->res->ooms++ == 0)
             c->res->first_oom = i;
+        c->res->watched_oom |= c->watch && i == c->watch_at;
         addr = 0;
     } else if (rc != 0) {
         return -1;
@@ -402,23 +405,40 @@ replay_prepare(struct replay_run *r, const struct alloc_config *start,
     return 0;
 }
 
+/* Keeps a copy of the allocator's state (opts->capture). Returns 0 or -1. */
+static int
+capture_state(struct replay_run *r, struct replay_state *st)
+{
+    if (replay_copy_state(r, &st->segments, &st->segment_count, &st->blocks, &st->block_count) != 0)
+        return -1;
+    allocator_get_stats(r->alloc, (int)r->device, &st->stats);
+    st->captured = true;
+    return 0;
+}
+
 /* Replays the entries in order, with progress on a terminal when asked. Returns 0 or -1. */
 static int
-replay_entries(struct replay_run *r, struct replay_cursor *c, size_t count, bool progress,
-               size_t empty_cache_at)
+replay_entries(struct replay_run *r, struct replay_cursor *c, size_t count,
+               const struct replay_opts *opts)
 {
     struct cli_progress bar;
-    if (progress)
+    if (opts->progress)
         cli_progress_begin(&bar, "replaying");
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
-        if (progress)
+        if (opts->progress)
             cli_progress_update(&bar, i, c->t->count);
-        if (i == empty_cache_at)
+        if (opts->capture && i == opts->capture_at && capture_state(r, &c->res->state) != 0)
+            rc = -1;
+        if (opts->empty_cache && i == opts->empty_cache_at)
             (void)allocator_empty_cache(r->alloc, (int)r->device);
-        rc = replay_step(r, c, i);
+        if (rc == 0)
+            rc = replay_step(r, c, i);
     }
-    if (progress)
+    if (rc == 0 && opts->capture && opts->capture_at >= count && !c->res->state.captured &&
+        capture_state(r, &c->res->state) != 0)
+        rc = -1;
+    if (opts->progress)
         cli_progress_end(&bar);
     return rc < 0 ? -1 : 0;
 }
@@ -469,6 +489,7 @@ replay_once(const struct replay_plan *plan, const struct replay_opts *opts,
     const struct snap_device_trace *t =
         device < plan->snap->device_count ? &plan->snap->device_traces[device] : NULL;
     fake_device_init(&r.dev, plan->snap, device, r.check, plan->capacity);
+    r.dev.total = plan->total;
     span_map_init(&r.addr_of);
     struct device_ops ops;
     replay_device_ops(&r.dev, &ops);
@@ -483,14 +504,20 @@ replay_once(const struct replay_plan *plan, const struct replay_opts *opts,
     }
     memset(res, 0, sizeof(*res));
     res->first_oom = SIZE_MAX;
-    struct replay_cursor c = {
-        .t = t, .config = &config, .mode = mode, .res = res, .pending = plan->pending};
+    struct replay_cursor c = {.t = t,
+                              .config = &config,
+                              .mode = mode,
+                              .res = res,
+                              .pending = plan->pending,
+                              .watch = opts->watch,
+                              .watch_at = opts->watch_at};
     int rc = replay_prepare(&r, &start, &config, t ? t->count : 0, mode, res);
     /* A learning replay has nothing to learn without a guess. */
     size_t count = t && !(mode->learn && r.nguesses == 0) ? t->count : 0;
-    if (rc != 0 || replay_entries(&r, &c, count, opts->progress, opts->empty_cache_at) != 0) {
+    if (rc != 0 || replay_entries(&r, &c, count, opts) != 0) {
         fprintf(stderr, "cuprof: replay: the allocator failed on a recorded request\n");
         run_free(&r);
+        replay_result_free(res);
         return -1;
     }
     allocator_get_stats(r.alloc, (int)device, &res->stats);
@@ -500,6 +527,14 @@ replay_once(const struct replay_plan *plan, const struct replay_opts *opts,
     res->ok = true;
     run_free(&r);
     return 0;
+}
+
+void
+replay_result_free(struct replay_result *res)
+{
+    free(res->state.segments);
+    free(res->state.blocks);
+    res->state = (struct replay_state){0};
 }
 
 int
@@ -521,8 +556,7 @@ replay_setting(const struct replay_plan *plan, const struct replay_opts *opts,
 static int
 learn_remainders(struct replay_plan *plan)
 {
-    struct replay_opts opts = {
-        .conf = plan->recorded_conf, .recorded = true, .check = true, .empty_cache_at = SIZE_MAX};
+    struct replay_opts opts = {.conf = plan->recorded_conf, .recorded = true, .check = true};
     struct replay_result *res = malloc(sizeof(*res));
     int rc = res != NULL ? 0 : -1;
     for (int k = 0; k < REPLAY_MAX_LEARN && rc == 0; k++) {
@@ -562,38 +596,4 @@ replay_plan_free(struct replay_plan *plan)
     span_map_free(&plan->remainders);
     free(plan->pending);
     plan->pending = NULL;
-}
-
-uint64_t
-replay_capacity_from_ooms(const struct snapshot *snap, size_t device)
-{
-    struct device_analysis a;
-    uint64_t capacity = REPLAY_UNLIMITED;
-    if (device >= snap->device_count || analysis_run(snap, device, true, &a) != 0)
-        return capacity;
-    const struct snap_device_trace *t = &snap->device_traces[device];
-    for (size_t i = 0; i < t->count; i++)
-        if (t->entries[i].action == TRACE_OOM) {
-            capacity = a.reserved_series[i] + t->entries[i].device_free;
-            break;
-        }
-    analysis_free(&a);
-    return capacity;
-}
-
-const char *
-replay_recorded_conf(const struct snapshot *snap, const char *path)
-{
-    const char *conf = snap->has_allocator_settings && snap->allocator_settings.alloc_conf
-                           ? snap->allocator_settings.alloc_conf
-                           : "";
-    char err[256];
-    struct alloc_config probe;
-    if (alloc_config_parse(conf, &probe, err, sizeof(err)) != 0) {
-        char safe[1024], why[512];
-        fprintf(stderr, "cuprof: %s: the recorded settings do not parse (%s): using defaults\n",
-                cli_term(path, safe, sizeof safe), cli_term(err, why, sizeof why));
-        conf = "";
-    }
-    return conf;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "allocator/alloc_config.h"
+#include "allocator/allocator.h"
 #include "cli/span_map.h"
 #include "snapshot/snapshot_model.h"
 #include "stats/memory_stats.h"
@@ -22,6 +23,9 @@ struct replay_plan {
     const char *recorded_conf; /* the recording's settings (PYTORCH_CUDA_ALLOC_CONF syntax) */
     struct alloc_config recorded;
     uint64_t capacity;          /* bytes a replay may reserve (REPLAY_UNLIMITED: no limit) */
+    uint64_t total;             /* the card's size the device reports (0: min(capacity, the
+                                 * recorded card)); a fraction cap and expandable reservations
+                                 * are sized from it, as PyTorch sizes them from the card */
     struct span_map remainders; /* unsplit remainders of the starting state, learnt once */
     uint8_t *pending;           /* per entry: a free_requested whose free_completed follows */
 };
@@ -40,7 +44,23 @@ struct replay_opts {
     bool recorded;    /* conf is the recorded setting (its mode too: trace mode never caches) */
     bool check;       /* count the recorded decisions reproduced (the recorded setting) */
     bool progress;    /* a progress line on stderr when it is a terminal */
-    size_t empty_cache_at; /* empty the cache right before this entry; SIZE_MAX: never */
+    bool empty_cache; /* empty the cache right before entry empty_cache_at */
+    size_t empty_cache_at;
+    bool capture;      /* keep the state after capture_at entries (0: the starting state) */
+    size_t capture_at; /* past the last entry: the state at the end */
+    bool watch;        /* say whether the request of entry watch_at ran out of memory */
+    size_t watch_at;
+};
+
+/* The allocator's state after opts->capture_at entries: its segments and blocks, as a snapshot has
+ * them. */
+struct replay_state {
+    bool captured;
+    struct segment_info *segments; /* sorted by address; malloc'd */
+    size_t segment_count;
+    struct block_info *blocks; /* each segment's, in address order; malloc'd */
+    size_t block_count;
+    struct memory_stats stats;
 };
 
 /* A recorded decision the replay did not reproduce (replay --check lists the first ones). */
@@ -57,6 +77,7 @@ struct replay_result {
     struct memory_stats stats; /* the replayed allocator's counters at the end */
     size_t ooms, recorded_ooms;
     size_t first_oom;      /* the entry of the replay's first OOM; SIZE_MAX when none */
+    bool watched_oom;      /* opts->watch: entry watch_at's request ran out of memory */
     size_t prelude_misses; /* blocks of the starting state that could not be placed */
     size_t checked, reproduced;
     uint64_t peak_reserved;  /* the device's reserved bytes at their highest */
@@ -67,13 +88,24 @@ struct replay_result {
     uint64_t device_allocs, device_frees;
     struct replay_diff diffs[REPLAY_MAX_DIFFS]; /* the first differences (check) */
     size_t ndiffs;
+    struct replay_state state; /* opts->capture_at's; free with replay_result_free */
 };
+
+void replay_result_free(struct replay_result *res);
 
 /* Replays plan's history under opts->conf. Returns 0 (res filled); -1 after one line on stderr
  * (host memory, a setting that does not parse, the allocator refusing a recorded request). */
 __attribute__((warn_unused_result)) int replay_setting(const struct replay_plan *plan,
                                                        const struct replay_opts *opts,
                                                        struct replay_result *res);
+
+/* Replays plan's history under each of opts[0..n) on up to `threads` threads (0: one per CPU),
+ * into res[0..n). `progress`: one line on stderr, when it is a terminal, counting the settings
+ * done. Returns 0 when every replay returned 0, else -1 (each failure said why). */
+__attribute__((warn_unused_result)) int replay_settings(const struct replay_plan *plan,
+                                                        const struct replay_opts *opts,
+                                                        struct replay_result *res, size_t n,
+                                                        unsigned threads, bool progress);
 
 /* The device's capacity as the recording's first OOM saw it (reserved bytes then plus the free
  * bytes the driver reported), or REPLAY_UNLIMITED when it recorded none. */

@@ -101,8 +101,7 @@ struct start_reservation {
 static uint64_t
 reservation_size(const struct replay_run *r, bool small)
 {
-    uint64_t card = r->dev.card_total != 0 ? r->dev.card_total : REPLAY_VMM_TOTAL;
-    uint64_t total = r->dev.capacity > card ? card : r->dev.capacity;
+    uint64_t total = replay_device_total(&r->dev);
     uint64_t page = small ? ALLOC_SMALL_BUFFER : ALLOC_LARGE_BUFFER, space = total + total / 8;
     return (space + page - 1) / page * page;
 }
