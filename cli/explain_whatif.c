@@ -21,30 +21,6 @@ static const char *const gc_values[] = {"0.6", "0.8"};
 
 #define WHATIF_MAX 12
 
-void
-explain_conf_with(const char *base, const char *key, const char *value, char *out, size_t len)
-{
-    size_t used = 0, klen = strlen(key);
-    out[0] = '\0';
-    /* Items split at top-level commas ([256:1,512:2] is one item). */
-    for (const char *p = base; *p != '\0';) {
-        const char *q = p;
-        int depth = 0;
-        while (*q != '\0' && (*q != ',' || depth > 0)) {
-            depth += (*q == '[') - (*q == ']');
-            q++;
-        }
-        bool same = (size_t)(q - p) > klen && strncmp(p, key, klen) == 0 && p[klen] == ':';
-        if (!same && q > p && used < len) {
-            int n = snprintf(out + used, len - used, "%s%.*s", used ? "," : "", (int)(q - p), p);
-            used += n > 0 ? (size_t)n : 0;
-        }
-        p = *q == ',' ? q + 1 : q;
-    }
-    if (used < len)
-        snprintf(out + used, len - used, "%s%s:%s", used ? "," : "", key, value);
-}
-
 /* The largest request of the history (a max_split_size far above it changes nothing). */
 static uint64_t
 largest_request(const struct explain *x)
@@ -82,7 +58,7 @@ plan_whatifs(struct explain *x, const struct alloc_config *recorded, struct repl
     opts[0].recorded = opts[0].check = opts[0].capture = true;
     opts[0].capture_at = x->is_oom ? x->at + 1 : x->at;
     const char *expandable = recorded->expandable_segments ? "False" : "True";
-    explain_conf_with(base, "expandable_segments", expandable, conf, sizeof conf);
+    replay_conf_with(base, "expandable_segments", expandable, conf, sizeof conf);
     snprintf(label, sizeof label, "expandable_segments:%s", expandable);
     add_whatif(x, opts, label, conf);
     uint64_t most = largest_request(x);
@@ -92,14 +68,14 @@ plan_whatifs(struct explain *x, const struct alloc_config *recorded, struct repl
             continue;
         char v[16];
         snprintf(v, sizeof v, "%u", split_values[k]);
-        explain_conf_with(base, "max_split_size_mb", v, conf, sizeof conf);
+        replay_conf_with(base, "max_split_size_mb", v, conf, sizeof conf);
         snprintf(label, sizeof label, "max_split_size_mb:%s", v);
         add_whatif(x, opts, label, conf);
     }
     for (size_t k = 0;
          recorded->per_process_memory_fraction > 0.0 && k < sizeof gc_values / sizeof gc_values[0];
          k++) {
-        explain_conf_with(base, "garbage_collection_threshold", gc_values[k], conf, sizeof conf);
+        replay_conf_with(base, "garbage_collection_threshold", gc_values[k], conf, sizeof conf);
         snprintf(label, sizeof label, "garbage_collection_threshold:%s", gc_values[k]);
         add_whatif(x, opts, label, conf);
     }

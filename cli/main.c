@@ -27,6 +27,7 @@ static const struct subcommand subcommands[] = {
     {"dump", cmd_dump, "make a running process write a snapshot now (no signal)"},
     {"top", cmd_top, "a live view of a running process's device memory and call sites"},
     {"explain", cmd_explain, "why the device ran out of memory, and what would have avoided it"},
+    {"tune", cmd_tune, "search allocator settings by replay and recommend one"},
 };
 
 static void

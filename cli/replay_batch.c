@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "allocator/trace_sink.h"
@@ -104,4 +105,28 @@ replay_recorded_conf(const struct snapshot *snap, const char *path)
         conf = "";
     }
     return conf;
+}
+
+void
+replay_conf_with(const char *base, const char *key, const char *value, char *out, size_t len)
+{
+    size_t used = 0, klen = strlen(key);
+    out[0] = '\0';
+    /* Items split at top-level commas ([256:1,512:2] is one item). */
+    for (const char *p = base; *p != '\0';) {
+        const char *q = p;
+        int depth = 0;
+        while (*q != '\0' && (*q != ',' || depth > 0)) {
+            depth += (*q == '[') - (*q == ']');
+            q++;
+        }
+        bool same = (size_t)(q - p) > klen && strncmp(p, key, klen) == 0 && p[klen] == ':';
+        if (!same && q > p && used < len) {
+            int n = snprintf(out + used, len - used, "%s%.*s", used ? "," : "", (int)(q - p), p);
+            used += n > 0 ? (size_t)n : 0;
+        }
+        p = *q == ',' ? q + 1 : q;
+    }
+    if (value != NULL && used < len)
+        snprintf(out + used, len - used, "%s%s:%s", used ? "," : "", key, value);
 }

@@ -248,6 +248,7 @@ replay_request(struct replay_run *r, struct replay_cursor *c, size_t i, const st
         if (c->res->ooms++ == 0)
             c->res->first_oom = i;
         c->res->watched_oom |= c->watch && i == c->watch_at;
+        c->res->new_ooms += e->action == TRACE_ALLOC;
         addr = 0;
     } else if (rc != 0) {
         return -1;

@@ -76,6 +76,7 @@ struct replay_result {
     bool ok;
     struct memory_stats stats; /* the replayed allocator's counters at the end */
     size_t ooms, recorded_ooms;
+    size_t new_ooms;       /* OOMs at requests the recording served */
     size_t first_oom;      /* the entry of the replay's first OOM; SIZE_MAX when none */
     bool watched_oom;      /* opts->watch: entry watch_at's request ran out of memory */
     size_t prelude_misses; /* blocks of the starting state that could not be placed */
@@ -110,6 +111,10 @@ __attribute__((warn_unused_result)) int replay_settings(const struct replay_plan
 /* The device's capacity as the recording's first OOM saw it (reserved bytes then plus the free
  * bytes the driver reported), or REPLAY_UNLIMITED when it recorded none. */
 uint64_t replay_capacity_from_ooms(const struct snapshot *snap, size_t device);
+
+/* `base` (PYTORCH_CUDA_ALLOC_CONF syntax) with `key` set to `value`, or removed when value is
+ * NULL (an existing `key:` item replaced; `[...]` lists kept whole), into out. */
+void replay_conf_with(const char *base, const char *key, const char *value, char *out, size_t len);
 
 /* The snapshot's own settings string, or "" (PyTorch's defaults) after one line on stderr naming
  * `path` when they do not parse. */
