@@ -206,7 +206,8 @@ explain_whatif(struct explain *x, const struct explain_request *req)
     struct replay_result *res = calloc(WHATIF_MAX, sizeof(*res));
     struct replay_plan plan;
     int rc = x->whatifs != NULL && res != NULL ? 0 : -1;
-    if (rc == 0)
+    bool planned = rc == 0;
+    if (planned)
         rc = replay_plan_init(&plan, x->snap, x->device, x->recorded_conf, replay_capacity(x));
     if (rc == 0) {
         plan.total = x->capacity_known ? x->capacity : 0;
@@ -217,8 +218,9 @@ explain_whatif(struct explain *x, const struct explain_request *req)
             rc |= fill_state(x, &res[0].state, &recorded, req->top);
         else
             rc |= fill_state_rounded(x, &recorded);
-        replay_plan_free(&plan);
     }
+    if (planned)
+        replay_plan_free(&plan);
     for (size_t i = 0; res != NULL && i < WHATIF_MAX; i++)
         replay_result_free(&res[i]);
     free(res);

@@ -70,6 +70,13 @@ enum replay_block_kind {
     REPLAY_BLOCK_PENDING = 2,  /* free requested, waiting for its recorded free_completed */
 };
 
+/* The trace's allocs and frees by address, to see where free blocks of the starting state
+ * began: built once per history, read by every replay of it. */
+struct replay_index;
+/* snap NULL: an empty index. NULL when host memory runs out. */
+struct replay_index *replay_index_build(const struct snapshot *snap, size_t device);
+void replay_index_free(struct replay_index *ix);
+
 /* One replay of one setting. */
 struct replay_run {
     const struct snapshot *snap;
@@ -78,6 +85,7 @@ struct replay_run {
     struct fake_device dev;
     struct span_map addr_of; /* recorded address -> replayed address (size), kind (stack) */
     bool check;
+    const struct replay_index *index; /* the plan's, or NULL (replay_start_state builds one) */
     /* Unsplit remainders learnt by earlier replays: owner address -> its whole block size. */
     struct span_map *remainders;
     /* The guessed free blocks of the starting state, by owner address. */

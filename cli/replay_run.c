@@ -486,6 +486,7 @@ replay_once(const struct replay_plan *plan, const struct replay_opts *opts,
     struct replay_run r = {.snap = plan->snap,
                            .device = device,
                            .check = opts->check || mode->learn,
+                           .index = plan->index,
                            .remainders = mode->remainders};
     const struct snap_device_trace *t =
         device < plan->snap->device_count ? &plan->snap->device_traces[device] : NULL;
@@ -584,7 +585,14 @@ replay_plan_init(struct replay_plan *plan, const struct snapshot *snap, size_t d
         return -1;
     plan->pending =
         pending_requests(device < snap->device_count ? &snap->device_traces[device] : NULL);
-    if (plan->pending == NULL) {
+    /* Only the blocks live at the first entry need the index (a history from an empty device
+     * has none): an empty one otherwise. */
+    struct span_map_item *live = NULL;
+    size_t nlive = 0;
+    if (analysis_live_at(snap, device, 0, &live, &nlive) == 0)
+        plan->index = nlive > 0 ? replay_index_build(snap, device) : replay_index_build(NULL, 0);
+    free(live);
+    if (plan->pending == NULL || plan->index == NULL) {
         fprintf(stderr, "cuprof: replay: out of memory\n");
         return -1;
     }
@@ -597,4 +605,6 @@ replay_plan_free(struct replay_plan *plan)
     span_map_free(&plan->remainders);
     free(plan->pending);
     plan->pending = NULL;
+    replay_index_free(plan->index);
+    plan->index = NULL;
 }

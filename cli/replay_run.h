@@ -28,6 +28,7 @@ struct replay_plan {
                                  * are sized from it, as PyTorch sizes them from the card */
     struct span_map remainders; /* unsplit remainders of the starting state, learnt once */
     uint8_t *pending;           /* per entry: a free_requested whose free_completed follows */
+    struct replay_index *index; /* the trace's allocs and frees by address (replay.h) */
 };
 
 /* Parses recorded_conf (kept by pointer), then learns what the recording proves about its

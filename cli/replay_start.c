@@ -20,7 +20,7 @@ struct addr_index {
     size_t index;
 };
 
-struct trace_index {
+struct replay_index {
     struct addr_index *allocs, *frees;
     size_t nallocs, nfrees;
 };
@@ -35,7 +35,7 @@ addr_index_cmp(const void *a, const void *b)
 }
 
 static int
-trace_index_build(const struct snap_device_trace *t, struct trace_index *ix)
+index_fill(const struct snap_device_trace *t, struct replay_index *ix)
 {
     size_t n = t ? t->count : 0;
     ix->allocs = malloc((n + 1) * sizeof(struct addr_index));
@@ -73,7 +73,7 @@ addr_index_lower(const struct addr_index *v, size_t n, uint64_t addr)
 /* Where the free block in [lo, hi) behind the live block at `owner` began: the first address the
  * trace allocates in the gap while that block is still live; 0 when the trace never does. */
 static uint64_t
-gap_start(const struct trace_index *ix, uint64_t owner, uint64_t lo, uint64_t hi)
+gap_start(const struct replay_index *ix, uint64_t owner, uint64_t lo, uint64_t hi)
 {
     size_t f = addr_index_lower(ix->frees, ix->nfrees, owner);
     size_t freed_at = f < ix->nfrees && ix->frees[f].addr == owner ? ix->frees[f].index : SIZE_MAX;
@@ -315,7 +315,7 @@ lead_piece(const struct analysis_segment *seg, const struct span_map_item *live,
  * rounded size is to be shrunk back once every other free block is held. */
 static uint64_t
 rebuilt_size(const struct replay_run *r, const struct alloc_config *config,
-             const struct trace_index *ix, const struct span_map_item *blk, uint64_t cursor,
+             const struct replay_index *ix, const struct span_map_item *blk, uint64_t cursor,
              uint64_t limit, bool small, bool expandable, bool *guess)
 {
     uint64_t size = alloc_policy_round_size(config, blk->size);
@@ -354,7 +354,7 @@ rebuilt_size(const struct replay_run *r, const struct alloc_config *config,
 struct rebuild {
     struct replay_run *r;
     const struct alloc_config *config;
-    const struct trace_index *ix;
+    const struct replay_index *ix;
     const struct snap_device_trace *t;
     size_t *misses;
     struct analysis_segment *seg; /* the segments, by address */
@@ -559,7 +559,7 @@ rebuild_end(struct rebuild *w)
 }
 
 static int
-rebuild(struct replay_run *r, const struct alloc_config *config, const struct trace_index *ix,
+rebuild(struct replay_run *r, const struct alloc_config *config, const struct replay_index *ix,
         size_t *misses)
 {
     struct rebuild w = {.r = r, .config = config, .ix = ix, .misses = misses};
@@ -577,17 +577,38 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
     return rc;
 }
 
+struct replay_index *
+replay_index_build(const struct snapshot *snap, size_t device)
+{
+    struct replay_index *ix = calloc(1, sizeof(*ix));
+    if (ix != NULL &&
+        index_fill(snap != NULL && device < snap->device_count ? &snap->device_traces[device]
+                                                               : NULL,
+                   ix) != 0) {
+        replay_index_free(ix);
+        ix = NULL;
+    }
+    return ix;
+}
+
+void
+replay_index_free(struct replay_index *ix)
+{
+    if (ix == NULL)
+        return;
+    free(ix->allocs);
+    free(ix->frees);
+    free(ix);
+}
+
 int
 replay_start_state(struct replay_run *r, const struct alloc_config *config, size_t *misses)
 {
-    const struct snap_device_trace *t =
-        r->device < r->snap->device_count ? &r->snap->device_traces[r->device] : NULL;
-    struct trace_index ix;
-    int rc = trace_index_build(t, &ix);
-    if (rc == 0)
-        rc = rebuild(r, config, &ix, misses);
-    free(ix.allocs);
-    free(ix.frees);
+    /* The index is the plan's, shared by its replays; one of its own without one. */
+    struct replay_index *own = r->index == NULL ? replay_index_build(r->snap, r->device) : NULL;
+    const struct replay_index *ix = r->index != NULL ? r->index : own;
+    int rc = ix != NULL ? rebuild(r, config, ix, misses) : -1;
+    replay_index_free(own);
     return rc;
 }
 

@@ -4,7 +4,8 @@
  * log-spread sizes made and freed each step, a few kept across steps) through cuprof's own
  * allocator on an in-process device of 16 GiB, recorded by the trace ring and written by the
  * live dump, ending in a request too large for the device (the OOM explain explains).
- * Lines: `name: value unit (ratio× baseline)`. BENCH_ANSWERS_SIZES=100000 picks sizes. */
+ * Lines: `name: value unit (ratio× baseline)`. BENCH_ANSWERS_SIZES=100000 picks sizes;
+ * BENCH_ANSWERS_WRITE=PATH only writes the first size's history to PATH (to look at by hand). */
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -147,9 +149,10 @@ record(size_t entries, const char *path)
     trace_ring_destroy(ring);
 }
 
-/* Seconds one `cuprof ARGS... FILE` takes (its output thrown away). */
+/* Seconds one `cuprof ARGS... FILE` takes (its output thrown away), and the CPU seconds its
+ * threads used (*cpu: user + system, which load on a shared machine does not inflate). */
 static double
-timed(const char *const *args, const char *file)
+timed(const char *const *args, const char *file, double *cpu)
 {
     const char *argv[16];
     size_t n = 0;
@@ -166,9 +169,12 @@ timed(const char *const *args, const char *file)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     pid_t pid;
     int status = 0;
+    struct rusage ru;
     if (posix_spawn(&pid, BENCH_CUPROF, &fa, NULL, (char *const *)argv, environ) != 0 ||
-        waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) > 1)
+        wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) > 1)
         must(-1, args[0]);
+    *cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     posix_spawn_file_actions_destroy(&fa);
     return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -184,12 +190,16 @@ bench(size_t entries)
     close(fd);
     record(entries, path);
     size_t k = entries / 1000;
-    double replay = timed((const char *const[]){"replay", NULL}, path);
-    double explain = timed((const char *const[]){"explain", NULL}, path);
-    double tune = timed((const char *const[]){"tune", NULL}, path);
+    double rc, ec, tc;
+    double replay = timed((const char *const[]){"replay", NULL}, path, &rc);
+    double explain = timed((const char *const[]){"explain", NULL}, path, &ec);
+    double tune = timed((const char *const[]){"tune", NULL}, path, &tc);
     printf("replay_recorded_%zuk: %.2f s\n", k, replay);
     printf("explain_%zuk: %.2f s (%.2fx replay_recorded_%zuk)\n", k, explain, explain / replay, k);
     printf("tune_%zuk: %.2f s (%.2fx replay_recorded_%zuk)\n", k, tune, tune / replay, k);
+    printf("replay_recorded_%zuk_cpu: %.2f s\n", k, rc);
+    printf("explain_%zuk_cpu: %.2f s (%.2fx replay_recorded_%zuk_cpu)\n", k, ec, ec / rc, k);
+    printf("tune_%zuk_cpu: %.2f s (%.2fx replay_recorded_%zuk_cpu)\n", k, tc, tc / rc, k);
     if (entries >= 1000000)
         printf("tune_%zuk_against_target: %.2f s (%.2fx target_60s)\n", k, tune, tune / 60.0);
     fflush(stdout);
@@ -202,6 +212,11 @@ main(void)
     const char *sizes = getenv("BENCH_ANSWERS_SIZES");
     if (sizes == NULL)
         sizes = "100000,1000000";
+    const char *write = getenv("BENCH_ANSWERS_WRITE");
+    if (write != NULL) {
+        record((size_t)strtoull(sizes, NULL, 10), write);
+        return 0;
+    }
     for (const char *p = sizes; *p != '\0';) {
         char *end;
         unsigned long long n = strtoull(p, &end, 10);
