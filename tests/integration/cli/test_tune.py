@@ -151,6 +151,10 @@ class Recorded(unittest.TestCase):
             row = rows[int(rank) - 1]
             self.assertEqual(label, row["label"])
             self.assertEqual(flag == "!", row["calls_ratio"] >= 2.0, label)
+        # The recommendation says so when the best saves memory by calling the device more.
+        best = rows[0]
+        warned = "it saves memory by calling the device" in out
+        self.assertEqual(warned, best["calls_ratio"] >= 2.0 and not best["recorded"])
 
     def test_memory_and_mid_run(self):
         # A 600-entry ring (mid-run) on a 300 MiB budget: the recorded peak (482 MiB in full)
