@@ -73,8 +73,8 @@ enum replay_block_kind {
 /* The trace's allocs and frees by address, to see where free blocks of the starting state
  * began: built once per history, read by every replay of it. */
 struct replay_index;
-/* snap NULL: an empty index. NULL when host memory runs out. */
-struct replay_index *replay_index_build(const struct snapshot *snap, size_t device);
+/* t NULL: an empty index. NULL when host memory runs out. */
+struct replay_index *replay_index_build(const struct snap_device_trace *t);
 void replay_index_free(struct replay_index *ix);
 
 /* One replay of one setting. */

@@ -583,14 +583,15 @@ replay_plan_init(struct replay_plan *plan, const struct snapshot *snap, size_t d
     span_map_init(&plan->remainders);
     if (!replay_config(snap, recorded_conf, true, &plan->recorded))
         return -1;
-    plan->pending =
-        pending_requests(device < snap->device_count ? &snap->device_traces[device] : NULL);
+    const struct snap_device_trace *t =
+        device < snap->device_count ? &snap->device_traces[device] : NULL;
+    plan->pending = pending_requests(t);
     /* Only the blocks live at the first entry need the index (a history from an empty device
      * has none): an empty one otherwise. */
     struct span_map_item *live = NULL;
     size_t nlive = 0;
     if (analysis_live_at(snap, device, 0, &live, &nlive) == 0)
-        plan->index = nlive > 0 ? replay_index_build(snap, device) : replay_index_build(NULL, 0);
+        plan->index = replay_index_build(nlive > 0 ? t : NULL);
     free(live);
     if (plan->pending == NULL || plan->index == NULL) {
         fprintf(stderr, "cuprof: replay: out of memory\n");

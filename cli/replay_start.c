@@ -578,13 +578,10 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct re
 }
 
 struct replay_index *
-replay_index_build(const struct snapshot *snap, size_t device)
+replay_index_build(const struct snap_device_trace *t)
 {
     struct replay_index *ix = calloc(1, sizeof(*ix));
-    if (ix != NULL &&
-        index_fill(snap != NULL && device < snap->device_count ? &snap->device_traces[device]
-                                                               : NULL,
-                   ix) != 0) {
+    if (ix != NULL && index_fill(t, ix) != 0) {
         replay_index_free(ix);
         ix = NULL;
     }
@@ -605,7 +602,9 @@ int
 replay_start_state(struct replay_run *r, const struct alloc_config *config, size_t *misses)
 {
     /* The index is the plan's, shared by its replays; one of its own without one. */
-    struct replay_index *own = r->index == NULL ? replay_index_build(r->snap, r->device) : NULL;
+    const struct snap_device_trace *t =
+        r->device < r->snap->device_count ? &r->snap->device_traces[r->device] : NULL;
+    struct replay_index *own = r->index == NULL ? replay_index_build(t) : NULL;
     const struct replay_index *ix = r->index != NULL ? r->index : own;
     int rc = ix != NULL ? rebuild(r, config, ix, misses) : -1;
     replay_index_free(own);
