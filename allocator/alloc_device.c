@@ -24,10 +24,7 @@ alloc_device_init(struct alloc_device *dev, int index, const struct alloc_config
     dev->ops = ops;
     dev->sink = sink != NULL && sink->record != NULL ? sink : NULL;
     dev->traced = dev->sink != NULL ? TRACE_ACTIONS_ALL : 0;
-    /* Without VMM calls in the backend, expandable_segments:True gets ordinary segments. */
-    dev->expandable = config->expandable_segments && ops->vmm_reserve != NULL &&
-                      ops->vmm_map != NULL && ops->vmm_unmap != NULL && ops->vmm_release != NULL &&
-                      (ops->vmm_supported == NULL || ops->vmm_supported(ops->ctx, index));
+    dev->expandable = alloc_device_serves_expandable(dev);
     dev->small.is_small = true;
     dev->large.is_small = false;
     atomic_init(&dev->range.lo, UINT64_MAX);
@@ -36,6 +33,16 @@ alloc_device_init(struct alloc_device *dev, int index, const struct alloc_config
     memory_stats_init(&dev->stats,
                       config->max_split_size == SIZE_MAX ? -1 : (int64_t)config->max_split_size);
     return 0;
+}
+
+bool
+alloc_device_serves_expandable(const struct alloc_device *dev)
+{
+    /* Without VMM calls in the backend, expandable_segments:True gets ordinary segments. */
+    const struct device_ops *ops = dev->ops;
+    return dev->config->expandable_segments && ops->vmm_reserve != NULL && ops->vmm_map != NULL &&
+           ops->vmm_unmap != NULL && ops->vmm_release != NULL &&
+           (ops->vmm_supported == NULL || ops->vmm_supported(ops->ctx, dev->index));
 }
 
 void

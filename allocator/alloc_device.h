@@ -67,7 +67,7 @@ struct alloc_device {
     size_t allowed_max;        /* protected by lock */
     bool set_fraction;         /* protected by lock */
     bool collects_garbage;     /* protected by lock: set_fraction and a GC threshold */
-    bool expandable;           /* read-only: expandable_segments:True and a VMM backend */
+    bool expandable;           /* protected by lock: expandable_segments:True, a VMM backend */
     size_t expandable_count;   /* protected by lock: live expandable segments */
     uint64_t expandable_made;  /* protected by lock: expandable segments ever made (serials) */
     struct alloc_aux *events;  /* protected by lock: outstanding events, oldest first */
@@ -102,6 +102,9 @@ __attribute__((warn_unused_result)) int alloc_device_init(struct alloc_device *d
                                                           const struct alloc_config *config,
                                                           const struct device_ops *ops,
                                                           const struct trace_sink *sink);
+/* Whether the device's config asks for expandable segments and its backend can map them (what
+ * dev->expandable is set from, at init and by allocator_apply_settings). */
+bool alloc_device_serves_expandable(const struct alloc_device *dev);
 /* True when addr lies in the device's address range (no lock: see struct alloc_addr_range). */
 static inline bool
 alloc_device_may_own(const struct alloc_device *dev, uint64_t addr)

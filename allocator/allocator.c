@@ -471,14 +471,24 @@ allocator_set_memory_fraction(struct allocator *alloc, int device, double fracti
 }
 
 void
-allocator_set_roundup_divisions(struct allocator *alloc,
-                                const uint32_t divisions[ALLOC_CONFIG_ROUNDUP_INTERVALS])
+allocator_apply_settings(struct allocator *alloc, const struct alloc_config *config)
 {
     /* Every device reads alloc->config under its own lock: hold them all (in index order). */
     for (int d = 0; d < alloc->device_count; d++)
         alloc_lock_acquire(&alloc->devices[d].lock);
-    memcpy(alloc->config.roundup_power2_divisions, divisions,
-           sizeof(alloc->config.roundup_power2_divisions));
+    struct alloc_config *c = &alloc->config;
+    memcpy(c->roundup_power2_divisions, config->roundup_power2_divisions,
+           sizeof(c->roundup_power2_divisions));
+    c->max_split_size = config->max_split_size;
+    c->max_non_split_rounding_size = config->max_non_split_rounding_size;
+    c->garbage_collection_threshold = config->garbage_collection_threshold;
+    c->expandable_segments = config->expandable_segments;
+    for (int d = 0; d < alloc->device_count; d++) {
+        struct alloc_device *dev = &alloc->devices[d];
+        dev->expandable = alloc_device_serves_expandable(dev);
+        dev->collects_garbage = dev->set_fraction && c->garbage_collection_threshold > 0.0;
+        dev->stats.max_split_size = c->max_split_size == SIZE_MAX ? -1 : (int64_t)c->max_split_size;
+    }
     for (int d = alloc->device_count; d-- > 0;)
         alloc_lock_release(&alloc->devices[d].lock);
 }
@@ -608,6 +618,20 @@ allocator_last_oom_message(struct allocator *alloc, int device, char *buf, size_
     alloc_lock_acquire(&dev->lock);
     snprintf(buf, len, "%s", dev->oom_message);
     alloc_lock_release(&dev->lock);
+}
+
+uint64_t
+allocator_last_oom_locked(struct allocator *alloc, int device, char *buf, size_t len)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    if (buf != NULL && len > 0)
+        buf[0] = '\0';
+    if (dev == NULL)
+        return 0;
+    ALLOC_ASSERT_HELD(&dev->lock);
+    if (buf != NULL && len > 0)
+        snprintf(buf, len, "%s", dev->oom_message);
+    return (uint64_t)dev->stats.num_ooms;
 }
 
 int

@@ -113,11 +113,15 @@ void allocator_process_events(struct allocator *alloc, int device);
 /* PyTorch's set_per_process_memory_fraction. */
 int allocator_set_memory_fraction(struct allocator *alloc, int device, double fraction);
 
-/* Replaces the roundup_power2_divisions setting for later requests (blocks handed out keep their
- * sizes): a tool that rebuilds a recorded state block by block (cuprof replay) places the exact
- * recorded sizes with no divisions, then switches to the recorded ones. Takes every device lock. */
-void allocator_set_roundup_divisions(struct allocator *alloc,
-                                     const uint32_t divisions[ALLOC_CONFIG_ROUNDUP_INTERVALS]);
+/* Replaces the settings later requests follow, as PyTorch's
+ * torch.cuda.memory._set_allocator_settings does at run time: roundup_power2_divisions,
+ * max_split_size, max_non_split_rounding_size, garbage_collection_threshold and
+ * expandable_segments (where the backend has the VMM calls). Segments and blocks already made
+ * keep their kind and size; a cached expandable block serves no new request once expandable
+ * segments are turned off (PyTorch's rule). A tool that rebuilds a recorded state block by block
+ * (cuprof replay) builds it under the recorded settings, then switches to the replayed ones.
+ * Takes every device lock. */
+void allocator_apply_settings(struct allocator *alloc, const struct alloc_config *config);
 
 /* For a tool that rebuilds a recorded state (cuprof replay): maps the whole pages [addr, addr +
  * size) of the expandable reservation of (stream, pool) that holds them unmapped, reserving one
@@ -153,6 +157,10 @@ void allocator_reset_accumulated_stats(struct allocator *alloc, int device);
 
 /* PyTorch's OOM message for the last OOM on `device`, written into buf (always NUL-terminated). */
 void allocator_last_oom_message(struct allocator *alloc, int device, char *buf, size_t len);
+/* The same under the caller's allocator_lock_device, returning how many OOMs the device had
+ * (num_ooms) when it was read: the message is the one of the latest (a request of 1 EiB or more
+ * gets a message and no OOM count). */
+uint64_t allocator_last_oom_locked(struct allocator *alloc, int device, char *buf, size_t len);
 
 int allocator_device_count(const struct allocator *alloc);
 

@@ -15,8 +15,8 @@
  *      `g_insert_lock`, `g_discover_lock`): taken to intern a new stack, which happens before the
  *      allocator is entered, never under a device lock on the hot path.
  *   5. Side tables, leaves (preload/addr_map.h `lock` of the owned-segment, VMM-handle and usage
- *      maps; preload/library_table.c `table_lock`; preload/layers.c `rebind_lock`): each held for
- *      a lookup or an insert and nothing else.
+ *      maps; preload/library_table.c `table_lock`; preload/layers.c `rebind_lock`;
+ *      preload/oom_log.c `oom_lock`): each held for a lookup or an insert and nothing else.
  *
  * The fork handlers (preload/lifecycle.c) take 1, then every 2 in device order, then the leaves
  * of 5, and release them in the reverse order. */

@@ -23,6 +23,8 @@ int cmd_stats(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_explain(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 /* Each subcommand's options and help (cli_options.h). */
 extern const struct cli_command cmd_run_command;
@@ -38,6 +40,8 @@ extern const struct cli_command cmd_stats_command;
 extern const struct cli_command cmd_ps_command;
 extern const struct cli_command cmd_dump_command;
 extern const struct cli_command cmd_top_command;
+extern const struct cli_command cmd_explain_command;
+extern const struct cli_command cmd_tune_command;
 
 /* The summary of one loaded snapshot; `brief` keeps it to one screen (used by `run`). Returns 0,
  * or -1 when host memory runs out. */

@@ -28,6 +28,7 @@ struct fake_device {
     uint64_t forced_addr;
     uint64_t bump, used, capacity;
     uint64_t card_total;  /* the recorded card's total bytes (cuprof.device_footprint), or 0 */
+    uint64_t total;       /* the total it reports when set; else min(capacity, card) */
     struct span_map live; /* segment addr -> size */
     /* Segments made by the current request (for --check). */
     uint64_t made[8];
@@ -44,6 +45,9 @@ struct fake_device {
     size_t nreserved;
 };
 
+/* The card's total the fake device reports (cuMemGetInfo's total): reservations of expandable
+ * segments and a fraction cap are sized from it. */
+uint64_t replay_device_total(const struct fake_device *f);
 /* The device_ops of a fake device (ctx is f). */
 void replay_device_ops(struct fake_device *f, struct device_ops *ops);
 /* Completes the pending event recorded under `key`; false when there is none. */
@@ -66,6 +70,13 @@ enum replay_block_kind {
     REPLAY_BLOCK_PENDING = 2,  /* free requested, waiting for its recorded free_completed */
 };
 
+/* The trace's allocs and frees by address, to see where free blocks of the starting state
+ * began: built once per history, read by every replay of it. */
+struct replay_index;
+/* t NULL: an empty index. NULL when host memory runs out. */
+struct replay_index *replay_index_build(const struct snap_device_trace *t);
+void replay_index_free(struct replay_index *ix);
+
 /* One replay of one setting. */
 struct replay_run {
     const struct snapshot *snap;
@@ -74,7 +85,7 @@ struct replay_run {
     struct fake_device dev;
     struct span_map addr_of; /* recorded address -> replayed address (size), kind (stack) */
     bool check;
-    size_t diffs_shown;
+    const struct replay_index *index; /* the plan's, or NULL (replay_start_state builds one) */
     /* Unsplit remainders learnt by earlier replays: owner address -> its whole block size. */
     struct span_map *remainders;
     /* The guessed free blocks of the starting state, by owner address. */
@@ -85,9 +96,10 @@ struct replay_run {
 /* Recreates the state at the first entry in r->alloc: each segment at its address, carved so that
  * the blocks live then sit at their recorded addresses (r->addr_of maps them), the free gaps
  * between them cached. r->alloc has no rounding divisions yet (every size asked here is exact);
- * `config`, the replayed setting, says how the blocks were rounded when they were made. Counts
- * what could not be placed in *misses; fills r->guesses (free with free()). Returns 0, or -1
- * when host memory runs out. */
+ * `config` says how the blocks were rounded and split when they were made (the recorded
+ * settings) and whether expandable runs are rebuilt as runs. Counts what could not be placed in
+ * *misses (a block placed elsewhere is still live, and mapped); fills r->guesses (free with
+ * free()). Returns 0, or -1 when host memory runs out. */
 __attribute__((warn_unused_result)) int
 replay_start_state(struct replay_run *r, const struct alloc_config *config, size_t *misses);
 

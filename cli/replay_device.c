@@ -71,14 +71,20 @@ fake_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total)
     struct fake_device *f = ctx;
     (void)device;
     *free_bytes = f->capacity - f->used;
-    *total = f->capacity;
+    *total = replay_device_total(f);
+    return 0;
+}
+
+uint64_t
+replay_device_total(const struct fake_device *f)
+{
+    if (f->total != 0)
+        return f->total;
     /* An unlimited replay still needs a card size for expandable reservations (1 1/8 of it):
      * the recorded card's when the snapshot says it, so reservations are as large as PyTorch
      * (or cuprof) made them there. */
     uint64_t card = f->card_total != 0 ? f->card_total : REPLAY_VMM_TOTAL;
-    if (f->capacity > card)
-        *total = card;
-    return 0;
+    return f->capacity > card ? card : f->capacity;
 }
 
 /* ---- Expandable segments: a reservation starts where the request's next recorded segment_map

@@ -3,6 +3,7 @@
  *   allocator at their recorded addresses, with the free gaps between them cached; and what the
  *   recording's later decisions prove about the unsplit remainders the snapshot does not show. */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,7 +20,7 @@ struct addr_index {
     size_t index;
 };
 
-struct trace_index {
+struct replay_index {
     struct addr_index *allocs, *frees;
     size_t nallocs, nfrees;
 };
@@ -34,7 +35,7 @@ addr_index_cmp(const void *a, const void *b)
 }
 
 static int
-trace_index_build(const struct snap_device_trace *t, struct trace_index *ix)
+index_fill(const struct snap_device_trace *t, struct replay_index *ix)
 {
     size_t n = t ? t->count : 0;
     ix->allocs = malloc((n + 1) * sizeof(struct addr_index));
@@ -72,7 +73,7 @@ addr_index_lower(const struct addr_index *v, size_t n, uint64_t addr)
 /* Where the free block in [lo, hi) behind the live block at `owner` began: the first address the
  * trace allocates in the gap while that block is still live; 0 when the trace never does. */
 static uint64_t
-gap_start(const struct trace_index *ix, uint64_t owner, uint64_t lo, uint64_t hi)
+gap_start(const struct replay_index *ix, uint64_t owner, uint64_t lo, uint64_t hi)
 {
     size_t f = addr_index_lower(ix->frees, ix->nfrees, owner);
     size_t freed_at = f < ix->nfrees && ix->frees[f].addr == owner ? ix->frees[f].index : SIZE_MAX;
@@ -100,8 +101,7 @@ struct start_reservation {
 static uint64_t
 reservation_size(const struct replay_run *r, bool small)
 {
-    uint64_t card = r->dev.card_total != 0 ? r->dev.card_total : REPLAY_VMM_TOTAL;
-    uint64_t total = r->dev.capacity > card ? card : r->dev.capacity;
+    uint64_t total = replay_device_total(&r->dev);
     uint64_t page = small ? ALLOC_SMALL_BUFFER : ALLOC_LARGE_BUFFER, space = total + total / 8;
     return (space + page - 1) / page * page;
 }
@@ -222,10 +222,10 @@ struct shrink {
 static void
 say_assumed(const struct start_reservation *res, size_t nres)
 {
-    static bool said;
-    if (said || nres == 0)
+    /* Once per command, whichever of its replays (threads, for tune) gets here first. */
+    static atomic_bool said;
+    if (nres == 0 || atomic_exchange(&said, true))
         return;
-    said = true;
     fprintf(stderr,
             "cuprof: replay: %zu expandable reservation%s in use when the history begins: each "
             "assumed to start at the lowest address the recording shows in it (0x%" PRIx64
@@ -268,12 +268,16 @@ fill_gap(struct replay_run *r, uint64_t stream, bool small, uint64_t cursor, uin
         uint64_t piece = next - cursor, addr;
         if (small && piece > (1u << 20))
             piece = 1u << 20;
-        if (allocator_malloc(r->alloc, (int)r->device, piece, stream, 0, &addr) != 0 ||
-            addr != cursor) {
+        if (allocator_malloc(r->alloc, (int)r->device, piece, stream, 0, &addr) != 0) {
             (*misses)++;
             return next;
         }
+        /* Held until the state stands wherever it landed (freed with the others). */
         fillers[(*nfill)++] = addr;
+        if (addr != cursor) {
+            (*misses)++;
+            return next;
+        }
         cursor += piece;
     }
     return cursor;
@@ -311,7 +315,7 @@ lead_piece(const struct analysis_segment *seg, const struct span_map_item *live,
  * rounded size is to be shrunk back once every other free block is held. */
 static uint64_t
 rebuilt_size(const struct replay_run *r, const struct alloc_config *config,
-             const struct trace_index *ix, const struct span_map_item *blk, uint64_t cursor,
+             const struct replay_index *ix, const struct span_map_item *blk, uint64_t cursor,
              uint64_t limit, bool small, bool expandable, bool *guess)
 {
     uint64_t size = alloc_policy_round_size(config, blk->size);
@@ -350,7 +354,7 @@ rebuilt_size(const struct replay_run *r, const struct alloc_config *config,
 struct rebuild {
     struct replay_run *r;
     const struct alloc_config *config;
-    const struct trace_index *ix;
+    const struct replay_index *ix;
     const struct snap_device_trace *t;
     size_t *misses;
     struct analysis_segment *seg; /* the segments, by address */
@@ -378,10 +382,10 @@ rebuild_begin(struct rebuild *w)
     if (analysis_segment_list_at(r->snap, r->device, 0, &w->seg, &w->nseg) != 0 ||
         analysis_live_at(r->snap, r->device, 0, &w->live, &w->nlive) != 0)
         return -1;
-    /* Fillers: at most one per gap, or one per MiB of a small segment. */
+    /* Fillers: at most one per gap, or one per MiB of a small segment; a lead placed elsewhere. */
     size_t cap = 2 * w->nlive + 1;
     for (size_t s = 0; s < w->nseg; s++)
-        cap += 1 + (size_t)(w->seg[s].size >> 20);
+        cap += 2 + (size_t)(w->seg[s].size >> 20);
     w->fillers = malloc(cap * sizeof(uint64_t));
     w->small_of = malloc((w->nseg + 1) * sizeof(bool));
     w->res_of = malloc((w->nseg + 1) * sizeof(size_t));
@@ -428,11 +432,14 @@ hold_lead(struct rebuild *w, size_t s)
     const struct analysis_segment *seg = &w->seg[s];
     uint64_t cursor = seg->addr + lead_piece(seg, w->live, w->nlive), addr;
     if (allocator_malloc(w->r->alloc, (int)w->r->device, cursor - w->from[s], seg->stream, 0,
-                         &addr) != 0 ||
-        addr != w->from[s])
+                         &addr) != 0) {
         (*w->misses)++;
-    else
+    } else if (addr != w->from[s]) {
+        (*w->misses)++;
+        w->fillers[w->nfill++] = addr; /* freed with the fillers */
+    } else {
         w->leads[w->nlead++] = addr;
+    }
     return cursor;
 }
 
@@ -453,14 +460,20 @@ place_block(struct rebuild *w, const struct analysis_segment *seg, bool small, b
         rebuilt_size(r, w->config, w->ix, blk, *cursor, limit, small, expandable, &guess);
     if (expandable && size != rounded)
         w->shrink[w->nshrink++] = (struct shrink){*cursor, rounded, seg->stream, blk->stack};
-    if (allocator_malloc(r->alloc, (int)r->device, size, seg->stream, blk->stack, &addr) != 0 ||
-        addr != *cursor) {
+    if (allocator_malloc(r->alloc, (int)r->device, size, seg->stream, blk->stack, &addr) != 0) {
         (*w->misses)++;
         *cursor = limit;
         return 0;
     }
+    /* A block placed elsewhere is still live (the program frees it later): mapped all the same,
+     * so its bytes stay counted exactly as long as the recording's. */
     if (span_map_put(&r->addr_of, blk->addr, addr, REPLAY_BLOCK_CACHED) != 0)
         return -1;
+    if (addr != *cursor) {
+        (*w->misses)++;
+        *cursor = limit;
+        return 0;
+    }
     if (guess)
         r->guesses[r->nguesses++] = (struct replay_guess){*cursor, size, rounded, limit, true};
     *cursor += size;
@@ -495,7 +508,7 @@ rebuild_segment(struct rebuild *w, size_t s)
 
 /* Once every block stands: the blocks that took a free piece behind them give it back, and the
  * pages before the runs go again. */
-static void
+static int
 rebuild_settle(struct rebuild *w)
 {
     struct replay_run *r = w->r;
@@ -508,9 +521,14 @@ rebuild_settle(struct rebuild *w)
         uint64_t got = 0;
         if (allocator_free(r->alloc, sh->addr, 0) != 0 ||
             allocator_malloc(r->alloc, (int)r->device, sh->size, sh->stream, sh->stack, &got) !=
-                0 ||
-            got != sh->addr)
+                0) {
             (*w->misses)++;
+            (void)span_map_remove(&r->addr_of, sh->addr, NULL);
+        } else if (got != sh->addr) {
+            (*w->misses)++;
+            if (span_map_put(&r->addr_of, sh->addr, got, REPLAY_BLOCK_CACHED) != 0)
+                return -1;
+        }
     }
     /* Now that every other free block is held, each lead unmaps exactly its page (lead_piece),
      * and the free piece behind it stays. */
@@ -519,6 +537,7 @@ rebuild_settle(struct rebuild *w)
             allocator_unmap_expandable(r->alloc, (int)r->device, w->leads[i], ALLOC_LARGE_BUFFER) !=
                 0)
             (*w->misses)++;
+    return 0;
 }
 
 /* Frees the fillers (the gaps they held become the cached free blocks) and the work arrays. */
@@ -540,7 +559,7 @@ rebuild_end(struct rebuild *w)
 }
 
 static int
-rebuild(struct replay_run *r, const struct alloc_config *config, const struct trace_index *ix,
+rebuild(struct replay_run *r, const struct alloc_config *config, const struct replay_index *ix,
         size_t *misses)
 {
     struct rebuild w = {.r = r, .config = config, .ix = ix, .misses = misses};
@@ -553,22 +572,42 @@ rebuild(struct replay_run *r, const struct alloc_config *config, const struct tr
     for (; rc == 0 && w.b < w.nlive; w.b++)
         (*misses)++;
     if (rc == 0)
-        rebuild_settle(&w);
+        rc = rebuild_settle(&w);
     rebuild_end(&w);
     return rc;
+}
+
+struct replay_index *
+replay_index_build(const struct snap_device_trace *t)
+{
+    struct replay_index *ix = calloc(1, sizeof(*ix));
+    if (ix != NULL && index_fill(t, ix) != 0) {
+        replay_index_free(ix);
+        ix = NULL;
+    }
+    return ix;
+}
+
+void
+replay_index_free(struct replay_index *ix)
+{
+    if (ix == NULL)
+        return;
+    free(ix->allocs);
+    free(ix->frees);
+    free(ix);
 }
 
 int
 replay_start_state(struct replay_run *r, const struct alloc_config *config, size_t *misses)
 {
+    /* The index is the plan's, shared by its replays; one of its own without one. */
     const struct snap_device_trace *t =
         r->device < r->snap->device_count ? &r->snap->device_traces[r->device] : NULL;
-    struct trace_index ix;
-    int rc = trace_index_build(t, &ix);
-    if (rc == 0)
-        rc = rebuild(r, config, &ix, misses);
-    free(ix.allocs);
-    free(ix.frees);
+    struct replay_index *own = r->index == NULL ? replay_index_build(t) : NULL;
+    const struct replay_index *ix = r->index != NULL ? r->index : own;
+    int rc = ix != NULL ? rebuild(r, config, ix, misses) : -1;
+    replay_index_free(own);
     return rc;
 }
 

@@ -175,7 +175,8 @@ dumper_log_failure(const char *path, int rc)
 /* One file, logged: "written to" with the name it got, or one line saying why not. */
 static int
 dumper_write_logged(struct cuprof_runtime *rt, const char *path, enum file_publish_mode mode,
-                    char *written, size_t written_len, char *chosen, size_t chosen_len)
+                    char *written, size_t written_len, char *chosen, size_t chosen_len,
+                    const char *why)
 {
     errno = 0;
     int rc = dumper_write_snapshot(rt, path, mode, chosen, chosen_len);
@@ -184,14 +185,15 @@ dumper_write_logged(struct cuprof_runtime *rt, const char *path, enum file_publi
         return rc;
     }
     if (runtime_log_info())
-        runtime_log("cuprof: snapshot written to %s", chosen);
+        runtime_log("cuprof: snapshot written to %s%s%s%s", chosen, why != NULL ? " (" : "",
+                    why != NULL ? why : "", why != NULL ? ")" : "");
     if (written != NULL)
         snprintf(written, written_len, "%s", chosen);
     return 0;
 }
 
 static int
-dumper_dump_template(struct cuprof_runtime *rt, char *written, size_t written_len)
+dumper_dump_template(struct cuprof_runtime *rt, char *written, size_t written_len, const char *why)
 {
     char final[PATH_MAX], chosen[PATH_MAX + 16];
     uint64_t seq = dumper_seq++;
@@ -201,7 +203,7 @@ dumper_dump_template(struct cuprof_runtime *rt, char *written, size_t written_le
         return -CUPROF_EINVAL;
     }
     return dumper_write_logged(rt, final, FILE_PUBLISH_NEW_NAME, written, written_len, chosen,
-                               sizeof chosen);
+                               sizeof chosen, why);
 }
 
 /* A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the program on whose
@@ -239,7 +241,7 @@ dumper_restore_xfsz(const sigset_t *old, bool was_pending)
  * skipped once the program is exiting. */
 static int
 dumper_dump_locked(struct cuprof_runtime *rt, const char *path, enum file_publish_mode mode,
-                   bool async, char *written, size_t written_len)
+                   bool async, char *written, size_t written_len, const char *why)
 {
     int rc = 0;
     if (rt == NULL)
@@ -251,10 +253,10 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, enum file_publis
         /* the program is exiting: the exit dump (if any) has the newest state */
         rc = -CUPROF_EINVAL;
     } else if (path == NULL) {
-        rc = dumper_dump_template(rt, written, written_len);
+        rc = dumper_dump_template(rt, written, written_len, why);
     } else {
         char chosen[PATH_MAX + 16];
-        rc = dumper_write_logged(rt, path, mode, written, written_len, chosen, sizeof chosen);
+        rc = dumper_write_logged(rt, path, mode, written, written_len, chosen, sizeof chosen, why);
     }
     pthread_mutex_unlock(&dumper_lock);
     dumper_restore_xfsz(&old_mask, xfsz_was_pending);
@@ -264,7 +266,13 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, enum file_publis
 int
 dumper_dump(struct cuprof_runtime *rt, const char *path)
 {
-    return dumper_dump_locked(rt, path, FILE_PUBLISH_REPLACE, false, NULL, 0);
+    return dumper_dump_locked(rt, path, FILE_PUBLISH_REPLACE, false, NULL, 0, NULL);
+}
+
+int
+dumper_dump_because(struct cuprof_runtime *rt, const char *why)
+{
+    return dumper_dump_locked(rt, NULL, FILE_PUBLISH_REPLACE, false, NULL, 0, why);
 }
 
 /* The extensions CUPROF_SNAPSHOT accepts: the one that picks the format. */
@@ -286,13 +294,13 @@ dumper_dump_named(struct cuprof_runtime *rt, const char *path, char *written, si
 {
     if (path != NULL && !dumper_snapshot_extension(path))
         return -CUPROF_EINVAL;
-    return dumper_dump_locked(rt, path, FILE_PUBLISH_NEW_NAME, true, written, written_len);
+    return dumper_dump_locked(rt, path, FILE_PUBLISH_NEW_NAME, true, written, written_len, NULL);
 }
 
 static int
 dumper_dump_async(struct cuprof_runtime *rt)
 {
-    return dumper_dump_locked(rt, NULL, FILE_PUBLISH_NEW_NAME, true, NULL, 0);
+    return dumper_dump_locked(rt, NULL, FILE_PUBLISH_NEW_NAME, true, NULL, 0, NULL);
 }
 
 void

@@ -21,6 +21,11 @@ void dumper_start(struct cuprof_runtime *rt);
  * 0 or a negative -CUPROF_E* code. Makes no device call; call it outside every cuprof lock. */
 __attribute__((warn_unused_result)) int dumper_dump(struct cuprof_runtime *rt, const char *path);
 
+/* dumper_dump with the template's next name, its "snapshot written to" line ending with `why` in
+ * parentheses, e.g. `(out of memory on device 0)`. */
+__attribute__((warn_unused_result)) int dumper_dump_because(struct cuprof_runtime *rt,
+                                                            const char *why);
+
 /* For the control socket: like dumper_dump, but skipped (-CUPROF_EINVAL) once the program is
  * exiting, as a signal dump is, and the file's final name is copied to `written`. */
 __attribute__((warn_unused_result)) int

@@ -10,6 +10,7 @@
 #include "preload/config.h"
 #include "preload/device_footprint.h"
 #include "preload/library_usage.h"
+#include "preload/oom_log.h"
 #include "preload/path_template.h"
 #include "preload/runtime.h"
 #include "snapshot/snapshot_dump.h"
@@ -95,7 +96,16 @@ dumper_write_snapshot(struct cuprof_runtime *rt, const char *path, enum file_pub
     info.libraries = libraries;
     info.footprints = footprints;
     info.footprint_count = device_footprint_collect(footprints, (size_t)rt->device_count);
+    /* Each OOM's message, to be placed beside its trace entry. */
+    struct dump_oom_message *ooms = malloc(OOM_LOG_KEPT * sizeof(*ooms));
+    char *texts = malloc((size_t)OOM_LOG_KEPT * OOM_LOG_MESSAGE_LEN);
+    if (ooms != NULL && texts != NULL) {
+        info.oom_messages = ooms;
+        info.oom_message_count = oom_log_copy(ooms, texts, OOM_LOG_KEPT);
+    }
     int rc = snapshot_dump_live(rt->alloc, rt->ring, &info, path, mode, chosen, chosen_len);
+    free(ooms);
+    free(texts);
     free(libraries);
     free(footprints);
     free(cmdline);

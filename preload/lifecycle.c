@@ -11,6 +11,7 @@
 #include "preload/dumper.h"
 #include "preload/layers.h"
 #include "preload/library_usage.h"
+#include "preload/oom_log.h"
 #include "preload/runtime.h"
 #include "preload/shim_vmm.h"
 #include "preload/stream_id.h"
@@ -77,6 +78,7 @@ lifecycle_fork_child(void)
     stacks_reset_after_fork();
     python_frames_reset_after_fork();
     library_usage_reset_after_fork();
+    oom_log_reset_after_fork();
     dumper_fork_child();
     control_fork_child();
     atomic_store(&lifecycle_oom_claimed, false);

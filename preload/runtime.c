@@ -18,6 +18,7 @@
 #include "preload/layers.h"
 #include "preload/library_usage.h"
 #include "preload/lifecycle.h"
+#include "preload/oom_log.h"
 #include "preload/real_cuda.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/text_escape.h"
@@ -304,12 +305,15 @@ void
 runtime_notify_oom(int device)
 {
     struct cuprof_runtime *rt = runtime_get();
-    if (rt == NULL || (rt->config->dump_on & CONFIG_DUMP_ON_OOM) == 0)
+    if (rt == NULL)
         return;
-    if (!lifecycle_claim_oom_dump())
+    oom_log_note(rt, device); /* before the dump: the OOM dump holds its message */
+    if ((rt->config->dump_on & CONFIG_DUMP_ON_OOM) == 0 || !lifecycle_claim_oom_dump())
         return;
     if (runtime_log_debug())
         runtime_log("cuprof: out of memory on device %d: writing a snapshot", device);
-    int rc = dumper_dump(rt, NULL); /* a failure was logged */
+    char why[48];
+    snprintf(why, sizeof why, "out of memory on device %d", device);
+    int rc = dumper_dump_because(rt, why); /* a failure was logged */
     (void)rc;
 }

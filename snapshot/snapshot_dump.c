@@ -11,6 +11,7 @@
 #include "snapshot/python_frames.h"
 #include "snapshot/stacks.h"
 #include "snapshot/symbolize.h"
+#include "snapshot/snapshot_oom.h"
 #include "snapshot/snapshot_usage.h"
 #include "snapshot/snapshot_write.h"
 #include "snapshot/trace_ring.h"
@@ -27,6 +28,7 @@ struct dump_buffers {
     size_t segment_cap, block_cap, record_cap;
     size_t segment_count, block_count, record_count;
     uint64_t dropped;
+    uint64_t end;              /* the ring's next position when the records were copied */
     struct memory_stats stats; /* copied under the same lock as the blocks */
 };
 
@@ -71,6 +73,7 @@ copy_device(struct allocator *alloc, struct trace_ring *ring, int device, struct
             allocator_get_stats_locked(alloc, device, &b->stats);
             b->record_count = 0;
             b->dropped = 0;
+            b->end = ring != NULL ? trace_ring_end(ring, device) : 0;
             if (ring != NULL)
                 b->record_count =
                     trace_ring_copy_locked(ring, device, b->records, b->record_cap, &b->dropped);
@@ -238,6 +241,30 @@ set_device_stats(struct snapshot *snap, int device, const struct memory_stats *m
     return snapshot_set_stats(snap, (size_t)device, st, n) != 0 ? -CUPROF_EHOSTMEM : 0;
 }
 
+/* The OOM messages, each history position made an index into its device's trace (the records of
+ * device d were positions [first[d], first[d] + count)). */
+static int
+set_oom_messages(struct snapshot *snap, const struct dump_info *info, const uint64_t *first,
+                 size_t devices)
+{
+    size_t n = info->oom_message_count;
+    struct snap_oom_message *rows = n > 0 ? calloc(n, sizeof(*rows)) : NULL;
+    if (n > 0 && rows == NULL)
+        return -CUPROF_EHOSTMEM;
+    for (size_t i = 0; i < n; i++) {
+        const struct dump_oom_message *m = &info->oom_messages[i];
+        size_t d = (size_t)m->device;
+        int64_t index = -1;
+        if (m->device >= 0 && d < devices && d < snap->device_count && m->position != UINT64_MAX &&
+            m->position >= first[d] && m->position - first[d] < snap->device_traces[d].count)
+            index = (int64_t)(m->position - first[d]);
+        rows[i] = (struct snap_oom_message){m->device, index, m->time_us, m->message};
+    }
+    int rc = snapshot_set_oom_messages(snap, rows, n);
+    free(rows);
+    return rc;
+}
+
 static int
 add_cuprof(struct snapshot *snap, const struct dump_info *info)
 {
@@ -288,9 +315,12 @@ snapshot_dump_build(struct allocator *alloc, struct trace_ring *ring, const stru
     struct dump_buffers b = {0};
     struct dump_stacks ds = {.sym = info->symbolizer};
     bool own_sym = false;
-    int rc = 0;
+    uint64_t *first = calloc((size_t)(devices > 0 ? devices : 0) + 1, sizeof(uint64_t));
+    int rc = first != NULL ? 0 : -CUPROF_EHOSTMEM;
     for (int d = 0; d < devices && rc == 0; d++) {
         rc = copy_device(alloc, ring, d, &b);
+        if (rc == 0)
+            first[d] = b.end - b.record_count;
         /* Symbolization starts only once something needs it, and never under a lock. */
         if (rc == 0 && ds.sym == NULL && !own_sym && (b.block_count > 0 || b.record_count > 0)) {
             ds.sym = symbolizer_create();
@@ -305,6 +335,9 @@ snapshot_dump_build(struct allocator *alloc, struct trace_ring *ring, const stru
         set_allocator_settings(snap, info->alloc_config);
         rc = add_cuprof(snap, info);
     }
+    if (rc == 0)
+        rc = set_oom_messages(snap, info, first, devices > 0 ? (size_t)devices : 0);
+    free(first);
     if (own_sym && ds.sym != NULL)
         symbolizer_destroy(ds.sym);
     free(ds.map);

@@ -23,6 +23,15 @@ struct dump_setting {
     const char *value;
 };
 
+/* An out-of-memory error's message, with the history position of its `oom` entry
+ * (trace_ring_end's numbering; UINT64_MAX when unknown): the dump turns it into an index. */
+struct dump_oom_message {
+    int32_t device;
+    uint64_t position;
+    int64_t time_us;
+    const char *message;
+};
+
 /* What the caller (preload/) knows about the process; every pointer may be NULL. */
 struct dump_info {
     const char *mode; /* "cache", "trace" or "off" */
@@ -39,6 +48,8 @@ struct dump_info {
     size_t library_count;
     const struct snap_footprint *footprints; /* cuprof.device_footprint */
     size_t footprint_count;
+    const struct dump_oom_message *oom_messages; /* cuprof.oom_messages, oldest first */
+    size_t oom_message_count;
 };
 
 /* Builds the model of the live state: segments and blocks of every device, each device's trace

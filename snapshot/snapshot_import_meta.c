@@ -9,6 +9,7 @@
 
 #include "allocator/cuprof_errors.h"
 #include "snapshot/snapshot_import.h"
+#include "snapshot/snapshot_oom.h"
 #include "snapshot/snapshot_usage.h"
 
 /* PyTorch writes SIZE_MAX ("no limit") as -1; Python code may write it as 2^64-1. */
@@ -190,5 +191,7 @@ snapshot_import_cuprof(struct snapshot_fields *f, const struct sval *c)
         snap->device_traces[d].dropped = n;
         snap->cuprof.dropped_entries[d] = n;
     }
+    if ((rc = snapshot_oom_import(f, c)) < 0)
+        return rc;
     return snapshot_usage_import(f, c);
 }

@@ -120,6 +120,7 @@ struct snap_python {
 };
 struct snap_library;
 struct snap_footprint;
+struct snap_oom_message;
 
 /* cuprof's own section ("cuprof" key); absent in snapshots PyTorch wrote. */
 struct snap_cuprof {
@@ -140,6 +141,8 @@ struct snap_cuprof {
     size_t library_count;
     struct snap_footprint *footprints; /* snapshot_usage.h: the driver's used bytes per device */
     size_t footprint_count;
+    struct snap_oom_message *oom_messages; /* snapshot_oom.h: each OOM's message */
+    size_t oom_message_count;
     struct snap_python python;
 };
 

@@ -13,6 +13,7 @@
 #include "allocator/cuprof_errors.h"
 #include "snapshot/file_writer.h"
 #include "snapshot/snapshot_arena.h"
+#include "snapshot/snapshot_oom.h"
 #include "snapshot/snapshot_usage.h"
 #include "allocator/trace_sink.h"
 
@@ -279,6 +280,7 @@ emit_cuprof(const struct snapshot *snap, struct emitter *e)
         emitter_end(e);
     }
     snapshot_usage_emit(snap, e);
+    snapshot_oom_emit(snap, e);
     emitter_end(e);
 }
 

@@ -415,6 +415,46 @@ test_backend_without_vmm(void **state)
     fixture_free(fx);
 }
 
+/* Settings changed at run time (allocator_apply_settings, PyTorch's _set_allocator_settings):
+ * segments already made keep their kind, later requests follow the new rules. */
+static void
+test_settings_changed_at_run_time(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t big = must_malloc(a, 0, 30 * MIB, 0); /* an ordinary 30 MiB segment */
+    assert_true(big == FAKE_BASE);
+    struct alloc_config next;
+    char err[128];
+    assert_int_equal(
+        alloc_config_parse("expandable_segments:True,max_split_size_mb:20", &next, err, 128), 0);
+    allocator_apply_settings(a, &next);
+    uint64_t small = must_malloc(a, 0, 5 * MIB, 0); /* mapped: the segment is full */
+    assert_true(small == V);
+    must_free(a, big);
+    /* 25 MiB is oversize now, and the cached 30 MiB block (< 25 + 20 MiB) may serve it; with
+     * expandable segments on, PyTorch splits every block by the 512-byte rule. */
+    uint64_t again = must_malloc(a, 0, 25 * MIB, 0);
+    assert_true(again == FAKE_BASE);
+    int dev = -1;
+    uint64_t base = 0;
+    size_t size = 0;
+    assert_true(allocator_lookup(a, again, &dev, &base, &size));
+    assert_int_equal(size, 25 * MIB);
+    /* Off again: the free 20 MiB page at V serves no new request (nor does the 5 MiB rest): a
+     * new ordinary segment does. */
+    must_free(a, small);
+    assert_int_equal(alloc_config_parse("", &next, err, 128), 0);
+    allocator_apply_settings(a, &next);
+    uint64_t third = must_malloc(a, 0, 6 * MIB, 0);
+    assert_true(third >= FAKE_BASE + 30 * MIB && third < FAKE_VMM_BASE);
+    assert_int_equal(fx->fake.segment_allocs, 2);
+    assert_int_equal(fx->fake.vmm_reserves, 1);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
 /* Context reset: the driver dropped pages and range; the trace unmaps each mapped run. */
 static void
 test_forget_device(void **state)
@@ -448,6 +488,7 @@ main(void)
         cmocka_unit_test(test_oom_after_unmap),
         cmocka_unit_test(test_unmap_at),
         cmocka_unit_test(test_backend_without_vmm),
+        cmocka_unit_test(test_settings_changed_at_run_time),
         cmocka_unit_test(test_forget_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

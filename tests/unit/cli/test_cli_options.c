@@ -21,7 +21,7 @@ static const struct cli_command *const commands[] = {
     &cmd_run_command,    &cmd_summary_command,    &cmd_leaks_command,    &cmd_diff_command,
     &cmd_replay_command, &cmd_flamegraph_command, &cmd_timeline_command, &cmd_plot_command,
     &cmd_stats_command,  &cmd_ps_command,         &cmd_dump_command,     &cmd_top_command,
-    &cmd_check_command,
+    &cmd_check_command,  &cmd_explain_command,    &cmd_tune_command,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -18,6 +18,7 @@
 #include "allocator/trace_sink.h"
 #include "fixture.h"
 #include "snapshot/emitter.h"
+#include "snapshot/snapshot_oom.h"
 #include "snapshot/snapshot_read.h"
 #include "snapshot/snapshot_write.h"
 
@@ -304,6 +305,46 @@ test_roundtrip_json(void **state)
     roundtrip(SNAPSHOT_FORMAT_JSON, 1500, 10);
 }
 
+/* cuprof.oom_messages: written only when there are some, read back field by field. */
+static void
+test_roundtrip_oom_messages(void **state)
+{
+    (void)state;
+    for (int f = 0; f < 2; f++) {
+        enum snapshot_format format = f == 0 ? SNAPSHOT_FORMAT_PICKLE : SNAPSHOT_FORMAT_JSON;
+        struct snapshot *s = fixture_model(0, 0);
+        assert_non_null(s);
+        unsigned char *a;
+        size_t alen;
+        assert_int_equal(snapshot_write_mem(s, format, &a, &alen), 0);
+        assert_null(memmem(a, alen, "oom_messages", 12));
+        free(a);
+        const struct snap_oom_message rows[] = {
+            {0, 3, 1700000000000042, "CUDA out of memory. Tried to allocate 1.00 TiB."},
+            {1, -1, 1700000000000043,
+             "CUDA out of memory. Tried to allocate more than 1EB memory."},
+        };
+        assert_int_equal(snapshot_set_oom_messages(s, rows, 2), 0);
+        assert_int_equal(snapshot_write_mem(s, format, &a, &alen), 0);
+        struct snapshot *r = NULL;
+        char err[256] = "";
+        assert_int_equal(snapshot_read_mem(a, alen, "mem", &r, err, sizeof(err)), 0);
+        assert_int_equal(r->cuprof.oom_message_count, 2);
+        for (size_t i = 0; i < 2; i++) {
+            assert_int_equal(r->cuprof.oom_messages[i].device, rows[i].device);
+            assert_int_equal(r->cuprof.oom_messages[i].trace_index, rows[i].trace_index);
+            assert_int_equal(r->cuprof.oom_messages[i].time_us, rows[i].time_us);
+            assert_string_equal(r->cuprof.oom_messages[i].message, rows[i].message);
+        }
+        /* Entry 3 of device 0 is the fixture's oom entry: its message by index. */
+        assert_string_equal(snapshot_oom_message_of(r, 0, 3), rows[0].message);
+        assert_null(snapshot_oom_message_of(r, 0, 2));
+        free(a);
+        snapshot_free(r);
+        snapshot_free(s);
+    }
+}
+
 static void
 expect_reject(const void *data, size_t len, const char *needle)
 {
@@ -438,6 +479,7 @@ main(void)
         cmocka_unit_test(test_unbalanced_is_an_error),
         cmocka_unit_test(test_roundtrip_pickle),
         cmocka_unit_test(test_roundtrip_json),
+        cmocka_unit_test(test_roundtrip_oom_messages),
         cmocka_unit_test(test_hostile_pickles),
         cmocka_unit_test(test_truncations_and_corruption),
         cmocka_unit_test(test_files),

@@ -1,0 +1,144 @@
+/* explain.h: why a device ran out of memory (or how full it was) at one instant of a snapshot's
+ *   history, and what would have avoided it: the request, the whole device in bytes that add up
+ *   to its capacity, a verdict with its numbers, and the history replayed from its start under
+ *   other settings. Computed here (explain.c, explain_whatif.c); cmd_explain.c prints it as text
+ *   or JSON, and the report page can take the same struct.
+ * Locking: none (the replays run on threads of their own, sharing only read-only data).
+ * Hot path: no. */
+#ifndef CUPROF_CLI_EXPLAIN_H
+#define CUPROF_CLI_EXPLAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/analysis.h"
+#include "snapshot/snapshot_model.h"
+
+/* Which instant (--at). */
+enum explain_at {
+    EXPLAIN_AT_DEFAULT = 0, /* the first OOM, else the peak of reserved memory */
+    EXPLAIN_AT_OOM,         /* the first OOM (none: an error) */
+    EXPLAIN_AT_PEAK,        /* the peak of reserved memory */
+    EXPLAIN_AT_ENTRY,       /* right after trace entry `entry` (an oom entry: that OOM) */
+};
+
+struct explain_request {
+    size_t device;
+    enum explain_at at;
+    size_t entry;     /* EXPLAIN_AT_ENTRY */
+    uint64_t memory;  /* the card's size when the file does not record it (0: not given) */
+    size_t top;       /* call sites and segments kept */
+    unsigned threads; /* for the replays (0: one per CPU) */
+};
+
+/* What the verdict found (any combination). */
+#define EXPLAIN_LIVE_EXCEEDS  (1u << 0) /* live memory and the request exceed the device */
+#define EXPLAIN_OUTSIDE       (1u << 1) /* memory outside the allocator took what was missing */
+#define EXPLAIN_CAP           (1u << 2) /* per_process_memory_fraction refused the segment */
+#define EXPLAIN_FRAGMENTATION (1u << 3) /* the bytes were free, in no block large enough */
+#define EXPLAIN_DRIVER        (1u << 4) /* the driver refused a segment it said it had room for */
+
+/* Where the capacity came from. */
+enum explain_capacity {
+    EXPLAIN_CAPACITY_FOOTPRINT, /* cuprof.device_footprint: the driver's total */
+    EXPLAIN_CAPACITY_OPTION,    /* --memory */
+    EXPLAIN_CAPACITY_ASSUMED,   /* unknown: reserved + pass-through + free (nothing outside) */
+};
+
+/* Free space of one pool of the allocator at the instant. */
+struct explain_pool {
+    uint64_t free_bytes, largest_free, free_blocks;
+    size_t segments_with_free;
+};
+
+/* A segment holding free space. */
+struct explain_segment {
+    uint64_t addr, size, free_bytes, largest_free, stream;
+    bool small, expandable;
+};
+
+/* One setting the history was replayed under. */
+struct explain_whatif {
+    char label[96]; /* "expandable_segments:True", "empty_cache before the request", ... */
+    char conf[512]; /* the setting replayed (PYTORCH_CUDA_ALLOC_CONF syntax) */
+    bool recorded;  /* the recording's own settings (the baseline) */
+    bool ok;        /* the replay ran */
+    bool avoided;   /* an OOM instant: the replay ran through it without running out */
+    size_t ooms;    /* OOMs in the whole replay */
+    uint64_t peak_reserved, peak_allocated;
+    uint64_t device_allocs; /* cudaMalloc (or page maps) the replay made */
+};
+
+struct explain {
+    const struct snapshot *snap;
+    size_t device;
+    size_t count;     /* trace entries */
+    size_t at;        /* the state after `at` entries (an OOM: the state it met, its entry `at`) */
+    bool is_oom;      /* the instant is an OOM */
+    size_t oom_count; /* OOMs in the history */
+    enum explain_at chosen; /* EXPLAIN_AT_OOM, _PEAK or _ENTRY: what `at` is */
+    /* The request (an OOM). */
+    uint64_t request_size;    /* rounded, as PyTorch records it */
+    uint64_t request_segment; /* what the allocator asked of the device for it */
+    uint64_t request_stream;
+    uint32_t request_stack;
+    bool device_free_known;
+    uint64_t device_free; /* what the driver said was free */
+    const char *message;  /* the OOM's message (cuprof.oom_messages), or NULL */
+    /* The device, in bytes that add up to `capacity`. */
+    enum explain_capacity capacity_from;
+    bool capacity_known;
+    uint64_t capacity;
+    uint64_t live_requested, live_allocated; /* allocated: block sizes */
+    uint64_t reserved;                       /* the allocator's segments */
+    uint64_t private_pools;                  /* of reserved: private (CUDA graph) pools */
+    uint64_t cached_free;                    /* reserved - allocated - pending */
+    uint64_t pending_free;     /* freed, waiting for the streams that used them (events) */
+    uint64_t replay_reserved;  /* the recorded settings' replay's reserved bytes then */
+    uint64_t passthrough;      /* managed, VMM, the driver's pools */
+    uint64_t outside;          /* context, libraries' pools, other processes */
+    uint64_t outside_at_start; /* of outside: in use before the program began */
+    uint64_t graphs;           /* of outside: CUDA graphs' memory at the dump */
+    bool outside_estimated;    /* not at an OOM: outside taken as at the dump */
+    uint64_t free_bytes;
+    struct explain_pool pools[2];     /* [0] small pool, [1] large pool */
+    uint64_t largest_fit;             /* the largest free block the request could have taken (its
+                                       * stream and pool) */
+    struct explain_segment *segments; /* holding free space, most free first (at most top) */
+    size_t nsegments, segments_with_free;
+    struct site_total *sites; /* live bytes by call site (requested sizes), at most top */
+    size_t nsites, all_sites;
+    /* The recorded settings. */
+    char recorded_conf[512];
+    double fraction;  /* per_process_memory_fraction, 0 when none */
+    uint64_t allowed; /* fraction * capacity */
+    unsigned verdict; /* EXPLAIN_* flags; 0 at an instant that is not an OOM */
+    uint64_t missing; /* LIVE/OUTSIDE: bytes short of what the request needed */
+    /* How far the replays can be trusted. */
+    bool mid_run;
+    uint64_t dropped;
+    bool state_from_replay; /* blocks and free space as the recorded settings' replay had them */
+    size_t start_misses, checked, reproduced;
+    bool baseline_oom; /* the recorded settings' replay ran out at the same request */
+    struct explain_whatif *whatifs;
+    size_t nwhatifs;
+};
+
+/* Computes everything for req. Returns 0; -1 with one line in err (no OOM to explain, an entry
+ * past the history, host memory). */
+__attribute__((warn_unused_result)) int explain_compute(const struct snapshot *snap,
+                                                        const struct explain_request *req,
+                                                        struct explain *out, char *err,
+                                                        size_t errlen);
+void explain_free(struct explain *x);
+
+/* ---- explain_whatif.c: the replays (baseline first), and the state the baseline had at the
+ * instant (blocks, free space by pool and segment), filled into x. Returns 0 or -1. */
+__attribute__((warn_unused_result)) int explain_whatif(struct explain *x,
+                                                       const struct explain_request *req);
+
+/* `base` with `key` set to `value` (an existing `key:` item replaced), into out. */
+void explain_conf_with(const char *base, const char *key, const char *value, char *out, size_t len);
+
+#endif

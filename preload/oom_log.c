@@ -1,0 +1,161 @@
+/* oom_log.c: the process's out-of-memory messages (see oom_log.h). */
+#include "preload/oom_log.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "allocator/allocator.h"
+#include "allocator/trace_sink.h"
+#include "preload/runtime.h"
+#include "snapshot/trace_ring.h"
+
+/* Entries looked at, back from the ring's end, for the OOM's own entry (other threads' entries
+ * may follow it before the program's thread gets here). */
+#define OOM_LOG_LOOKBACK 4096
+/* Devices whose OOM count is remembered (to keep each OOM once); later ones are kept each time. */
+#define OOM_LOG_DEVICES 64
+
+struct oom_log_entry {
+    int device;
+    uint64_t position; /* of its oom entry in the device's history; UINT64_MAX: none found */
+    int64_t time_us;
+    char message[OOM_LOG_MESSAGE_LEN];
+};
+
+static pthread_mutex_t oom_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct oom_log_entry oom_kept[OOM_LOG_KEPT]; /* protected by oom_lock; a ring */
+static size_t oom_next, oom_count;                  /* protected by oom_lock */
+static uint64_t oom_serial[OOM_LOG_DEVICES];        /* protected by oom_lock: num_ooms noted */
+static uint64_t oom_logged, oom_held_back;          /* protected by oom_lock */
+static int64_t oom_last_log_ns;                     /* protected by oom_lock */
+
+static int64_t
+now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t
+monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The position and time of the latest oom entry of `device` before `end`; false when the
+ * history does not hold one near the end (history off, or a request of 1 EiB or more). */
+static bool
+find_entry(struct trace_ring *ring, int device, uint64_t end, uint64_t *position, int64_t *time)
+{
+    uint64_t from = end > OOM_LOG_LOOKBACK ? end - OOM_LOG_LOOKBACK : 0, first = 0;
+    struct trace_record *recs = malloc(OOM_LOG_LOOKBACK * sizeof(*recs));
+    if (recs == NULL)
+        return false;
+    size_t n = trace_ring_copy_from(ring, device, from, recs, OOM_LOG_LOOKBACK, &first);
+    bool found = false;
+    for (size_t i = n; i-- > 0 && !found;) {
+        if (first + i >= end || recs[i].action != TRACE_OOM)
+            continue;
+        *position = first + i;
+        *time = recs[i].time_us;
+        found = true;
+    }
+    free(recs);
+    return found;
+}
+
+/* Keeps the message; returns whether to log it now and how many were held back before it. */
+static bool
+keep(int device, uint64_t serial, uint64_t position, int64_t time_us, const char *message,
+     uint64_t *held_back)
+{
+    bool fresh = true;
+    pthread_mutex_lock(&oom_lock);
+    if (device >= 0 && device < OOM_LOG_DEVICES) {
+        /* The same count: this OOM was noted by the thread that shares it, unless the message
+         * changed (a request of 1 EiB or more counts no OOM). */
+        const struct oom_log_entry *last =
+            oom_count > 0 ? &oom_kept[(oom_next + OOM_LOG_KEPT - 1) % OOM_LOG_KEPT] : NULL;
+        fresh = serial != oom_serial[device] ||
+                (last != NULL && (last->device != device || strcmp(last->message, message) != 0));
+        if (serial == oom_serial[device] && fresh)
+            position = UINT64_MAX;
+        oom_serial[device] = serial;
+    }
+    bool log = false;
+    if (fresh) {
+        struct oom_log_entry *e = &oom_kept[oom_next];
+        e->device = device;
+        e->position = position;
+        e->time_us = time_us;
+        snprintf(e->message, sizeof e->message, "%s", message);
+        oom_next = (oom_next + 1) % OOM_LOG_KEPT;
+        oom_count += oom_count < OOM_LOG_KEPT;
+        int64_t now = monotonic_ns();
+        log = oom_logged < OOM_LOG_BURST || now - oom_last_log_ns >= 1000000000;
+        if (log) {
+            oom_logged++;
+            oom_last_log_ns = now;
+            *held_back = oom_held_back;
+            oom_held_back = 0;
+        } else {
+            oom_held_back++;
+        }
+    }
+    pthread_mutex_unlock(&oom_lock);
+    return log;
+}
+
+void
+oom_log_note(struct cuprof_runtime *rt, int device)
+{
+    char message[OOM_LOG_MESSAGE_LEN];
+    allocator_lock_device(rt->alloc, device);
+    uint64_t serial = allocator_last_oom_locked(rt->alloc, device, message, sizeof message);
+    uint64_t end = trace_ring_end(rt->ring, device);
+    allocator_unlock_device(rt->alloc, device);
+    if (message[0] == '\0')
+        return;
+    uint64_t position = UINT64_MAX;
+    int64_t time_us = 0;
+    if (!find_entry(rt->ring, device, end, &position, &time_us))
+        time_us = now_us();
+    uint64_t held_back = 0;
+    if (!keep(device, serial, position, time_us, message, &held_back) || !runtime_log_info())
+        return;
+    if (held_back > 0)
+        runtime_log("cuprof: %llu more out-of-memory errors were not logged (after the first %d, "
+                    "at most one a second)",
+                    (unsigned long long)held_back, OOM_LOG_BURST);
+    runtime_log("cuprof: %s", message);
+}
+
+size_t
+oom_log_copy(struct dump_oom_message *out, char *text, size_t cap)
+{
+    pthread_mutex_lock(&oom_lock);
+    size_t n = oom_count < cap ? oom_count : cap;
+    size_t start = (oom_next + OOM_LOG_KEPT - oom_count) % OOM_LOG_KEPT;
+    for (size_t i = 0; i < n; i++) {
+        const struct oom_log_entry *e = &oom_kept[(start + oom_count - n + i) % OOM_LOG_KEPT];
+        char *t = text + i * OOM_LOG_MESSAGE_LEN;
+        memcpy(t, e->message, OOM_LOG_MESSAGE_LEN);
+        out[i] = (struct dump_oom_message){e->device, e->position, e->time_us, t};
+    }
+    pthread_mutex_unlock(&oom_lock);
+    return n;
+}
+
+void
+oom_log_reset_after_fork(void)
+{
+    pthread_mutex_init(&oom_lock, NULL);
+}

@@ -1,0 +1,44 @@
+/* snapshot_oom.h: cuprof.oom_messages: each out-of-memory error's message (PyTorch's words),
+ *   kept beside the `oom` trace entry it belongs to: the model's records, their emission and
+ *   reading.
+ * Locking: none: a model belongs to one thread.
+ * Hot path: no (dump time and the command line). */
+#ifndef CUPROF_SNAPSHOT_OOM_H
+#define CUPROF_SNAPSHOT_OOM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapshot/emitter.h"
+#include "snapshot/snapshot_field.h"
+#include "snapshot/snapshot_model.h"
+
+/* One OOM: its device, the index of its `oom` entry in device_traces[device] (-1 when the
+ * history no longer holds it, or it had none: a request of 1 EiB or more), when it happened
+ * (µs since the Unix epoch, the entry's time_us) and the message the program's error stood for. */
+struct snap_oom_message {
+    int32_t device;
+    int64_t trace_index;
+    int64_t time_us;
+    const char *message;
+};
+
+/* Replaces the model's rows (strings and the array are copied into its arena). 0 or
+ * -CUPROF_EHOSTMEM. */
+__attribute__((warn_unused_result)) int
+snapshot_set_oom_messages(struct snapshot *snap, const struct snap_oom_message *rows, size_t count);
+
+/* The message of trace entry `index` of `device` (an `oom` entry): the row naming that index,
+ * else the row of that device with the entry's time; NULL when none. */
+const char *snapshot_oom_message_of(const struct snapshot *snap, size_t device, size_t index);
+
+/* Emits the "oom_messages" key into the open cuprof dict when the model has rows (absent
+ * otherwise: a process that never ran out of memory writes what it always wrote). */
+void snapshot_oom_emit(const struct snapshot *snap, struct emitter *e);
+
+/* Reads cuprof.oom_messages (absent: none); a bad row is skipped with one warning per field
+ * name. 0 or -CUPROF_EHOSTMEM. */
+__attribute__((warn_unused_result)) int snapshot_oom_import(struct snapshot_fields *f,
+                                                            const struct sval *cuprof);
+
+#endif
