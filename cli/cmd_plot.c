@@ -8,6 +8,7 @@
 #include "cli/cli_util.h"
 #include "cli/cross_rank.h"
 #include "cli/out_file.h"
+#include "cli/plot_answers.h"
 #include "cli/plot_data.h"
 #include "cli/report_html.h"
 
@@ -71,7 +72,6 @@ const struct cli_command cmd_plot_command = {
 };
 
 /* Analyses other commands will add (plot_data.h): none yet. */
-static const struct plot_extras plot_extras = {NULL, NULL};
 
 /* Summary's cross-rank view of every file as JSON, made before the output is touched (it reads
  * every file). CLI_OK, or CLI_BADUSE when a file could not be read (said). */
@@ -109,11 +109,11 @@ write_runs(struct plot_page *page, struct snapshot **snaps, const struct cli_inp
                                        .all_frames = in->all_frames,
                                        .name = nruns > 1 ? names[i] : "",
                                        .device = -1};
-        rc = plot_data_run(page, snaps[i], in->paths[i], &opt, &plot_extras);
+        rc = plot_data_run(page, snaps[i], in->paths[i], &opt, &plot_answers);
     }
     emitter_end(page->e);
-    if (rc == 0 && nruns == 2 && plot_extras.diff != NULL)
-        rc = plot_extras.diff(page->e, snaps[0], snaps[1]);
+    if (rc == 0 && nruns == 2 && plot_answers.diff != NULL)
+        rc = plot_answers.diff(page->e, in->paths, in->all_frames);
     return rc;
 }
 

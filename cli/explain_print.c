@@ -249,6 +249,13 @@ print_whatif(FILE *out, const struct explain *x)
 }
 
 void
+explain_print_answer(FILE *out, const struct explain *x)
+{
+    print_verdict(out, x);
+    print_whatif(out, x);
+}
+
+void
 explain_print_text(FILE *out, const char *path, const struct explain *x)
 {
     print_heading(out, path, x);

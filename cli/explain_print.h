@@ -11,6 +11,9 @@
 #include "cli/explain.h"
 
 void explain_print_text(FILE *out, const char *path, const struct explain *x);
+
+/* The answer alone: the verdict and what would have avoided it (the report page's OOM marker). */
+void explain_print_answer(FILE *out, const struct explain *x);
 /* False when the JSON could not be written (host memory, a failed write). */
 bool explain_print_json(FILE *out, const char *path, const struct explain *x);
 

@@ -43,8 +43,9 @@ struct plot_run_options {
 struct plot_extras {
     /* Inside a run's dict: "oom_verdicts": [{"device", "entry", "verdict", "text"}]. */
     int (*oom_verdicts)(struct emitter *e, const struct snapshot *snap);
-    /* Inside the top dict of a two-run page: "diff": {"summary": text, ...}. */
-    int (*diff)(struct emitter *e, const struct snapshot *a, const struct snapshot *b);
+    /* Inside the top dict of a two-run page: "diff": {"summary": text, ...}, for the files A and
+     * B (paths[0], paths[1]), read as `cuprof diff` reads them. */
+    int (*diff)(struct emitter *e, char *const *paths, bool all_frames);
 };
 
 /* Writes the template up to its marker and opens the main JSON value (a script element). Returns

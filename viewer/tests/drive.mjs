@@ -143,6 +143,9 @@ async function state(page) {
       event: document.getElementById('state-event').textContent,
       allocated: document.getElementById('counter-allocated').textContent,
       reserved: document.getElementById('counter-reserved').textContent,
+      verdict: [...document.querySelectorAll('#state-event table.facts tr')]
+        .filter((tr) => tr.firstChild.textContent === 'verdict')
+        .map((tr) => tr.lastChild.textContent)[0] || null,
     })));
   }
   await shot(page, 'state', { fullPage: true });
@@ -239,6 +242,7 @@ async function ranks(page) {
       sites: [...document.querySelectorAll('#ranks-sites tr')].slice(1).map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)),
       runs: [...document.querySelectorAll('#run-select option')].map((o) => o.textContent),
       charts: document.querySelectorAll('.compare-chart, #ranks-peaks').length,
+      diff: document.querySelector('#compare-diff pre')?.textContent || null,
     };
   }, tab);
   await shot(page, tab, { fullPage: true });

@@ -359,7 +359,15 @@ def group_state(cuprof, work):
         assert step["reserved"].startswith(S.format_size(series[n + 1][1])), (n, step["reserved"])
     before, after = out["state"]["arrows"]
     assert after == before + 1, out["state"]["arrows"]
-    print("state: ok (%d entries stepped to, segments as the snapshot's replay)" % len(entries))
+    # An OOM shows `cuprof explain`'s verdict for it, in explain's own words.
+    oom = next(i for i, e in enumerate(trace) if e["action"] == "oom")
+    step = drive("state", html, work, entries=[oom])["state"]["steps"][0]
+    told = run([cuprof, "explain", "--at", str(oom), path]).stdout
+    sentence = next(l for l in told.splitlines() if l.startswith("verdict: "))[len("verdict: "):]
+    assert step["verdict"] and sentence in step["verdict"], (step["verdict"], sentence)
+    assert "what would have avoided it" in step["verdict"], step["verdict"]
+    print("state: ok (%d entries stepped to, segments as the snapshot's replay; the OOM's verdict "
+          "is explain's)" % len(entries))
 
 
 def folded(cuprof, path, at):
@@ -451,6 +459,10 @@ def group_compare(cuprof, work):
         row = [r for r in out["ranks"]["sites"] if r[0].startswith("param_%d " % k)]
         assert row and row[0][2:] == [S.format_size(size), S.format_size(int(size * 1.5))], row
     assert len(out["ranks"]["runs"]) == 2, out["ranks"]["runs"]
+    # `cuprof diff`'s answer, in its own words.
+    told = run([cuprof, "diff", a, b]).stdout
+    assert out["ranks"]["diff"] is not None and out["ranks"]["diff"].strip() == told.strip(), (
+        out["ranks"]["diff"], told)
     # Libraries and the footprint, as charts.
     data = report_data.read(html).data
     assert data["runs"][0]["devices"][0]["libraries"][0]["name"] == "libtorch_cuda.so"
