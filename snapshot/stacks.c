@@ -124,16 +124,38 @@ own_range_cb(struct dl_phdr_info *info, size_t size, void *data)
  * throws). Without it, glibc's backtrace() (libgcc's unwinder) does the same job. */
 typedef int (*backtrace_fn)(void **, int);
 static backtrace_fn g_backtrace = backtrace;
+static enum stacks_unwinder g_unwinder = STACKS_UNWINDER_LIBGCC; /* set once, in stacks_init */
+static _Atomic int g_first_unwinder = STACKS_UNWINDER_LIBUNWIND;
+static _Atomic bool g_chosen;
+
+static bool
+load_libunwind(void)
+{
+    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL)
+        return false;
+    void *sym = dlsym(lib, "unw_backtrace");
+    if (sym == NULL)
+        return false;
+    memcpy(&g_backtrace, &sym, sizeof(g_backtrace));
+    return true;
+}
 
 static void
 load_unwinder(void)
 {
-    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL)
-        return;
-    void *sym = dlsym(lib, "unw_backtrace");
-    if (sym != NULL)
-        memcpy(&g_backtrace, &sym, sizeof(g_backtrace));
+    atomic_store(&g_chosen, true);
+    if (atomic_load(&g_first_unwinder) <= STACKS_UNWINDER_LIBUNWIND && load_libunwind())
+        g_unwinder = STACKS_UNWINDER_LIBUNWIND;
+}
+
+int
+stacks_set_first_unwinder(enum stacks_unwinder first)
+{
+    if (atomic_load(&g_chosen))
+        return -1;
+    atomic_store(&g_first_unwinder, (int)first);
+    return 0;
 }
 
 static void
@@ -142,6 +164,13 @@ stacks_init(void)
     load_unwinder();
     atomic_store(&g_table, table_new(TABLE_INITIAL_SLOTS));
     dl_iterate_phdr(own_range_cb, (void *)(uintptr_t)&stacks_init);
+}
+
+enum stacks_unwinder
+stacks_unwinder(void)
+{
+    pthread_once(&g_once, stacks_init);
+    return g_unwinder;
 }
 
 /* Two independent multiply lanes halve the dependency chain of a 32-frame hash. */

@@ -1,5 +1,6 @@
-/* stacks.h: captures the calling thread's stack (libunwind, local-only) and interns it: each
- *   distinct instruction-pointer array gets one 32-bit id for the process lifetime.
+/* stacks.h: captures the calling thread's stack (libunwind where installed, local-only) and
+ *   interns it: each distinct instruction-pointer array gets one 32-bit id for the process
+ *   lifetime.
  * Locking: lookups of a known stack are lock-free; inserting a new one takes a private mutex.
  *   Never call it with an allocator lock held (unwinding may be slow on a cold path).
  * Hot path: stacks_capture is (no malloc once warm: storage grows in mmap'd chunks). */
@@ -34,6 +35,18 @@ stacks_mode(void)
 }
 #endif
 unsigned stacks_depth(void);
+
+/* The unwinders, in the order they are tried: libunwind.so.8 (dlopen'ed privately), then
+ * libgcc's unwinder through glibc's backtrace(). */
+enum stacks_unwinder { STACKS_UNWINDER_LIBUNWIND, STACKS_UNWINDER_LIBGCC };
+
+/* The unwinder every capture uses, chosen once (at the first capture or stacks_warm_up). */
+enum stacks_unwinder stacks_unwinder(void);
+
+/* Test hook: start the choice at `first`, as if the unwinders before it were not installed
+ * (STACKS_UNWINDER_LIBGCC: libunwind.so.8 is not loaded, as on a machine without it). Effective
+ * only before the choice is made; returns -1 if it already was. */
+__attribute__((warn_unused_result)) int stacks_set_first_unwinder(enum stacks_unwinder first);
 
 /* Captures the calling thread's stack, innermost first, starting at the caller of
  * stacks_capture; drops `skip` more innermost frames, then any innermost frames that lie inside

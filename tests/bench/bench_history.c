@@ -1,11 +1,18 @@
 /* bench_history.c: costs of the history hot path, printed as `name: value unit (ratio baseline)`
  * lines for scripts/bench: stack capture at depths 8/32/64 against raw unw_backtrace in the same
- * run, intern hits, ring appends, and bytes per history entry (measured RSS of a full ring). */
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+ * run; the same captures with libunwind hidden (as on a machine without it) against the captures
+ * with it, each unwinder in a child process of its own (the choice is made once per process),
+ * alternated round by round; intern hits, ring appends, and bytes per history entry (measured RSS
+ * of a full ring).
+ * Usage: bench_history   (bench_history --child-capture UNWINDER DEPTH is its own child) */
+#include <dlfcn.h>
+#include <errno.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +26,23 @@
 enum what { RAW_UNWIND, CAPTURE };
 
 static volatile uint32_t g_sink;
+
+/* libunwind's unw_backtrace, dlopen'ed privately as cuprof does: linked, libunwind's exports
+ * (backtrace, _Unwind_*) would replace glibc's and libgcc's in this program, and the capture
+ * with libunwind hidden would be libunwind's all the same. */
+static int (*unw_backtrace)(void **, int);
+
+static void
+load_unw_backtrace(void)
+{
+    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    void *sym = lib == NULL ? NULL : dlsym(lib, "unw_backtrace");
+    if (sym == NULL) {
+        fprintf(stderr, "bench_history: libunwind.so.8 cannot be loaded\n");
+        exit(1);
+    }
+    memcpy(&unw_backtrace, &sym, sizeof(sym));
+}
 
 /* Times `iters` stack walks of `depth` frames, from `frames` deep in this recursion. */
 __attribute__((noinline)) static double
@@ -49,6 +73,89 @@ bench_walk(enum what what, int depth, int iters)
     for (int r = 0; r < REPS; r++)
         v[r] = walk_at_depth(depth, what, depth, iters);
     return median(v, REPS);
+}
+
+/* ---- one unwinder per process ---- */
+
+#define CHILD_BATCHES  5
+#define CHILD_BATCH_NS 10e6 /* a batch of captures lasts about 10 ms, whatever the unwinder */
+
+/* In the child: captures at `depth` with the unwinders from `first` on; prints the median ns of
+ * CHILD_BATCHES batches. */
+static int
+child_capture(enum stacks_unwinder first, int depth)
+{
+    if (stacks_set_first_unwinder(first) != 0)
+        return 1;
+    stacks_configure(STACKS_ALL, (unsigned)depth);
+    double one = walk_at_depth(depth, CAPTURE, depth, 100); /* warm, and a first estimate */
+    int iters = one > 0 ? (int)(CHILD_BATCH_NS / one) : 10000;
+    iters = iters < 10 ? 10 : iters > 200000 ? 200000 : iters;
+    double v[CHILD_BATCHES];
+    for (int r = 0; r < CHILD_BATCHES; r++)
+        v[r] = walk_at_depth(depth, CAPTURE, depth, iters);
+    printf("%.3f\n", median(v, CHILD_BATCHES));
+    return 0;
+}
+
+extern char **environ;
+
+static double
+run_child(const char *unwinder, int depth)
+{
+    char depth_s[16];
+    snprintf(depth_s, sizeof(depth_s), "%d", depth);
+    char *argv[] = {"bench_history", "--child-capture", (char *)unwinder, depth_s, NULL};
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    posix_spawn_file_actions_addclose(&fa, fds[1]);
+    pid_t pid;
+    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    char out[64] = "";
+    size_t len = 0;
+    ssize_t got;
+    while (
+        rc == 0 && len < sizeof(out) - 1 &&
+        ((got = read(fds[0], out + len, sizeof(out) - 1 - len)) > 0 || (got < 0 && errno == EINTR)))
+        len += got > 0 ? (size_t)got : 0;
+    close(fds[0]);
+    out[len] = '\0';
+    int status = 0;
+    while (rc == 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || len == 0) {
+        fprintf(stderr, "bench_history: child %s %d failed\n", unwinder, depth);
+        exit(1);
+    }
+    return strtod(out, NULL);
+}
+
+/* The capture with libunwind and without it, alternated REPS times at each depth; ratios are
+ * the medians of the rounds' own. */
+static void
+bench_unwinders(void)
+{
+    const int depths[] = {8, 32, 64};
+    for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
+        int d = depths[i];
+        double with[REPS], without[REPS], ratio[REPS];
+        for (int r = 0; r < REPS; r++) {
+            with[r] = run_child("libunwind", d);
+            without[r] = run_child("no_libunwind", d);
+            ratio[r] = without[r] / with[r];
+        }
+        printf("stack_capture_d%d_libunwind: %.1f ns\n", d, median(with, REPS));
+        printf("stack_capture_d%d_no_libunwind: %.1f ns (%.2fx stack_capture_d%d_libunwind)\n", d,
+               median(without, REPS), median(ratio, REPS), d);
+        fflush(stdout);
+    }
 }
 
 static double
@@ -159,8 +266,15 @@ rss_bytes(void)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--child-capture") == 0) {
+        enum stacks_unwinder first =
+            strcmp(argv[2], "libunwind") == 0 ? STACKS_UNWINDER_LIBUNWIND : STACKS_UNWINDER_LIBGCC;
+        return child_capture(first, atoi(argv[3]));
+    }
+    bench_unwinders();
+    load_unw_backtrace();
     stacks_warm_up();
     const int depths[] = {8, 32, 64};
     double capture32 = 0;
