@@ -7,6 +7,7 @@
 #include "snapshot/stacks.h"
 
 #include "snapshot/python_frames.h"
+#include "snapshot/unwind.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -121,7 +122,8 @@ own_range_cb(struct dl_phdr_info *info, size_t size, void *data)
 
 /* libunwind is dlopen'ed RTLD_LOCAL, never linked: as a dependency of a preloaded library its
  * _Unwind_* exports would take over every C++ exception in the program (measured 35x slower
- * throws). Without it, glibc's backtrace() (libgcc's unwinder) does the same job. */
+ * throws). Without it, cuprof's own unwinder does the same job at the same speed; glibc's
+ * backtrace() (libgcc's unwinder, 20-50x slower) is the last resort. */
 typedef int (*backtrace_fn)(void **, int);
 static backtrace_fn g_backtrace = backtrace;
 static enum stacks_unwinder g_unwinder = STACKS_UNWINDER_LIBGCC; /* set once, in stacks_init */
@@ -145,8 +147,13 @@ static void
 load_unwinder(void)
 {
     atomic_store(&g_chosen, true);
-    if (atomic_load(&g_first_unwinder) <= STACKS_UNWINDER_LIBUNWIND && load_libunwind())
+    int first = atomic_load(&g_first_unwinder);
+    if (first <= STACKS_UNWINDER_LIBUNWIND && load_libunwind()) {
         g_unwinder = STACKS_UNWINDER_LIBUNWIND;
+    } else if (first <= STACKS_UNWINDER_CUPROF && unwind_init()) {
+        g_backtrace = unwind_backtrace;
+        g_unwinder = STACKS_UNWINDER_CUPROF;
+    }
 }
 
 int

@@ -36,15 +36,16 @@ stacks_mode(void)
 #endif
 unsigned stacks_depth(void);
 
-/* The unwinders, in the order they are tried: libunwind.so.8 (dlopen'ed privately), then
- * libgcc's unwinder through glibc's backtrace(). */
-enum stacks_unwinder { STACKS_UNWINDER_LIBUNWIND, STACKS_UNWINDER_LIBGCC };
+/* The unwinders, in the order they are tried: libunwind.so.8 (dlopen'ed privately), cuprof's own
+ * (unwind.h: rules cached per return address, libgcc's unwinder for frames it does not follow),
+ * then libgcc's unwinder through glibc's backtrace() for every stack. */
+enum stacks_unwinder { STACKS_UNWINDER_LIBUNWIND, STACKS_UNWINDER_CUPROF, STACKS_UNWINDER_LIBGCC };
 
 /* The unwinder every capture uses, chosen once (at the first capture or stacks_warm_up). */
 enum stacks_unwinder stacks_unwinder(void);
 
 /* Test hook: start the choice at `first`, as if the unwinders before it were not installed
- * (STACKS_UNWINDER_LIBGCC: libunwind.so.8 is not loaded, as on a machine without it). Effective
+ * (STACKS_UNWINDER_CUPROF: libunwind.so.8 is not loaded, as on a machine without it). Effective
  * only before the choice is made; returns -1 if it already was. */
 __attribute__((warn_unused_result)) int stacks_set_first_unwinder(enum stacks_unwinder first);
 

@@ -1,10 +1,10 @@
 /* bench_history.c: costs of the history hot path, printed as `name: value unit (ratio baseline)`
  * lines for scripts/bench: stack capture at depths 8/32/64 against raw unw_backtrace in the same
- * run; the same captures with libunwind hidden (as on a machine without it) against the captures
- * with it, each unwinder in a child process of its own (the choice is made once per process),
- * alternated round by round; intern hits, ring appends, and bytes per history entry (measured RSS
- * of a full ring).
- * Usage: bench_history   (bench_history --child-capture UNWINDER DEPTH is its own child) */
+ * run; the same captures with libunwind hidden (as on a machine without it: cuprof's unwinder)
+ * and with libgcc's unwinder for every stack, against the captures with libunwind, each unwinder
+ * in a child process of its own (the choice is made once per process), alternated round by round;
+ * intern hits, ring appends, and bytes per history entry (measured RSS of a full ring). Usage:
+ * bench_history   (bench_history --child-capture UNWINDER DEPTH is its own child) */
 #include <dlfcn.h>
 #include <errno.h>
 #include <spawn.h>
@@ -137,23 +137,28 @@ run_child(const char *unwinder, int depth)
     return strtod(out, NULL);
 }
 
-/* The capture with libunwind and without it, alternated REPS times at each depth; ratios are
- * the medians of the rounds' own. */
+/* The capture with libunwind, without it (cuprof's unwinder), and with libgcc's unwinder for
+ * every stack (what a machine without libunwind got before cuprof's unwinder), alternated REPS
+ * times at each depth; ratios are the medians of the rounds' own. */
 static void
 bench_unwinders(void)
 {
     const int depths[] = {8, 32, 64};
     for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
         int d = depths[i];
-        double with[REPS], without[REPS], ratio[REPS];
+        double with[REPS], without[REPS], gcc[REPS], ratio[REPS], gcc_ratio[REPS];
         for (int r = 0; r < REPS; r++) {
             with[r] = run_child("libunwind", d);
             without[r] = run_child("no_libunwind", d);
+            gcc[r] = run_child("libgcc", d);
             ratio[r] = without[r] / with[r];
+            gcc_ratio[r] = gcc[r] / with[r];
         }
         printf("stack_capture_d%d_libunwind: %.1f ns\n", d, median(with, REPS));
         printf("stack_capture_d%d_no_libunwind: %.1f ns (%.2fx stack_capture_d%d_libunwind)\n", d,
                median(without, REPS), median(ratio, REPS), d);
+        printf("stack_capture_d%d_libgcc: %.1f ns (%.2fx stack_capture_d%d_libunwind)\n", d,
+               median(gcc, REPS), median(gcc_ratio, REPS), d);
         fflush(stdout);
     }
 }
@@ -269,8 +274,10 @@ int
 main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--child-capture") == 0) {
-        enum stacks_unwinder first =
-            strcmp(argv[2], "libunwind") == 0 ? STACKS_UNWINDER_LIBUNWIND : STACKS_UNWINDER_LIBGCC;
+        enum stacks_unwinder first = strcmp(argv[2], "libunwind") == 0 ? STACKS_UNWINDER_LIBUNWIND
+                                     : strcmp(argv[2], "no_libunwind") == 0
+                                         ? STACKS_UNWINDER_CUPROF
+                                         : STACKS_UNWINDER_LIBGCC;
         return child_capture(first, atoi(argv[3]));
     }
     bench_unwinders();
