@@ -78,8 +78,13 @@ bool stacks_get(uint32_t id, const uintptr_t **ips, size_t *count);
 size_t stacks_count(void);
 
 /* The first backtrace of a process (and of each thread) may dlopen, malloc or mmap:
- * call once at init, and the first capture on each new thread pays the per-thread part. */
+ * call once at init, and the first capture on each new thread pays the per-thread part. It also
+ * times a few captures of the calling thread's stack (stacks_frame_ns). */
 void stacks_warm_up(void);
+
+/* Nanoseconds a frame took the unwinder in stacks_warm_up's captures (the fastest of a few, whole
+ * stacks of up to 64 frames); 0 before it ran. For the log line that names a slow unwinder. */
+double stacks_frame_ns(void);
 
 /* In the child after fork(): re-initialises the insert mutex another thread may have held. */
 void stacks_reset_after_fork(void);
