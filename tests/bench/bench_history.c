@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,16 +33,17 @@ static volatile uint32_t g_sink;
  * with libunwind hidden would be libunwind's all the same. */
 static int (*unw_backtrace)(void **, int);
 
-static void
+static bool
 load_unw_backtrace(void)
 {
     void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     void *sym = lib == NULL ? NULL : dlsym(lib, "unw_backtrace");
     if (sym == NULL) {
-        fprintf(stderr, "bench_history: libunwind.so.8 cannot be loaded\n");
-        exit(1);
+        fprintf(stderr, "bench_history: libunwind.so.8 cannot be loaded: no libunwind figures\n");
+        return false;
     }
     memcpy(&unw_backtrace, &sym, sizeof(sym));
+    return true;
 }
 
 /* Times `iters` stack walks of `depth` frames, from `frames` deep in this recursion. */
@@ -94,14 +96,15 @@ child_capture(enum stacks_unwinder first, int depth)
     double v[CHILD_BATCHES];
     for (int r = 0; r < CHILD_BATCHES; r++)
         v[r] = walk_at_depth(depth, CAPTURE, depth, iters);
-    printf("%.3f\n", median(v, CHILD_BATCHES));
+    printf("%.3f %d\n", median(v, CHILD_BATCHES), (int)stacks_unwinder());
     return 0;
 }
 
 extern char **environ;
 
+/* The child's median ns a capture; *chosen: the unwinder it ended up with. */
 static double
-run_child(const char *unwinder, int depth)
+run_child(const char *unwinder, int depth, enum stacks_unwinder *chosen)
 {
     char depth_s[16];
     snprintf(depth_s, sizeof(depth_s), "%d", depth);
@@ -134,7 +137,10 @@ run_child(const char *unwinder, int depth)
         fprintf(stderr, "bench_history: child %s %d failed\n", unwinder, depth);
         exit(1);
     }
-    return strtod(out, NULL);
+    char *end;
+    double ns = strtod(out, &end);
+    *chosen = (enum stacks_unwinder)strtol(end, NULL, 10);
+    return ns;
 }
 
 /* The capture with libunwind, without it (cuprof's unwinder), and with libgcc's unwinder for
@@ -147,12 +153,20 @@ bench_unwinders(void)
     for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
         int d = depths[i];
         double with[REPS], without[REPS], gcc[REPS], ratio[REPS], gcc_ratio[REPS];
+        enum stacks_unwinder got = STACKS_UNWINDER_LIBUNWIND, ignored;
         for (int r = 0; r < REPS; r++) {
-            with[r] = run_child("libunwind", d);
-            without[r] = run_child("no_libunwind", d);
-            gcc[r] = run_child("libgcc", d);
+            with[r] = run_child("libunwind", d, &got);
+            without[r] = run_child("no_libunwind", d, &ignored);
+            gcc[r] = run_child("libgcc", d, &ignored);
             ratio[r] = without[r] / with[r];
-            gcc_ratio[r] = gcc[r] / with[r];
+            gcc_ratio[r] = gcc[r] / (got == STACKS_UNWINDER_LIBUNWIND ? with[r] : without[r]);
+        }
+        if (got !=
+            STACKS_UNWINDER_LIBUNWIND) { /* a machine without libunwind (scripts/gpu-check) */
+            printf("stack_capture_d%d_no_libunwind: %.1f ns\n", d, median(without, REPS));
+            printf("stack_capture_d%d_libgcc: %.1f ns (%.2fx stack_capture_d%d_no_libunwind)\n", d,
+                   median(gcc, REPS), median(gcc_ratio, REPS), d);
+            continue;
         }
         printf("stack_capture_d%d_libunwind: %.1f ns\n", d, median(with, REPS));
         printf("stack_capture_d%d_no_libunwind: %.1f ns (%.2fx stack_capture_d%d_libunwind)\n", d,
@@ -281,18 +295,23 @@ main(int argc, char **argv)
         return child_capture(first, atoi(argv[3]));
     }
     bench_unwinders();
-    load_unw_backtrace();
+    bool libunwind = load_unw_backtrace();
     stacks_warm_up();
     const int depths[] = {8, 32, 64};
     double capture32 = 0;
     for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
         int d = depths[i];
-        double raw = bench_walk(RAW_UNWIND, d, 20000);
         double cap = bench_walk(CAPTURE, d, 20000);
         if (d == 32)
             capture32 = cap;
-        printf("history_unw_backtrace_d%d: %.1f ns\n", d, raw);
-        printf("history_capture_d%d: %.1f ns (%.2fx unw_backtrace_d%d)\n", d, cap, cap / raw, d);
+        if (libunwind) {
+            double raw = bench_walk(RAW_UNWIND, d, 20000);
+            printf("history_unw_backtrace_d%d: %.1f ns\n", d, raw);
+            printf("history_capture_d%d: %.1f ns (%.2fx unw_backtrace_d%d)\n", d, cap, cap / raw,
+                   d);
+        } else {
+            printf("history_capture_d%d: %.1f ns\n", d, cap);
+        }
         printf("history_capture_per_frame_d%d: %.1f ns\n", d, cap / d);
     }
     double hit = bench_intern_hit(32, 1000000);
