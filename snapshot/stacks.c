@@ -1,4 +1,5 @@
-/* stacks.c: unw_backtrace capture and a grow-only intern table of instruction-pointer arrays.
+/* stacks.c: the capture (libunwind's unw_backtrace, else cuprof's unwinder, else glibc's
+ * backtrace; chosen once) and a grow-only intern table of instruction-pointer arrays.
  * Readers probe an open-addressing table without locks; writers take `insert_lock`, copy the
  * stack into an mmap'd arena, publish it in the id directory and then in the table. A grown
  * table replaces the old one atomically; the old one is never unmapped (a reader may be probing

@@ -3,7 +3,11 @@
  * the writer has not stored it yet: a miss); a writer claims an empty slot's pc by CAS, then
  * stores the rule. Like libunwind's fast trace (x86_64/Gtrace.c), only frames whose CFA is rsp
  * or rbp plus a constant are followed, plus signal frames; PyTorch's unwinder caches the same
- * kind of rule per address (torch/csrc/profiler/unwind). */
+ * kind of rule per address (torch/csrc/profiler/unwind). Rules are never dropped: code unloaded
+ * by dlclose and other code mapped at the same addresses later would be walked with the old
+ * rules (libunwind's own caches share this; see unw_flush_cache(3)), which the walk bounds: a CFA
+ * must lie above the stack pointer, within FRAME_SIZE_MAX of it, 8-byte aligned, or libgcc walks
+ * the stack. */
 #include "snapshot/unwind.h"
 
 #include "snapshot/cfi.h"
@@ -47,16 +51,15 @@ static find_fde_fn g_find_fde;
 static struct rule_slot *g_slots;
 static _Atomic uint64_t g_rules, g_fallbacks;
 
-/* x86-64 rt_sigreturn as glibc's and musl's __restore_rt write it: mov $15, %rax; syscall. */
-static const unsigned char sigreturn_code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00,
-                                               0x00, 0x00, 0x0f, 0x05};
-
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static bool g_ready;
 
 static void
 unwind_load(void)
 {
+#ifndef __x86_64__
+    return; /* the walk knows x86-64's registers and frames only: libgcc's everywhere else */
+#endif
     void *lib = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
     void *sym = lib == NULL ? NULL : dlsym(lib, "_Unwind_Find_FDE");
     if (sym == NULL)
@@ -85,6 +88,11 @@ unwind_get_stats(struct unwind_stats *out)
     out->rules = atomic_load_explicit(&g_rules, memory_order_relaxed);
     out->fallbacks = atomic_load_explicit(&g_fallbacks, memory_order_relaxed);
 }
+
+#ifdef __x86_64__
+/* x86-64 rt_sigreturn as glibc's and musl's __restore_rt write it: mov $15, %rax; syscall. */
+static const unsigned char sigreturn_code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00,
+                                               0x00, 0x00, 0x0f, 0x05};
 
 static inline size_t
 slot_of(uintptr_t pc)
@@ -215,6 +223,8 @@ walk(uintptr_t ip, uintptr_t sp, uintptr_t bp, void **buf, int max)
     return n;
 }
 
+#endif
+
 __attribute__((noinline)) int
 unwind_backtrace(void **buf, int max)
 {
@@ -222,6 +232,8 @@ unwind_backtrace(void **buf, int max)
         return 0;
     if (max > FRAMES_MAX)
         max = FRAMES_MAX;
+    int n = -1;
+#ifdef __x86_64__
     uintptr_t ip, sp, bp;
     /* This frame's registers, read together; rbp first, in case the compiler picked rbp for
      * another output. The rule at ip describes this very state. */
@@ -229,7 +241,8 @@ unwind_backtrace(void **buf, int max)
                      "mov %%rsp, %1\n\t"
                      "lea 0(%%rip), %0"
                      : "=r"(ip), "=r"(sp), "=r"(bp));
-    int n = walk(ip, sp, bp, buf, max);
+    n = walk(ip, sp, bp, buf, max);
+#endif
     if (n >= 0)
         return n;
     /* libgcc's walk: its first frame is this one, dropped. */
