@@ -155,6 +155,8 @@ load_unwinder(void)
     } else if (first <= STACKS_UNWINDER_CUPROF && unwind_init()) {
         g_backtrace = unwind_backtrace;
         g_unwinder = STACKS_UNWINDER_CUPROF;
+    } else {
+        g_backtrace = unwind_libc_backtrace();
     }
 }
 

@@ -48,6 +48,7 @@ struct dwarf_eh_bases {
 typedef const void *(*find_fde_fn)(void *pc, struct dwarf_eh_bases *bases);
 
 static find_fde_fn g_find_fde;
+static unwind_backtrace_fn g_libc_backtrace = backtrace;
 static struct rule_slot *g_slots;
 static _Atomic uint64_t g_rules, g_fallbacks;
 
@@ -57,6 +58,10 @@ static bool g_ready;
 static void
 unwind_load(void)
 {
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *own = libc == NULL ? NULL : dlsym(libc, "backtrace");
+    if (own != NULL)
+        memcpy(&g_libc_backtrace, &own, sizeof(g_libc_backtrace));
 #ifndef __x86_64__
     return; /* the walk knows x86-64's registers and frames only: libgcc's everywhere else */
 #endif
@@ -71,7 +76,7 @@ unwind_load(void)
     memcpy(&g_find_fde, &sym, sizeof(g_find_fde));
     g_slots = slots;
     void *warm[4];
-    (void)backtrace(warm, 4);
+    (void)g_libc_backtrace(warm, 4);
     g_ready = true;
 }
 
@@ -80,6 +85,13 @@ unwind_init(void)
 {
     pthread_once(&g_once, unwind_load);
     return g_ready;
+}
+
+unwind_backtrace_fn
+unwind_libc_backtrace(void)
+{
+    pthread_once(&g_once, unwind_load);
+    return g_libc_backtrace;
 }
 
 void
@@ -247,7 +259,7 @@ unwind_backtrace(void **buf, int max)
         return n;
     /* libgcc's walk: its first frame is this one, dropped. */
     void *all[FRAMES_MAX + 1];
-    n = backtrace(all, max + 1);
+    n = g_libc_backtrace(all, max + 1);
     atomic_fetch_add_explicit(&g_fallbacks, 1, memory_order_relaxed);
     if (n <= 1)
         return 0;

@@ -22,6 +22,11 @@ bool unwind_init(void);
  * one in unwind_backtrace's caller; returns how many. */
 int unwind_backtrace(void **buf, int max);
 
+/* glibc's own backtrace (libgcc's unwinder), never an interceptor's of the same name (a
+ * sanitizer's adds a frame of its own): what a stack falls back on. Any time. */
+typedef int (*unwind_backtrace_fn)(void **buf, int max);
+unwind_backtrace_fn unwind_libc_backtrace(void);
+
 /* What the unwinder has done in this process (relaxed counters). */
 struct unwind_stats {
     uint64_t rules;     /* return addresses whose rule was read from their FDE */

@@ -201,12 +201,12 @@ on_prof(int sig)
     g_samples++;
 }
 
-__attribute__((noinline)) static int
-busy_leaf(int x)
+__attribute__((noinline)) static unsigned
+busy_leaf(unsigned x)
 {
-    int r = x;
-    for (int i = 0; i < 50; i++)
-        r = r * 31 + i;
+    unsigned r = x;
+    for (unsigned i = 0; i < 50; i++)
+        r = r * 31u + i;
     return r;
 }
 
@@ -219,7 +219,7 @@ test_signal_interrupts_anywhere(void **state)
     assert_int_equal(sigaction(SIGPROF, &sa, &old), 0);
     struct itimerval every = {{0, 200}, {0, 200}}, off = {{0, 0}, {0, 0}};
     assert_int_equal(setitimer(ITIMER_PROF, &every, NULL), 0);
-    volatile int sink = 0;
+    volatile unsigned sink = 0;
     while (g_samples < SAMPLES)
         sink += unwind_fp_busy(1000) + busy_leaf(sink);
     assert_int_equal(setitimer(ITIMER_PROF, &off, NULL), 0);
@@ -297,7 +297,7 @@ setup(void **state)
     if (!unwind_init())
         return -1;
     g_fns[CUPROF] = unwind_backtrace;
-    g_fns[LIBGCC] = backtrace;
+    g_fns[LIBGCC] = unwind_libc_backtrace(); /* glibc's, not a sanitizer's interceptor */
     /* Privately, as stacks.c loads it: linked, its _Unwind_* would run this program's throws. */
     void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     void *sym = lib == NULL ? NULL : dlsym(lib, "unw_backtrace");

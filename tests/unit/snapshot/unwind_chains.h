@@ -28,7 +28,8 @@ void unwind_cpp_rethrown(struct unwind_shot *s);
 /* unwind_fp.c: rbp-based CFAs */
 void unwind_fp_alloca(struct unwind_shot *s, int bytes);
 void unwind_fp_large_frame(struct unwind_shot *s);
-int unwind_fp_busy(int n); /* calls of small functions, for signals to interrupt anywhere */
+unsigned
+unwind_fp_busy(unsigned n); /* calls of small functions, for signals to interrupt anywhere */
 
 #ifdef __cplusplus
 }

@@ -35,28 +35,28 @@ unwind_fp_large_frame(struct unwind_shot *s)
     KEEP_FRAME();
 }
 
-__attribute__((noinline)) static int
-fp_leaf(int x)
+__attribute__((noinline)) static unsigned
+fp_leaf(unsigned x)
 {
-    volatile int a[8];
-    for (int i = 0; i < 8; i++)
+    volatile unsigned a[8];
+    for (unsigned i = 0; i < 8; i++)
         a[i] = x + i;
     return a[x & 7];
 }
 
-__attribute__((noinline)) static int
-fp_mid(int x)
+__attribute__((noinline)) static unsigned
+fp_mid(unsigned x)
 {
-    int r = fp_leaf(x) + fp_leaf(x + 1);
+    unsigned r = fp_leaf(x) + fp_leaf(x + 1);
     KEEP_FRAME();
     return r;
 }
 
-int
-unwind_fp_busy(int n)
+unsigned
+unwind_fp_busy(unsigned n)
 {
-    int r = 0;
-    for (int i = 0; i < n; i++)
+    unsigned r = 0;
+    for (unsigned i = 0; i < n; i++)
         r += fp_mid(i);
     return r;
 }
