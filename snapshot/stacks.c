@@ -1,4 +1,5 @@
-/* stacks.c: unw_backtrace capture and a grow-only intern table of instruction-pointer arrays.
+/* stacks.c: the capture (libunwind's unw_backtrace, else cuprof's unwinder, else glibc's
+ * backtrace; chosen once) and a grow-only intern table of instruction-pointer arrays.
  * Readers probe an open-addressing table without locks; writers take `insert_lock`, copy the
  * stack into an mmap'd arena, publish it in the id directory and then in the table. A grown
  * table replaces the old one atomically; the old one is never unmapped (a reader may be probing
@@ -7,6 +8,7 @@
 #include "snapshot/stacks.h"
 
 #include "snapshot/python_frames.h"
+#include "snapshot/unwind.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -15,6 +17,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 struct stack_entry {
     uint64_t hash;
@@ -121,19 +124,49 @@ own_range_cb(struct dl_phdr_info *info, size_t size, void *data)
 
 /* libunwind is dlopen'ed RTLD_LOCAL, never linked: as a dependency of a preloaded library its
  * _Unwind_* exports would take over every C++ exception in the program (measured 35x slower
- * throws). Without it, glibc's backtrace() (libgcc's unwinder) does the same job. */
+ * throws). Without it, cuprof's own unwinder does the same job at the same speed; glibc's
+ * backtrace() (libgcc's unwinder, 20-50x slower) is the last resort. */
 typedef int (*backtrace_fn)(void **, int);
 static backtrace_fn g_backtrace = backtrace;
+static enum stacks_unwinder g_unwinder = STACKS_UNWINDER_LIBGCC; /* set once, in stacks_init */
+static _Atomic int g_first_unwinder = STACKS_UNWINDER_LIBUNWIND;
+static _Atomic bool g_chosen;
+
+static bool
+load_libunwind(void)
+{
+    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL)
+        return false;
+    void *sym = dlsym(lib, "unw_backtrace");
+    if (sym == NULL)
+        return false;
+    memcpy(&g_backtrace, &sym, sizeof(g_backtrace));
+    return true;
+}
 
 static void
 load_unwinder(void)
 {
-    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL)
-        return;
-    void *sym = dlsym(lib, "unw_backtrace");
-    if (sym != NULL)
-        memcpy(&g_backtrace, &sym, sizeof(g_backtrace));
+    atomic_store(&g_chosen, true);
+    int first = atomic_load(&g_first_unwinder);
+    if (first <= STACKS_UNWINDER_LIBUNWIND && load_libunwind()) {
+        g_unwinder = STACKS_UNWINDER_LIBUNWIND;
+    } else if (first <= STACKS_UNWINDER_CUPROF && unwind_init()) {
+        g_backtrace = unwind_backtrace;
+        g_unwinder = STACKS_UNWINDER_CUPROF;
+    } else {
+        g_backtrace = unwind_libc_backtrace();
+    }
+}
+
+int
+stacks_set_first_unwinder(enum stacks_unwinder first)
+{
+    if (atomic_load(&g_chosen))
+        return -1;
+    atomic_store(&g_first_unwinder, (int)first);
+    return 0;
 }
 
 static void
@@ -142,6 +175,13 @@ stacks_init(void)
     load_unwinder();
     atomic_store(&g_table, table_new(TABLE_INITIAL_SLOTS));
     dl_iterate_phdr(own_range_cb, (void *)(uintptr_t)&stacks_init);
+}
+
+enum stacks_unwinder
+stacks_unwinder(void)
+{
+    pthread_once(&g_once, stacks_init);
+    return g_unwinder;
 }
 
 /* Two independent multiply lanes halve the dependency chain of a 32-frame hash. */
@@ -373,12 +413,37 @@ stacks_count(void)
     return atomic_load_explicit(&g_count, memory_order_acquire);
 }
 
+static _Atomic double g_frame_ns;
+
+static double
+clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
 void
 stacks_warm_up(void)
 {
     pthread_once(&g_once, stacks_init);
-    void *buf[8];
-    (void)g_backtrace(buf, 8);
+    void *buf[64];
+    double best = 0;
+    /* The first capture fills caches; the fastest of the others is what a capture costs. */
+    for (int i = 0; i < 4; i++) {
+        double t0 = clock_ns();
+        int n = g_backtrace(buf, 64);
+        double per_frame = n > 0 ? (clock_ns() - t0) / n : 0;
+        if (i > 0 && (best == 0 || per_frame < best))
+            best = per_frame;
+    }
+    atomic_store(&g_frame_ns, best);
+}
+
+double
+stacks_frame_ns(void)
+{
+    return atomic_load(&g_frame_ns);
 }
 
 void

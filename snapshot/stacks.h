@@ -1,5 +1,6 @@
-/* stacks.h: captures the calling thread's stack (libunwind, local-only) and interns it: each
- *   distinct instruction-pointer array gets one 32-bit id for the process lifetime.
+/* stacks.h: captures the calling thread's stack (libunwind where installed, local-only) and
+ *   interns it: each distinct instruction-pointer array gets one 32-bit id for the process
+ *   lifetime.
  * Locking: lookups of a known stack are lock-free; inserting a new one takes a private mutex.
  *   Never call it with an allocator lock held (unwinding may be slow on a cold path).
  * Hot path: stacks_capture is (no malloc once warm: storage grows in mmap'd chunks). */
@@ -35,6 +36,19 @@ stacks_mode(void)
 #endif
 unsigned stacks_depth(void);
 
+/* The unwinders, in the order they are tried: libunwind.so.8 (dlopen'ed privately), cuprof's own
+ * (unwind.h: rules cached per return address, libgcc's unwinder for frames it does not follow),
+ * then libgcc's unwinder through glibc's backtrace() for every stack. */
+enum stacks_unwinder { STACKS_UNWINDER_LIBUNWIND, STACKS_UNWINDER_CUPROF, STACKS_UNWINDER_LIBGCC };
+
+/* The unwinder every capture uses, chosen once (at the first capture or stacks_warm_up). */
+enum stacks_unwinder stacks_unwinder(void);
+
+/* Test hook: start the choice at `first`, as if the unwinders before it were not installed
+ * (STACKS_UNWINDER_CUPROF: libunwind.so.8 is not loaded, as on a machine without it). Effective
+ * only before the choice is made; returns -1 if it already was. */
+__attribute__((warn_unused_result)) int stacks_set_first_unwinder(enum stacks_unwinder first);
+
 /* Captures the calling thread's stack, innermost first, starting at the caller of
  * stacks_capture; drops `skip` more innermost frames, then any innermost frames that lie inside
  * the shared object containing cuprof (when cuprof is not linked into the main program); keeps at
@@ -64,8 +78,13 @@ bool stacks_get(uint32_t id, const uintptr_t **ips, size_t *count);
 size_t stacks_count(void);
 
 /* The first backtrace of a process (and of each thread) may dlopen, malloc or mmap:
- * call once at init, and the first capture on each new thread pays the per-thread part. */
+ * call once at init, and the first capture on each new thread pays the per-thread part. It also
+ * times a few captures of the calling thread's stack (stacks_frame_ns). */
 void stacks_warm_up(void);
+
+/* Nanoseconds a frame took the unwinder in stacks_warm_up's captures (the fastest of a few, whole
+ * stacks of up to 64 frames); 0 before it ran. For the log line that names a slow unwinder. */
+double stacks_frame_ns(void);
 
 /* In the child after fork(): re-initialises the insert mutex another thread may have held. */
 void stacks_reset_after_fork(void);

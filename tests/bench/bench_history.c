@@ -1,11 +1,19 @@
 /* bench_history.c: costs of the history hot path, printed as `name: value unit (ratio baseline)`
  * lines for scripts/bench: stack capture at depths 8/32/64 against raw unw_backtrace in the same
- * run, intern hits, ring appends, and bytes per history entry (measured RSS of a full ring). */
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+ * run; the same captures with libunwind hidden (as on a machine without it: cuprof's unwinder)
+ * and with libgcc's unwinder for every stack, against the captures with libunwind, each unwinder
+ * in a child process of its own (the choice is made once per process), alternated round by round;
+ * intern hits, ring appends, and bytes per history entry (measured RSS of a full ring). Usage:
+ * bench_history   (bench_history --child-capture UNWINDER DEPTH is its own child) */
+#include <dlfcn.h>
+#include <errno.h>
+#include <spawn.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +27,24 @@
 enum what { RAW_UNWIND, CAPTURE };
 
 static volatile uint32_t g_sink;
+
+/* libunwind's unw_backtrace, dlopen'ed privately as cuprof does: linked, libunwind's exports
+ * (backtrace, _Unwind_*) would replace glibc's and libgcc's in this program, and the capture
+ * with libunwind hidden would be libunwind's all the same. */
+static int (*unw_backtrace)(void **, int);
+
+static bool
+load_unw_backtrace(void)
+{
+    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    void *sym = lib == NULL ? NULL : dlsym(lib, "unw_backtrace");
+    if (sym == NULL) {
+        fprintf(stderr, "bench_history: libunwind.so.8 cannot be loaded: no libunwind figures\n");
+        return false;
+    }
+    memcpy(&unw_backtrace, &sym, sizeof(sym));
+    return true;
+}
 
 /* Times `iters` stack walks of `depth` frames, from `frames` deep in this recursion. */
 __attribute__((noinline)) static double
@@ -49,6 +75,106 @@ bench_walk(enum what what, int depth, int iters)
     for (int r = 0; r < REPS; r++)
         v[r] = walk_at_depth(depth, what, depth, iters);
     return median(v, REPS);
+}
+
+/* ---- one unwinder per process ---- */
+
+#define CHILD_BATCHES  5
+#define CHILD_BATCH_NS 10e6 /* a batch of captures lasts about 10 ms, whatever the unwinder */
+
+/* In the child: captures at `depth` with the unwinders from `first` on; prints the median ns of
+ * CHILD_BATCHES batches. */
+static int
+child_capture(enum stacks_unwinder first, int depth)
+{
+    if (stacks_set_first_unwinder(first) != 0)
+        return 1;
+    stacks_configure(STACKS_ALL, (unsigned)depth);
+    double one = walk_at_depth(depth, CAPTURE, depth, 100); /* warm, and a first estimate */
+    int iters = one > 0 ? (int)(CHILD_BATCH_NS / one) : 10000;
+    iters = iters < 10 ? 10 : iters > 200000 ? 200000 : iters;
+    double v[CHILD_BATCHES];
+    for (int r = 0; r < CHILD_BATCHES; r++)
+        v[r] = walk_at_depth(depth, CAPTURE, depth, iters);
+    printf("%.3f %d\n", median(v, CHILD_BATCHES), (int)stacks_unwinder());
+    return 0;
+}
+
+extern char **environ;
+
+/* The child's median ns a capture; *chosen: the unwinder it ended up with. */
+static double
+run_child(const char *unwinder, int depth, enum stacks_unwinder *chosen)
+{
+    char depth_s[16];
+    snprintf(depth_s, sizeof(depth_s), "%d", depth);
+    char *argv[] = {"bench_history", "--child-capture", (char *)unwinder, depth_s, NULL};
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    posix_spawn_file_actions_addclose(&fa, fds[1]);
+    pid_t pid;
+    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    char out[64] = "";
+    size_t len = 0;
+    ssize_t got;
+    while (
+        rc == 0 && len < sizeof(out) - 1 &&
+        ((got = read(fds[0], out + len, sizeof(out) - 1 - len)) > 0 || (got < 0 && errno == EINTR)))
+        len += got > 0 ? (size_t)got : 0;
+    close(fds[0]);
+    out[len] = '\0';
+    int status = 0;
+    while (rc == 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || len == 0) {
+        fprintf(stderr, "bench_history: child %s %d failed\n", unwinder, depth);
+        exit(1);
+    }
+    char *end;
+    double ns = strtod(out, &end);
+    *chosen = (enum stacks_unwinder)strtol(end, NULL, 10);
+    return ns;
+}
+
+/* The capture with libunwind, without it (cuprof's unwinder), and with libgcc's unwinder for
+ * every stack (what a machine without libunwind got before cuprof's unwinder), alternated REPS
+ * times at each depth; ratios are the medians of the rounds' own. */
+static void
+bench_unwinders(void)
+{
+    const int depths[] = {8, 32, 64};
+    for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
+        int d = depths[i];
+        double with[REPS], without[REPS], gcc[REPS], ratio[REPS], gcc_ratio[REPS];
+        enum stacks_unwinder got = STACKS_UNWINDER_LIBUNWIND, ignored;
+        for (int r = 0; r < REPS; r++) {
+            with[r] = run_child("libunwind", d, &got);
+            without[r] = run_child("no_libunwind", d, &ignored);
+            gcc[r] = run_child("libgcc", d, &ignored);
+            ratio[r] = without[r] / with[r];
+            gcc_ratio[r] = gcc[r] / (got == STACKS_UNWINDER_LIBUNWIND ? with[r] : without[r]);
+        }
+        if (got !=
+            STACKS_UNWINDER_LIBUNWIND) { /* a machine without libunwind (scripts/gpu-check) */
+            printf("stack_capture_d%d_no_libunwind: %.1f ns\n", d, median(without, REPS));
+            printf("stack_capture_d%d_libgcc: %.1f ns (%.2fx stack_capture_d%d_no_libunwind)\n", d,
+                   median(gcc, REPS), median(gcc_ratio, REPS), d);
+            continue;
+        }
+        printf("stack_capture_d%d_libunwind: %.1f ns\n", d, median(with, REPS));
+        printf("stack_capture_d%d_no_libunwind: %.1f ns (%.2fx stack_capture_d%d_libunwind)\n", d,
+               median(without, REPS), median(ratio, REPS), d);
+        printf("stack_capture_d%d_libgcc: %.1f ns (%.2fx stack_capture_d%d_libunwind)\n", d,
+               median(gcc, REPS), median(gcc_ratio, REPS), d);
+        fflush(stdout);
+    }
 }
 
 static double
@@ -159,19 +285,33 @@ rss_bytes(void)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--child-capture") == 0) {
+        enum stacks_unwinder first = strcmp(argv[2], "libunwind") == 0 ? STACKS_UNWINDER_LIBUNWIND
+                                     : strcmp(argv[2], "no_libunwind") == 0
+                                         ? STACKS_UNWINDER_CUPROF
+                                         : STACKS_UNWINDER_LIBGCC;
+        return child_capture(first, atoi(argv[3]));
+    }
+    bench_unwinders();
+    bool libunwind = load_unw_backtrace();
     stacks_warm_up();
     const int depths[] = {8, 32, 64};
     double capture32 = 0;
     for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
         int d = depths[i];
-        double raw = bench_walk(RAW_UNWIND, d, 20000);
         double cap = bench_walk(CAPTURE, d, 20000);
         if (d == 32)
             capture32 = cap;
-        printf("history_unw_backtrace_d%d: %.1f ns\n", d, raw);
-        printf("history_capture_d%d: %.1f ns (%.2fx unw_backtrace_d%d)\n", d, cap, cap / raw, d);
+        if (libunwind) {
+            double raw = bench_walk(RAW_UNWIND, d, 20000);
+            printf("history_unw_backtrace_d%d: %.1f ns\n", d, raw);
+            printf("history_capture_d%d: %.1f ns (%.2fx unw_backtrace_d%d)\n", d, cap, cap / raw,
+                   d);
+        } else {
+            printf("history_capture_d%d: %.1f ns\n", d, cap);
+        }
         printf("history_capture_per_frame_d%d: %.1f ns\n", d, cap / d);
     }
     double hit = bench_intern_hit(32, 1000000);

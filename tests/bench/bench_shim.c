@@ -8,7 +8,10 @@
  * The program re-executes itself: a child without LD_PRELOAD measures the baseline and a child
  * under it the candidate, back to back in every repetition, so load slows both sides alike.
  * Prints `name: value unit (ratio× baseline)`; figures are medians of REPS repetitions.
- * Usage: bench_shim [--lib PATH/libcuprof.so] [--sim-path DIR:DIR]  (defaults: the build tree) */
+ * Usage: bench_shim [--lib PATH/libcuprof.so] [--sim-path DIR:DIR] [--pairs N]
+ *   (defaults: the build tree). --pairs N: only the pair figures and the pair with libunwind
+ *   hidden, N pairs a child (N / 10 at 32 MiB): with --sim-path naming NVIDIA's libcudart.so.13
+ *   on a machine with a GPU, the real driver's figures (scripts/gpu-check). */
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -24,6 +27,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -678,6 +682,42 @@ raw_figure(const struct setup *st, const char *name, size_t size, long n)
     fflush(stdout);
 }
 
+/* The default configuration's pair (cache mode, CUPROF_STACKS=alloc at depth 32, history on)
+ * with libunwind and without it, alternated: a folder first on the library path holds an empty
+ * libunwind.so.8, so cuprof's dlopen of it fails as on a machine without libunwind (issue 30:
+ * at most 1 us a pair either way). */
+static void
+unwinder_figure(const struct setup *st, const char *name, size_t size, long n)
+{
+    static char hide[4200], hidden_path[8400];
+    snprintf(hide, sizeof(hide), "%s/no-libunwind", st->tmpdir);
+    char fake[4300];
+    snprintf(fake, sizeof(fake), "%s/libunwind.so.8", hide);
+    FILE *f = mkdir(hide, 0700) == 0 ? fopen(fake, "w") : NULL;
+    if (f == NULL)
+        die("the folder hiding libunwind", errno);
+    fclose(f);
+    snprintf(hidden_path, sizeof(hidden_path), "%s:%s", hide, st->sim_path);
+    struct setup hidden = *st;
+    hidden.sim_path = hidden_path;
+    const char *const env[] = {ENV_COMMON_FLOOD, NULL};
+    char size_s[32], n_s[32];
+    snprintf(size_s, sizeof(size_s), "%zu", size);
+    snprintf(n_s, sizeof(n_s), "%ld", n);
+    double with[REPS], without[REPS], ratio[REPS];
+    for (int r = 0; r < REPS; r++) {
+        with[r] = child_number(st, true, env, size_s, n_s);
+        without[r] = child_number(&hidden, true, env, size_s, n_s);
+        ratio[r] = without[r] / with[r];
+    }
+    unlink(fake);
+    rmdir(hide);
+    printf("shim_%s_libunwind: %.1f ns\n", name, median(with, REPS));
+    printf("shim_%s_no_libunwind: %.1f ns (%.2fx shim_%s_libunwind)\n", name, median(without, REPS),
+           median(ratio, REPS), name);
+    fflush(stdout);
+}
+
 /* Pairs while the control socket answers a flood of TOP requests, against the same child without
  * them (issue 15: at most 5% slower). */
 static void
@@ -770,13 +810,17 @@ main(int argc, char **argv)
         return child_flood(strtoull(argv[2], NULL, 10), strtol(argv[3], NULL, 10),
                            strcmp(argv[4], "1") == 0);
     struct setup st = {BENCH_LIBCUPROF, BENCH_SIM_PATH, NULL};
+    long pairs = 0; /* 0: every figure, 100000 pairs a child */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) {
             st.lib = argv[++i];
         } else if (strcmp(argv[i], "--sim-path") == 0 && i + 1 < argc) {
             st.sim_path = argv[++i];
+        } else if (strcmp(argv[i], "--pairs") == 0 && i + 1 < argc && atol(argv[i + 1]) > 0) {
+            pairs = atol(argv[++i]);
         } else {
-            fprintf(stderr, "usage: bench_shim [--lib PATH/libcuprof.so] [--sim-path DIRS]\n");
+            fprintf(stderr, "usage: bench_shim [--lib PATH/libcuprof.so] [--sim-path DIRS] "
+                            "[--pairs N]\n");
             return 64;
         }
     }
@@ -795,7 +839,8 @@ main(int argc, char **argv)
         const char *name;
         size_t size;
         long n;
-    } sizes[] = {{"4k", 4 * KIB, 100000}, {"32m", 32 * MIB, 100000}};
+    } sizes[] = {{"4k", 4 * KIB, pairs > 0 ? pairs : 100000},
+                 {"32m", 32 * MIB, pairs > 0 ? (pairs + 9) / 10 : 100000}};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         char name[64];
         snprintf(name, sizeof(name), "raw_pair_%s", sizes[i].name);
@@ -809,6 +854,14 @@ main(int argc, char **argv)
         snprintf(name, sizeof(name), "pair_%s_off", sizes[i].name);
         pair_figure(&st, name, off_env, sizes[i].size, sizes[i].n);
     }
+    unwinder_figure(&st, "pair_4k_cache_stacks_alloc_d32", 4 * KIB, sizes[0].n);
+    char sockets[4200];
+    snprintf(sockets, sizeof(sockets), "%s/cuprof", tmpdir);
+    if (pairs > 0) {
+        rmdir(sockets);
+        rmdir(tmpdir);
+        return 0;
+    }
     off_same_process_figure(&st, "4k", 4 * KIB, 100000);
     off_same_process_figure(&st, "32m", 32 * MIB, 100000);
     null_runtime_figures(&st, 4 * KIB, "4k");
@@ -821,8 +874,6 @@ main(int argc, char **argv)
     off_same_process_figure(&null, "32m_null_runtime", 32 * MIB, 200000);
     stall_figure(&st);
     flood_figure(&st);
-    char sockets[4200];
-    snprintf(sockets, sizeof(sockets), "%s/cuprof", tmpdir);
     rmdir(sockets);
     rmdir(tmpdir);
     return 0;

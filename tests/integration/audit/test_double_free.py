@@ -77,8 +77,11 @@ def main():
             f.check(shim.returncode == base.returncode and shim.stdout == base.stdout,
                     f"{label}: output changed: {shim.stdout!r} vs {base.stdout!r}")
             lines = [l for l in shim.stderr.splitlines() if l.startswith("cuprof: double free")]
+            unwinder = [l for l in shim.stderr.splitlines() if l.startswith("cuprof: stacks by ")]
+            f.check(len(unwinder) == (stacks_setting != "none"),
+                    f"{label}: the line naming the unwinder: {unwinder}")
             others = [l for l in shim.stderr.splitlines()
-                      if l.startswith("cuprof:") and l not in lines
+                      if l.startswith("cuprof:") and l not in lines and l not in unwinder
                       and not l.startswith("cuprof: snapshot written to ")]
             f.check(not others, f"{label}: other cuprof lines: {others}")
             if not f.check(len(lines) == 2, f"{label}: want 2 double-free lines, got {lines}"):

@@ -23,8 +23,10 @@ import shimrun  # noqa: E402
 
 
 def cuprof_lines(stderr):
+    """cuprof's lines but "snapshot written" and the one naming the unwinder (issue 30)."""
     return [l for l in stderr.splitlines()
-            if l.startswith("cuprof:") and not l.startswith("cuprof: snapshot written to ")]
+            if l.startswith("cuprof:") and not l.startswith("cuprof: snapshot written to ")
+            and not l.startswith("cuprof: stacks by ")]
 
 
 def load_dumps(f, label, tmp):

@@ -398,8 +398,10 @@ def lookup_names(entry_points_def):
 
 
 def others(stderr):
+    """cuprof's lines but "snapshot written" and the one naming the unwinder (issue 30)."""
     return [l for l in stderr.splitlines()
-            if l.startswith("cuprof: ") and "snapshot written to" not in l]
+            if l.startswith("cuprof: ") and "snapshot written to" not in l
+            and not l.startswith("cuprof: stacks by ")]
 
 
 def case_lean(f, a):

@@ -129,9 +129,13 @@ def main():
                 check("reach cuprof first" in shim[2],
                       f"{name}: no word from cuprof about the layer ahead of it: {shim[2]!r}")
             if a.second_copy:
+                # One copy profiles: one line names its unwinder (issue 30), when it keeps stacks.
+                unwinder = [l for l in shim[2].splitlines() if l.startswith("cuprof: stacks by ")]
+                check(len(unwinder) == (a.mode != "off"),
+                      f"{name}/{a.mode}: lines naming the unwinder: {unwinder}")
                 # The profiling copy's own lines (snapshots, each OOM's message) aside.
                 inert = [l for l in shim[2].splitlines() if l.startswith("cuprof: ")
-                         and "snapshot written" not in l
+                         and "snapshot written" not in l and l not in unwinder
                          and not l.startswith("cuprof: CUDA out of memory.")]
                 check(inert == [f"cuprof: {copy} is loaded ahead of {a.lib}: that copy profiles "
                                 "this process, this one stays inert"],

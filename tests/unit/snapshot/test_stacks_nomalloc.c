@@ -13,6 +13,7 @@
 #include "chains.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
+#include "snapshot/unwind.h"
 
 extern void *__libc_malloc(size_t size);
 extern void *__libc_calloc(size_t n, size_t size);
@@ -160,6 +161,36 @@ test_new_stacks_no_malloc(void **state)
     assert_int_equal(stacks_count(), before + (size_t)g_depths);
 }
 
+/* cuprof's unwinder itself, whichever unwinder the captures above used: its first walk of
+ * return addresses it has never seen (rules read from .eh_frame) and its cached walks. */
+__attribute__((noinline)) static int
+unwind_fresh(void **buf, int depth)
+{
+    int n = depth > 0 ? unwind_fresh(buf, depth - 1) : unwind_backtrace(buf, 64);
+    __asm__ volatile("" ::: "memory");
+    return n;
+}
+
+static void
+test_cuprof_unwinder_no_malloc(void **state)
+{
+    (void)state;
+    assert_true(unwind_init());
+    void *buf[64];
+    struct unwind_stats before, after;
+    unwind_get_stats(&before);
+    calls_during_start();
+    int first = unwind_fresh(buf, 5);
+    for (int i = 0; i < g_reps; i++)
+        assert_int_equal(unwind_fresh(buf, 5), first);
+    long n = calls_during_stop();
+    unwind_get_stats(&after);
+    assert_true(first >= 8);
+    assert_true(after.rules > before.rules); /* the first walk read new rules */
+    assert_int_equal(after.fallbacks, before.fallbacks);
+    assert_int_equal(n, 0);
+}
+
 static void
 test_ring_append_no_malloc(void **state)
 {
@@ -185,6 +216,7 @@ main(void)
         cmocka_unit_test(test_wrapper_counts),
         cmocka_unit_test(test_warm_capture_no_malloc),
         cmocka_unit_test(test_new_stacks_no_malloc),
+        cmocka_unit_test(test_cuprof_unwinder_no_malloc),
         cmocka_unit_test(test_ring_append_no_malloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,268 @@
+/* unwind.c: the walk and its rule cache. A rule is packed into 64 bits and kept in an
+ * open-addressing table of (pc, rule) slots: a reader that finds its pc reads the rule (0 while
+ * the writer has not stored it yet: a miss); a writer claims an empty slot's pc by CAS, then
+ * stores the rule. Like libunwind's fast trace (x86_64/Gtrace.c), only frames whose CFA is rsp
+ * or rbp plus a constant are followed, plus signal frames; PyTorch's unwinder caches the same
+ * kind of rule per address (torch/csrc/profiler/unwind). Rules are never dropped: code unloaded
+ * by dlclose and other code mapped at the same addresses later would be walked with the old
+ * rules (libunwind's own caches share this; see unw_flush_cache(3)), which the walk bounds: a CFA
+ * must lie above the stack pointer, within FRAME_SIZE_MAX of it, 8-byte aligned, or libgcc walks
+ * the stack. */
+#include "snapshot/unwind.h"
+
+#include "snapshot/cfi.h"
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#define RULE_BITS      16u
+#define RULE_SLOTS     ((size_t)1 << RULE_BITS) /* 1 MiB of address space, touched as used */
+#define RULE_PROBES    32u
+#define FRAMES_MAX     512 /* frames of one walk (stacks.c asks for at most 329) */
+#define SIGNALS_MAX    8u  /* signal frames in one walk */
+#define FRAME_SIZE_MAX ((uintptr_t)64 << 20) /* a CFA further above the stack pointer: libgcc's */
+
+/* A packed rule: kind in bits 0-2, flags, rbp's offset from the CFA in bits 16-31, the CFA's
+ * offset from rsp or rbp in bits 32-63. 0 is no rule (an empty or unfinished slot). */
+enum rule_kind { RULE_NONE, RULE_CALL, RULE_SIGNAL, RULE_OUTERMOST, RULE_LIBGCC };
+#define RULE_KIND      7u
+#define RULE_CFA_RBP   (1u << 3)
+#define RULE_RBP_SAVED (1u << 4)
+
+struct rule_slot {
+    _Atomic uintptr_t pc;
+    _Atomic uint64_t rule;
+};
+
+/* libgcc's own lookup (unwind-dw2-fde.h; exported by libgcc_s.so.1 since GCC 3.0). */
+struct dwarf_eh_bases {
+    void *tbase;
+    void *dbase;
+    void *func;
+};
+typedef const void *(*find_fde_fn)(void *pc, struct dwarf_eh_bases *bases);
+
+static find_fde_fn g_find_fde;
+static unwind_backtrace_fn g_libc_backtrace = backtrace;
+static struct rule_slot *g_slots;
+static _Atomic uint64_t g_rules, g_fallbacks;
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static bool g_ready;
+
+static void
+unwind_load(void)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *own = libc == NULL ? NULL : dlsym(libc, "backtrace");
+    if (own != NULL)
+        memcpy(&g_libc_backtrace, &own, sizeof(g_libc_backtrace));
+#ifndef __x86_64__
+    return; /* the walk knows x86-64's registers and frames only: libgcc's everywhere else */
+#endif
+    void *lib = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *sym = lib == NULL ? NULL : dlsym(lib, "_Unwind_Find_FDE");
+    if (sym == NULL)
+        return;
+    void *slots = mmap(NULL, RULE_SLOTS * sizeof(struct rule_slot), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (slots == MAP_FAILED)
+        return;
+    memcpy(&g_find_fde, &sym, sizeof(g_find_fde));
+    g_slots = slots;
+    void *warm[4];
+    (void)g_libc_backtrace(warm, 4);
+    g_ready = true;
+}
+
+bool
+unwind_init(void)
+{
+    pthread_once(&g_once, unwind_load);
+    return g_ready;
+}
+
+unwind_backtrace_fn
+unwind_libc_backtrace(void)
+{
+    pthread_once(&g_once, unwind_load);
+    return g_libc_backtrace;
+}
+
+void
+unwind_get_stats(struct unwind_stats *out)
+{
+    out->rules = atomic_load_explicit(&g_rules, memory_order_relaxed);
+    out->fallbacks = atomic_load_explicit(&g_fallbacks, memory_order_relaxed);
+}
+
+#ifdef __x86_64__
+/* x86-64 rt_sigreturn as glibc's and musl's __restore_rt write it: mov $15, %rax; syscall. */
+static const unsigned char sigreturn_code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00,
+                                               0x00, 0x00, 0x0f, 0x05};
+
+static inline size_t
+slot_of(uintptr_t pc)
+{
+    return (size_t)(((uint64_t)pc * 0x9e3779b97f4a7c15u) >> (64u - RULE_BITS));
+}
+
+static inline uint64_t
+rule_find(uintptr_t pc)
+{
+    size_t i = slot_of(pc);
+    for (unsigned k = 0; k < RULE_PROBES; k++, i = (i + 1) & (RULE_SLOTS - 1)) {
+        uintptr_t at = atomic_load_explicit(&g_slots[i].pc, memory_order_acquire);
+        if (at == pc)
+            return atomic_load_explicit(&g_slots[i].rule, memory_order_acquire);
+        if (at == 0)
+            return RULE_NONE;
+    }
+    return RULE_NONE;
+}
+
+/* A full neighbourhood leaves the rule uncached: it is read from its FDE each time. */
+static void
+rule_insert(uintptr_t pc, uint64_t rule)
+{
+    size_t i = slot_of(pc);
+    for (unsigned k = 0; k < RULE_PROBES; k++, i = (i + 1) & (RULE_SLOTS - 1)) {
+        uintptr_t expected = 0;
+        if (atomic_compare_exchange_strong_explicit(&g_slots[i].pc, &expected, pc,
+                                                    memory_order_acq_rel, memory_order_acquire)) {
+            atomic_store_explicit(&g_slots[i].rule, rule, memory_order_release);
+            return;
+        }
+        if (expected == pc)
+            return; /* another thread is storing the same rule */
+    }
+}
+
+static uint64_t
+rule_pack(const struct cfi_rule *r, uintptr_t ip)
+{
+    switch (r->frame) {
+    case CFI_FRAME_OUTERMOST:
+        return RULE_OUTERMOST;
+    case CFI_FRAME_SIGNAL:
+        /* The augmentation says "signal frame"; the code says which: rt_sigreturn. */
+        return ip >= r->begin && r->end - ip >= sizeof(sigreturn_code) &&
+                       memcmp((const void *)ip, sigreturn_code, sizeof(sigreturn_code)) == 0
+                   ? RULE_SIGNAL
+                   : RULE_LIBGCC;
+    case CFI_FRAME_CALL:
+        break;
+    }
+    /* x86-64's call pushes the return address just below the caller's rsp (the CFA). */
+    if (r->ra_off != -8 || r->cfa_off < INT32_MIN || r->cfa_off > INT32_MAX ||
+        r->rbp_off < INT16_MIN || r->rbp_off > INT16_MAX || r->rbp_off % 8 != 0)
+        return RULE_LIBGCC;
+    return RULE_CALL | (r->cfa_rbp ? RULE_CFA_RBP : 0u) | (r->rbp_saved ? RULE_RBP_SAVED : 0u) |
+           (uint64_t)(uint16_t)(int16_t)r->rbp_off << 16 |
+           (uint64_t)(uint32_t)(int32_t)r->cfa_off << 32;
+}
+
+/* The rule at `pc` (ip, or ip - 1 for a return address), read from its FDE and cached. A pc
+ * without an FDE is not cached: code registered later (a JIT) may get one. */
+static uint64_t
+rule_fill(uintptr_t pc, uintptr_t ip)
+{
+    struct dwarf_eh_bases b;
+    const void *fde = g_find_fde((void *)pc, &b);
+    if (fde == NULL)
+        return RULE_LIBGCC;
+    struct cfi_bases bases = {(uintptr_t)b.tbase, (uintptr_t)b.dbase};
+    struct cfi_rule r;
+    uint64_t rule =
+        cfi_rule_at(fde, 0, UINTPTR_MAX, &bases, pc, &r) == 0 ? rule_pack(&r, ip) : RULE_LIBGCC;
+    atomic_fetch_add_explicit(&g_rules, 1, memory_order_relaxed);
+    rule_insert(pc, rule);
+    return rule;
+}
+
+/* Steps from the frame at (ip, sp, bp), where ip is the next instruction to run, recording each
+ * caller's return address: -1 when a frame needs libgcc. Reads other frames' saved registers
+ * by design, so no sanitizer looks at those loads. */
+__attribute__((no_sanitize("address"))) static int
+walk(uintptr_t ip, uintptr_t sp, uintptr_t bp, void **buf, int max)
+{
+    int n = 0;
+    bool exact = true; /* ip is where the frame resumes, not a return address */
+    unsigned signals = 0;
+    while (n < max) {
+        uintptr_t pc = exact ? ip : ip - 1; /* a return address may follow a noreturn call */
+        uint64_t rule = rule_find(pc);
+        if (rule == RULE_NONE)
+            rule = rule_fill(pc, ip);
+        switch (rule & RULE_KIND) {
+        case RULE_CALL: {
+            uintptr_t cfa =
+                ((rule & RULE_CFA_RBP) ? bp : sp) + (uintptr_t)(int64_t)(int32_t)(rule >> 32);
+            if (cfa <= sp || cfa - sp > FRAME_SIZE_MAX || (cfa & 7u) != 0)
+                return -1;
+            if (rule & RULE_RBP_SAVED)
+                bp = *(const uintptr_t *)(cfa + (uintptr_t)(int64_t)(int16_t)(rule >> 16));
+            ip = *(const uintptr_t *)(cfa - 8);
+            sp = cfa;
+            exact = false;
+            break;
+        }
+        case RULE_SIGNAL: {
+            /* The handler returned into __restore_rt with rsp at the kernel's ucontext. */
+            if (exact || ++signals > SIGNALS_MAX || (sp & 7u) != 0)
+                return -1;
+            const ucontext_t *uc = (const ucontext_t *)sp;
+            ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+            sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+            bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+            exact = true;
+            break;
+        }
+        case RULE_OUTERMOST:
+            return n;
+        default:
+            return -1;
+        }
+        if (ip == 0) /* glibc's backtrace drops the NULL above _start too */
+            return n;
+        buf[n++] = (void *)ip;
+    }
+    return n;
+}
+
+#endif
+
+__attribute__((noinline)) int
+unwind_backtrace(void **buf, int max)
+{
+    if (max <= 0)
+        return 0;
+    if (max > FRAMES_MAX)
+        max = FRAMES_MAX;
+    int n = -1;
+#ifdef __x86_64__
+    uintptr_t ip, sp, bp;
+    /* This frame's registers, read together; rbp first, in case the compiler picked rbp for
+     * another output. The rule at ip describes this very state. */
+    __asm__ volatile("mov %%rbp, %2\n\t"
+                     "mov %%rsp, %1\n\t"
+                     "lea 0(%%rip), %0"
+                     : "=r"(ip), "=r"(sp), "=r"(bp));
+    n = walk(ip, sp, bp, buf, max);
+#endif
+    if (n >= 0)
+        return n;
+    /* libgcc's walk: its first frame is this one, dropped. */
+    void *all[FRAMES_MAX + 1];
+    n = g_libc_backtrace(all, max + 1);
+    atomic_fetch_add_explicit(&g_fallbacks, 1, memory_order_relaxed);
+    if (n <= 1)
+        return 0;
+    memcpy(buf, all + 1, (size_t)(n - 1) * sizeof(*buf));
+    return n - 1;
+}
