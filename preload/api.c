@@ -259,9 +259,6 @@ cuprof_annotate(const char *label)
     uint32_t id = trace_ring_intern_label(rt->ring, label);
     if (id == 0)
         return CUPROF_ERROR_NOMEM;
-    for (int d = 0; d < rt->device_count; d++) {
-        struct trace_event event = {.action = TRACE_ANNOTATE, .device = (int16_t)d, .stack_id = id};
-        trace_ring_record(rt->ring, &event);
-    }
+    trace_ring_annotate(rt->ring, id);
     return CUPROF_SUCCESS;
 }

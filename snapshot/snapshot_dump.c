@@ -191,8 +191,10 @@ add_device(struct snapshot *snap, struct trace_ring *ring, struct dump_stacks *d
                                .stream = r->stream};
         /* The ring keeps an oom entry's device_free where the model does: in addr. */
         if (r->action == TRACE_ANNOTATE) {
-            const char *label = trace_ring_label(ring, r->stack_id);
-            rc = snapshot_add_labeled_entry(snap, (size_t)device, &e, label != NULL ? label : "");
+            enum snap_stage stage = SNAP_STAGE_MARK;
+            const char *label = trace_ring_label_stage(ring, r->stack_id, &stage);
+            rc = snapshot_add_annotation(snap, (size_t)device, &e, label != NULL ? label : "",
+                                         stage);
         } else if ((rc = stack_index(snap, ds, r->stack_id, &e.stack)) == 0) {
             rc = snapshot_add_entry(snap, (size_t)device, &e);
         }

@@ -338,7 +338,7 @@ import_entry_checked(struct snapshot_importer *im, struct snapshot_import_where 
                      const struct sval *t)
 {
     const char *where = snapshot_import_where_text(w);
-    const char *action = NULL, *label = NULL, *pool = NULL;
+    const char *action = NULL, *label = NULL, *pool = NULL, *stage = NULL;
     int rc = snapshot_field_str(&im->f, where, t, "action", SKIP_ENTRY, &action);
     if (rc == FIELD_ABSENT)
         rc = snapshot_field_warn(&im->f, where, "action", NULL, "", SKIP_ENTRY);
@@ -376,7 +376,8 @@ import_entry_checked(struct snapshot_importer *im, struct snapshot_import_where 
     if ((rc = snapshot_field_str(&im->f, where, t, "user_metadata", "ignored", &label)) < 0 ||
         (label == NULL &&
          (rc = snapshot_field_str(&im->f, where, t, "label", "ignored", &label)) < 0) ||
-        (rc = snapshot_field_str(&im->f, where, t, "cuprof_pool", "ignored", &pool)) < 0)
+        (rc = snapshot_field_str(&im->f, where, t, "cuprof_pool", "ignored", &pool)) < 0 ||
+        (rc = snapshot_field_str(&im->f, where, t, "stage", "ignored", &stage)) < 0)
         return rc;
     if (a == TRACE_OOM)
         e.device_free = device_free;
@@ -388,7 +389,13 @@ import_entry_checked(struct snapshot_importer *im, struct snapshot_import_where 
         e.pool = (uint8_t)parse_pool(pool);
     if ((rc = snapshot_import_stack(&im->stacks, w, sval_get(t, "frames"), &e.stack)) != 0)
         return rc;
-    if ((label != NULL ? snapshot_add_labeled_entry(im->snap, d, &e, label)
+    /* cuprof's own key: an annotation that starts or ends a range (an NVTX range). */
+    enum snap_stage st = SNAP_STAGE_MARK;
+    if (a == TRACE_ANNOTATE && stage != NULL)
+        st = strcmp(stage, "START") == 0 ? SNAP_STAGE_START
+             : strcmp(stage, "END") == 0 ? SNAP_STAGE_END
+                                         : SNAP_STAGE_MARK;
+    if ((label != NULL ? snapshot_add_annotation(im->snap, d, &e, label, st)
                        : snapshot_add_entry(im->snap, d, &e)) != 0)
         return oom(im);
     return 0;

@@ -352,6 +352,13 @@ int
 snapshot_add_labeled_entry(struct snapshot *snap, size_t device, const struct snap_entry *entry,
                            const char *label)
 {
+    return snapshot_add_annotation(snap, device, entry, label, SNAP_STAGE_MARK);
+}
+
+int
+snapshot_add_annotation(struct snapshot *snap, size_t device, const struct snap_entry *entry,
+                        const char *label, enum snap_stage stage)
+{
     struct snapshot_owner *o = owner_of(snap);
     const char *text = snapshot_intern(snap, label);
     int rc = snapshot_reserve_entries(snap, device, 1);
@@ -361,18 +368,19 @@ snapshot_add_labeled_entry(struct snapshot *snap, size_t device, const struct sn
     if (text == NULL || grow_array((void **)&t->labels, &o->label_cap[device], t->label_count + 1,
                                    sizeof(*t->labels), true) != 0)
         return -CUPROF_EHOSTMEM;
-    t->labels[t->label_count++] = (struct snap_label){t->count, text};
+    t->labels[t->label_count++] = (struct snap_label){t->count, text, (uint8_t)stage};
     t->entries[t->count] = *entry;
     t->entries[t->count++].has_label = true;
     return 0;
 }
 
-const char *
-snapshot_entry_label(const struct snap_device_trace *trace, size_t i)
+/* Entry i's label record, or NULL: a binary search (labels are in entry order). */
+static const struct snap_label *
+entry_label(const struct snap_device_trace *trace, size_t i)
 {
     if (i >= trace->count || !trace->entries[i].has_label)
         return NULL;
-    size_t lo = 0, hi = trace->label_count; /* labels are in entry order */
+    size_t lo = 0, hi = trace->label_count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (trace->labels[mid].entry < i)
@@ -380,7 +388,21 @@ snapshot_entry_label(const struct snap_device_trace *trace, size_t i)
         else
             hi = mid;
     }
-    return lo < trace->label_count && trace->labels[lo].entry == i ? trace->labels[lo].text : NULL;
+    return lo < trace->label_count && trace->labels[lo].entry == i ? &trace->labels[lo] : NULL;
+}
+
+const char *
+snapshot_entry_label(const struct snap_device_trace *trace, size_t i)
+{
+    const struct snap_label *l = entry_label(trace, i);
+    return l != NULL ? l->text : NULL;
+}
+
+enum snap_stage
+snapshot_entry_stage(const struct snap_device_trace *trace, size_t i)
+{
+    const struct snap_label *l = entry_label(trace, i);
+    return l != NULL ? (enum snap_stage)l->stage : SNAP_STAGE_MARK;
 }
 
 int
