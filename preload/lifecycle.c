@@ -11,9 +11,11 @@
 #include "preload/dumper.h"
 #include "preload/layers.h"
 #include "preload/library_usage.h"
+#include "preload/nvtx.h"
 #include "preload/runtime.h"
 #include "preload/shim_vmm.h"
 #include "preload/stream_id.h"
+#include "snapshot/label_table.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
@@ -71,6 +73,8 @@ lifecycle_fork_child(void)
      * parent thread that was waiting, which the child does not have). */
     allocator_reset_after_fork(lifecycle_rt->alloc);
     trace_ring_reset_after_fork(lifecycle_rt->ring);
+    label_table_reset_after_fork(runtime_labels());
+    nvtx_reset_after_fork();
     cuda_backend_reset_after_fork();
     shim_vmm_reset_after_fork();
     stream_id_reset_after_fork();

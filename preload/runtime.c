@@ -18,7 +18,9 @@
 #include "preload/layers.h"
 #include "preload/library_usage.h"
 #include "preload/lifecycle.h"
+#include "preload/nvtx.h"
 #include "preload/real_cuda.h"
+#include "snapshot/label_table.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/text_escape.h"
 #include "snapshot/stacks.h"
@@ -42,6 +44,22 @@ _Atomic(struct cuprof_runtime *) runtime_ready_value;
  * through instead of waiting for itself in pthread_once. */
 static _Thread_local bool runtime_initializing __attribute__((tls_model("initial-exec")));
 
+static pthread_once_t runtime_labels_once = PTHREAD_ONCE_INIT;
+static struct label_table *runtime_labels_value;
+
+static void
+runtime_labels_init(void)
+{
+    runtime_labels_value = label_table_create();
+}
+
+struct label_table *
+runtime_labels(void)
+{
+    pthread_once(&runtime_labels_once, runtime_labels_init);
+    return runtime_labels_value;
+}
+
 static void
 runtime_config_init(void)
 {
@@ -54,7 +72,8 @@ runtime_config_init(void)
         (void)written;
         _exit(2);
     }
-    if (instance_inert()) /* another copy of libcuprof serves: pass everything through */
+    /* Another copy of libcuprof serves, or this one was dlopen'ed: pass everything through. */
+    if (instance_inert() || !instance_preloaded())
         runtime_config_value.mode = CUPROF_MODE_OFF;
     atomic_store_explicit(&runtime_config_parsed, &runtime_config_value, memory_order_release);
 }
@@ -251,8 +270,11 @@ runtime_init(void)
     stacks_configure((enum stack_mode)config->stacks, (unsigned)config->stack_depth);
     python_frames_enable(config->python_frames == 0); /* "on" is choice 0 */
     stacks_warm_up();
-    rt->ring = trace_ring_create(rt->device_count, (size_t)config->max_entries,
-                                 (enum history_mode)config->history);
+    rt->ring =
+        runtime_labels() == NULL
+            ? NULL
+            : trace_ring_create_labeled(rt->device_count, (size_t)config->max_entries,
+                                        (enum history_mode)config->history, runtime_labels());
     if (rt->ring == NULL) {
         runtime_log("cuprof: out of host memory for the trace history: passing every call "
                     "through");
@@ -283,8 +305,11 @@ runtime_init(void)
     lifecycle_register(rt);
     dumper_start(rt);
     control_start(rt);
+    nvtx_runtime_ready(rt); /* NVTX events that came before CUDA's first call, in order */
     atomic_store_explicit(&runtime_ready_value, &runtime_value, memory_order_release);
 out:
+    if (atomic_load_explicit(&runtime_ready_value, memory_order_relaxed) == NULL)
+        nvtx_runtime_ready(NULL);
     runtime_initializing = false;
 }
 

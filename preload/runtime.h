@@ -48,6 +48,11 @@ runtime_get(void)
     return rt;
 }
 
+/* The process's annotation labels (snapshot/label_table.h), made on first use without any CUDA
+ * call: NVTX names ranges before the runtime exists, and the runtime's ring shares the table.
+ * NULL only when out of host memory. */
+struct label_table *runtime_labels(void);
+
 /* cuprof_record_memory_history's history switch: the ring's new mode and size, and the allocator
  * told which events the sinks now want (serialized: the last switch decides both). 0 or a
  * -CUPROF_E* of trace_ring_set_mode. */

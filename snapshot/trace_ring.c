@@ -32,6 +32,7 @@ struct trace_ring {
     size_t max_entries;         /* protected by mode_lock */
     pthread_mutex_t mode_lock;  /* serialises set_mode calls */
     struct label_table *labels; /* annotations' texts (its own locking) */
+    bool owns_labels;           /* made by trace_ring_create (else the caller's) */
     struct ring_device devices[];
 };
 
@@ -67,7 +68,21 @@ ring_capacity_for(enum history_mode mode, size_t max_entries)
 struct trace_ring *
 trace_ring_create(int device_count, size_t max_entries, enum history_mode mode)
 {
-    if (device_count < 0 || mode < HISTORY_ALL || mode > HISTORY_OFF)
+    struct label_table *labels = label_table_create();
+    struct trace_ring *ring =
+        labels != NULL ? trace_ring_create_labeled(device_count, max_entries, mode, labels) : NULL;
+    if (ring == NULL)
+        label_table_destroy(labels);
+    else
+        ring->owns_labels = true;
+    return ring;
+}
+
+struct trace_ring *
+trace_ring_create_labeled(int device_count, size_t max_entries, enum history_mode mode,
+                          struct label_table *labels)
+{
+    if (device_count < 0 || mode < HISTORY_ALL || mode > HISTORY_OFF || labels == NULL)
         return NULL;
     struct trace_ring *ring =
         calloc(1, sizeof(*ring) + (size_t)device_count * sizeof(struct ring_device));
@@ -75,14 +90,9 @@ trace_ring_create(int device_count, size_t max_entries, enum history_mode mode)
         return NULL;
     ring->device_count = device_count;
     ring->max_entries = max_entries;
+    ring->labels = labels;
     atomic_init(&ring->mode, (int)mode);
     pthread_mutex_init(&ring->mode_lock, NULL);
-    ring->labels = label_table_create();
-    if (ring->labels == NULL) {
-        pthread_mutex_destroy(&ring->mode_lock);
-        free(ring);
-        return NULL;
-    }
     size_t cap = ring_capacity_for(mode, max_entries);
     for (int d = 0; d < device_count; d++) {
         struct ring_device *dev = &ring->devices[d];
@@ -108,7 +118,8 @@ trace_ring_destroy(struct trace_ring *ring)
         ring_buf_free(ring->devices[d].buf, ring->devices[d].capacity);
         pthread_mutex_destroy(&ring->devices[d].lock);
     }
-    label_table_destroy(ring->labels);
+    if (ring->owns_labels)
+        label_table_destroy(ring->labels);
     pthread_mutex_destroy(&ring->mode_lock);
     free(ring);
 }
@@ -160,10 +171,18 @@ trace_ring_record(struct trace_ring *ring, const struct trace_event *event)
 void
 trace_ring_annotate(struct trace_ring *ring, uint32_t label_id)
 {
+    trace_ring_annotate_at(ring, label_id, 0);
+}
+
+void
+trace_ring_annotate_at(struct trace_ring *ring, uint32_t label_id, int64_t time_us)
+{
     if (ring == NULL || label_id == 0 ||
         atomic_load_explicit(&ring->mode, memory_order_relaxed) == HISTORY_OFF)
         return;
-    struct trace_record rec = {.time_us = now_us(), .stack_id = label_id, .action = TRACE_ANNOTATE};
+    struct trace_record rec = {.time_us = time_us != 0 ? time_us : now_us(),
+                               .stack_id = label_id,
+                               .action = TRACE_ANNOTATE};
     for (int d = 0; d < ring->device_count; d++)
         ring_append(&ring->devices[d], &rec);
 }
@@ -406,7 +425,8 @@ trace_ring_reset_after_fork(struct trace_ring *ring)
     if (ring == NULL)
         return;
     pthread_mutex_init(&ring->mode_lock, NULL);
-    label_table_reset_after_fork(ring->labels);
+    if (ring->owns_labels)
+        label_table_reset_after_fork(ring->labels);
     for (int d = 0; d < ring->device_count; d++)
         pthread_mutex_init(&ring->devices[d].lock, NULL);
 }

@@ -33,6 +33,11 @@ struct trace_ring;
 /* NULL if out of memory. max_entries 0 means TRACE_RING_DEFAULT_ENTRIES; HISTORY_STATE keeps 1
  * entry whatever max_entries says (PyTorch). Ring storage is mmap'd lazily (RSS grows with use). */
 struct trace_ring *trace_ring_create(int device_count, size_t max_entries, enum history_mode mode);
+/* The same with the caller's label table (created before the ring: NVTX names ranges before the
+ * first CUDA call), which the ring uses but never destroys or resets after fork. */
+struct label_table;
+struct trace_ring *trace_ring_create_labeled(int device_count, size_t max_entries,
+                                             enum history_mode mode, struct label_table *labels);
 void trace_ring_destroy(struct trace_ring *ring);
 
 /* The allocator's sink: record appends one trace_event to its device's ring, overwriting the
@@ -91,6 +96,9 @@ const char *trace_ring_label_stage(struct trace_ring *ring, uint32_t id, enum sn
  * time (cuprof_annotate, NVTX marks and ranges). Takes each device ring's own lock in turn,
  * never an allocator lock. */
 void trace_ring_annotate(struct trace_ring *ring, uint32_t label_id);
+/* The same at a given time (microseconds since the Unix epoch; 0 means now): NVTX events made
+ * before the ring existed. */
+void trace_ring_annotate_at(struct trace_ring *ring, uint32_t label_id, int64_t time_us);
 
 /* In the child after fork(): re-initialises the locks another thread may have held. */
 void trace_ring_reset_after_fork(struct trace_ring *ring);
