@@ -11,6 +11,7 @@
 #include "cli/cli_util.h"
 #include "cli/cross_rank.h"
 #include "cli/library_report.h"
+#include "cli/phases.h"
 #include "cli/out_file.h"
 #include "cli/report_html.h"
 
@@ -19,7 +20,9 @@ static const char plot_text[] =
     "Writes one self-contained HTML file (no network, no CDN) showing, per device: the\n"
     "allocated and reserved timeline (click it to pick an event), the segment map at the chosen\n"
     "event with blocks coloured by call site (hover for sizes and stacks), and the top call\n"
-    "sites table. The peaks it shows are those `cuprof summary` prints. Stacks that differ\n"
+    "sites table, and the phases (NVTX ranges) with summary's figures per range name and the\n"
+    "ranges as bands over the timeline. The peaks it shows are those `cuprof summary` prints.\n"
+    "Stacks that differ\n"
     "only in frames of the allocation machinery (cuprof, CUDA, PyTorch's allocator, the Python\n"
     "interpreter, libc start-up) are one call site, shown from the user's first frame.\n"
     "Several files (a job's ranks): the report opens with summary's cross-rank view (rank,\n"
@@ -420,7 +423,13 @@ emit_device(struct plot_ctx *p, size_t device)
     p->site_count = 0;
     emitter_begin_dict(p->e);
     emit_overview(p, device, &a);
-    int rc = emit_states(p, device, &a);
+    struct device_phases phases;
+    int rc = phases_run(p->snap, device, &a, &phases);
+    if (rc == 0) {
+        phases_emit(p->e, p->snap, device, &a, &phases);
+        phases_free(&phases);
+        rc = emit_states(p, device, &a);
+    }
     struct plot_sites ps = {0};
     if (rc == 0)
         rc = plot_sites_collect(p, device, &a, &ps);

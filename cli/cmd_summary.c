@@ -13,6 +13,7 @@
 #include "cli/cross_rank.h"
 #include "cli/frame_filter.h"
 #include "cli/library_report.h"
+#include "cli/phases.h"
 #include "stats/memory_stats.h"
 #include "stats/memory_summary.h"
 
@@ -23,6 +24,9 @@ static const char summary_text[] =
     "  - peak reserved and peak live bytes and the trace entry where each happened (live bytes\n"
     "    are requested sizes of allocations not yet freed, as the trace records them);\n"
     "  - fragmentation: reserved minus allocated, largest free block against all free bytes;\n"
+    "  - phases (NVTX ranges, START/END annotations): per range name its calls, the highest\n"
+    "    live bytes inside it, its rise above the range's start and the growth from start to\n"
+    "    end; the ranges still open at the end and at each OOM;\n"
     "  - device memory by library (cuprof's snapshots): per shared object that made the device\n"
     "    call, live and peak bytes in cuprof's cache and passed through, and the device's\n"
     "    footprint as the driver reports it (device-wide) at start and at the dump, with what\n"
@@ -211,6 +215,8 @@ summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief
                 100.0 * (double)a.largest_free / (double)a.free_total);
     fprintf(out, "\n");
     library_report_print(out, snap, device);
+    if (phases_report(out, snap, device, &a, top) != 0)
+        goto oom;
     size_t frames = brief ? 4 : 12;
     fprintf(out, "top call sites by live bytes at the end:\n");
     if (print_sites(out, snap, device, a.count, top, frames) != 0)
