@@ -82,6 +82,7 @@ dumper_write_snapshot(struct cuprof_runtime *rt, const char *path, enum file_pub
         .argc = dumper_write_argv(cmdline, DUMPER_CMDLINE_MAX, argv, DUMPER_ARGV_MAX),
         .alloc_config = &rt->config->alloc_conf,
         .symbolizer = dumper_symbolizer,
+        .pools = rt->pools,
     };
     /* Counters first, then the device: the footprint is never older than the rows beside it. */
     struct snap_library *libraries = NULL;

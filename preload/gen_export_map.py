@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes libcuprof.so's version script from preload/entry_points.def: cuprof's own API
-(cuprof_*), dlsym, NVTX's tool entry point (InitializeInjectionNvtx2: preload/nvtx.c) and the exported
+(cuprof_*), dlsym, NVTX's tool entry points (InitializeInjectionNvtx2 for the core API:
+preload/nvtx.c; InitializeInjectionNvtxExtension for its extensions: preload/nvtx_mem.c) and the exported
 name of every DRIVER_LOOKUP, DRIVER_WRAPPER and RUNTIME_WRAPPER row; everything else local. The script is anonymous so the exports stay
 unversioned and interpose versioned references (dlsym@GLIBC_2.34, cudaMalloc@libcudart.so.13).
 
@@ -15,7 +16,7 @@ ROW = re.compile(r"^(DRIVER_LOOKUP|DRIVER_WRAPPER|DRIVER_CALLED|RUNTIME_WRAPPER)
 
 
 # The names NVTX looks up in the library NVTX_INJECTION64_PATH names.
-NVTX_ENTRY_POINTS = ["InitializeInjectionNvtx2"]
+NVTX_ENTRY_POINTS = ["InitializeInjectionNvtx2", "InitializeInjectionNvtxExtension"]
 
 
 def exported_names(text):

@@ -372,7 +372,7 @@ static const struct nvtx_slot {
 /* Whether this copy of libcuprof.so records: preloaded (NVTX_INJECTION64_PATH alone only
  * dlopens it, and a copy that intercepts nothing stays off: instance.h), not an inert second
  * copy, not in off mode. Says once why not when it was not preloaded. */
-static bool
+bool
 nvtx_attachable(void)
 {
     if (!instance_preloaded()) {

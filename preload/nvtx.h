@@ -11,6 +11,7 @@
 #ifndef CUPROF_NVTX_H
 #define CUPROF_NVTX_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct cuprof_runtime;
@@ -18,6 +19,10 @@ struct cuprof_runtime;
 /* Called by runtime_init just before the runtime is published: records the events that waited
  * into rt's ring (rt NULL: the runtime will not exist; they are dropped, and so are later ones). */
 void nvtx_runtime_ready(struct cuprof_runtime *rt);
+
+/* Whether this copy of libcuprof.so attaches to NVTX: preloaded (else one line says why not),
+ * not an inert second copy, not in off mode. The core's and the extensions' entry points ask. */
+bool nvtx_attachable(void);
 
 /* One annotation of label `id` (0: none) now: into the ring, or the pending list before the
  * runtime exists. The NVTX callbacks' and cuprof_annotate_start/_end's way in. */

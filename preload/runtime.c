@@ -21,6 +21,7 @@
 #include "preload/nvtx.h"
 #include "preload/real_cuda.h"
 #include "snapshot/label_table.h"
+#include "snapshot/program_pools.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/text_escape.h"
 #include "snapshot/stacks.h"
@@ -174,19 +175,32 @@ update_traced_actions(struct cuprof_runtime *rt)
     uint32_t actions = trace_ring_traced_actions(rt->ring);
     if (rt->counts_libraries)
         actions |= LIBRARY_USAGE_TRACED_ACTIONS;
+    if (program_pools_active(rt->pools))
+        actions |= TRACE_ACTION_BIT(TRACE_FREE_REQUESTED);
     allocator_set_traced_actions(rt->alloc, actions);
+}
+
+/* Serializes the switches of traced actions: the last one decides. */
+static pthread_mutex_t runtime_switching = PTHREAD_MUTEX_INITIALIZER;
+
+void
+runtime_refresh_traced_actions(struct cuprof_runtime *rt)
+{
+    pthread_mutex_lock(&runtime_switching);
+    update_traced_actions(rt);
+    pthread_mutex_unlock(&runtime_switching);
 }
 
 int
 runtime_set_history(struct cuprof_runtime *rt, enum history_mode mode, size_t max_entries)
 {
-    static pthread_mutex_t switching = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&switching);
+    pthread_mutex_t *switching = &runtime_switching;
+    pthread_mutex_lock(switching);
     /* Events wanted by either mode flow while the ring switches; the ring drops what it must. */
     allocator_set_traced_actions(rt->alloc, TRACE_ACTIONS_ALL);
     int rc = trace_ring_set_mode(rt->ring, mode, max_entries);
     update_traced_actions(rt);
-    pthread_mutex_unlock(&switching);
+    pthread_mutex_unlock(switching);
     return rc;
 }
 
@@ -285,6 +299,12 @@ runtime_init(void)
     if (rt->mode == CUPROF_MODE_TRACE)
         alloc_conf.caching = false; /* trace: one device allocation per request */
     struct trace_sink sink = trace_ring_sink(rt->ring);
+    /* NVTX heaps' events go to the ring; the allocator's pass by them (a heap's block freed). */
+    rt->pools = program_pools_create(rt->device_count, sink);
+    if (rt->pools != NULL)
+        sink = program_pools_sink(rt->pools);
+    else
+        runtime_log("cuprof: out of host memory for NVTX heaps: their regions are not recorded");
     /* Device memory by library counts in front of the ring; without host memory for its tables
      * the ring alone gets the events. */
     rt->counts_libraries = library_usage_init(rt->device_count, sink, &sink);
@@ -295,7 +315,9 @@ runtime_init(void)
     if (rt->alloc == NULL) {
         runtime_log("cuprof: out of host memory for the allocator: passing every call through");
         trace_ring_destroy(rt->ring);
+        program_pools_destroy(rt->pools);
         rt->ring = NULL;
+        rt->pools = NULL;
         goto out;
     }
     update_traced_actions(rt);

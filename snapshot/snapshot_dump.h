@@ -14,6 +14,7 @@
 #include "snapshot/snapshot_model.h"
 
 struct allocator;
+struct program_pools;
 struct trace_ring;
 struct symbolizer;
 
@@ -39,6 +40,7 @@ struct dump_info {
     size_t library_count;
     const struct snap_footprint *footprints; /* cuprof.device_footprint */
     size_t footprint_count;
+    struct program_pools *pools; /* NVTX heaps: their blocks are shown as their regions */
 };
 
 /* Builds the model of the live state: segments and blocks of every device, each device's trace

@@ -169,6 +169,15 @@ import_block(struct snapshot_importer *im, const char *where, const struct sval 
             return rc;
         blk->requested_size = blk->size;
     }
+    const char *label = NULL, *pool = NULL;
+    if ((rc = snapshot_field_str(&im->f, where, b, "user_metadata", "ignored", &label)) < 0 ||
+        (rc = snapshot_field_str(&im->f, where, b, "cuprof_pool", "ignored", &pool)) < 0)
+        return rc;
+    if (label != NULL && label[0] != '\0' &&
+        (blk->label = snapshot_intern(im->snap, label)) == NULL)
+        return oom(im);
+    if (pool != NULL && parse_pool(pool) >= 0)
+        blk->pool = (uint8_t)parse_pool(pool);
     const struct sval *frames = sval_get(b, "frames");
     if (frames == NULL && hist != NULL)
         frames = sval_get(hist, "frames");

@@ -36,8 +36,10 @@ struct snap_block {
     uint64_t addr;
     uint64_t size;
     uint64_t requested_size;
-    uint32_t stack; /* index into snapshot.stacks */
-    uint8_t state;  /* enum block_state (allocator/allocator.h) */
+    uint32_t stack;    /* index into snapshot.stacks */
+    uint8_t state;     /* enum block_state (allocator/allocator.h) */
+    uint8_t pool;      /* enum trace_pool: TRACE_POOL_NVTX inside a program's own pool */
+    const char *label; /* user_metadata: an NVTX region's name (in the arena), or NULL */
 };
 
 struct snap_segment {

@@ -25,7 +25,7 @@ static const char *const state_names[] = {
 static const char *const pool_names[] = {
     [TRACE_POOL_DEFAULT] = "default", [TRACE_POOL_TRACE] = "trace",
     [TRACE_POOL_MANAGED] = "managed", [TRACE_POOL_VMM] = "vmm",
-    [TRACE_POOL_ASYNC] = "async",
+    [TRACE_POOL_ASYNC] = "async",     [TRACE_POOL_NVTX] = "nvtx",
 };
 
 /* The 16 roundup_power2_divisions interval names, "1" .. "32768" (MiB), as PyTorch writes them. */
@@ -147,6 +147,14 @@ emit_segment(const struct snapshot *snap, struct emitter *e, const struct snap_s
         emitter_symbol(e, state != NULL ? state : "inactive");
         emitter_key(e, "frames");
         emit_stack(snap, e, b->stack);
+        if (b->label != NULL) {
+            emitter_key(e, "user_metadata"); /* an NVTX region's name */
+            emitter_string(e, b->label);
+        }
+        if (b->pool != TRACE_POOL_DEFAULT && snapshot_pool_name(b->pool) != NULL) {
+            emitter_key(e, "cuprof_pool"); /* cuprof's: a block of the program's own pool */
+            emitter_symbol(e, snapshot_pool_name(b->pool));
+        }
         emitter_end(e);
     }
     emitter_end(e);
