@@ -14,6 +14,7 @@
 #include "preload/runtime.h"
 #include "snapshot/snapshot_dump.h"
 #include "snapshot/snapshot_usage.h"
+#include "snapshot/snapshot_write.h"
 #include "snapshot/symbolize.h"
 
 #define DUMPER_CMDLINE_MAX 65536
@@ -44,9 +45,33 @@ dumper_write_argv(char *buf, size_t len, const char **argv, size_t cap)
     return count;
 }
 
-int
-dumper_write_snapshot(struct cuprof_runtime *rt, const char *path, enum file_publish_mode mode,
-                      char *chosen, size_t chosen_len)
+/* Where one dump goes: a file (path, mode, chosen) or memory (out, out_len). */
+struct dumper_target {
+    const char *path;
+    enum file_publish_mode mode;
+    char *chosen;
+    size_t chosen_len;
+    unsigned char **out;
+    size_t *out_len;
+};
+
+static int
+dumper_emit(struct cuprof_runtime *rt, const struct dump_info *info, const struct dumper_target *to)
+{
+    if (to->path != NULL)
+        return snapshot_dump_live(rt->alloc, rt->ring, info, to->path, to->mode, to->chosen,
+                                  to->chosen_len);
+    struct snapshot *snap = NULL;
+    int rc = snapshot_dump_build(rt->alloc, rt->ring, info, &snap);
+    if (rc == 0)
+        rc = snapshot_write_mem(snap, SNAPSHOT_FORMAT_PICKLE, to->out, to->out_len);
+    snapshot_free(snap);
+    return rc;
+}
+
+/* Gathers the cuprof section, then dumps to `to`. */
+static int
+dumper_write(struct cuprof_runtime *rt, const struct dumper_target *to)
 {
     static const char *const mode_names[] = {"cache", "trace", "off"};
     struct dump_setting settings[CONFIG_VAR_COUNT];
@@ -96,9 +121,25 @@ dumper_write_snapshot(struct cuprof_runtime *rt, const char *path, enum file_pub
     info.libraries = libraries;
     info.footprints = footprints;
     info.footprint_count = device_footprint_collect(footprints, (size_t)rt->device_count);
-    int rc = snapshot_dump_live(rt->alloc, rt->ring, &info, path, mode, chosen, chosen_len);
+    int rc = dumper_emit(rt, &info, to);
     free(libraries);
     free(footprints);
     free(cmdline);
     return rc;
+}
+
+int
+dumper_write_snapshot(struct cuprof_runtime *rt, const char *path, enum file_publish_mode mode,
+                      char *chosen, size_t chosen_len)
+{
+    struct dumper_target to = {
+        .path = path, .mode = mode, .chosen = chosen, .chosen_len = chosen_len};
+    return dumper_write(rt, &to);
+}
+
+int
+dumper_write_memory(struct cuprof_runtime *rt, unsigned char **out, size_t *len)
+{
+    struct dumper_target to = {.out = out, .out_len = len};
+    return dumper_write(rt, &to);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "allocator/allocator.h"
+#include "preload/api_start.h"
 #include "preload/config.h"
 #include "preload/control.h"
 #include "preload/cuda_backend.h"
@@ -284,11 +285,12 @@ runtime_init(void)
     stacks_configure((enum stack_mode)config->stacks, (unsigned)config->stack_depth);
     python_frames_enable(config->python_frames == 0); /* "on" is choice 0 */
     stacks_warm_up();
-    rt->ring =
-        runtime_labels() == NULL
-            ? NULL
-            : trace_ring_create_labeled(rt->device_count, (size_t)config->max_entries,
-                                        (enum history_mode)config->history, runtime_labels());
+    enum history_mode history = (enum history_mode)config->history;
+    size_t max_entries = (size_t)config->max_entries;
+    api_start_history(&history, &max_entries); /* _record_memory_history before CUDA's start */
+    rt->ring = runtime_labels() == NULL ? NULL
+                                        : trace_ring_create_labeled(rt->device_count, max_entries,
+                                                                    history, runtime_labels());
     if (rt->ring == NULL) {
         runtime_log("cuprof: out of host memory for the trace history: passing every call "
                     "through");
