@@ -15,8 +15,7 @@
 #define CUPROF_ERROR_INVALID     (-3) /* bad argument (device out of range, unknown mode string) */
 #define CUPROF_ERROR_IO          (-4) /* the snapshot file could not be written */
 #define CUPROF_ERROR_NOMEM       (-5) /* out of host memory */
-#define CUPROF_ERROR_NOT_STARTED (-6) /* the program has made no CUDA call yet: nothing to act on  \
-                                       */
+#define CUPROF_ERROR_NOT_STARTED (-6) /* no CUDA call from the program yet */
 
 /* `device` is a device ordinal; a negative value means the calling thread's current device
  * (PyTorch's device=None). Byte counts are 0 when the shim is absent or disabled, and before
