@@ -104,7 +104,10 @@ static bool nvtx_key_made;
 static void
 nvtx_thread_exit(void *open)
 {
-    free(open); /* ranges still open on a thread that ends stay open in the trace */
+    /* Ranges still open on a thread that ends stay open in the trace. Forgotten first: a later
+     * key destructor of the program may push again (and get a new list, freed in a later round). */
+    nvtx_self = (struct nvtx_thread){0};
+    free(open);
 }
 
 static void
@@ -117,10 +120,12 @@ static bool
 nvtx_grow(struct nvtx_thread *t)
 {
     pthread_once(&nvtx_key_once, nvtx_make_key);
+    if (!nvtx_key_made)
+        return false; /* nothing would free the list at the thread's end */
     uint32_t cap = t->cap == 0 ? 16 : t->cap * 2;
     struct nvtx_open *open = realloc(t->open, (size_t)cap * sizeof(*open));
-    if (open == NULL || !nvtx_key_made)
-        return false; /* (realloc's block stays in t->open) */
+    if (open == NULL)
+        return false;
     t->open = open;
     t->cap = cap;
     (void)pthread_setspecific(nvtx_key, open);
