@@ -24,6 +24,7 @@
 #include "allocator/trace_sink.h"
 #include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_field.h"
+#include "snapshot/snapshot_import_annotations.h"
 #include "snapshot/snapshot_import_meta.h"
 #include "snapshot/snapshot_import_stack.h"
 #include "snapshot/snapshot_write.h"
@@ -620,6 +621,8 @@ import_all(struct snapshot_importer *im, const struct sval *root)
         traces = NULL;
     }
     if ((rc = import_traces(im, traces)) != 0)
+        return rc;
+    if ((rc = snapshot_import_annotations(&im->f, sval_get(root, "external_annotations"))) != 0)
         return rc;
     const struct sval *a = sval_get(root, "allocator_settings");
     if (a != NULL && (rc = snapshot_import_settings(&im->f, a)) != 0)

@@ -223,6 +223,19 @@ __attribute__((warn_unused_result)) int snapshot_add_labeled_entry(struct snapsh
 __attribute__((warn_unused_result)) int
 snapshot_add_annotation(struct snapshot *snap, size_t device, const struct snap_entry *entry,
                         const char *label, enum snap_stage stage);
+/* One annotation to merge into a trace by time (PyTorch's external_annotations). */
+struct snap_annotation {
+    const char *name;
+    enum snap_stage stage;
+    int64_t time_us;
+};
+/* Inserts annotations (any order) into device_traces[device] where their times fall: a start
+ * before the entries of its microsecond, an end after them; a trace without times gets them at
+ * its end. 0 or -CUPROF_EHOSTMEM (the trace is then unchanged). */
+__attribute__((warn_unused_result)) int snapshot_merge_annotations(struct snapshot *snap,
+                                                                   size_t device,
+                                                                   struct snap_annotation *ann,
+                                                                   size_t count);
 /* The stage of trace entry i's label (SNAP_STAGE_MARK when it has none). */
 enum snap_stage snapshot_entry_stage(const struct snap_device_trace *trace, size_t i);
 /* Makes room for `count` more entries on `device` (one allocation for a whole ring copy). */

@@ -1,7 +1,8 @@
 /* test_annotation_stages.c: ranges' annotations (NVTX ranges) in a snapshot: each annotate entry
  * of a range carries "stage": "START"/"END" beside its user_metadata, the snapshot lists them
  * again in PyTorch's external_annotations layout ({"name", "stage", "device", "time_us"}), marks
- * stay as they were, and both readers give the stages back. */
+ * stay as they were, and both readers give the stages back; a PyTorch snapshot's
+ * external_annotations (its record_function ranges) are read into its traces by time. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -123,6 +124,66 @@ test_read_back(void **state)
     snapshot_free(s);
 }
 
+/* A PyTorch snapshot's external_annotations become range annotations where their times fall:
+ * a start before the entries of its microsecond, an end after them. */
+static void
+test_pytorch_external_annotations(void **state)
+{
+    (void)state;
+    const char *text =
+        "{\"segments\": [], \"device_traces\": [[{\"action\": \"alloc\", \"addr\": 4096, "
+        "\"size\": 512, \"stream\": 0, \"time_us\": 10}, {\"action\": \"alloc\", "
+        "\"addr\": 8192, \"size\": 512, \"stream\": 0, \"time_us\": 20}, {\"action\": "
+        "\"free_completed\", \"addr\": 4096, \"size\": 512, \"stream\": 0, \"time_us\": 30}]], "
+        "\"external_annotations\": [{\"name\": \"bwd\", \"stage\": \"START\", \"device\": 0, "
+        "\"time_us\": 25}, {\"name\": \"fwd\", \"stage\": \"END\", \"device\": 0, "
+        "\"time_us\": 20}, {\"name\": \"fwd\", \"stage\": \"START\", \"device\": 0, "
+        "\"time_us\": 10}, {\"name\": \"x\", \"stage\": \"OTHER\", \"device\": 0, "
+        "\"time_us\": 1}, {\"stage\": \"START\", \"device\": 0, \"time_us\": 1}]}";
+    struct snapshot *s = NULL;
+    char err[256] = "";
+    if (snapshot_read_mem(text, strlen(text), "torch.json", &s, err, sizeof err) != 0)
+        fail_msg("read: %s", err);
+    const struct snap_device_trace *t = &s->device_traces[0];
+    assert_int_equal(t->count, 6);
+    static const struct {
+        uint8_t action;
+        const char *label;
+        enum snap_stage stage;
+    } want[] = {{TRACE_ANNOTATE, "fwd", SNAP_STAGE_START}, {TRACE_ALLOC, NULL, SNAP_STAGE_MARK},
+                {TRACE_ALLOC, NULL, SNAP_STAGE_MARK},      {TRACE_ANNOTATE, "fwd", SNAP_STAGE_END},
+                {TRACE_ANNOTATE, "bwd", SNAP_STAGE_START}, {TRACE_FREE_COMPLETED, NULL, 0}};
+    for (size_t i = 0; i < 6; i++) {
+        assert_int_equal(t->entries[i].action, want[i].action);
+        if (want[i].label != NULL)
+            assert_string_equal(snapshot_entry_label(t, i), want[i].label);
+        else
+            assert_null(snapshot_entry_label(t, i));
+        assert_int_equal(snapshot_entry_stage(t, i), want[i].stage);
+    }
+    assert_int_equal(t->entries[0].time_us, 10);
+    snapshot_free(s);
+}
+
+/* A snapshot cuprof wrote has them in its traces already: read once, not twice. */
+static void
+test_own_annotations_once(void **state)
+{
+    (void)state;
+    struct snapshot *s = build();
+    unsigned char *out = NULL;
+    size_t len = 0;
+    assert_int_equal(snapshot_write_mem(s, SNAPSHOT_FORMAT_PICKLE, &out, &len), 0);
+    struct snapshot *back = NULL;
+    char err[256] = "";
+    assert_int_equal(snapshot_read_mem(out, len, "s.pickle", &back, err, sizeof err), 0);
+    assert_int_equal(back->device_traces[0].count, s->device_traces[0].count);
+    assert_int_equal(back->device_traces[1].count, 1);
+    free(out);
+    snapshot_free(back);
+    snapshot_free(s);
+}
+
 int
 main(void)
 {
@@ -130,6 +191,8 @@ main(void)
         cmocka_unit_test(test_json_layout),
         cmocka_unit_test(test_no_ranges_no_key),
         cmocka_unit_test(test_read_back),
+        cmocka_unit_test(test_pytorch_external_annotations),
+        cmocka_unit_test(test_own_annotations_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
