@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The `cuprof` Python module (issue 29, part 3) and NVTX from Python: with every CPython on the
 machine (as scripts/setup installs them), under cuprof on the simulated device:
-  api        api_app.py asks each of PyTorch's memory calls and checks it against the snapshot and
-             stats it should match (a ctypes-driven program: no framework);
+  api        api_app.py, under `cuprof run`, asks each of PyTorch's memory calls and checks it
+             against the snapshot and stats it should match (a ctypes-driven program);
   not_loaded importing it without cuprof raises NotLoadedError, an ImportError; in off mode a
              call raises CuprofError;
   nvtx       `cuprof run -- python3 nvtx_app.py` (NVTX ranges through ctypes): the ranges are
@@ -52,10 +52,11 @@ def module_env(args, **extra):
 
 
 def group_api(args, tmp):
+    """api_app.py under `cuprof run` on the simulated device, with every interpreter."""
     for version, py in interpreters():
         env = module_env(args)
-        env["LD_PRELOAD"] = ":".join(list(shimrun.sanitizer_preload()) + [args.lib])
-        r = shimrun.run([py, os.path.join(HERE, "api_app.py"), tmp], env, timeout=300)
+        r = shimrun.run([args.cuprof, "run", "--sim", "-q", "-o", os.path.join(tmp, "api-%n.pickle"),
+                         "--", py, os.path.join(HERE, "api_app.py"), tmp], env, timeout=300)
         check(r.returncode == 0 and r.stdout.strip().endswith("api_app: ok"),
               f"python {version}: {r.returncode}\n{r.stdout}{r.stderr[-3000:]}")
 
