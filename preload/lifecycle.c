@@ -15,7 +15,6 @@
 #include "preload/runtime.h"
 #include "preload/shim_vmm.h"
 #include "preload/stream_id.h"
-#include "snapshot/label_table.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
@@ -73,8 +72,7 @@ lifecycle_fork_child(void)
      * parent thread that was waiting, which the child does not have). */
     allocator_reset_after_fork(lifecycle_rt->alloc);
     trace_ring_reset_after_fork(lifecycle_rt->ring);
-    label_table_reset_after_fork(runtime_labels());
-    nvtx_reset_after_fork();
+    nvtx_reset_after_fork(); /* and the labels' */
     cuda_backend_reset_after_fork();
     shim_vmm_reset_after_fork();
     stream_id_reset_after_fork();

@@ -390,12 +390,24 @@ nvtx_attachable(void)
     return runtime_config()->mode != CUPROF_MODE_OFF && !instance_inert();
 }
 
+static pthread_once_t nvtx_fork_once = PTHREAD_ONCE_INIT;
+
+/* A fork before the runtime exists (which registers lifecycle's handlers) must not leave the
+ * child with a lock another thread held: the same reset, registered at attach time. */
+static void
+nvtx_register_fork(void)
+{
+    if (pthread_atfork(NULL, NULL, nvtx_reset_after_fork) != 0 && runtime_log_info())
+        runtime_log("cuprof: pthread_atfork failed: a forked child's NVTX calls may deadlock");
+}
+
 /* NVTX's documented entry point for a tool: 1 when attached, 0 to leave NVTX's no-ops. */
 NVTX_EXPORT int
 InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table)
 {
     if (get_export_table == NULL || !nvtx_attachable())
         return 0;
+    pthread_once(&nvtx_fork_once, nvtx_register_fork);
     const NvtxExportTableCallbacks *cb = get_export_table(NVTX_ETID_CALLBACKS);
     if (cb == NULL || cb->struct_size < sizeof(*cb) || cb->GetModuleFunctionTable == NULL ||
         runtime_labels() == NULL)
@@ -421,4 +433,5 @@ nvtx_reset_after_fork(void)
 {
     pthread_mutex_init(&nvtx_lock, NULL);
     nvtx_names_reset_after_fork();
+    label_table_reset_after_fork(runtime_labels());
 }

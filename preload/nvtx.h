@@ -28,7 +28,9 @@ bool nvtx_attachable(void);
  * runtime exists. The NVTX callbacks' and cuprof_annotate_start/_end's way in. */
 void nvtx_emit(uint32_t id);
 
-/* In the child after fork(): re-initialises the mutexes another thread may have held. */
+/* In the child after fork(): re-initialises the mutexes another thread may have held (NVTX's,
+ * its names' and the labels'). Registered with pthread_atfork when NVTX attaches, and called
+ * by lifecycle's handler too (twice is harmless). */
 void nvtx_reset_after_fork(void);
 
 #endif
