@@ -11,7 +11,7 @@
 #include "cli/cli_util.h"
 #include "cli/cross_rank.h"
 #include "cli/library_report.h"
-#include "cli/phases.h"
+#include "cli/ranges.h"
 #include "cli/out_file.h"
 #include "cli/report_html.h"
 
@@ -422,11 +422,11 @@ emit_device(struct plot_ctx *p, size_t device)
     p->site_count = 0;
     emitter_begin_dict(p->e);
     emit_overview(p, device, &a);
-    struct device_phases phases;
-    int rc = phases_run(p->snap, device, &a, &phases);
+    struct device_ranges phases;
+    int rc = ranges_run(p->snap, device, &a, &phases);
     if (rc == 0) {
-        phases_emit(p->e, p->snap, device, &a, &phases);
-        phases_free(&phases);
+        ranges_emit(p->e, p->snap, device, &a, &phases);
+        ranges_free(&phases);
         rc = emit_states(p, device, &a);
     }
     struct plot_sites ps = {0};

@@ -13,7 +13,7 @@
 #include "cli/cross_rank.h"
 #include "cli/frame_filter.h"
 #include "cli/library_report.h"
-#include "cli/phases.h"
+#include "cli/ranges.h"
 #include "stats/memory_stats.h"
 #include "stats/memory_summary.h"
 
@@ -215,7 +215,7 @@ summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief
                 100.0 * (double)a.largest_free / (double)a.free_total);
     fprintf(out, "\n");
     library_report_print(out, snap, device);
-    if (phases_report(out, snap, device, &a, top) != 0)
+    if (ranges_report(out, snap, device, &a, top) != 0)
         goto oom;
     size_t frames = brief ? 4 : 12;
     fprintf(out, "top call sites by live bytes at the end:\n");

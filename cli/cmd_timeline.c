@@ -10,7 +10,7 @@
 #include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "cli/out_file.h"
-#include "cli/phases.h"
+#include "cli/ranges.h"
 #include "cli/span_map.h"
 
 static const char timeline_text[] =
@@ -136,18 +136,18 @@ static int
 range_entries(const struct snapshot *snap, size_t device, const struct device_analysis *a,
               struct span_map *by_entry)
 {
-    struct device_phases p;
+    struct device_ranges p;
     span_map_init(by_entry);
-    if (phases_run(snap, device, a, &p) != 0)
+    if (ranges_run(snap, device, a, &p) != 0)
         return -1;
     int rc = 0;
     for (size_t r = 0; rc == 0 && r < p.range_count; r++) {
         if (!p.ranges[r].start_unknown)
             rc = span_map_put(by_entry, (uint64_t)p.ranges[r].start + 1, r, 0);
-        if (rc == 0 && p.ranges[r].end != PHASE_OPEN)
+        if (rc == 0 && p.ranges[r].end != RANGE_OPEN)
             rc = span_map_put(by_entry, (uint64_t)p.ranges[r].end + 1, r, 0);
     }
-    phases_free(&p);
+    ranges_free(&p);
     return rc;
 }
 

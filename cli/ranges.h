@@ -1,11 +1,11 @@
-/* phases.h: a device's ranges (NVTX ranges: annotations with a START and an END stage) as the
+/* ranges.h: a device's ranges (NVTX ranges: annotations with a START and an END stage) as the
  *   history's phases: each start matched with its end, live bytes when it starts and ends and the
  *   highest inside it; per range name the calls, peak, rise above the start and growth; the
  *   ranges open at each OOM. One analysis for summary's section, plot's data and timeline.
  * Locking: none (single-threaded command).
  * Hot path: no; O(entries log entries) with one max-tree over the live series. */
-#ifndef CUPROF_CLI_PHASES_H
-#define CUPROF_CLI_PHASES_H
+#ifndef CUPROF_CLI_RANGES_H
+#define CUPROF_CLI_RANGES_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,13 +16,13 @@
 #include "snapshot/emitter.h"
 #include "snapshot/snapshot_model.h"
 
-#define PHASE_OPEN SIZE_MAX /* a range's end when the history ends with it open */
+#define RANGE_OPEN SIZE_MAX /* a range's end when the history ends with it open */
 
 /* One range. Live bytes are analysis.h's (requested sizes not yet freed); an END that matches no
  * START (its start was before the history, or dropped by the ring) starts at entry 0. */
-struct phase_range {
-    uint32_t name;       /* index into device_phases.names */
-    size_t start, end;   /* entry indices of its START and END (end: PHASE_OPEN) */
+struct range_span {
+    uint32_t name;       /* index into device_ranges.names */
+    size_t start, end;   /* entry indices of its START and END (end: RANGE_OPEN) */
     uint64_t live_start; /* after the START entry */
     uint64_t live_end;   /* after the END entry, or at the end of the history */
     uint64_t peak;       /* the highest live bytes from start to end */
@@ -32,7 +32,7 @@ struct phase_range {
 };
 
 /* One range name: its ranges together. */
-struct phase_name {
+struct range_name {
     const char *text;   /* the snapshot's (escape it for where it goes) */
     size_t calls, open; /* ranges of that name; those still open at the end */
     uint64_t peak;      /* the highest live bytes inside any of them */
@@ -41,10 +41,10 @@ struct phase_name {
     int64_t growth;     /* sum of live_end - live_start over its closed ranges */
 };
 
-struct device_phases {
-    struct phase_range *ranges; /* in START order */
+struct device_ranges {
+    struct range_span *ranges; /* in START order */
     size_t range_count;
-    struct phase_name *names; /* highest peak first */
+    struct range_name *names; /* highest peak first */
     size_t name_count;
     size_t marks; /* annotations without a stage (cuprof_annotate, NVTX marks) */
 };
@@ -52,29 +52,29 @@ struct device_phases {
 /* Matches the ranges of device `device` over `a` (analysis_run with series). An END goes to the
  * latest open START of its name. Returns 0, or -1 when host memory runs out (*out is then
  * empty). */
-__attribute__((warn_unused_result)) int phases_run(const struct snapshot *snap, size_t device,
+__attribute__((warn_unused_result)) int ranges_run(const struct snapshot *snap, size_t device,
                                                    const struct device_analysis *a,
-                                                   struct device_phases *out);
-void phases_free(struct device_phases *p);
+                                                   struct device_ranges *out);
+void ranges_free(struct device_ranges *p);
 
 /* The ranges open in the state after `at` entries, outermost first, as "train > forward" (names
  * escaped for a terminal), cut to len; "" when none. Returns how many are open. */
-size_t phases_open_at(const struct device_phases *p, size_t at, char *buf, size_t len);
+size_t ranges_open_at(const struct device_ranges *p, size_t at, char *buf, size_t len);
 
 /* summary's section "phases (NVTX ranges)": the names by peak (at most `top`), the ranges open
  * at the end and at each OOM. Prints nothing when the device has no range. */
-void phases_print(FILE *out, const struct snapshot *snap, size_t device,
-                  const struct device_analysis *a, const struct device_phases *p, size_t top);
+void ranges_print(FILE *out, const struct snapshot *snap, size_t device,
+                  const struct device_analysis *a, const struct device_ranges *p, size_t top);
 
-/* phases_run, phases_print, phases_free: summary's one call. 0, or -1 when host memory runs out. */
-__attribute__((warn_unused_result)) int phases_report(FILE *out, const struct snapshot *snap,
+/* ranges_run, ranges_print, ranges_free: summary's one call. 0, or -1 when host memory runs out. */
+__attribute__((warn_unused_result)) int ranges_report(FILE *out, const struct snapshot *snap,
                                                       size_t device,
                                                       const struct device_analysis *a, size_t top);
 
 /* plot's data (inside the device's dict): "phases": {"names": [{name, calls, open, peak, rise,
  * growth}], "ranges": [[name, start, end or -1, live_start, peak, live_end]]} and
  * "phases_text" (the summary section's text). Nothing when the device has no range. */
-void phases_emit(struct emitter *e, const struct snapshot *snap, size_t device,
-                 const struct device_analysis *a, const struct device_phases *p);
+void ranges_emit(struct emitter *e, const struct snapshot *snap, size_t device,
+                 const struct device_analysis *a, const struct device_ranges *p);
 
 #endif

@@ -1,5 +1,5 @@
 /* phases.c: ranges matched start to end, live bytes per range and per range name. */
-#include "cli/phases.h"
+#include "cli/ranges.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -66,7 +66,7 @@ struct open_list {
 };
 
 struct matcher {
-    struct device_phases *p;
+    struct device_ranges *p;
     struct span_map by_text; /* interned text pointer -> name index */
     struct open_list *open;  /* per name */
     size_t name_cap, range_cap;
@@ -80,10 +80,10 @@ name_index(struct matcher *m, const char *text)
     struct span_map_item *it = span_map_get(&m->by_text, key);
     if (it != NULL)
         return (long)it->size;
-    struct device_phases *p = m->p;
+    struct device_ranges *p = m->p;
     if (p->name_count == m->name_cap) {
         size_t cap = m->name_cap ? m->name_cap * 2 : 16;
-        struct phase_name *names = realloc(p->names, cap * sizeof(*names));
+        struct range_name *names = realloc(p->names, cap * sizeof(*names));
         struct open_list *open = names != NULL ? realloc(m->open, cap * sizeof(*open)) : NULL;
         if (names != NULL)
             p->names = names;
@@ -92,31 +92,31 @@ name_index(struct matcher *m, const char *text)
         m->open = open;
         m->name_cap = cap;
     }
-    p->names[p->name_count] = (struct phase_name){.text = text};
+    p->names[p->name_count] = (struct range_name){.text = text};
     m->open[p->name_count] = (struct open_list){0};
     if (span_map_put(&m->by_text, key, p->name_count, 0) != 0)
         return -1;
     return (long)p->name_count++;
 }
 
-static struct phase_range *
+static struct range_span *
 new_range(struct matcher *m, uint32_t name, size_t start, bool unknown)
 {
-    struct device_phases *p = m->p;
+    struct device_ranges *p = m->p;
     if (p->range_count == m->range_cap) {
         size_t cap = m->range_cap ? m->range_cap * 2 : 64;
-        struct phase_range *r = realloc(p->ranges, cap * sizeof(*r));
+        struct range_span *r = realloc(p->ranges, cap * sizeof(*r));
         if (r == NULL)
             return NULL;
         p->ranges = r;
         m->range_cap = cap;
     }
-    struct phase_range *r = &p->ranges[p->range_count++];
-    *r = (struct phase_range){.name = name,
-                              .start = start,
-                              .end = PHASE_OPEN,
-                              .depth = m->depth,
-                              .start_unknown = unknown};
+    struct range_span *r = &p->ranges[p->range_count++];
+    *r = (struct range_span){.name = name,
+                             .start = start,
+                             .end = RANGE_OPEN,
+                             .depth = m->depth,
+                             .start_unknown = unknown};
     return r;
 }
 
@@ -154,7 +154,7 @@ match_one(struct matcher *m, const char *text, enum snap_stage stage, size_t i)
         m->depth--;
         return 0;
     }
-    struct phase_range *r = new_range(m, (uint32_t)name, 0, true); /* started before the history */
+    struct range_span *r = new_range(m, (uint32_t)name, 0, true); /* started before the history */
     if (r == NULL)
         return -1;
     r->end = i;
@@ -179,15 +179,15 @@ match_all(struct matcher *m, const struct snap_device_trace *t)
 
 /* Live bytes and peaks of every range, then the per-name figures. */
 static int
-measure(struct device_phases *p, const struct device_analysis *a)
+measure(struct device_ranges *p, const struct device_analysis *a)
 {
     struct max_tree tree;
     if (max_tree_build(&tree, a->live_series, a->count + 1) != 0)
         return -1;
     for (size_t i = 0; i < p->range_count; i++) {
-        struct phase_range *r = &p->ranges[i];
+        struct range_span *r = &p->ranges[i];
         size_t lo = r->start_unknown ? 0 : r->start + 1;
-        size_t hi = r->end == PHASE_OPEN ? a->count : r->end + 1;
+        size_t hi = r->end == RANGE_OPEN ? a->count : r->end + 1;
         if (hi > a->count)
             hi = a->count;
         if (lo > hi)
@@ -196,9 +196,9 @@ measure(struct device_phases *p, const struct device_analysis *a)
         r->live_end = a->live_series[hi];
         r->peak_at = max_tree_query(&tree, lo, hi);
         r->peak = a->live_series[r->peak_at];
-        struct phase_name *n = &p->names[r->name];
+        struct range_name *n = &p->names[r->name];
         n->calls++;
-        if (r->end == PHASE_OPEN)
+        if (r->end == RANGE_OPEN)
             n->open++;
         else
             n->growth = cli_add_i64(n->growth, cli_i64(r->live_end) - cli_i64(r->live_start));
@@ -216,8 +216,8 @@ measure(struct device_phases *p, const struct device_analysis *a)
 static int
 cmp_peak(const void *x, const void *y, void *names)
 {
-    const struct phase_name *a = &((struct phase_name *)names)[*(const uint32_t *)x];
-    const struct phase_name *b = &((struct phase_name *)names)[*(const uint32_t *)y];
+    const struct range_name *a = &((struct range_name *)names)[*(const uint32_t *)x];
+    const struct range_name *b = &((struct range_name *)names)[*(const uint32_t *)y];
     if (a->peak != b->peak)
         return a->peak < b->peak ? 1 : -1;
     return strcmp(a->text, b->text);
@@ -225,11 +225,11 @@ cmp_peak(const void *x, const void *y, void *names)
 
 /* Names by peak, highest first; the ranges' name indices follow. */
 static int
-sort_names(struct device_phases *p)
+sort_names(struct device_ranges *p)
 {
     uint32_t *order = malloc((p->name_count + 1) * sizeof(uint32_t));
     uint32_t *rank = malloc((p->name_count + 1) * sizeof(uint32_t));
-    struct phase_name *sorted = malloc((p->name_count + 1) * sizeof(*sorted));
+    struct range_name *sorted = malloc((p->name_count + 1) * sizeof(*sorted));
     if (order == NULL || rank == NULL || sorted == NULL) {
         free(order);
         free(rank);
@@ -253,8 +253,8 @@ sort_names(struct device_phases *p)
 }
 
 int
-phases_run(const struct snapshot *snap, size_t device, const struct device_analysis *a,
-           struct device_phases *out)
+ranges_run(const struct snapshot *snap, size_t device, const struct device_analysis *a,
+           struct device_ranges *out)
 {
     memset(out, 0, sizeof(*out));
     if (device >= snap->device_count || a->live_series == NULL)
@@ -271,12 +271,12 @@ phases_run(const struct snapshot *snap, size_t device, const struct device_analy
     if (rc == 0 && out->name_count > 1)
         rc = sort_names(out);
     if (rc != 0)
-        phases_free(out);
+        ranges_free(out);
     return rc;
 }
 
 void
-phases_free(struct device_phases *p)
+ranges_free(struct device_ranges *p)
 {
     free(p->ranges);
     free(p->names);
@@ -284,14 +284,14 @@ phases_free(struct device_phases *p)
 }
 
 size_t
-phases_open_at(const struct device_phases *p, size_t at, char *buf, size_t len)
+ranges_open_at(const struct device_ranges *p, size_t at, char *buf, size_t len)
 {
     size_t open = 0, used = 0;
     if (len > 0)
         buf[0] = '\0';
     for (size_t i = 0; i < p->range_count; i++) {
-        const struct phase_range *r = &p->ranges[i];
-        if (!(r->start_unknown || r->start < at) || (r->end != PHASE_OPEN && r->end < at))
+        const struct range_span *r = &p->ranges[i];
+        if (!(r->start_unknown || r->start < at) || (r->end != RANGE_OPEN && r->end < at))
             continue;
         char safe[256];
         const char *name = cli_term(p->names[r->name].text, safe, sizeof safe);
@@ -346,12 +346,12 @@ print_name(FILE *out, const char *text)
 }
 
 static void
-print_names(FILE *out, const struct device_phases *p, size_t top)
+print_names(FILE *out, const struct device_ranges *p, size_t top)
 {
     fprintf(out, "  %-*s %6s  %-12s %-12s %s\n", PHASES_NAME_WIDTH, "range", "calls", "peak",
             "rise", "growth (end - start, all calls)");
     for (size_t i = 0; i < p->name_count && i < top; i++) {
-        const struct phase_name *n = &p->names[i];
+        const struct range_name *n = &p->names[i];
         char s1[32], s2[32], s3[40];
         fputs("  ", out);
         print_name(out, n->text);
@@ -367,8 +367,8 @@ print_names(FILE *out, const struct device_phases *p, size_t top)
 }
 
 void
-phases_print(FILE *out, const struct snapshot *snap, size_t device, const struct device_analysis *a,
-             const struct device_phases *p, size_t top)
+ranges_print(FILE *out, const struct snapshot *snap, size_t device, const struct device_analysis *a,
+             const struct device_ranges *p, size_t top)
 {
     if (p->range_count == 0)
         return;
@@ -379,33 +379,33 @@ phases_print(FILE *out, const struct snapshot *snap, size_t device, const struct
             p->name_count == 1 ? "" : "s", p->marks, p->marks == 1 ? "" : "s");
     print_names(out, p, top);
     char open[512];
-    if (phases_open_at(p, a->count, open, sizeof open) > 0)
+    if (ranges_open_at(p, a->count, open, sizeof open) > 0)
         fprintf(out, "  open at the end: %s\n", open);
     const struct snap_device_trace *t = &snap->device_traces[device];
     for (size_t i = 0; i < t->count; i++) {
         if (t->entries[i].action != TRACE_OOM)
             continue;
-        size_t n = phases_open_at(p, i + 1, open, sizeof open);
+        size_t n = ranges_open_at(p, i + 1, open, sizeof open);
         fprintf(out, "  OOM at entry %zu: %s%s\n", i, n > 0 ? "inside " : "outside every range",
                 open);
     }
 }
 
 int
-phases_report(FILE *out, const struct snapshot *snap, size_t device,
+ranges_report(FILE *out, const struct snapshot *snap, size_t device,
               const struct device_analysis *a, size_t top)
 {
-    struct device_phases p;
-    if (phases_run(snap, device, a, &p) != 0)
+    struct device_ranges p;
+    if (ranges_run(snap, device, a, &p) != 0)
         return -1;
-    phases_print(out, snap, device, a, &p, top);
-    phases_free(&p);
+    ranges_print(out, snap, device, a, &p, top);
+    ranges_free(&p);
     return 0;
 }
 
 void
-phases_emit(struct emitter *e, const struct snapshot *snap, size_t device,
-            const struct device_analysis *a, const struct device_phases *p)
+ranges_emit(struct emitter *e, const struct snapshot *snap, size_t device,
+            const struct device_analysis *a, const struct device_ranges *p)
 {
     if (p->range_count == 0)
         return;
@@ -415,7 +415,7 @@ phases_emit(struct emitter *e, const struct snapshot *snap, size_t device,
     emitter_key(e, "names");
     emitter_begin_list(e);
     for (size_t i = 0; i < p->name_count; i++) {
-        const struct phase_name *n = &p->names[i];
+        const struct range_name *n = &p->names[i];
         emitter_begin_dict(e);
         cli_json_key_string(e, "name", n->text);
         cli_json_key_u64(e, "calls", n->calls);
@@ -430,11 +430,11 @@ phases_emit(struct emitter *e, const struct snapshot *snap, size_t device,
     emitter_key(e, "ranges"); /* [name, start, end (-1: open), live_start, peak, live_end] */
     emitter_begin_list(e);
     for (size_t i = 0; i < p->range_count && i < PHASES_PLOT_RANGES; i++) {
-        const struct phase_range *r = &p->ranges[i];
+        const struct range_span *r = &p->ranges[i];
         emitter_begin_list(e);
         emitter_u64(e, r->name);
         emitter_int(e, r->start_unknown ? -1 : (int64_t)r->start);
-        emitter_int(e, r->end == PHASE_OPEN ? -1 : (int64_t)r->end);
+        emitter_int(e, r->end == RANGE_OPEN ? -1 : (int64_t)r->end);
         emitter_u64(e, r->live_start);
         emitter_u64(e, r->peak);
         emitter_u64(e, r->live_end);
@@ -446,7 +446,7 @@ phases_emit(struct emitter *e, const struct snapshot *snap, size_t device,
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
     if (mem != NULL) {
-        phases_print(mem, snap, device, a, p, SIZE_MAX);
+        ranges_print(mem, snap, device, a, p, SIZE_MAX);
         fclose(mem);
         cli_json_key_string(e, "phases_text", text);
     }
