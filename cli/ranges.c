@@ -1,4 +1,4 @@
-/* phases.c: ranges matched start to end, live bytes per range and per range name. */
+/* ranges.c: ranges matched start to end, live bytes per range and per range name. */
 #include "cli/ranges.h"
 
 #include <inttypes.h>
