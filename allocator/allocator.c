@@ -364,6 +364,26 @@ allocator_lookup(struct allocator *alloc, uint64_t addr, int *device, uint64_t *
 }
 
 int
+allocator_lock_live_block(struct allocator *alloc, uint64_t addr, struct live_block *out)
+{
+    struct alloc_block *b = NULL;
+    struct alloc_device *dev = lock_block_at(alloc, addr, &b);
+    if (dev == NULL)
+        return -1;
+    if (!b->allocated) {
+        alloc_lock_release(&dev->lock);
+        return -1;
+    }
+    *out = (struct live_block){.addr = b->addr,
+                               .size = b->size,
+                               .requested = b->requested_size,
+                               .stream = b->stream,
+                               .stack_id = b->stack_id,
+                               .owner = b->owner};
+    return (int)(dev - alloc->devices);
+}
+
+int
 allocator_empty_cache(struct allocator *alloc, int device)
 {
     if (alloc == NULL || device < -1 || device >= alloc->device_count)

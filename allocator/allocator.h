@@ -90,6 +90,16 @@ enum alloc_range {
 enum alloc_range allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base,
                                     size_t *size, uint64_t *segment);
 
+/* A live block as the program's own pools see it (NVTX heaps, snapshot/program_pools.h). */
+struct live_block {
+    uint64_t addr, size, requested, stream;
+    uint32_t stack_id;
+    uint16_t owner;
+};
+/* Locks the device holding the live (allocated) block that contains addr and describes it;
+ * returns the device (unlock it with allocator_unlock_device), or -1 with nothing locked. */
+int allocator_lock_live_block(struct allocator *alloc, uint64_t addr, struct live_block *out);
+
 /* Releases every fully free cached segment of one device (-1: all devices). */
 int allocator_empty_cache(struct allocator *alloc, int device);
 /* Drops every block of `device` without calling the device (after a context reset the driver

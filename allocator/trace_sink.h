@@ -39,6 +39,8 @@ enum trace_pool {
     TRACE_POOL_MANAGED = 2, /* cuMemAllocManaged / cudaMallocManaged */
     TRACE_POOL_VMM = 3,     /* cuMemCreate / cuMemMap */
     TRACE_POOL_ASYNC = 4,   /* the driver's own stream-ordered pool, passed through */
+    TRACE_POOL_NVTX =
+        5, /* the program's own pool: NVTX memory regions (snapshot/program_pools.h) */
 };
 
 struct trace_event {

@@ -17,12 +17,14 @@ static const char leaks_text[] =
     "allocated even though cuprof keeps the segment cached). Stacks that differ only in\n"
     "frames of the allocation machinery (cuprof, CUDA, PyTorch's allocator, the Python\n"
     "interpreter, libc start-up) are one call site, shown from the user's first frame.\n"
+    "A program's own pool told to tools through NVTX (its regions: nvtxMemRegionsRegister) is\n"
+    "seen inside: a region never unregistered is a leaked block, named by its NVTX name.\n"
     "Exit status 1 when anything leaked, 0 when nothing did, 2 on bad input.\n\n";
 
 static const struct cli_option leaks_options[] = {
     {"json", 'j', NULL,
      "one JSON object: {\"leaked_bytes\", \"leaked_blocks\", \"sites\": [{device, bytes, "
-     "requested_bytes, blocks, frames}]}",
+     "requested_bytes, blocks, name (an NVTX region's), frames}]}",
      0},
     {"top", 't', "N", "call sites to list (default all)", 0},
     {"all-frames", 0, NULL,
@@ -61,7 +63,9 @@ const struct cli_command cmd_leaks_command = {
 struct leak_site {
     int32_t device;
     uint32_t stack;
+    const char *name; /* an NVTX region's name (the model's interned text), or NULL */
     uint64_t bytes, requested, blocks;
+    long next; /* the next site of the same (device, stack) with another name, or -1 */
 };
 
 static int
@@ -72,10 +76,39 @@ cmp_leak(const void *a, const void *b)
         return x->bytes < y->bytes ? 1 : -1;
     if (x->device != y->device)
         return x->device < y->device ? -1 : 1;
-    return (x->stack > y->stack) - (x->stack < y->stack);
+    if (x->stack != y->stack)
+        return (x->stack > y->stack) - (x->stack < y->stack);
+    return strcmp(x->name ? x->name : "", y->name ? y->name : "");
 }
 
-/* Groups the allocated blocks by (device, stack); returns the count or -1. */
+/* The site of (device, stack, name) among those `index` knows, made when new; -1 on OOM. */
+static long
+site_of(struct span_map *index, struct leak_site **sites, size_t *n, size_t *cap, int32_t device,
+        uint32_t stack, const char *name)
+{
+    uint64_t key = (((uint64_t)(uint32_t)device << 32) | stack) + 1;
+    struct span_map_item *it = span_map_get(index, key);
+    long first = it != NULL ? (long)it->size : -1, last = -1;
+    for (long i = first; i >= 0; last = i, i = (*sites)[i].next)
+        if ((*sites)[i].name == name) /* interned: one pointer per text */
+            return i;
+    if (*n == *cap) {
+        size_t grown = *cap ? *cap * 2 : 16;
+        struct leak_site *bigger = realloc(*sites, grown * sizeof(**sites));
+        if (bigger == NULL)
+            return -1;
+        *sites = bigger;
+        *cap = grown;
+    }
+    (*sites)[*n] = (struct leak_site){.device = device, .stack = stack, .name = name, .next = -1};
+    if (last >= 0)
+        (*sites)[last].next = (long)*n;
+    else if (span_map_put(index, key, *n, 0) != 0)
+        return -1;
+    return (long)(*n)++;
+}
+
+/* Groups the allocated blocks by (device, stack, name); returns the count or -1. */
 static long
 collect(const struct snapshot *snap, struct leak_site **out)
 {
@@ -89,25 +122,10 @@ collect(const struct snapshot *snap, struct leak_site **out)
             const struct snap_block *b = &snap->blocks[seg->first_block + k];
             if (b->state != BLOCK_ACTIVE_ALLOCATED)
                 continue;
-            uint64_t key = (((uint64_t)(uint32_t)seg->device << 32) | b->stack) + 1;
-            struct span_map_item *it = span_map_get(&index, key);
-            if (it == NULL) {
-                if (n == cap) {
-                    cap = cap ? cap * 2 : 16;
-                    struct leak_site *bigger = realloc(sites, cap * sizeof(*sites));
-                    if (bigger == NULL)
-                        goto fail;
-                    sites = bigger;
-                }
-                memset(&sites[n], 0, sizeof(sites[n]));
-                sites[n].device = seg->device;
-                sites[n].stack = b->stack;
-                if (span_map_put(&index, key, n, 0) != 0)
-                    goto fail;
-                it = span_map_get(&index, key);
-                n++;
-            }
-            struct leak_site *ls = &sites[it->size];
+            long at = site_of(&index, &sites, &n, &cap, seg->device, b->stack, b->label);
+            if (at < 0)
+                goto fail;
+            struct leak_site *ls = &sites[at];
             ls->bytes += b->size;
             ls->requested += b->requested_size;
             ls->blocks++;
@@ -158,6 +176,8 @@ print_json(const char *path, const struct snapshot *snap, const struct leak_site
         cli_json_key_u64(e, "bytes", sites[i].bytes);
         cli_json_key_u64(e, "requested_bytes", sites[i].requested);
         cli_json_key_u64(e, "blocks", sites[i].blocks);
+        if (sites[i].name != NULL)
+            cli_json_key_string(e, "name", sites[i].name); /* an NVTX region's */
         emitter_key(e, "frames");
         cli_json_frames(e, snap, sites[i].stack);
         emitter_end(e);
@@ -189,6 +209,11 @@ print_text(const char *path, const struct snapshot *snap, const struct leak_site
                cli_size(sites[i].bytes, s1, sizeof(s1)), sites[i].blocks,
                sites[i].blocks == 1 ? "" : "s", sites[i].device, sites[i].bytes,
                sites[i].requested);
+        if (sites[i].name != NULL) {
+            fputs("    NVTX region \"", stdout);
+            cli_fputs_term(sites[i].name, stdout);
+            fputs("\" of the program's own pool\n", stdout);
+        }
         cli_print_stack(stdout, snap, sites[i].stack, 6, 16);
     }
     if ((uint64_t)n > top)

@@ -23,7 +23,9 @@ static const char run_text[] =
     "usage: cuprof run [OPTIONS] [--] PROG [ARGS...]\n\n"
     "Runs PROG with libcuprof.so preloaded (by absolute path; an LD_PRELOAD you already set is\n"
     "kept after it, except sanitizer runtimes, which stay first, and any other libcuprof.so,\n"
-    "which is dropped with a note: one copy per process). The shim names each snapshot\n"
+    "which is dropped with a note: one copy per process), and as PROG's NVTX tool\n"
+    "(NVTX_INJECTION64_PATH: its NVTX ranges and marks become annotations in the snapshot;\n"
+    "a value another tool put there is left, with a note). The shim names each snapshot\n"
     "as it writes it; when PROG exits cuprof prints a one-screen summary of the last one on\n"
     "stderr (and names the snapshots itself under CUPROF_LOG=quiet), and exits with PROG's exit\n"
     "status (128+N when a signal N killed it).\n"
@@ -411,7 +413,7 @@ cmd_run(int argc, char **argv)
     int rc = choose_device(&paths, args.sim, in.paths[0]);
     if (rc != CLI_OK)
         return rc;
-    if (run_env_preload(paths.lib) != 0)
+    if (run_env_preload(paths.lib) != 0 || run_env_nvtx(paths.lib) != 0)
         return CLI_BADUSE;
     return run_program(in.paths, args.quiet);
 }

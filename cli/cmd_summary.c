@@ -14,6 +14,7 @@
 #include "cli/frame_filter.h"
 #include "cli/library_report.h"
 #include "cli/phases.h"
+#include "cli/ranges.h"
 #include "stats/memory_stats.h"
 #include "stats/memory_summary.h"
 
@@ -28,6 +29,9 @@ static const char summary_text[] =
     "    call, live and peak bytes in cuprof's cache and passed through, and the device's\n"
     "    footprint as the driver reports it (device-wide) at start and at the dump, with what\n"
     "    CUDA graphs' memory nodes held at the dump;\n"
+    "  - phases (NVTX ranges, cuprof.annotate, PyTorch's record_function): per range name its\n"
+    "    calls, the highest live bytes inside it, its rise above the range's start and the\n"
+    "    growth from start to end; the ranges still open at the end and at each OOM;\n"
     "  - the top call sites by live bytes at the end and at the live peak, with their stacks\n"
     "    from the user's first frame (stacks that differ only in frames of the allocation\n"
     "    machinery: cuprof, CUDA, PyTorch's allocator, the Python interpreter, libc start-up,\n"
@@ -265,6 +269,8 @@ summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief
     if (print_phases(out, snap, device, &a, top) != 0)
         goto oom;
     library_report_print(out, snap, device);
+    if (ranges_report(out, snap, device, &a, top) != 0)
+        goto oom;
     size_t frames = brief ? 4 : 12;
     fprintf(out, "top call sites by live bytes at the end:\n");
     if (print_sites(out, snap, device, a.count, top, frames) != 0)

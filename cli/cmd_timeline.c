@@ -10,13 +10,17 @@
 #include "cli/cli_options.h"
 #include "cli/cli_util.h"
 #include "cli/out_file.h"
+#include "cli/ranges.h"
+#include "cli/span_map.h"
 
 static const char timeline_text[] =
     "usage: cuprof timeline [-o trace.json] FILE...\n\n"
     "Writes the history of each FILE as Chrome trace-event JSON, which ui.perfetto.dev and\n"
     "chrome://tracing open: per device a counter track of allocated bytes (live requested\n"
     "sizes) and one of reserved bytes (segments), instant events for every OOM and every\n"
-    "segment_alloc/segment_free, and annotations. Times are microseconds since the first\n"
+    "segment_alloc/segment_free, and annotations: marks as instants, ranges (NVTX ranges) as\n"
+    "async slices from their start to their end (category nvtx, one id per range; a range\n"
+    "still open at the end of the history has no end). Times are microseconds since the first\n"
     "entry; a history without times uses the entry number as the time. Several files (a job's\n"
     "ranks) each get a process track of their own, named by rank, host and pid, aligned on\n"
     "wall-clock time: the earliest entry of all the files is time 0.\n\n";
@@ -108,12 +112,57 @@ instant(struct tl_writer *w, const struct snap_device_trace *t, size_t device, d
     emitter_end(w->e);
 }
 
+/* A range's start or end: an async slice ("b"/"e") of category nvtx, id = the range's index. */
+static void
+range_event(struct tl_writer *w, const struct snap_device_trace *t, size_t device, double ts,
+            size_t i, uint64_t range)
+{
+    const char *label = snapshot_entry_label(t, i);
+    bool start = snapshot_entry_stage(t, i) == SNAP_STAGE_START;
+    event_begin(w, label != NULL ? label : "", start ? "b" : "e", (int64_t)device);
+    cli_json_key_string(w->e, "cat", "nvtx");
+    cli_json_key_u64(w->e, "id", range);
+    emitter_key(w->e, "ts");
+    emitter_float(w->e, ts);
+    emitter_key(w->e, "args");
+    emitter_begin_dict(w->e);
+    cli_json_key_u64(w->e, "entry", i);
+    emitter_end(w->e);
+    emitter_end(w->e);
+}
+
+/* Entry index + 1 -> range index, for every START and END the phases matched. */
+static int
+range_entries(const struct snapshot *snap, size_t device, const struct device_analysis *a,
+              struct span_map *by_entry)
+{
+    struct device_ranges p;
+    span_map_init(by_entry);
+    if (ranges_run(snap, device, a, &p) != 0)
+        return -1;
+    int rc = 0;
+    for (size_t r = 0; rc == 0 && r < p.range_count; r++) {
+        if (!p.ranges[r].start_unknown)
+            rc = span_map_put(by_entry, (uint64_t)p.ranges[r].start + 1, r, 0);
+        if (rc == 0 && p.ranges[r].end != RANGE_OPEN)
+            rc = span_map_put(by_entry, (uint64_t)p.ranges[r].end + 1, r, 0);
+    }
+    ranges_free(&p);
+    return rc;
+}
+
 static int
 device_events(struct tl_writer *w, const struct snapshot *snap, size_t device)
 {
     struct device_analysis a;
     if (analysis_run(snap, device, true, &a) != 0)
         return -1;
+    struct span_map ranges;
+    if (range_entries(snap, device, &a, &ranges) != 0) {
+        span_map_free(&ranges);
+        analysis_free(&a);
+        return -1;
+    }
     const struct snap_device_trace *t =
         device < snap->device_count ? &snap->device_traces[device] : NULL;
     int64_t t0 = w->t0;
@@ -149,10 +198,15 @@ device_events(struct tl_writer *w, const struct snapshot *snap, size_t device)
             counter(w, "allocated", device, ts, a.live_series[i + 1]);
         if (a.reserved_series[i + 1] != a.reserved_series[i])
             counter(w, "reserved", device, ts, a.reserved_series[i + 1]);
-        if (e->action == TRACE_OOM || e->action == TRACE_SEGMENT_ALLOC ||
-            e->action == TRACE_SEGMENT_FREE || e->action == TRACE_ANNOTATE)
+        const struct span_map_item *range =
+            e->action == TRACE_ANNOTATE ? span_map_get(&ranges, (uint64_t)i + 1) : NULL;
+        if (range != NULL)
+            range_event(w, t, device, ts, i, range->size);
+        else if (e->action == TRACE_OOM || e->action == TRACE_SEGMENT_ALLOC ||
+                 e->action == TRACE_SEGMENT_FREE || e->action == TRACE_ANNOTATE)
             instant(w, t, device, ts, i);
     }
+    span_map_free(&ranges);
     analysis_free(&a);
     return 0;
 }

@@ -45,6 +45,9 @@ static const struct frame_rule frame_rules[] = {
     {HIDE_ALWAYS, NAME_STARTS, "libcudart_static_"}, /* nvcc's static runtime: hashed names */
     {HIDE_ALWAYS, NAME_API, "cuda"},
     {HIDE_ALWAYS, NAME_API, "cu"},
+    /* NVTX: the toolkit's header-only wrappers inside the program, NVIDIA's interop library. */
+    {HIDE_ALWAYS, FILE_DIR, "nvtx3/"},
+    {HIDE_ALWAYS, BASE_STARTS, "libnvtx3interop"},
     /* PyTorch's unwinder, caching allocator, tensor factories and dispatcher glue. */
     {HIDE_ALWAYS, NAME_HAS, "unwind::unwind"},
     {HIDE_ALWAYS, NAME_STARTS, "torch::unwind::"},

@@ -11,6 +11,7 @@
 #include "cli/frame_filter.h"
 #include "cli/library_report.h"
 #include "cli/phases.h"
+#include "cli/ranges.h"
 #include "cli/plot_history.h"
 
 #define PLOT_OVERVIEW_POINTS 1000 /* points of a device's allocated and reserved overview */
@@ -289,6 +290,8 @@ emit_marks(struct plot_page *p, const struct snapshot *snap, size_t device,
     emitter_key(p->e, "annotations");
     emitter_begin_list(p->e);
     for (size_t k = 0; k < t->label_count; k++) {
+        if (snapshot_entry_stage(t, t->labels[k].entry) != SNAP_STAGE_MARK)
+            continue; /* a range's start or end: under "ranges" (emit_ranges) */
         emitter_begin_dict(p->e);
         cli_json_key_u64(p->e, "entry", t->labels[k].entry);
         cli_json_key_string(p->e, "action", cli_action_name(t->entries[t->labels[k].entry].action));
@@ -385,6 +388,20 @@ emit_phases(struct plot_page *p, const struct snapshot *snap, size_t device,
     return 0;
 }
 
+/* NVTX ranges (and PyTorch's record_function ranges) matched start to end, with summary's
+ * section (cli/ranges.h). */
+static int
+emit_ranges(struct plot_page *p, const struct snapshot *snap, size_t device,
+            const struct device_analysis *a)
+{
+    struct device_ranges r;
+    if (ranges_run(snap, device, a, &r) != 0)
+        return -1;
+    ranges_emit(p->e, snap, device, a, &r);
+    ranges_free(&r);
+    return 0;
+}
+
 static int
 emit_device(struct plot_page *p, struct snapshot *snap, size_t device,
             const struct plot_run_options *opt, struct site_rows *rows)
@@ -405,6 +422,8 @@ emit_device(struct plot_page *p, struct snapshot *snap, size_t device,
         rc = emit_marks(p, snap, device, &streams);
     if (rc == 0)
         rc = emit_phases(p, snap, device, &a);
+    if (rc == 0)
+        rc = emit_ranges(p, snap, device, &a);
     if (rc == 0 && opt->history)
         rc = emit_history(p, snap, device, &streams);
     emitter_key(p->e, "streams");

@@ -308,6 +308,8 @@ replay_step(struct replay_run *r, struct replay_cursor *c, size_t i)
 {
     const struct snap_device_trace *t = c->t;
     const struct snap_entry *e = &t->entries[i];
+    if (e->pool == TRACE_POOL_NVTX)
+        return 0; /* the program's own pool (NVTX regions): inside a block the cache holds */
     if (e->pool != TRACE_POOL_DEFAULT && e->pool != TRACE_POOL_TRACE)
         return replay_external(r, e); /* managed, VMM or driver-pool memory: never cached */
     if (e->action == TRACE_SEGMENT_ALLOC || e->action == TRACE_SEGMENT_MAP) {

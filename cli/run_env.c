@@ -171,3 +171,21 @@ run_env_preload(const char *lib)
     free(value);
     return rc;
 }
+
+int
+run_env_nvtx(const char *lib)
+{
+    const char *old = getenv("NVTX_INJECTION64_PATH");
+    struct stat lib_st;
+    if (stat(lib, &lib_st) != 0)
+        memset(&lib_st, 0, sizeof lib_st);
+    if (old != NULL && old[0] != '\0' && !is_cuprof(old, strlen(old), &lib_st)) {
+        char safe[1024];
+        fprintf(stderr,
+                "cuprof: run: NVTX_INJECTION64_PATH already names %s: left as it is, so "
+                "PROG's NVTX ranges go to that tool, not to cuprof\n",
+                cli_term(old, safe, sizeof safe));
+        return 0;
+    }
+    return run_env_set("NVTX_INJECTION64_PATH", lib);
+}

@@ -1,7 +1,8 @@
 /* run_env.h: the environment `cuprof run` gives PROG, settled before PROG starts: each option as
  *   its CUPROF_* variable, checked by the shim's own parser (preload/config.c) so a bad value is
  *   refused naming the option, never by PROG's shim after launching; the CUPROF_* variables the
- *   user set, checked the same way; LD_PRELOAD with exactly one libcuprof.so; LD_LIBRARY_PATH.
+ *   user set, checked the same way; LD_PRELOAD with exactly one libcuprof.so; LD_LIBRARY_PATH;
+ *   NVTX_INJECTION64_PATH naming that libcuprof.so unless another NVTX tool holds it.
  * Locking: none (single-threaded command, before the fork).
  * Hot path: no. */
 #ifndef CUPROF_CLI_RUN_ENV_H
@@ -24,6 +25,11 @@ __attribute__((warn_unused_result)) int run_env_check(void);
  * copies in one process would both interpose. Each entry dropped is named in one line. 0 or -1
  * (said why). */
 __attribute__((warn_unused_result)) int run_env_preload(const char *lib);
+
+/* NVTX_INJECTION64_PATH = `lib`, so that PROG's NVTX ranges reach cuprof, unless another tool
+ * already holds the variable: then it is left as it is, with one line saying so (an empty value
+ * or another libcuprof.so is replaced). 0 or -1 (said why). */
+__attribute__((warn_unused_result)) int run_env_nvtx(const char *lib);
 
 /* name = first, then the old value after `sep` when there was one. 0 or -1 (said why). */
 __attribute__((warn_unused_result)) int run_env_prepend(const char *name, const char *first,

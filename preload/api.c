@@ -8,11 +8,14 @@
 
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
+#include "preload/api_start.h"
 #include "preload/config.h"
 #include "preload/dumper.h"
 #include "preload/guard.h"
+#include "preload/nvtx.h"
 #include "preload/real_cuda.h"
 #include "preload/runtime.h"
+#include "snapshot/label_table.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
 #include "stats/memory_stats.h"
@@ -44,14 +47,19 @@ api_device(const struct cuprof_runtime *rt, int device, int *out)
     return CUPROF_SUCCESS;
 }
 
-/* The runtime and a valid device, or an error code for the caller to return. */
+/* The runtime and a valid device, or an error code for the caller to return:
+ * CUPROF_ERROR_NOT_STARTED before the program's first CUDA call (api_start.h). */
 static int
 api_enter(int device, struct cuprof_runtime **rt, int *out)
 {
-    *rt = runtime_get();
-    if (*rt == NULL)
+    switch (api_start_runtime(rt)) {
+    case API_READY:
+        return api_device(*rt, device, out);
+    case API_NOT_STARTED:
+        return CUPROF_ERROR_NOT_STARTED;
+    default:
         return CUPROF_ERROR_DISABLED;
-    return api_device(*rt, device, out);
+    }
 }
 
 static int
@@ -73,6 +81,15 @@ CUPROF_EXPORT const char *
 cuprof_version(void)
 {
     return CUPROF_VERSION;
+}
+
+CUPROF_EXPORT int
+cuprof_device_count(void)
+{
+    struct cuprof_runtime *rt;
+    int device = 0;
+    int rc = api_enter(0, &rt, &device);
+    return rc == CUPROF_SUCCESS ? rt->device_count : rc;
 }
 
 /* One counter of allocated_bytes/reserved_bytes.all, or 0 when disabled. */
@@ -121,7 +138,7 @@ cuprof_reset_peak_memory_stats(int device)
     int rc = api_enter(device, &rt, &device);
     if (rc == CUPROF_SUCCESS)
         allocator_reset_peak_stats(rt->alloc, device);
-    return rc;
+    return rc == CUPROF_ERROR_NOT_STARTED ? CUPROF_SUCCESS : rc; /* nothing counted yet */
 }
 
 CUPROF_EXPORT int
@@ -131,15 +148,16 @@ cuprof_reset_accumulated_memory_stats(int device)
     int rc = api_enter(device, &rt, &device);
     if (rc == CUPROF_SUCCESS)
         allocator_reset_accumulated_stats(rt->alloc, device);
-    return rc;
+    return rc == CUPROF_ERROR_NOT_STARTED ? CUPROF_SUCCESS : rc;
 }
 
 CUPROF_EXPORT int
 cuprof_empty_cache(void)
 {
-    struct cuprof_runtime *rt = runtime_get();
-    if (rt == NULL)
-        return CUPROF_ERROR_DISABLED;
+    struct cuprof_runtime *rt;
+    enum api_state state = api_start_runtime(&rt);
+    if (state != API_READY)
+        return state == API_NOT_STARTED ? CUPROF_SUCCESS : CUPROF_ERROR_DISABLED;
     guard_enter();
     int rc = allocator_empty_cache(rt->alloc, -1);
     guard_leave();
@@ -158,42 +176,58 @@ cuprof_set_per_process_memory_fraction(double fraction, int device)
     return api_result(allocator_set_memory_fraction(rt->alloc, device, fraction));
 }
 
+enum api_text { API_STATS_JSON, API_SUMMARY, API_SUMMARY_ABBREVIATED };
+
 /* Formats with a size-returning formatter (snprintf style) into a malloc'd string. */
 static char *
-api_format(const struct memory_stats *stats, int device, bool summary)
+api_format(const struct memory_stats *stats, int device, enum api_text what)
 {
-    size_t len =
-        summary ? memory_summary(stats, device, false, NULL, 0) : stats_json(stats, NULL, 0);
+    bool abbreviated = what == API_SUMMARY_ABBREVIATED;
+    size_t len = what == API_STATS_JSON ? stats_json(stats, NULL, 0)
+                                        : memory_summary(stats, device, abbreviated, NULL, 0);
     char *text = malloc(len + 1);
     if (text == NULL)
         return NULL;
-    if (summary)
-        (void)memory_summary(stats, device, false, text, len + 1);
-    else
+    if (what == API_STATS_JSON)
         (void)stats_json(stats, text, len + 1);
+    else
+        (void)memory_summary(stats, device, abbreviated, text, len + 1);
     return text;
+}
+
+/* The stats text of a device; before the program's first CUDA call every counter is 0. */
+static char *
+api_text(int device, enum api_text what)
+{
+    struct cuprof_runtime *rt;
+    struct memory_stats stats;
+    int rc = api_enter(device, &rt, &device);
+    if (rc == CUPROF_ERROR_NOT_STARTED) {
+        memset(&stats, 0, sizeof stats);
+        return api_format(&stats, device < 0 ? 0 : device, what);
+    }
+    if (rc != CUPROF_SUCCESS)
+        return NULL;
+    allocator_get_stats(rt->alloc, device, &stats);
+    return api_format(&stats, device, what);
 }
 
 CUPROF_EXPORT char *
 cuprof_memory_stats_json(int device)
 {
-    struct cuprof_runtime *rt;
-    struct memory_stats stats;
-    if (api_enter(device, &rt, &device) != CUPROF_SUCCESS)
-        return NULL;
-    allocator_get_stats(rt->alloc, device, &stats);
-    return api_format(&stats, device, false);
+    return api_text(device, API_STATS_JSON);
 }
 
 CUPROF_EXPORT char *
 cuprof_memory_summary(int device)
 {
-    struct cuprof_runtime *rt;
-    struct memory_stats stats;
-    if (api_enter(device, &rt, &device) != CUPROF_SUCCESS)
-        return NULL;
-    allocator_get_stats(rt->alloc, device, &stats);
-    return api_format(&stats, device, true);
+    return api_text(device, API_SUMMARY);
+}
+
+CUPROF_EXPORT char *
+cuprof_memory_summary_abbreviated(int device)
+{
+    return api_text(device, API_SUMMARY_ABBREVIATED);
 }
 
 /* Index of `value` in a NULL-terminated list (NULL matches index 0), or -1. */
@@ -223,45 +257,83 @@ cuprof_record_memory_history(const char *enabled, const char *context, const cha
     int s = api_choice(stacks, stacks_choices, 3);
     if (e < 0 || c < 0 || s < 0)
         return CUPROF_ERROR_INVALID;
-    struct cuprof_runtime *rt = runtime_get();
-    if (rt == NULL)
+    struct cuprof_runtime *rt;
+    enum api_state state = api_start_runtime(&rt);
+    if (state == API_OFF)
         return CUPROF_ERROR_DISABLED;
+    const struct cuprof_config *config = runtime_config();
     if (max_entries == 0)
-        max_entries = (size_t)rt->config->max_entries;
+        max_entries = (size_t)config->max_entries;
     if (max_entries > API_MAX_ENTRIES)
         max_entries = API_MAX_ENTRIES; /* PyTorch's default is sys.maxsize: "as many as fit" */
     /* PyTorch: enabled=None stops recording stacks too. */
-    stacks_configure(e == 0 ? STACKS_NONE : stacks_of[c], (unsigned)rt->config->stack_depth);
+    stacks_configure(e == 0 ? STACKS_NONE : stacks_of[c], (unsigned)config->stack_depth);
     stacks_set_python_only(s == 1);
+    /* Before the first CUDA call: the ring starts this way when the runtime is built. */
+    if (state == API_NOT_STARTED && api_start_keep_history(history_of[e], max_entries))
+        return CUPROF_SUCCESS;
+    if (state == API_NOT_STARTED && (rt = runtime_get()) == NULL)
+        return CUPROF_ERROR_DISABLED;
     return api_result(runtime_set_history(rt, history_of[e], max_entries));
 }
 
 CUPROF_EXPORT int
 cuprof_dump_snapshot(const char *path)
 {
-    struct cuprof_runtime *rt = runtime_get();
-    if (rt == NULL)
-        return CUPROF_ERROR_DISABLED;
+    struct cuprof_runtime *rt;
+    enum api_state state = api_start_runtime(&rt);
+    if (state != API_READY)
+        return state == API_NOT_STARTED ? CUPROF_ERROR_NOT_STARTED : CUPROF_ERROR_DISABLED;
     guard_enter();
     int rc = dumper_dump(rt, path);
     guard_leave();
     return api_result(rc);
 }
 
-CUPROF_EXPORT int
-cuprof_annotate(const char *label)
+/* One annotation of `label` in every device's trace: a mark, or a range's start or end. Before
+ * the program's first CUDA call it waits with NVTX's events for the trace to exist. */
+static int
+api_annotate(const char *label, enum snap_stage stage)
 {
     if (label == NULL)
         return CUPROF_ERROR_INVALID;
-    struct cuprof_runtime *rt = runtime_get();
-    if (rt == NULL)
+    struct cuprof_runtime *rt;
+    if (api_start_runtime(&rt) == API_OFF)
         return CUPROF_ERROR_DISABLED;
-    uint32_t id = trace_ring_intern_label(rt->ring, label);
+    uint32_t id = label_table_intern(runtime_labels(), label, stage); /* the ring's own table */
     if (id == 0)
         return CUPROF_ERROR_NOMEM;
-    for (int d = 0; d < rt->device_count; d++) {
-        struct trace_event event = {.action = TRACE_ANNOTATE, .device = (int16_t)d, .stack_id = id};
-        trace_ring_record(rt->ring, &event);
-    }
+    nvtx_emit(id);
     return CUPROF_SUCCESS;
+}
+
+CUPROF_EXPORT int
+cuprof_annotate(const char *label)
+{
+    return api_annotate(label, SNAP_STAGE_MARK);
+}
+
+CUPROF_EXPORT int
+cuprof_annotate_start(const char *label)
+{
+    return api_annotate(label, SNAP_STAGE_START);
+}
+
+CUPROF_EXPORT int
+cuprof_annotate_end(const char *label)
+{
+    return api_annotate(label, SNAP_STAGE_END);
+}
+
+CUPROF_EXPORT char *
+cuprof_snapshot_pickle(size_t *length)
+{
+    struct cuprof_runtime *rt;
+    unsigned char *data = NULL;
+    if (length == NULL || api_start_runtime(&rt) != API_READY)
+        return NULL;
+    guard_enter();
+    int rc = dumper_snapshot_pickle(rt, &data, length);
+    guard_leave();
+    return rc == 0 ? (char *)data : NULL;
 }

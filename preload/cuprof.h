@@ -9,17 +9,22 @@
 #include <stddef.h>
 
 /* Results of the int-returning calls. */
-#define CUPROF_SUCCESS          0
-#define CUPROF_ERROR_NOT_LOADED (-1) /* libcuprof.so is not preloaded */
-#define CUPROF_ERROR_DISABLED   (-2) /* CUPROF_MODE=off, or no CUDA device */
-#define CUPROF_ERROR_INVALID    (-3) /* bad argument (device out of range, unknown mode string) */
-#define CUPROF_ERROR_IO         (-4) /* the snapshot file could not be written */
-#define CUPROF_ERROR_NOMEM      (-5) /* out of host memory */
+#define CUPROF_SUCCESS           0
+#define CUPROF_ERROR_NOT_LOADED  (-1) /* libcuprof.so is not preloaded */
+#define CUPROF_ERROR_DISABLED    (-2) /* CUPROF_MODE=off, or no CUDA device */
+#define CUPROF_ERROR_INVALID     (-3) /* bad argument (device out of range, unknown mode string) */
+#define CUPROF_ERROR_IO          (-4) /* the snapshot file could not be written */
+#define CUPROF_ERROR_NOMEM       (-5) /* out of host memory */
+#define CUPROF_ERROR_NOT_STARTED (-6) /* no CUDA call from the program yet */
 
 /* `device` is a device ordinal; a negative value means the calling thread's current device
- * (PyTorch's device=None). Byte counts are 0 when the shim is absent or disabled.
+ * (PyTorch's device=None). Byte counts are 0 when the shim is absent or disabled, and before
+ * the program's first CUDA call (cuprof never initializes CUDA itself: until then the counters
+ * are 0, resets and empty_cache succeed, annotations and a history switch wait for the trace,
+ * and device_count, set_per_process_memory_fraction and dumps return CUPROF_ERROR_NOT_STARTED).
  *
  * const char *cuprof_version(void);                  "0.2.0", or NULL
+ * int cuprof_device_count(void);                     devices cuprof serves (>= 1), or an error
  * size_t cuprof_memory_allocated(int device);        allocated_bytes.all.current
  * size_t cuprof_memory_reserved(int device);         reserved_bytes.all.current
  * size_t cuprof_max_memory_allocated(int device);    allocated_bytes.all.peak
@@ -30,6 +35,7 @@
  * int cuprof_set_per_process_memory_fraction(double fraction, int device);   0 < fraction <= 1
  * char *cuprof_memory_stats_json(int device);        {"active.all.allocated": 0, ...}; free() it
  * char *cuprof_memory_summary(int device);           torch.cuda.memory_summary()'s table; free()
+ * char *cuprof_memory_summary_abbreviated(int device);  the same with abbreviated=True
  * int cuprof_record_memory_history(const char *enabled, const char *context, const char *stacks,
  *                                  size_t max_entries);
  *     PyTorch's _record_memory_history: enabled NULL (stop and clear), "state" or "all";
@@ -42,9 +48,15 @@
  *     when it is a regular file (a symbolic link is replaced, never followed; a FIFO or device
  *     is refused); mode 0600.
  * int cuprof_annotate(const char *label);      marks a phase ("forward") in every device's trace
+ * int cuprof_annotate_start(const char *label);  starts a range ("forward"), as an NVTX range's
+ * int cuprof_annotate_end(const char *label);    ends it: a START and an END annotation in every
+ *     device's trace and the snapshot's external_annotations (PyTorch's record_function layout)
+ * char *cuprof_snapshot_pickle(size_t *length);  torch.cuda.memory._snapshot(): the snapshot as
+ *     pickle bytes (*length of them) in a malloc'd buffer, free() it; NULL when disabled/no memory
  */
 #define CUPROF_API_FUNCS(X)                                                                        \
     X(const char *, cuprof_version, (void), (), NULL)                                              \
+    X(int, cuprof_device_count, (void), (), CUPROF_ERROR_NOT_LOADED)                               \
     X(size_t, cuprof_memory_allocated, (int device), (device), 0)                                  \
     X(size_t, cuprof_memory_reserved, (int device), (device), 0)                                   \
     X(size_t, cuprof_max_memory_allocated, (int device), (device), 0)                              \
@@ -56,11 +68,15 @@
       (fraction, device), CUPROF_ERROR_NOT_LOADED)                                                 \
     X(char *, cuprof_memory_stats_json, (int device), (device), NULL)                              \
     X(char *, cuprof_memory_summary, (int device), (device), NULL)                                 \
+    X(char *, cuprof_memory_summary_abbreviated, (int device), (device), NULL)                     \
     X(int, cuprof_record_memory_history,                                                           \
       (const char *enabled, const char *context, const char *stacks, size_t max_entries),          \
       (enabled, context, stacks, max_entries), CUPROF_ERROR_NOT_LOADED)                            \
     X(int, cuprof_dump_snapshot, (const char *path), (path), CUPROF_ERROR_NOT_LOADED)              \
-    X(int, cuprof_annotate, (const char *label), (label), CUPROF_ERROR_NOT_LOADED)
+    X(int, cuprof_annotate, (const char *label), (label), CUPROF_ERROR_NOT_LOADED)                 \
+    X(int, cuprof_annotate_start, (const char *label), (label), CUPROF_ERROR_NOT_LOADED)           \
+    X(int, cuprof_annotate_end, (const char *label), (label), CUPROF_ERROR_NOT_LOADED)             \
+    X(char *, cuprof_snapshot_pickle, (size_t * length), (length), NULL)
 
 #ifdef CUPROF_BUILDING_LIBRARY
 /* libcuprof.so itself: the real, exported functions. */

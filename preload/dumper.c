@@ -264,6 +264,15 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, enum file_publis
 }
 
 int
+dumper_snapshot_pickle(struct cuprof_runtime *rt, unsigned char **out, size_t *len)
+{
+    pthread_mutex_lock(&dumper_lock);
+    int rc = dumper_write_memory(rt, out, len);
+    pthread_mutex_unlock(&dumper_lock);
+    return rc;
+}
+
+int
 dumper_dump(struct cuprof_runtime *rt, const char *path)
 {
     return dumper_dump_locked(rt, path, FILE_PUBLISH_REPLACE, false, NULL, 0, NULL);

@@ -25,6 +25,11 @@ __attribute__((warn_unused_result)) int dumper_dump(struct cuprof_runtime *rt, c
  * parentheses, e.g. `(out of memory on device 0)`. */
 __attribute__((warn_unused_result)) int dumper_dump_because(struct cuprof_runtime *rt,
                                                             const char *why);
+/* cuprof_snapshot_pickle (PyTorch's _snapshot): the snapshot as pickle bytes in a malloc'd
+ * buffer, under the dump lock like every dump (it records its `snapshot` event too). 0 or a
+ * negative -CUPROF_E* code. */
+__attribute__((warn_unused_result)) int dumper_snapshot_pickle(struct cuprof_runtime *rt,
+                                                               unsigned char **out, size_t *len);
 
 /* For the control socket: like dumper_dump, but skipped (-CUPROF_EINVAL) once the program is
  * exiting, as a signal dump is, and the file's final name is copied to `written`. */

@@ -15,6 +15,7 @@
 #include "preload/runtime.h"
 #include "snapshot/snapshot_dump.h"
 #include "snapshot/snapshot_usage.h"
+#include "snapshot/snapshot_write.h"
 #include "snapshot/symbolize.h"
 
 #define DUMPER_CMDLINE_MAX 65536
@@ -45,9 +46,33 @@ dumper_write_argv(char *buf, size_t len, const char **argv, size_t cap)
     return count;
 }
 
-int
-dumper_write_snapshot(struct cuprof_runtime *rt, const char *path, enum file_publish_mode mode,
-                      char *chosen, size_t chosen_len)
+/* Where one dump goes: a file (path, mode, chosen) or memory (out, out_len). */
+struct dumper_target {
+    const char *path;
+    enum file_publish_mode mode;
+    char *chosen;
+    size_t chosen_len;
+    unsigned char **out;
+    size_t *out_len;
+};
+
+static int
+dumper_emit(struct cuprof_runtime *rt, const struct dump_info *info, const struct dumper_target *to)
+{
+    if (to->path != NULL)
+        return snapshot_dump_live(rt->alloc, rt->ring, info, to->path, to->mode, to->chosen,
+                                  to->chosen_len);
+    struct snapshot *snap = NULL;
+    int rc = snapshot_dump_build(rt->alloc, rt->ring, info, &snap);
+    if (rc == 0)
+        rc = snapshot_write_mem(snap, SNAPSHOT_FORMAT_PICKLE, to->out, to->out_len);
+    snapshot_free(snap);
+    return rc;
+}
+
+/* Gathers the cuprof section, then dumps to `to`. */
+static int
+dumper_write(struct cuprof_runtime *rt, const struct dumper_target *to)
 {
     static const char *const mode_names[] = {"cache", "trace", "off"};
     struct dump_setting settings[CONFIG_VAR_COUNT];
@@ -83,6 +108,7 @@ dumper_write_snapshot(struct cuprof_runtime *rt, const char *path, enum file_pub
         .argc = dumper_write_argv(cmdline, DUMPER_CMDLINE_MAX, argv, DUMPER_ARGV_MAX),
         .alloc_config = &rt->config->alloc_conf,
         .symbolizer = dumper_symbolizer,
+        .pools = rt->pools,
     };
     /* Counters first, then the device: the footprint is never older than the rows beside it. */
     struct snap_library *libraries = NULL;
@@ -103,11 +129,27 @@ dumper_write_snapshot(struct cuprof_runtime *rt, const char *path, enum file_pub
         info.oom_messages = ooms;
         info.oom_message_count = oom_log_copy(ooms, texts, OOM_LOG_KEPT);
     }
-    int rc = snapshot_dump_live(rt->alloc, rt->ring, &info, path, mode, chosen, chosen_len);
+    int rc = dumper_emit(rt, &info, to);
     free(ooms);
     free(texts);
     free(libraries);
     free(footprints);
     free(cmdline);
     return rc;
+}
+
+int
+dumper_write_snapshot(struct cuprof_runtime *rt, const char *path, enum file_publish_mode mode,
+                      char *chosen, size_t chosen_len)
+{
+    struct dumper_target to = {
+        .path = path, .mode = mode, .chosen = chosen, .chosen_len = chosen_len};
+    return dumper_write(rt, &to);
+}
+
+int
+dumper_write_memory(struct cuprof_runtime *rt, unsigned char **out, size_t *len)
+{
+    struct dumper_target to = {.out = out, .out_len = len};
+    return dumper_write(rt, &to);
 }

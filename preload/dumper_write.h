@@ -20,4 +20,8 @@ __attribute__((warn_unused_result)) int dumper_write_snapshot(struct cuprof_runt
                                                               enum file_publish_mode mode,
                                                               char *chosen, size_t chosen_len);
 
+/* The same snapshot as pickle bytes in a malloc'd buffer (*out, *len): _snapshot(). */
+__attribute__((warn_unused_result)) int dumper_write_memory(struct cuprof_runtime *rt,
+                                                            unsigned char **out, size_t *len);
+
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes libcuprof.so's version script from preload/entry_points.def: cuprof's own API
-(cuprof_*), dlsym, and the exported name of every DRIVER_LOOKUP, DRIVER_WRAPPER and
-RUNTIME_WRAPPER row; everything else local. The script is anonymous so the exports stay
+(cuprof_*), dlsym, NVTX's tool entry points (InitializeInjectionNvtx2 for the core API:
+preload/nvtx.c; InitializeInjectionNvtxExtension for its extensions: preload/nvtx_mem.c) and the exported
+name of every DRIVER_LOOKUP, DRIVER_WRAPPER and RUNTIME_WRAPPER row; everything else local. The script is anonymous so the exports stay
 unversioned and interpose versioned references (dlsym@GLIBC_2.34, cudaMalloc@libcudart.so.13).
 
 Usage: gen_export_map.py ENTRY_POINTS_DEF OUTPUT_MAP
@@ -12,6 +13,10 @@ import sys
 # A row's kind and its first two columns (the exported name is the second for driver rows).
 ROW = re.compile(r"^(DRIVER_LOOKUP|DRIVER_WRAPPER|DRIVER_CALLED|RUNTIME_WRAPPER)\(\s*(\w+)\s*,\s*(\w+)?",
                  re.MULTILINE)
+
+
+# The names NVTX looks up in the library NVTX_INJECTION64_PATH names.
+NVTX_ENTRY_POINTS = ["InitializeInjectionNvtx2", "InitializeInjectionNvtxExtension"]
 
 
 def exported_names(text):
@@ -38,6 +43,7 @@ def main():
         sys.exit(f"gen_export_map.py: no entry point rows in {sys.argv[1]}")
     lines = ["/* Generated from preload/entry_points.def by preload/gen_export_map.py. */", "{",
              "  global:", "    cuprof_*;", "    dlsym;"]
+    lines += [f"    {name};" for name in NVTX_ENTRY_POINTS]
     lines += [f"    {name};" for name in names]
     lines += ["  local:", "    *;", "};", ""]
     with open(sys.argv[2], "w", encoding="utf-8") as f:

@@ -32,6 +32,24 @@ instance_inert(void)
     return state == INSTANCE_INERT;
 }
 
+REAL_DL_UNINSTRUMENTED bool
+instance_preloaded(void)
+{
+    static atomic_int preloaded; /* 0 unknown, 1 yes, 2 no */
+    int state = atomic_load_explicit(&preloaded, memory_order_relaxed);
+    if (state == 0) {
+        /* The main program's handle searches its own list: itself, LD_PRELOAD and its
+         * dependencies, never a library dlopen'ed without RTLD_GLOBAL. */
+        void *program = dlopen(NULL, RTLD_LAZY);
+        void *found = program != NULL ? real_dl_dlsym(program, "cuprof_version") : NULL;
+        state = found != NULL && real_dl_is_self(found) ? 1 : 2;
+        if (program != NULL)
+            dlclose(program);
+        atomic_store_explicit(&preloaded, state, memory_order_relaxed);
+    }
+    return state == 1;
+}
+
 void
 instance_log_inert(void)
 {

@@ -13,6 +13,11 @@
 /* True when another libcuprof (its cuprof_version export) comes first in the global scope. */
 bool instance_inert(void);
 
+/* True when this copy is in the program's own search list (LD_PRELOAD, or linked to it). A copy
+ * that dlopen loaded later (NVTX_INJECTION64_PATH without LD_PRELOAD, ctypes) intercepts
+ * nothing: the runtime treats it as off mode, so it rebinds nothing and records nothing. */
+bool instance_preloaded(void);
+
 /* Once per process, when an inert copy is first asked for a driver entry point (so a process
  * that never uses CUDA says nothing): one line naming both copies. */
 void instance_log_inert(void);

@@ -12,6 +12,7 @@
 #include "preload/layers.h"
 #include "preload/library_usage.h"
 #include "preload/oom_log.h"
+#include "preload/nvtx.h"
 #include "preload/runtime.h"
 #include "preload/shim_vmm.h"
 #include "preload/stream_id.h"
@@ -72,6 +73,7 @@ lifecycle_fork_child(void)
      * parent thread that was waiting, which the child does not have). */
     allocator_reset_after_fork(lifecycle_rt->alloc);
     trace_ring_reset_after_fork(lifecycle_rt->ring);
+    nvtx_reset_after_fork(); /* and the labels' */
     cuda_backend_reset_after_fork();
     shim_vmm_reset_after_fork();
     stream_id_reset_after_fork();

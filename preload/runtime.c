@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "allocator/allocator.h"
+#include "preload/api_start.h"
 #include "preload/config.h"
 #include "preload/control.h"
 #include "preload/cuda_backend.h"
@@ -19,7 +20,10 @@
 #include "preload/library_usage.h"
 #include "preload/lifecycle.h"
 #include "preload/oom_log.h"
+#include "preload/nvtx.h"
 #include "preload/real_cuda.h"
+#include "snapshot/label_table.h"
+#include "snapshot/program_pools.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/text_escape.h"
 #include "snapshot/stacks.h"
@@ -43,6 +47,22 @@ _Atomic(struct cuprof_runtime *) runtime_ready_value;
  * through instead of waiting for itself in pthread_once. */
 static _Thread_local bool runtime_initializing __attribute__((tls_model("initial-exec")));
 
+static pthread_once_t runtime_labels_once = PTHREAD_ONCE_INIT;
+static struct label_table *runtime_labels_value;
+
+static void
+runtime_labels_init(void)
+{
+    runtime_labels_value = label_table_create();
+}
+
+struct label_table *
+runtime_labels(void)
+{
+    pthread_once(&runtime_labels_once, runtime_labels_init);
+    return runtime_labels_value;
+}
+
 static void
 runtime_config_init(void)
 {
@@ -55,7 +75,8 @@ runtime_config_init(void)
         (void)written;
         _exit(2);
     }
-    if (instance_inert()) /* another copy of libcuprof serves: pass everything through */
+    /* Another copy of libcuprof serves, or this one was dlopen'ed: pass everything through. */
+    if (instance_inert() || !instance_preloaded())
         runtime_config_value.mode = CUPROF_MODE_OFF;
     atomic_store_explicit(&runtime_config_parsed, &runtime_config_value, memory_order_release);
 }
@@ -156,19 +177,32 @@ update_traced_actions(struct cuprof_runtime *rt)
     uint32_t actions = trace_ring_traced_actions(rt->ring);
     if (rt->counts_libraries)
         actions |= LIBRARY_USAGE_TRACED_ACTIONS;
+    if (program_pools_active(rt->pools))
+        actions |= TRACE_ACTION_BIT(TRACE_FREE_REQUESTED);
     allocator_set_traced_actions(rt->alloc, actions);
+}
+
+/* Serializes the switches of traced actions: the last one decides. */
+static pthread_mutex_t runtime_switching = PTHREAD_MUTEX_INITIALIZER;
+
+void
+runtime_refresh_traced_actions(struct cuprof_runtime *rt)
+{
+    pthread_mutex_lock(&runtime_switching);
+    update_traced_actions(rt);
+    pthread_mutex_unlock(&runtime_switching);
 }
 
 int
 runtime_set_history(struct cuprof_runtime *rt, enum history_mode mode, size_t max_entries)
 {
-    static pthread_mutex_t switching = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&switching);
+    pthread_mutex_t *switching = &runtime_switching;
+    pthread_mutex_lock(switching);
     /* Events wanted by either mode flow while the ring switches; the ring drops what it must. */
     allocator_set_traced_actions(rt->alloc, TRACE_ACTIONS_ALL);
     int rc = trace_ring_set_mode(rt->ring, mode, max_entries);
     update_traced_actions(rt);
-    pthread_mutex_unlock(&switching);
+    pthread_mutex_unlock(switching);
     return rc;
 }
 
@@ -279,8 +313,12 @@ runtime_init(void)
     stacks_warm_up();
     if (config->stacks != STACKS_NONE && runtime_log_info())
         runtime_log_unwinder(config);
-    rt->ring = trace_ring_create(rt->device_count, (size_t)config->max_entries,
-                                 (enum history_mode)config->history);
+    enum history_mode history = (enum history_mode)config->history;
+    size_t max_entries = (size_t)config->max_entries;
+    api_start_history(&history, &max_entries); /* _record_memory_history before CUDA's start */
+    rt->ring = runtime_labels() == NULL ? NULL
+                                        : trace_ring_create_labeled(rt->device_count, max_entries,
+                                                                    history, runtime_labels());
     if (rt->ring == NULL) {
         runtime_log("cuprof: out of host memory for the trace history: passing every call "
                     "through");
@@ -291,6 +329,12 @@ runtime_init(void)
     if (rt->mode == CUPROF_MODE_TRACE)
         alloc_conf.caching = false; /* trace: one device allocation per request */
     struct trace_sink sink = trace_ring_sink(rt->ring);
+    /* NVTX heaps' events go to the ring; the allocator's pass by them (a heap's block freed). */
+    rt->pools = program_pools_create(rt->device_count, sink);
+    if (rt->pools != NULL)
+        sink = program_pools_sink(rt->pools);
+    else
+        runtime_log("cuprof: out of host memory for NVTX heaps: their regions are not recorded");
     /* Device memory by library counts in front of the ring; without host memory for its tables
      * the ring alone gets the events. */
     rt->counts_libraries = library_usage_init(rt->device_count, sink, &sink);
@@ -301,7 +345,9 @@ runtime_init(void)
     if (rt->alloc == NULL) {
         runtime_log("cuprof: out of host memory for the allocator: passing every call through");
         trace_ring_destroy(rt->ring);
+        program_pools_destroy(rt->pools);
         rt->ring = NULL;
+        rt->pools = NULL;
         goto out;
     }
     update_traced_actions(rt);
@@ -311,8 +357,11 @@ runtime_init(void)
     lifecycle_register(rt);
     dumper_start(rt);
     control_start(rt);
+    nvtx_runtime_ready(rt); /* NVTX events that came before CUDA's first call, in order */
     atomic_store_explicit(&runtime_ready_value, &runtime_value, memory_order_release);
 out:
+    if (atomic_load_explicit(&runtime_ready_value, memory_order_relaxed) == NULL)
+        nvtx_runtime_ready(NULL);
     runtime_initializing = false;
 }
 

@@ -12,6 +12,7 @@
 #include "snapshot/trace_ring.h"
 
 struct allocator;
+struct program_pools;
 struct trace_ring;
 struct cuprof_config;
 
@@ -26,6 +27,7 @@ struct cuprof_runtime { /* read-only after init */
     enum cuprof_mode mode;
     struct allocator *alloc;            /* set whenever runtime_get() returns non-NULL */
     struct trace_ring *ring;            /* set whenever runtime_get() returns non-NULL */
+    struct program_pools *pools;        /* NVTX heaps and regions; NULL when out of memory */
     const struct cuprof_config *config; /* every parsed CUPROF_* setting */
     int device_count;
     bool counts_libraries; /* the per-library sink is in front of the ring */
@@ -47,6 +49,15 @@ runtime_get(void)
     lifecycle_resume_after_fork(rt);
     return rt;
 }
+
+/* The process's annotation labels (snapshot/label_table.h), made on first use without any CUDA
+ * call: NVTX names ranges before the runtime exists, and the runtime's ring shares the table.
+ * NULL only when out of host memory. */
+struct label_table *runtime_labels(void);
+
+/* Tells the allocator again which events the sinks want (after the first NVTX heap: every
+ * free_requested, so the program's own pool learns its block is freed even without history). */
+void runtime_refresh_traced_actions(struct cuprof_runtime *rt);
 
 /* cuprof_record_memory_history's history switch: the ring's new mode and size, and the allocator
  * told which events the sinks now want (serialized: the last switch decides both). 0 or a

@@ -8,6 +8,7 @@
 
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
+#include "snapshot/program_pools.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/stacks.h"
 #include "snapshot/symbolize.h"
@@ -28,8 +29,11 @@ struct dump_buffers {
     size_t segment_cap, block_cap, record_cap;
     size_t segment_count, block_count, record_count;
     uint64_t dropped;
-    uint64_t end;              /* the ring's next position when the records were copied */
-    struct memory_stats stats; /* copied under the same lock as the blocks */
+    uint64_t end;                 /* the ring's next position when the records were copied */
+    struct memory_stats stats;    /* copied under the same lock as the blocks */
+    struct pool_heap_info *heaps; /* the program's own pools (NVTX), same lock */
+    struct pool_region_info *regions;
+    size_t heap_cap, region_cap, heap_count, region_count;
 };
 
 /* Stack-id -> model stack index (+1), and the symbolizer state. */
@@ -59,17 +63,22 @@ grow(void **p, size_t *cap, size_t need, size_t elem)
 
 /* Locks the device only with buffers already big enough: count, unlock, allocate, relock. */
 static int
-copy_device(struct allocator *alloc, struct trace_ring *ring, int device, struct dump_buffers *b)
+copy_device(struct allocator *alloc, struct trace_ring *ring, struct program_pools *pools,
+            int device, struct dump_buffers *b)
 {
     for (int attempt = 0; attempt < DUMP_MAX_RETRIES; attempt++) {
-        size_t ns = 0, nb = 0, ne = 0;
+        size_t ns = 0, nb = 0, ne = 0, nh = 0, nr = 0;
         allocator_lock_device(alloc, device);
         allocator_count_locked(alloc, device, &ns, &nb);
         if (ring != NULL)
             ne = trace_ring_count_locked(ring, device);
+        program_pools_count_locked(pools, device, &nh, &nr);
         if (ns <= b->segment_cap && nb <= b->block_cap && ne <= b->record_cap &&
+            nh <= b->heap_cap && nr <= b->region_cap &&
             allocator_copy_locked(alloc, device, b->segments, b->segment_cap, b->blocks,
-                                  b->block_cap, &b->segment_count, &b->block_count) == 0) {
+                                  b->block_cap, &b->segment_count, &b->block_count) == 0 &&
+            program_pools_copy_locked(pools, device, b->heaps, b->heap_cap, &b->heap_count,
+                                      b->regions, b->region_cap, &b->region_count)) {
             allocator_get_stats_locked(alloc, device, &b->stats);
             b->record_count = 0;
             b->dropped = 0;
@@ -93,7 +102,9 @@ copy_device(struct allocator *alloc, struct trace_ring *ring, int device, struct
         allocator_unlock_device(alloc, device);
         if (grow((void **)&b->segments, &b->segment_cap, ns, sizeof(*b->segments)) != 0 ||
             grow((void **)&b->blocks, &b->block_cap, nb, sizeof(*b->blocks)) != 0 ||
-            grow((void **)&b->records, &b->record_cap, ne, sizeof(*b->records)) != 0)
+            grow((void **)&b->records, &b->record_cap, ne, sizeof(*b->records)) != 0 ||
+            grow((void **)&b->heaps, &b->heap_cap, nh, sizeof(*b->heaps)) != 0 ||
+            grow((void **)&b->regions, &b->region_cap, nr, sizeof(*b->regions)) != 0)
             return -CUPROF_EHOSTMEM;
     }
     return -CUPROF_EHOSTMEM; /* the state kept outgrowing the buffers */
@@ -146,11 +157,58 @@ stack_index(struct snapshot *snap, struct dump_stacks *ds, uint32_t id, uint32_t
     return 0;
 }
 
+/* A block of the program's own pool: a region (allocated, its stack and name) or a gap. */
+static int
+add_pool_block(struct snapshot *snap, struct trace_ring *ring, struct dump_stacks *ds,
+               struct snap_segment *seg, uint64_t addr, uint64_t size,
+               const struct pool_region_info *region)
+{
+    struct snap_block blk = {.addr = addr, .size = size, .pool = TRACE_POOL_NVTX};
+    int rc = 0;
+    if (region != NULL) {
+        blk.requested_size = size;
+        blk.state = BLOCK_ACTIVE_ALLOCATED;
+        const char *name = trace_ring_label(ring, region->name_id);
+        if (name != NULL && (blk.label = snapshot_intern(snap, name)) == NULL)
+            return -CUPROF_EHOSTMEM;
+        rc = stack_index(snap, ds, region->stack_id, &blk.stack);
+        seg->allocated_size += size;
+        seg->active_size += size;
+        seg->requested_size += size;
+    }
+    return rc != 0 ? rc : snapshot_add_block(snap, &blk);
+}
+
+/* The block `bi` that a registered heap occupies, shown as the pool sees it: its regions and the
+ * free gaps between them (the program's own allocator's blocks, beneath cuprof's). */
+static int
+add_heap_blocks(struct snapshot *snap, struct trace_ring *ring, struct dump_stacks *ds,
+                struct snap_segment *seg, const struct block_info *bi,
+                const struct pool_heap_info *heap, const struct dump_buffers *b)
+{
+    uint64_t at = bi->addr, end = bi->addr + bi->size;
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < heap->region_count; k++) {
+        const struct pool_region_info *r = &b->regions[heap->first_region + k];
+        if (r->addr < at || r->addr + r->size > end)
+            continue; /* (the tables promise neither) */
+        if (r->addr > at)
+            rc = add_pool_block(snap, ring, ds, seg, at, r->addr - at, NULL);
+        if (rc == 0)
+            rc = add_pool_block(snap, ring, ds, seg, r->addr, r->size, r);
+        at = r->addr + r->size;
+    }
+    if (rc == 0 && at < end)
+        rc = add_pool_block(snap, ring, ds, seg, at, end - at, NULL);
+    return rc;
+}
+
 static int
 add_device(struct snapshot *snap, struct trace_ring *ring, struct dump_stacks *ds, int device,
            const struct dump_buffers *b)
 {
     int rc;
+    size_t heap = 0; /* heaps and blocks both go by address */
     for (size_t i = 0; i < b->segment_count; i++) {
         const struct segment_info *si = &b->segments[i];
         struct snap_segment seg = {.device = device,
@@ -166,6 +224,14 @@ add_device(struct snapshot *snap, struct trace_ring *ring, struct dump_stacks *d
         struct snap_segment *out = &snap->segments[snap->segment_count - 1];
         for (uint32_t k = 0; k < si->block_count && si->first_block + k < b->block_count; k++) {
             const struct block_info *bi = &b->blocks[si->first_block + k];
+            while (heap < b->heap_count && b->heaps[heap].addr < bi->addr)
+                heap++;
+            if (heap < b->heap_count && b->heaps[heap].addr == bi->addr &&
+                bi->state == BLOCK_ACTIVE_ALLOCATED && b->heaps[heap].size <= bi->size) {
+                if ((rc = add_heap_blocks(snap, ring, ds, out, bi, &b->heaps[heap], b)) != 0)
+                    return rc;
+                continue;
+            }
             struct snap_block blk = {.addr = bi->addr,
                                      .size = bi->size,
                                      .requested_size = bi->requested_size,
@@ -194,8 +260,10 @@ add_device(struct snapshot *snap, struct trace_ring *ring, struct dump_stacks *d
                                .stream = r->stream};
         /* The ring keeps an oom entry's device_free where the model does: in addr. */
         if (r->action == TRACE_ANNOTATE) {
-            const char *label = trace_ring_label(ring, r->stack_id);
-            rc = snapshot_add_labeled_entry(snap, (size_t)device, &e, label != NULL ? label : "");
+            enum snap_stage stage = SNAP_STAGE_MARK;
+            const char *label = trace_ring_label_stage(ring, r->stack_id, &stage);
+            rc = snapshot_add_annotation(snap, (size_t)device, &e, label != NULL ? label : "",
+                                         stage);
         } else if ((rc = stack_index(snap, ds, r->stack_id, &e.stack)) == 0) {
             rc = snapshot_add_entry(snap, (size_t)device, &e);
         }
@@ -318,7 +386,7 @@ snapshot_dump_build(struct allocator *alloc, struct trace_ring *ring, const stru
     uint64_t *first = calloc((size_t)(devices > 0 ? devices : 0) + 1, sizeof(uint64_t));
     int rc = first != NULL ? 0 : -CUPROF_EHOSTMEM;
     for (int d = 0; d < devices && rc == 0; d++) {
-        rc = copy_device(alloc, ring, d, &b);
+        rc = copy_device(alloc, ring, info->pools, d, &b);
         if (rc == 0)
             first[d] = b.end - b.record_count;
         /* Symbolization starts only once something needs it, and never under a lock. */
@@ -345,6 +413,8 @@ snapshot_dump_build(struct allocator *alloc, struct trace_ring *ring, const stru
     free(b.segments);
     free(b.blocks);
     free(b.records);
+    free(b.heaps);
+    free(b.regions);
     if (rc != 0) {
         snapshot_free(snap);
         return rc;

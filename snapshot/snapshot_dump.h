@@ -14,6 +14,7 @@
 #include "snapshot/snapshot_model.h"
 
 struct allocator;
+struct program_pools;
 struct trace_ring;
 struct symbolizer;
 
@@ -50,6 +51,7 @@ struct dump_info {
     size_t footprint_count;
     const struct dump_oom_message *oom_messages; /* cuprof.oom_messages, oldest first */
     size_t oom_message_count;
+    struct program_pools *pools; /* NVTX heaps: their blocks are shown as their regions */
 };
 
 /* Builds the model of the live state: segments and blocks of every device, each device's trace

@@ -24,6 +24,7 @@
 #include "allocator/trace_sink.h"
 #include "snapshot/snapshot_arena.h"
 #include "snapshot/snapshot_field.h"
+#include "snapshot/snapshot_import_annotations.h"
 #include "snapshot/snapshot_import_meta.h"
 #include "snapshot/snapshot_import_stack.h"
 #include "snapshot/snapshot_write.h"
@@ -169,6 +170,15 @@ import_block(struct snapshot_importer *im, const char *where, const struct sval 
             return rc;
         blk->requested_size = blk->size;
     }
+    const char *label = NULL, *pool = NULL;
+    if ((rc = snapshot_field_str(&im->f, where, b, "user_metadata", "ignored", &label)) < 0 ||
+        (rc = snapshot_field_str(&im->f, where, b, "cuprof_pool", "ignored", &pool)) < 0)
+        return rc;
+    if (label != NULL && label[0] != '\0' &&
+        (blk->label = snapshot_intern(im->snap, label)) == NULL)
+        return oom(im);
+    if (pool != NULL && parse_pool(pool) >= 0)
+        blk->pool = (uint8_t)parse_pool(pool);
     const struct sval *frames = sval_get(b, "frames");
     if (frames == NULL && hist != NULL)
         frames = sval_get(hist, "frames");
@@ -338,7 +348,7 @@ import_entry_checked(struct snapshot_importer *im, struct snapshot_import_where 
                      const struct sval *t)
 {
     const char *where = snapshot_import_where_text(w);
-    const char *action = NULL, *label = NULL, *pool = NULL;
+    const char *action = NULL, *label = NULL, *pool = NULL, *stage = NULL;
     int rc = snapshot_field_str(&im->f, where, t, "action", SKIP_ENTRY, &action);
     if (rc == FIELD_ABSENT)
         rc = snapshot_field_warn(&im->f, where, "action", NULL, "", SKIP_ENTRY);
@@ -376,7 +386,8 @@ import_entry_checked(struct snapshot_importer *im, struct snapshot_import_where 
     if ((rc = snapshot_field_str(&im->f, where, t, "user_metadata", "ignored", &label)) < 0 ||
         (label == NULL &&
          (rc = snapshot_field_str(&im->f, where, t, "label", "ignored", &label)) < 0) ||
-        (rc = snapshot_field_str(&im->f, where, t, "cuprof_pool", "ignored", &pool)) < 0)
+        (rc = snapshot_field_str(&im->f, where, t, "cuprof_pool", "ignored", &pool)) < 0 ||
+        (rc = snapshot_field_str(&im->f, where, t, "stage", "ignored", &stage)) < 0)
         return rc;
     if (a == TRACE_OOM)
         e.device_free = device_free;
@@ -388,7 +399,13 @@ import_entry_checked(struct snapshot_importer *im, struct snapshot_import_where 
         e.pool = (uint8_t)parse_pool(pool);
     if ((rc = snapshot_import_stack(&im->stacks, w, sval_get(t, "frames"), &e.stack)) != 0)
         return rc;
-    if ((label != NULL ? snapshot_add_labeled_entry(im->snap, d, &e, label)
+    /* cuprof's own key: an annotation that starts or ends a range (an NVTX range). */
+    enum snap_stage st = SNAP_STAGE_MARK;
+    if (a == TRACE_ANNOTATE && stage != NULL)
+        st = strcmp(stage, "START") == 0 ? SNAP_STAGE_START
+             : strcmp(stage, "END") == 0 ? SNAP_STAGE_END
+                                         : SNAP_STAGE_MARK;
+    if ((label != NULL ? snapshot_add_annotation(im->snap, d, &e, label, st)
                        : snapshot_add_entry(im->snap, d, &e)) != 0)
         return oom(im);
     return 0;
@@ -604,6 +621,8 @@ import_all(struct snapshot_importer *im, const struct sval *root)
         traces = NULL;
     }
     if ((rc = import_traces(im, traces)) != 0)
+        return rc;
+    if ((rc = snapshot_import_annotations(&im->f, sval_get(root, "external_annotations"))) != 0)
         return rc;
     const struct sval *a = sval_get(root, "allocator_settings");
     if (a != NULL && (rc = snapshot_import_settings(&im->f, a)) != 0)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "allocator/cuprof_errors.h"
+#include "allocator/trace_sink.h"
 #include "snapshot/snapshot_arena.h"
 
 /* The public model plus the capacities and hash tables only the builder needs. */
@@ -352,6 +353,13 @@ int
 snapshot_add_labeled_entry(struct snapshot *snap, size_t device, const struct snap_entry *entry,
                            const char *label)
 {
+    return snapshot_add_annotation(snap, device, entry, label, SNAP_STAGE_MARK);
+}
+
+int
+snapshot_add_annotation(struct snapshot *snap, size_t device, const struct snap_entry *entry,
+                        const char *label, enum snap_stage stage)
+{
     struct snapshot_owner *o = owner_of(snap);
     const char *text = snapshot_intern(snap, label);
     int rc = snapshot_reserve_entries(snap, device, 1);
@@ -361,18 +369,19 @@ snapshot_add_labeled_entry(struct snapshot *snap, size_t device, const struct sn
     if (text == NULL || grow_array((void **)&t->labels, &o->label_cap[device], t->label_count + 1,
                                    sizeof(*t->labels), true) != 0)
         return -CUPROF_EHOSTMEM;
-    t->labels[t->label_count++] = (struct snap_label){t->count, text};
+    t->labels[t->label_count++] = (struct snap_label){t->count, text, (uint8_t)stage};
     t->entries[t->count] = *entry;
     t->entries[t->count++].has_label = true;
     return 0;
 }
 
-const char *
-snapshot_entry_label(const struct snap_device_trace *trace, size_t i)
+/* Entry i's label record, or NULL: a binary search (labels are in entry order). */
+static const struct snap_label *
+entry_label(const struct snap_device_trace *trace, size_t i)
 {
     if (i >= trace->count || !trace->entries[i].has_label)
         return NULL;
-    size_t lo = 0, hi = trace->label_count; /* labels are in entry order */
+    size_t lo = 0, hi = trace->label_count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (trace->labels[mid].entry < i)
@@ -380,7 +389,89 @@ snapshot_entry_label(const struct snap_device_trace *trace, size_t i)
         else
             hi = mid;
     }
-    return lo < trace->label_count && trace->labels[lo].entry == i ? trace->labels[lo].text : NULL;
+    return lo < trace->label_count && trace->labels[lo].entry == i ? &trace->labels[lo] : NULL;
+}
+
+const char *
+snapshot_entry_label(const struct snap_device_trace *trace, size_t i)
+{
+    const struct snap_label *l = entry_label(trace, i);
+    return l != NULL ? l->text : NULL;
+}
+
+enum snap_stage
+snapshot_entry_stage(const struct snap_device_trace *trace, size_t i)
+{
+    const struct snap_label *l = entry_label(trace, i);
+    return l != NULL ? (enum snap_stage)l->stage : SNAP_STAGE_MARK;
+}
+
+static int
+cmp_annotation(const void *x, const void *y)
+{
+    const struct snap_annotation *a = x, *b = y;
+    if (a->time_us != b->time_us)
+        return a->time_us < b->time_us ? -1 : 1;
+    return (a->stage == SNAP_STAGE_END) - (b->stage == SNAP_STAGE_END);
+}
+
+/* Whether annotation a goes before entry e (entries without a time keep their place). */
+static bool
+annotation_first(const struct snap_annotation *a, const struct snap_entry *e)
+{
+    if (!e->has_time)
+        return false;
+    return a->time_us < e->time_us || (a->time_us == e->time_us && a->stage == SNAP_STAGE_START);
+}
+
+int
+snapshot_merge_annotations(struct snapshot *snap, size_t device, struct snap_annotation *ann,
+                           size_t count)
+{
+    struct snapshot_owner *o = owner_of(snap);
+    if (count == 0)
+        return 0;
+    if (device >= snap->device_count && snapshot_set_device_count(snap, device + 1) != 0)
+        return -CUPROF_EHOSTMEM;
+    struct snap_device_trace *t = &snap->device_traces[device];
+    size_t n = t->count + count, nl = t->label_count + count;
+    struct snap_entry *entries = malloc(n * sizeof(*entries));
+    struct snap_label *labels = malloc(nl * sizeof(*labels));
+    bool ok = entries != NULL && labels != NULL;
+    for (size_t j = 0; ok && j < count; j++)
+        ok = (ann[j].name = snapshot_intern(snap, ann[j].name)) != NULL;
+    if (!ok) {
+        free(entries);
+        free(labels);
+        return -CUPROF_EHOSTMEM;
+    }
+    qsort(ann, count, sizeof(*ann), cmp_annotation);
+    size_t i = 0, j = 0, k = 0, m = 0, l = 0; /* old entries, annotations, out, out labels, old */
+    while (i < t->count || j < count) {
+        if (j < count && (i == t->count || annotation_first(&ann[j], &t->entries[i]))) {
+            entries[k] = (struct snap_entry){.action = TRACE_ANNOTATE,
+                                             .has_time = true,
+                                             .has_label = true,
+                                             .time_us = ann[j].time_us};
+            labels[m++] = (struct snap_label){k++, ann[j].name, (uint8_t)ann[j].stage};
+            j++;
+            continue;
+        }
+        if (l < t->label_count && t->labels[l].entry == i) {
+            labels[m] = t->labels[l++];
+            labels[m++].entry = k;
+        }
+        entries[k++] = t->entries[i++];
+    }
+    free(t->entries);
+    free(t->labels);
+    t->entries = entries;
+    t->labels = labels;
+    t->count = n;
+    t->label_count = nl;
+    o->entry_cap[device] = n;
+    o->label_cap[device] = nl;
+    return 0;
 }
 
 int

@@ -36,8 +36,10 @@ struct snap_block {
     uint64_t addr;
     uint64_t size;
     uint64_t requested_size;
-    uint32_t stack; /* index into snapshot.stacks */
-    uint8_t state;  /* enum block_state (allocator/allocator.h) */
+    uint32_t stack;    /* index into snapshot.stacks */
+    uint8_t state;     /* enum block_state (allocator/allocator.h) */
+    uint8_t pool;      /* enum trace_pool: TRACE_POOL_NVTX inside a program's own pool */
+    const char *label; /* user_metadata: an NVTX region's name (in the arena), or NULL */
 };
 
 struct snap_segment {
@@ -74,10 +76,17 @@ struct snap_entry {
 };
 _Static_assert(sizeof(struct snap_entry) == 40, "a trace entry stays 40 bytes");
 
+/* What an annotation is: a mark (cuprof_annotate, nvtxMark) or a range's start or end (an NVTX
+ * range; PyTorch's external_annotations "stage": "START"/"END"). An annotate entry with an
+ * address names that allocation instead (an NVTX memory region's name: PyTorch's newest
+ * "annotate" action, attaching user_metadata to a live allocation). */
+enum snap_stage { SNAP_STAGE_MARK = 0, SNAP_STAGE_START = 1, SNAP_STAGE_END = 2 };
+
 /* The text of a labelled entry: an annotation (cuprof_annotate) or PyTorch's user_metadata. */
 struct snap_label {
     size_t entry;     /* its index in the trace */
     const char *text; /* in the model's arena */
+    uint8_t stage;    /* enum snap_stage (annotate entries) */
 };
 
 struct snap_device_trace {
@@ -213,6 +222,25 @@ __attribute__((warn_unused_result)) int snapshot_add_labeled_entry(struct snapsh
                                                                    size_t device,
                                                                    const struct snap_entry *entry,
                                                                    const char *label);
+/* The same for an annotation with its stage (SNAP_STAGE_MARK is snapshot_add_labeled_entry). */
+__attribute__((warn_unused_result)) int
+snapshot_add_annotation(struct snapshot *snap, size_t device, const struct snap_entry *entry,
+                        const char *label, enum snap_stage stage);
+/* One annotation to merge into a trace by time (PyTorch's external_annotations). */
+struct snap_annotation {
+    const char *name;
+    enum snap_stage stage;
+    int64_t time_us;
+};
+/* Inserts annotations (any order) into device_traces[device] where their times fall: a start
+ * before the entries of its microsecond, an end after them; a trace without times gets them at
+ * its end. 0 or -CUPROF_EHOSTMEM (the trace is then unchanged). */
+__attribute__((warn_unused_result)) int snapshot_merge_annotations(struct snapshot *snap,
+                                                                   size_t device,
+                                                                   struct snap_annotation *ann,
+                                                                   size_t count);
+/* The stage of trace entry i's label (SNAP_STAGE_MARK when it has none). */
+enum snap_stage snapshot_entry_stage(const struct snap_device_trace *trace, size_t i);
 /* Makes room for `count` more entries on `device` (one allocation for a whole ring copy). */
 __attribute__((warn_unused_result)) int snapshot_reserve_entries(struct snapshot *snap,
                                                                  size_t device, size_t count);

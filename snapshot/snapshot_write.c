@@ -26,7 +26,7 @@ static const char *const state_names[] = {
 static const char *const pool_names[] = {
     [TRACE_POOL_DEFAULT] = "default", [TRACE_POOL_TRACE] = "trace",
     [TRACE_POOL_MANAGED] = "managed", [TRACE_POOL_VMM] = "vmm",
-    [TRACE_POOL_ASYNC] = "async",
+    [TRACE_POOL_ASYNC] = "async",     [TRACE_POOL_NVTX] = "nvtx",
 };
 
 /* The 16 roundup_power2_divisions interval names, "1" .. "32768" (MiB), as PyTorch writes them. */
@@ -148,15 +148,30 @@ emit_segment(const struct snapshot *snap, struct emitter *e, const struct snap_s
         emitter_symbol(e, state != NULL ? state : "inactive");
         emitter_key(e, "frames");
         emit_stack(snap, e, b->stack);
+        if (b->label != NULL) {
+            emitter_key(e, "user_metadata"); /* an NVTX region's name */
+            emitter_string(e, b->label);
+        }
+        if (b->pool != TRACE_POOL_DEFAULT && snapshot_pool_name(b->pool) != NULL) {
+            emitter_key(e, "cuprof_pool"); /* cuprof's: a block of the program's own pool */
+            emitter_symbol(e, snapshot_pool_name(b->pool));
+        }
         emitter_end(e);
     }
     emitter_end(e);
     emitter_end(e);
 }
 
+/* PyTorch's external_annotations "stage" values; NULL for a mark. */
+static const char *
+stage_name(enum snap_stage stage)
+{
+    return stage == SNAP_STAGE_START ? "START" : stage == SNAP_STAGE_END ? "END" : NULL;
+}
+
 static void
 emit_entry(const struct snapshot *snap, struct emitter *e, const struct snap_entry *t,
-           const char *label)
+           const char *label, enum snap_stage stage)
 {
     const char *action = snapshot_action_name(t->action);
     emitter_begin_dict(e);
@@ -182,6 +197,10 @@ emit_entry(const struct snapshot *snap, struct emitter *e, const struct snap_ent
     if (label != NULL) {
         emitter_key(e, "user_metadata"); /* PyTorch's key for an annotation's text */
         emitter_string(e, label);
+    }
+    if (t->action == TRACE_ANNOTATE && stage_name(stage) != NULL) {
+        emitter_key(e, "stage"); /* cuprof's: a range's start or end, as external_annotations */
+        emitter_symbol(e, stage_name(stage));
     }
     if (t->pool != TRACE_POOL_DEFAULT && snapshot_pool_name(t->pool) != NULL) {
         emitter_key(e, "cuprof_pool");
@@ -284,6 +303,41 @@ emit_cuprof(const struct snapshot *snap, struct emitter *e)
     emitter_end(e);
 }
 
+/* PyTorch's external_annotations (its record_function ranges: {"name", "stage", "device",
+ * "time_us"}), one per range start or end of each device's trace, written when there is one. */
+static void
+emit_external_annotations(const struct snapshot *snap, struct emitter *e)
+{
+    bool any = false;
+    for (size_t d = 0; d < snap->device_count; d++) {
+        const struct snap_device_trace *t = &snap->device_traces[d];
+        for (size_t k = 0; k < t->label_count && e->error == 0; k++) {
+            const struct snap_label *l = &t->labels[k];
+            const struct snap_entry *en = &t->entries[l->entry];
+            const char *stage = stage_name((enum snap_stage)l->stage);
+            if (en->action != TRACE_ANNOTATE || stage == NULL)
+                continue;
+            if (!any) {
+                emitter_key(e, "external_annotations");
+                emitter_begin_list(e);
+                any = true;
+            }
+            emitter_begin_dict(e);
+            emitter_key(e, "name");
+            emitter_string(e, str_or_empty(l->text));
+            emitter_key(e, "stage");
+            emitter_symbol(e, stage);
+            emitter_key(e, "device");
+            emitter_uint(e, d);
+            emitter_key(e, "time_us");
+            emitter_int(e, en->has_time ? en->time_us : 0);
+            emitter_end(e);
+        }
+    }
+    if (any)
+        emitter_end(e);
+}
+
 int
 snapshot_emit(const struct snapshot *snap, struct emitter *e)
 {
@@ -299,10 +353,12 @@ snapshot_emit(const struct snapshot *snap, struct emitter *e)
         const struct snap_device_trace *t = &snap->device_traces[d];
         emitter_begin_list(e);
         for (size_t i = 0; i < t->count && e->error == 0; i++)
-            emit_entry(snap, e, &t->entries[i], snapshot_entry_label(t, i));
+            emit_entry(snap, e, &t->entries[i], snapshot_entry_label(t, i),
+                       snapshot_entry_stage(t, i));
         emitter_end(e);
     }
     emitter_end(e);
+    emit_external_annotations(snap, e);
     if (snap->has_allocator_settings) {
         emitter_key(e, "allocator_settings");
         emit_settings(e, &snap->allocator_settings);

@@ -389,8 +389,15 @@ stacks_backtrace(unsigned skip, uintptr_t *ips, size_t cap)
 __attribute__((noinline)) size_t
 stacks_callers(unsigned skip, uintptr_t *ips, size_t depth)
 {
+    /* capture_ips may write more than depth: a Python thread's frames come on top of the native
+     * ones (up to STACKS_MAX_DEPTH), and ips holds only depth. */
+    uintptr_t all[STACKS_MAX_DEPTH];
     size_t count =
-        capture_ips(skip, depth < STACKS_MAX_DEPTH ? (unsigned)depth : STACKS_MAX_DEPTH, ips);
+        capture_ips(skip, depth < STACKS_MAX_DEPTH ? (unsigned)depth : STACKS_MAX_DEPTH, all);
+    if (count > depth)
+        count = depth;
+    if (count > 0)
+        memcpy(ips, all, count * sizeof(*ips));
     /* As in stacks_capture: no tail call. */
     __asm__ volatile("" ::: "memory");
     return count;

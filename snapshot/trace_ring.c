@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "allocator/cuprof_errors.h"
+#include "snapshot/label_table.h"
 
 static_assert(sizeof(struct trace_record) == 40, "trace_record must stay 40 bytes");
 
@@ -25,16 +26,13 @@ struct ring_device {
                                  positions (trace_ring_end) go on from cleared + dropped */
 };
 
-#define LABELS_MAX ((size_t)1 << 20)
-
 struct trace_ring {
     int device_count;
-    _Atomic int mode;              /* enum history_mode; read without a lock on the hot path */
-    size_t max_entries;            /* protected by mode_lock */
-    pthread_mutex_t mode_lock;     /* serialises set_mode calls */
-    pthread_mutex_t label_lock;    /* protects the three label fields below */
-    char **labels;                 /* labels[id - 1] */
-    size_t label_count, label_cap; /* protected by label_lock */
+    _Atomic int mode;           /* enum history_mode; read without a lock on the hot path */
+    size_t max_entries;         /* protected by mode_lock */
+    pthread_mutex_t mode_lock;  /* serialises set_mode calls */
+    struct label_table *labels; /* annotations' texts (its own locking) */
+    bool owns_labels;           /* made by trace_ring_create (else the caller's) */
     struct ring_device devices[];
 };
 
@@ -70,7 +68,21 @@ ring_capacity_for(enum history_mode mode, size_t max_entries)
 struct trace_ring *
 trace_ring_create(int device_count, size_t max_entries, enum history_mode mode)
 {
-    if (device_count < 0 || mode < HISTORY_ALL || mode > HISTORY_OFF)
+    struct label_table *labels = label_table_create();
+    struct trace_ring *ring =
+        labels != NULL ? trace_ring_create_labeled(device_count, max_entries, mode, labels) : NULL;
+    if (ring == NULL)
+        label_table_destroy(labels);
+    else
+        ring->owns_labels = true;
+    return ring;
+}
+
+struct trace_ring *
+trace_ring_create_labeled(int device_count, size_t max_entries, enum history_mode mode,
+                          struct label_table *labels)
+{
+    if (device_count < 0 || mode < HISTORY_ALL || mode > HISTORY_OFF || labels == NULL)
         return NULL;
     struct trace_ring *ring =
         calloc(1, sizeof(*ring) + (size_t)device_count * sizeof(struct ring_device));
@@ -78,9 +90,9 @@ trace_ring_create(int device_count, size_t max_entries, enum history_mode mode)
         return NULL;
     ring->device_count = device_count;
     ring->max_entries = max_entries;
+    ring->labels = labels;
     atomic_init(&ring->mode, (int)mode);
     pthread_mutex_init(&ring->mode_lock, NULL);
-    pthread_mutex_init(&ring->label_lock, NULL);
     size_t cap = ring_capacity_for(mode, max_entries);
     for (int d = 0; d < device_count; d++) {
         struct ring_device *dev = &ring->devices[d];
@@ -106,11 +118,9 @@ trace_ring_destroy(struct trace_ring *ring)
         ring_buf_free(ring->devices[d].buf, ring->devices[d].capacity);
         pthread_mutex_destroy(&ring->devices[d].lock);
     }
-    for (size_t i = 0; i < ring->label_count; i++)
-        free(ring->labels[i]);
-    free(ring->labels);
+    if (ring->owns_labels)
+        label_table_destroy(ring->labels);
     pthread_mutex_destroy(&ring->mode_lock);
-    pthread_mutex_destroy(&ring->label_lock);
     free(ring);
 }
 
@@ -120,6 +130,23 @@ now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Appends one record to a device's ring. */
+static inline void
+ring_append(struct ring_device *dev, const struct trace_record *rec)
+{
+    pthread_mutex_lock(&dev->lock);
+    if (dev->capacity > 0) {
+        dev->buf[dev->next] = *rec;
+        if (++dev->next == dev->capacity)
+            dev->next = 0;
+        if (dev->count < dev->capacity)
+            dev->count++;
+        else
+            dev->dropped++;
+    }
+    pthread_mutex_unlock(&dev->lock);
 }
 
 void
@@ -138,18 +165,26 @@ trace_ring_record(struct trace_ring *ring, const struct trace_event *event)
         .action = event->action,
         .pool = event->pool,
     };
-    struct ring_device *dev = &ring->devices[event->device];
-    pthread_mutex_lock(&dev->lock);
-    if (dev->capacity > 0) {
-        dev->buf[dev->next] = rec;
-        if (++dev->next == dev->capacity)
-            dev->next = 0;
-        if (dev->count < dev->capacity)
-            dev->count++;
-        else
-            dev->dropped++;
-    }
-    pthread_mutex_unlock(&dev->lock);
+    ring_append(&ring->devices[event->device], &rec);
+}
+
+void
+trace_ring_annotate(struct trace_ring *ring, uint32_t label_id)
+{
+    trace_ring_annotate_at(ring, label_id, 0);
+}
+
+void
+trace_ring_annotate_at(struct trace_ring *ring, uint32_t label_id, int64_t time_us)
+{
+    if (ring == NULL || label_id == 0 ||
+        atomic_load_explicit(&ring->mode, memory_order_relaxed) == HISTORY_OFF)
+        return;
+    struct trace_record rec = {.time_us = time_us != 0 ? time_us : now_us(),
+                               .stack_id = label_id,
+                               .action = TRACE_ANNOTATE};
+    for (int d = 0; d < ring->device_count; d++)
+        ring_append(&ring->devices[d], &rec);
 }
 
 static void
@@ -363,48 +398,25 @@ trace_ring_capacity(struct trace_ring *ring)
 uint32_t
 trace_ring_intern_label(struct trace_ring *ring, const char *label)
 {
-    if (ring == NULL || label == NULL)
-        return 0;
-    uint32_t id = 0;
-    pthread_mutex_lock(&ring->label_lock);
-    /* Few distinct labels (phase names) in practice: a linear scan is enough. */
-    for (size_t i = 0; i < ring->label_count; i++) {
-        if (strcmp(ring->labels[i], label) == 0) {
-            id = (uint32_t)(i + 1);
-            goto out;
-        }
-    }
-    if (ring->label_count == LABELS_MAX)
-        goto out;
-    if (ring->label_count == ring->label_cap) {
-        size_t cap = ring->label_cap == 0 ? 16 : ring->label_cap * 2;
-        char **grown = realloc(ring->labels, cap * sizeof(*grown));
-        if (grown == NULL)
-            goto out;
-        ring->labels = grown;
-        ring->label_cap = cap;
-    }
-    char *copy = strdup(label);
-    if (copy == NULL)
-        goto out;
-    ring->labels[ring->label_count++] = copy;
-    id = (uint32_t)ring->label_count;
-out:
-    pthread_mutex_unlock(&ring->label_lock);
-    return id;
+    return trace_ring_intern_stage(ring, label, SNAP_STAGE_MARK);
+}
+
+uint32_t
+trace_ring_intern_stage(struct trace_ring *ring, const char *label, enum snap_stage stage)
+{
+    return ring != NULL ? label_table_intern(ring->labels, label, stage) : 0;
 }
 
 const char *
 trace_ring_label(struct trace_ring *ring, uint32_t id)
 {
-    if (ring == NULL || id == 0)
-        return NULL;
-    const char *text = NULL;
-    pthread_mutex_lock(&ring->label_lock);
-    if (id <= ring->label_count)
-        text = ring->labels[id - 1];
-    pthread_mutex_unlock(&ring->label_lock);
-    return text;
+    return trace_ring_label_stage(ring, id, NULL);
+}
+
+const char *
+trace_ring_label_stage(struct trace_ring *ring, uint32_t id, enum snap_stage *stage)
+{
+    return ring != NULL ? label_table_text(ring->labels, id, stage) : NULL;
 }
 
 void
@@ -413,7 +425,8 @@ trace_ring_reset_after_fork(struct trace_ring *ring)
     if (ring == NULL)
         return;
     pthread_mutex_init(&ring->mode_lock, NULL);
-    pthread_mutex_init(&ring->label_lock, NULL);
+    if (ring->owns_labels)
+        label_table_reset_after_fork(ring->labels);
     for (int d = 0; d < ring->device_count; d++)
         pthread_mutex_init(&ring->devices[d].lock, NULL);
 }

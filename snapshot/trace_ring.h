@@ -1,6 +1,6 @@
 /* trace_ring.h: per-device bounded history of allocator events (PyTorch's trace ring buffer).
  * Locking: each device's ring has its own tiny mutex (record may come from outside the allocator
- *   lock for annotations); labels have one mutex of their own.
+ *   lock for annotations); labels are snapshot/label_table.h's (a known one is found lock-free).
  * Hot path: trace_ring_sink().record is (no malloc, no logging); everything else is not. */
 #ifndef CUPROF_TRACE_RING_H
 #define CUPROF_TRACE_RING_H
@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "allocator/trace_sink.h"
+#include "snapshot/snapshot_model.h"
 
 /* CUPROF_HISTORY; PyTorch's _record_memory_history(enabled="all"|"state"|None). */
 enum history_mode { HISTORY_ALL, HISTORY_STATE, HISTORY_OFF };
@@ -32,6 +33,11 @@ struct trace_ring;
 /* NULL if out of memory. max_entries 0 means TRACE_RING_DEFAULT_ENTRIES; HISTORY_STATE keeps 1
  * entry whatever max_entries says (PyTorch). Ring storage is mmap'd lazily (RSS grows with use). */
 struct trace_ring *trace_ring_create(int device_count, size_t max_entries, enum history_mode mode);
+/* The same with the caller's label table (created before the ring: NVTX names ranges before the
+ * first CUDA call), which the ring uses but never destroys or resets after fork. */
+struct label_table;
+struct trace_ring *trace_ring_create_labeled(int device_count, size_t max_entries,
+                                             enum history_mode mode, struct label_table *labels);
 void trace_ring_destroy(struct trace_ring *ring);
 
 /* The allocator's sink: record appends one trace_event to its device's ring, overwriting the
@@ -76,10 +82,23 @@ uint32_t trace_ring_traced_actions(struct trace_ring *ring);
 size_t trace_ring_capacity(struct trace_ring *ring);
 
 /* cuprof_annotate: interns a label (copied) and returns its id (>= 1), or 0 when out of memory
- * or label is NULL. The same text always gets the same id. Not for the allocator lock (mallocs). */
+ * or label is NULL. The same text always gets the same id. Not for the allocator lock (mallocs
+ * the first time). trace_ring_intern_stage does the same for a range's start or end
+ * (snapshot/label_table.h: the end's id is the start's + 1); a known label costs no lock. */
 uint32_t trace_ring_intern_label(struct trace_ring *ring, const char *label);
-/* The label's text (valid until trace_ring_destroy), or NULL for an unknown id. */
+uint32_t trace_ring_intern_stage(struct trace_ring *ring, const char *label, enum snap_stage stage);
+/* The label's text (valid until trace_ring_destroy), or NULL for an unknown id; _stage also says
+ * what it marks (stage may be NULL). */
 const char *trace_ring_label(struct trace_ring *ring, uint32_t id);
+const char *trace_ring_label_stage(struct trace_ring *ring, uint32_t id, enum snap_stage *stage);
+
+/* Records one TRACE_ANNOTATE entry of label `label_id` in every device's ring, all with one
+ * time (cuprof_annotate, NVTX marks and ranges). Takes each device ring's own lock in turn,
+ * never an allocator lock. */
+void trace_ring_annotate(struct trace_ring *ring, uint32_t label_id);
+/* The same at a given time (microseconds since the Unix epoch; 0 means now): NVTX events made
+ * before the ring existed. */
+void trace_ring_annotate_at(struct trace_ring *ring, uint32_t label_id, int64_t time_us);
 
 /* In the child after fork(): re-initialises the locks another thread may have held. */
 void trace_ring_reset_after_fork(struct trace_ring *ring);

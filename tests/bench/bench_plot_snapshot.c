@@ -192,8 +192,11 @@ write_segments(struct gen *g)
             uint64_t size = g->slot_size[slot], rounded = (size + 511) / 512 * 512;
             struct snap_block b = {.addr = slot_addr(slot), .size = SLOT};
             if (size != 0) {
-                b = (struct snap_block){slot_addr(slot), rounded, size, g->slot_stack[slot],
-                                        BLOCK_ACTIVE_ALLOCATED};
+                b = (struct snap_block){.addr = slot_addr(slot),
+                                        .size = rounded,
+                                        .requested_size = size,
+                                        .stack = g->slot_stack[slot],
+                                        .state = BLOCK_ACTIVE_ALLOCATED};
                 if (snapshot_add_block(g->s, &b) != 0)
                     die("out of memory");
                 if (rounded == SLOT)

@@ -6,7 +6,7 @@
 import { readPage, decodeStacks } from './data.js';
 import { DeviceModel } from './model.js';
 import { SiteColors } from './colors.js';
-import { el, fmtCount } from './format.js';
+import { el, fmtCount, fmtSize } from './format.js';
 import { Timeline } from './timeline.js';
 import { StateView } from './state.js';
 import { FlameView } from './flame.js';
@@ -143,6 +143,7 @@ class App {
     main.appendChild(tl);
     const tabs = [['state', 'allocator state'], ['flame', 'flame graph'], ['sites', 'call sites'],
       ['libraries', 'memory by library']];
+    if (m.dev.ranges_text || (m.dev.phases && m.dev.phases.length)) tabs.push(['phases', 'phases']);
     if (d.mode === 'ranks' && this.page.ranks) tabs.push(['ranks', 'ranks']);
     if (d.mode === 'compare') tabs.push(['compare', 'A against B']);
     const bar = el('nav', { class: 'tabs', role: 'tablist' });
@@ -186,6 +187,7 @@ class App {
     } else if (key === 'flame') this.views.flame = new FlameView(this, m, box);
     else if (key === 'sites') this.views.sites = new SitesView(this, m, box);
     else if (key === 'libraries') librariesView(m.dev, box);
+    else if (key === 'phases') phasesView(m.dev, box);
     else if (key === 'ranks') ranksView(this.page.ranks, box);
     else if (key === 'compare') compareView(this.data, this.page.ranks, box);
   }
@@ -267,3 +269,29 @@ function boot() {
 }
 
 boot();
+
+// The history's phases: NVTX ranges (summary's section, in its words) and the annotations' phases
+// (each annotation up to the next one), with summary's figures.
+function phasesView(dev, box) {
+  if (dev.ranges_text) {
+    box.appendChild(el('h3', null, 'ranges (NVTX, record_function)'));
+    box.appendChild(el('pre', { class: 'stack', id: 'phases-ranges' }, dev.ranges_text));
+  }
+  if (dev.phases && dev.phases.length) {
+    box.appendChild(el('h3', null, 'annotations: each one up to the next'));
+    const t = el('table', { class: 'facts', id: 'phases-marks' });
+    const head = el('tr');
+    for (const h of ['entry', 'label', 'live at its start', 'peak live', 'peak reserved', 'growth'])
+      head.appendChild(el('th', null, h));
+    t.appendChild(head);
+    for (const p of dev.phases) {
+      const tr = el('tr');
+      const growth = (p.growth < 0 ? '-' : '+') + fmtSize(Math.abs(p.growth));
+      for (const v of [fmtCount(p.entry), p.label === null ? '(metadata cleared)' : p.label,
+        fmtSize(p.live), fmtSize(p.peak_live), fmtSize(p.peak_reserved), growth])
+        tr.appendChild(el('td', null, v));
+      t.appendChild(tr);
+    }
+    box.appendChild(t);
+  }
+}

@@ -315,6 +315,11 @@ export class Timeline {
     const anns = m.dev.annotations;
     const g = this.gMarks;
     g.selectAll('*').remove();
+    if (m.dev.ranges && m.dev.ranges.ranges.length) {
+      this.drawRanges(g);
+      this.drawOoms();
+      return;
+    }
     // Annotations: each labels the range up to the next one (or the end). Too many to read at
     // this zoom: ticks, and a word to zoom in.
     const W = this.W;
@@ -365,6 +370,48 @@ export class Timeline {
         }
       }
     }
+    this.drawOoms();
+  }
+
+  // NVTX ranges in the lane above the plot: the outermost ones as labelled bands (nested ranges
+  // as thinner bars under them); hover names every range open there, outermost first.
+  drawRanges(g) {
+    const m = this.m;
+    const rs = m.dev.ranges;
+    const W = this.W;
+    const lane = -MARGIN.top + 2;
+    const end = (r) => (r[2] < 0 ? m.count : r[2] + 1);
+    for (let i = 0; i < rs.ranges.length; i++) {
+      const r = rs.ranges[i];
+      const depth = r[6] || 0;
+      if (depth > 2) continue;
+      const from = this.stateX(Math.max(0, r[1]) + (r[1] < 0 ? 0 : 1));
+      const to = this.stateX(end(r));
+      if (to < 0 || from > W) continue;
+      const x0 = Math.max(0, from);
+      const x1 = Math.min(W, Math.max(from + 1, to));
+      const y = depth === 0 ? lane : lane + 10 + 2 * depth;
+      const h = depth === 0 ? 10 : 2;
+      const name = rs.names[r[0]] ? rs.names[r[0]].name : '';
+      const open = rs.ranges.filter((q) => q[1] <= r[1] && end(q) >= end(r))
+        .sort((p, q) => (p[6] || 0) - (q[6] || 0)).map((q) => rs.names[q[0]].name).join(' > ');
+      g.append('rect').attr('class', 'range depth' + depth).attr('x', x0).attr('width', x1 - x0)
+        .attr('y', y).attr('height', h)
+        .on('mousemove', (ev) => showTip(ev, `${open}: peak ${fmtSize(r[4])} live inside, ` +
+          `${fmtSize(r[3])} at its start, ${fmtSize(r[5])} at its end` +
+          (r[2] < 0 ? ' (still open at the end)' : '')))
+        .on('mouseleave', hideTip);
+      if (depth === 0 && x1 - x0 > 30) {
+        const room = Math.floor((x1 - x0) / 6);
+        g.append('text').attr('class', 'annotation-label').attr('x', x0 + 3).attr('y', lane + 8)
+          .text(name.length > room ? name.slice(0, Math.max(1, room - 1)) + '…' : name);
+      }
+    }
+  }
+
+  drawOoms() {
+    const m = this.m;
+    const W = this.W;
     // OOMs: a marker at the entry, hover for what happened and the verdict when there is one.
     const og = this.gOom;
     og.selectAll('*').remove();

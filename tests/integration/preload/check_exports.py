@@ -34,6 +34,8 @@ CUDA_EXPORTS = {
     "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",
     "cudaMallocPitch", "cudaMalloc3D", "cudaMallocManaged", "cudaMemGetInfo", "cudaDeviceReset",
     "cudaDeviceEnablePeerAccess",
+    # NVTX's tool entry points (NVTX_INJECTION64_PATH=libcuprof.so): core API, extensions
+    "InitializeInjectionNvtx2", "InitializeInjectionNvtxExtension",
 }
 
 # The only libraries libcuprof.so may need: glibc itself and its parts, plus the sanitizer

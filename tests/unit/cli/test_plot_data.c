@@ -219,8 +219,11 @@ random_allocations(void)
     struct snap_segment seg = {.device = 0, .addr = BASE, .total_size = 64 * PAGE};
     assert_int_equal(snapshot_add_segment(s, &seg), 0);
     for (int k = 0; k < 64; k += 1 + (int)rnd(6)) {
-        struct snap_block b = {BASE + (uint64_t)k * PAGE, PAGE, 1 + rnd(PAGE), stack,
-                               BLOCK_ACTIVE_ALLOCATED};
+        struct snap_block b = {.addr = BASE + (uint64_t)k * PAGE,
+                               .size = PAGE,
+                               .requested_size = 1 + rnd(PAGE),
+                               .stack = stack,
+                               .state = BLOCK_ACTIVE_ALLOCATED};
         assert_int_equal(snapshot_add_block(s, &b), 0);
     }
     static const uint8_t actions[] = {TRACE_ALLOC,

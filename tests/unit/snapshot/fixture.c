@@ -47,10 +47,17 @@ fixture_model(size_t entries, size_t stacks)
                               .pool_id = {1, 2},
                               .cuprof_pool = TRACE_POOL_MANAGED,
                               .stack = st1};
-    struct snap_block b0 = {BASE, 512, 100, st0, BLOCK_ACTIVE_ALLOCATED};
-    struct snap_block b1 = {BASE + 512, 2 * MIB - 512, 0, 0, BLOCK_INACTIVE};
-    struct snap_block b2 = {BASE + 64 * MIB, 20 * MIB, 20 * MIB - 5, st1,
-                            BLOCK_ACTIVE_PENDING_FREE};
+    struct snap_block b0 = {.addr = BASE,
+                            .size = 512,
+                            .requested_size = 100,
+                            .stack = st0,
+                            .state = BLOCK_ACTIVE_ALLOCATED};
+    struct snap_block b1 = {.addr = BASE + 512, .size = 2 * MIB - 512, .state = BLOCK_INACTIVE};
+    struct snap_block b2 = {.addr = BASE + 64 * MIB,
+                            .size = 20 * MIB,
+                            .requested_size = 20 * MIB - 5,
+                            .stack = st1,
+                            .state = BLOCK_ACTIVE_PENDING_FREE};
     if (snapshot_add_segment(s, &g0) != 0 || snapshot_add_block(s, &b0) != 0 ||
         snapshot_add_block(s, &b1) != 0 || snapshot_add_segment(s, &g1) != 0 ||
         snapshot_add_block(s, &b2) != 0)
