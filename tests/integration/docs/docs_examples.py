@@ -80,7 +80,7 @@ def mask(line, scratch):
     line = re.sub(r"stream \d{6,}", "stream N", line)  # a stream's handle
     line = re.sub(r"[\u2581-\u2588]+", "SPARKLINE", line)  # `top`'s samples, one a second
     line = re.sub(r"(?<=\S) {2,}", " ", line)  # columns move with the width of a masked value
-    line = re.sub(r"\b\d+(\.\d+)? ?(ms|µs|us|ns|s)\b(?! of| a )", "T", line)
+    line = re.sub(r"\b\d+(\.\d+)? ?(ms|µs|us|ns|s)\b", "T", line)
     return line
 
 
