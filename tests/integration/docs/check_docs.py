@@ -133,6 +133,21 @@ def main():
                     if opt not in opts[cmd]:
                         problems.append(f"{rel[p]}: `cuprof {cmd} {opt}`: no such option")
 
+    # The Python module: every public call (and PyTorch's underscored ones) in its reference.
+    py_page = texts.get(os.path.join(root, "docs", "reference", "python.md"), "")
+    module = open(os.path.join(root, "python", "cuprof", "__init__.py")).read()
+    calls = re.findall(r"^(?:def|class) ([a-zA-Z_]\w*)", module, re.M)
+    for name in calls:
+        if name.startswith("_") and name not in ("_record_memory_history", "_snapshot",
+                                                 "_dump_snapshot"):
+            continue
+        if name in ("CuprofError", "NotLoadedError"):
+            ok = f"cuprof.{name}" in py_page
+        else:
+            ok = f"`{name}(" in py_page
+        if not ok:
+            problems.append(f"docs/reference/python.md does not document {name}")
+
     # One version: the changelog's newest is the program's.
     changelog = texts.get(os.path.join(root, "CHANGELOG.md"), "")
     newest = re.search(r"^## (\d+\.\d+\.\d+)", changelog, re.M)

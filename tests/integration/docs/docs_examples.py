@@ -30,7 +30,7 @@ import tempfile
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir))
 SHOWN_DIR = "/home/you/work"  # what the scratch folder is called in the docs
 APPS = ["train_loop", "threads", "oom", "lib_users", "empty_cache", "driver_api", "static_style",
-        "graphs"]
+        "graphs", "nvtx_ranges", "nvtx_pool"]
 BLOCK = re.compile(r"^```console\n(.*?)^```\n", re.M | re.S)
 
 
@@ -117,6 +117,8 @@ def environment(build, scratch):
     env["TZ"] = "UTC"
     env["LC_ALL"] = "C.UTF-8"
     env["COLUMNS"] = "100"
+    env["PYTHONPATH"] = os.path.join(ROOT, "python")  # `import cuprof`, as meson install puts it
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 
@@ -130,6 +132,9 @@ def prepare(build, scratch):
     for name in os.listdir(apps) if os.path.isdir(apps) else []:
         if name.endswith(".so"):  # lib_users' libraries, found next to it ($ORIGIN)
             shutil.copy(os.path.join(apps, name), os.path.join(scratch, name))
+    examples = os.path.join(ROOT, "docs", "examples")  # the pages' own programs (Python)
+    for name in sorted(os.listdir(examples)) if os.path.isdir(examples) else []:
+        shutil.copy(os.path.join(examples, name), os.path.join(scratch, name))
     sleeper = os.path.join(build, "tests", "integration", "live", "live_sleeper")
     if os.path.exists(sleeper):
         shutil.copy(sleeper, os.path.join(scratch, "live_sleeper"))

@@ -25,6 +25,8 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, os.pardir))
 import shimrun  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "cli"))
+import report_data  # noqa: E402
 
 check = shimrun.Checks()
 
@@ -108,11 +110,9 @@ def group_nvtx(args, tmp):
         check(rows == PHASES, f"summary's rows {rows}\n{section}")
         html = os.path.join(run_dir, "report.html")
         r = shimrun.run([args.cuprof, "plot", snaps[0], "-o", html], env)
-        page = open(html, encoding="utf-8").read() if r.returncode == 0 else ""
-        m = re.search(r'<script id="cuprof-data" type="application/json">(.*?)</script>', page,
-                      re.S)
-        names = {} if not m else {n["name"]: (n["calls"], n["peak"] >> 20)
-                                  for n in json.loads(m.group(1))["devices"][0]["phases"]["names"]}
+        dev = report_data.read(html).data["runs"][0]["devices"][0] if r.returncode == 0 else {}
+        names = {n["name"]: (n["calls"], n["peak"] >> 20)
+                 for n in dev.get("ranges", {}).get("names", [])}
         check(names == {"backward": (3, 26), "train": (1, 26), "forward": (3, 24),
                         "optimizer.step": (3, 18)}, f"plot's data: {names}")
 
