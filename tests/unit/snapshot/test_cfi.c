@@ -138,7 +138,7 @@ test_prologue_and_epilogue(void **state)
     expect_call(&r, 0x24, false, 8, true, -16);
     expect_call(&r, FUNC_RANGE - 1, false, 8, true, -16);
     struct cfi_rule got;
-    assert_int_equal(rule_at(&r, FUNC_RANGE, &got), -1); /* past the function */
+    assert_int_equal(rule_at(&r, FUNC_RANGE, &got), -1);    /* past the function */
     assert_int_equal(rule_at(&r, (uintptr_t)-1, &got), -1); /* before it */
 }
 
