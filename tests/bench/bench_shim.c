@@ -4,7 +4,9 @@
  * (the program's bound symbols against the runtime's own functions), and the dump stall: the
  * longest gap between consecutive allocations of one thread while another writes a snapshot of a
  * full 100k-entry history, against the longest gap in an equal window without a dump; and the pair
- * while another thread floods the control socket with TOP requests, against the pair without.
+ * while another thread floods the control socket with TOP requests, against the pair without; and
+ * the default configuration's pair (stacks at depth 32) with libunwind and with it hidden, on the
+ * simulated device and on the null runtime (tests/bench/null_cuda).
  * The program re-executes itself: a child without LD_PRELOAD measures the baseline and a child
  * under it the candidate, back to back in every repetition, so load slows both sides alike.
  * Prints `name: value unit (ratio× baseline)`; figures are medians of REPS repetitions.
@@ -868,6 +870,10 @@ main(int argc, char **argv)
     /* 32 MiB: only off mode (glibc serves 32 MiB with mmap, no baseline for a cached pair). */
     struct setup null = st;
     null.sim_path = BENCH_NULL_CUDA_PATH;
+    /* The default configuration's pair again where the runtime costs nearly nothing: the
+     * simulated driver's locks (its context synchronize behind every cudaFree) are not cuprof's
+     * cost, and on a slow VM they alone take a few hundred ns (issue 30's 1 us a pair). */
+    unwinder_figure(&null, "pair_4k_cache_stacks_alloc_d32_null_runtime", 4 * KIB, 200000);
     const char *const null_off_env[] = {"CUPROF_LOG=quiet", "CUPROF_MODE=off", NULL};
     pair_figure(&null, "pair_32m_off_null_runtime", null_off_env, 32 * MIB, 200000);
     off_same_process_figure(&null, "4k_null_runtime", 4 * KIB, 200000);
