@@ -82,10 +82,10 @@ copy_device(struct allocator *alloc, struct trace_ring *ring, struct program_poo
             allocator_get_stats_locked(alloc, device, &b->stats);
             b->record_count = 0;
             b->dropped = 0;
-            b->end = ring != NULL ? trace_ring_end(ring, device) : 0;
+            b->end = 0;
             if (ring != NULL)
-                b->record_count =
-                    trace_ring_copy_locked(ring, device, b->records, b->record_cap, &b->dropped);
+                b->record_count = trace_ring_copy_newest(ring, device, b->records, b->record_cap,
+                                                         &b->dropped, &b->end);
             uint64_t active = 0;
             for (size_t i = 0; i < b->block_count; i++)
                 if (b->blocks[i].state != BLOCK_INACTIVE)

@@ -1,6 +1,8 @@
 /* trace_ring.h: per-device bounded history of allocator events (PyTorch's trace ring buffer).
- * Locking: each device's ring has its own tiny mutex (record may come from outside the allocator
- *   lock for annotations); labels are snapshot/label_table.h's (a known one is found lock-free).
+ * Locking: each device's ring has its own tiny mutex for the allocator's entries and another for
+ *   annotations (NVTX ranges and marks), so an annotating thread never holds a lock the
+ *   allocator's appends take; readers take both and merge. Labels are snapshot/label_table.h's
+ *   (a known one is found lock-free).
  * Hot path: trace_ring_sink().record is (no malloc, no logging); everything else is not. */
 #ifndef CUPROF_TRACE_RING_H
 #define CUPROF_TRACE_RING_H
@@ -47,18 +49,22 @@ struct trace_sink trace_ring_sink(struct trace_ring *ring);
 void trace_ring_record(struct trace_ring *ring, const struct trace_event *event);
 
 /* Called with the allocator's device lock held, so the copy is consistent with the block table;
- * the ring's own lock is taken inside. copy writes min(count, cap) entries, oldest first (the
+ * the ring's own locks are taken inside. copy writes min(count, cap) entries, oldest first (the
  * newest `cap` when cap is short) and sets *dropped (may be NULL) to the entries overwritten
- * since the last clear. Returns the number written. */
+ * since the last clear. Returns the number written. copy_newest also sets *end (may be NULL) to
+ * trace_ring_end as of the copy (an annotation may come between two calls). */
 size_t trace_ring_count_locked(struct trace_ring *ring, int device);
 size_t trace_ring_copy_locked(struct trace_ring *ring, int device, struct trace_record *out,
                               size_t cap, uint64_t *dropped);
+size_t trace_ring_copy_newest(struct trace_ring *ring, int device, struct trace_record *out,
+                              size_t cap, uint64_t *dropped, uint64_t *end);
 uint64_t trace_ring_dropped(struct trace_ring *ring, int device);
 
 /* Positions: each entry a device's ring records gets the next number from 0, never reused (a
  * clear or a switch to HISTORY_OFF skips the numbers of the entries it drops), so a reader can
  * come back later for what was recorded since. trace_ring_end is the position the next entry
- * will get; called under the allocator's device lock it matches the stats copied there.
+ * will get; called under the allocator's device lock it matches the stats copied there (an
+ * annotation made later numbers after it).
  * trace_ring_copy_from copies up to cap entries from position `from` on, oldest first, returns
  * how many and sets *first to the position of the first one copied: greater than `from` when
  * older entries were overwritten or cleared meanwhile. Only the ring's own lock is taken. */
@@ -93,8 +99,8 @@ const char *trace_ring_label(struct trace_ring *ring, uint32_t id);
 const char *trace_ring_label_stage(struct trace_ring *ring, uint32_t id, enum snap_stage *stage);
 
 /* Records one TRACE_ANNOTATE entry of label `label_id` in every device's ring, all with one
- * time (cuprof_annotate, NVTX marks and ranges). Takes each device ring's own lock in turn,
- * never an allocator lock. */
+ * time (cuprof_annotate, NVTX marks and ranges). Takes each device's annotation lock in turn,
+ * never an allocator lock nor the lock of the allocator's entries. */
 void trace_ring_annotate(struct trace_ring *ring, uint32_t label_id);
 /* The same at a given time (microseconds since the Unix epoch; 0 means now): NVTX events made
  * before the ring existed. */

@@ -1,11 +1,11 @@
-/* bench_plot_snapshot.c: writes a training-shaped snapshot of ENTRIES trace entries (PyTorch's
+/* plot_snapshot.c: writes a training-shaped snapshot of ENTRIES trace entries (PyTorch's
  * layout, cuprof's writer) for `bench_plot` and the report page's tests: parameters allocated
  * first and kept, then iterations of a forward pass that stacks one activation per layer (with a
  * temporary each) and a backward pass that frees them in reverse, each pass annotated; segments
  * of 64 MiB made as needed. Stacks are Python-like user frames under the allocator's machinery.
  * With --midrun the history keeps only its last 90% (the blocks older than that are live at its
  * start, as in a ring that wrapped).
- * Usage: bench_plot_snapshot ENTRIES OUT.pickle [--midrun] */
+ * Usage: plot_snapshot ENTRIES OUT.pickle [--midrun] */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +49,7 @@ rnd(struct gen *g)
 static void
 die(const char *what)
 {
-    fprintf(stderr, "bench_plot_snapshot: %s\n", what);
+    fprintf(stderr, "plot_snapshot: %s\n", what);
     exit(1);
 }
 
@@ -213,7 +213,7 @@ int
 main(int argc, char **argv)
 {
     if (argc < 3)
-        die("usage: bench_plot_snapshot ENTRIES OUT.pickle [--midrun]");
+        die("usage: plot_snapshot ENTRIES OUT.pickle [--midrun]");
     struct gen g = {.target = strtoull(argv[1], NULL, 10),
                     .now = 1700000000000000,
                     .seed = 88172645463325252ull};
