@@ -6,7 +6,9 @@
 #define CUPROF_DW_API_H
 
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
+#include <libelf.h>
 
 /* Every libdw function cuprof calls, written once: X(name). Add a call here before using it. */
 #define DW_API_FUNCTIONS(X)                                                                        \
@@ -17,7 +19,11 @@
     X(dwfl_report_end)                                                                             \
     X(dwfl_linux_proc_report)                                                                      \
     X(dwfl_linux_proc_find_elf)                                                                    \
-    X(dwfl_standard_find_debuginfo)                                                                \
+    X(dwfl_build_id_find_debuginfo)                                                                \
+    X(dwfl_module_build_id)                                                                        \
+    X(dwelf_elf_gnu_build_id)                                                                      \
+    X(elf_begin)                                                                                   \
+    X(elf_end)                                                                                     \
     X(dwfl_addrmodule)                                                                             \
     X(dwfl_module_info)                                                                            \
     X(dwfl_module_getsrc)                                                                          \

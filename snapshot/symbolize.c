@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 #include <dwarf.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <link.h>
@@ -112,6 +113,84 @@ sym_intern(struct symbolizer *sym, const char *s)
     return sym->strings[i];
 }
 
+/* libdwfl's file lookups, kept to this machine and out of the program's children: the standard
+ * debuginfo lookup would, where nothing is found locally, load libdebuginfod (libcurl and some
+ * twenty libraries, run inside the profiled program) and, with DEBUGINFOD_URLS set as many
+ * distributions set it, download debug files in the middle of a dump; and the files libdwfl
+ * opens stay open for the symbolizer's life without FD_CLOEXEC, so every program that runs
+ * another would hand them on. */
+static int
+sym_keep_private(int fd)
+{
+    if (fd >= 0)
+        (void)fcntl(fd, F_SETFD, FD_CLOEXEC); /* ours: just opened on this thread */
+    return fd;
+}
+
+static int
+sym_find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base, char **file_name,
+             Elf **elfp)
+{
+    const struct dw_api *dw = dw_api_get();
+    return sym_keep_private(
+        dw->dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp));
+}
+
+/* The candidate's GNU build ID is the module's (a debug link names a file, not a version). */
+static bool
+sym_same_build_id(const struct dw_api *dw, int fd, const unsigned char *bits, int len)
+{
+    Elf *elf = dw->elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    const void *theirs = NULL;
+    ssize_t n = elf != NULL ? dw->dwelf_elf_gnu_build_id(elf, &theirs) : -1;
+    bool same = n == len && memcmp(theirs, bits, (size_t)len) == 0;
+    if (elf != NULL)
+        dw->elf_end(elf);
+    return same;
+}
+
+/* A .gnu_debuglink's file where GDB and libdwfl look: beside the module, in .debug/ there, and
+ * under /usr/lib/debug; only with the module's build ID (no CRC of whole files at dump time). */
+static int
+sym_find_by_debuglink(const struct dw_api *dw, Dwfl_Module *mod, const char *file_name,
+                      const char *link, char **found)
+{
+    const unsigned char *bits = NULL;
+    GElf_Addr vaddr = 0;
+    int len = dw->dwfl_module_build_id(mod, &bits, &vaddr);
+    const char *slash = strrchr(file_name, '/');
+    if (len <= 0 || slash == NULL || strchr(link, '/') != NULL)
+        return -1;
+    int dir_len = (int)(slash - file_name);
+    static const char *const formats[] = {"%.*s/%s", "%.*s/.debug/%s", "/usr/lib/debug%.*s/%s"};
+    for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+        char path[PATH_MAX];
+        int n = snprintf(path, sizeof(path), formats[i], dir_len, file_name, link);
+        if (n <= 0 || (size_t)n >= sizeof(path) || strcmp(path, file_name) == 0)
+            continue;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (sym_same_build_id(dw, fd, bits, len) && (*found = strdup(path)) != NULL)
+            return fd;
+        close(fd);
+    }
+    return -1;
+}
+
+static int
+sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+                   const char *file_name, const char *debuglink, GElf_Word crc, char **found)
+{
+    const struct dw_api *dw = dw_api_get();
+    /* By build ID under /usr/lib/debug/.build-id: the separate debug file, or a dwz file. */
+    int fd = sym_keep_private(dw->dwfl_build_id_find_debuginfo(mod, userdata, name, base, file_name,
+                                                               debuglink, crc, found));
+    if (fd < 0 && debuglink != NULL && file_name != NULL)
+        fd = sym_find_by_debuglink(dw, mod, file_name, debuglink, found);
+    return fd;
+}
+
 /* Reports this process's modules to a new dwfl. A dwfl that cannot be set up (no /proc?) leaves
  * sym->dwfl NULL: the dladdr fallback. Returns -1 only when out of memory. */
 static int
@@ -122,8 +201,8 @@ sym_dwfl_setup(struct symbolizer *sym)
     if (sym->cus == NULL)
         return -1;
     sym->callbacks = (Dwfl_Callbacks){
-        .find_elf = dw->dwfl_linux_proc_find_elf,
-        .find_debuginfo = dw->dwfl_standard_find_debuginfo,
+        .find_elf = sym_find_elf,
+        .find_debuginfo = sym_find_debuginfo,
         .debuginfo_path = &g_debuginfo_path,
     };
     sym->dwfl = dw->dwfl_begin(&sym->callbacks);
