@@ -344,8 +344,9 @@ ring_view_locked(const struct ring_device *dev)
     return v;
 }
 
-/* Copies n merged entries from merged position `from` (within the history), oldest first. */
-static void
+/* Copies n merged entries from merged position `from` (within the history), oldest first;
+ * returns how many (n, unless the two rings disagree with the view: then what was there). */
+static size_t
 view_copy(const struct ring_view *v, uint64_t from, struct trace_record *out, size_t n)
 {
     const struct ring_device *dev = v->dev;
@@ -362,6 +363,8 @@ view_copy(const struct ring_view *v, uint64_t from, struct trace_record *out, si
         /* A run of allocator entries up to the next annotation's place. */
         uint64_t limit = j < v->n_end ? view_note(v, j)->at : v->a_end;
         size_t run = limit - a < n - done ? (size_t)(limit - a) : n - done;
+        if (run == 0 || limit > v->a_end)
+            break; /* never spin or read past the ring, whatever its counters say */
         size_t slot = view_entry_slot(v, a);
         size_t first = dev->capacity - slot < run ? dev->capacity - slot : run;
         memcpy(out + done, dev->buf + slot, first * sizeof(*out));
@@ -369,6 +372,7 @@ view_copy(const struct ring_view *v, uint64_t from, struct trace_record *out, si
         done += run;
         a += run;
     }
+    return done;
 }
 
 static struct ring_device *
@@ -402,7 +406,7 @@ trace_ring_copy_newest(struct trace_ring *ring, int device, struct trace_record 
         ring_lock_both(dev);
         struct ring_view v = ring_view_locked(dev);
         n = v.kept < cap ? (size_t)v.kept : cap;
-        view_copy(&v, v.end - n, out, n);
+        n = view_copy(&v, v.end - n, out, n);
         lost = v.end - v.kept - dev->cleared - dev->notes_cleared;
         last = v.end;
         ring_unlock_both(dev);
@@ -460,7 +464,7 @@ trace_ring_copy_from(struct trace_ring *ring, int device, uint64_t from, struct 
     uint64_t oldest = v.end - v.kept;
     uint64_t start = from < oldest ? oldest : from > v.end ? v.end : from;
     size_t n = v.end - start < cap ? (size_t)(v.end - start) : cap;
-    view_copy(&v, start, out, n);
+    n = view_copy(&v, start, out, n);
     ring_unlock_both(dev);
     *first = start;
     return n;
