@@ -196,13 +196,12 @@ runtime_refresh_traced_actions(struct cuprof_runtime *rt)
 int
 runtime_set_history(struct cuprof_runtime *rt, enum history_mode mode, size_t max_entries)
 {
-    pthread_mutex_t *switching = &runtime_switching;
-    pthread_mutex_lock(switching);
+    pthread_mutex_lock(&runtime_switching);
     /* Events wanted by either mode flow while the ring switches; the ring drops what it must. */
     allocator_set_traced_actions(rt->alloc, TRACE_ACTIONS_ALL);
     int rc = trace_ring_set_mode(rt->ring, mode, max_entries);
     update_traced_actions(rt);
-    pthread_mutex_unlock(switching);
+    pthread_mutex_unlock(&runtime_switching);
     return rc;
 }
 
@@ -230,7 +229,6 @@ runtime_driver_serves(struct cuprof_runtime *rt)
     return true;
 }
 
-/* expandable_segments:True on a device that cannot map memory gets ordinary segments. */
 /* Which unwinder takes the stacks, once, and what a stack costs when it is libgcc's through
  * glibc's backtrace (issue 30: 20-50x libunwind and cuprof's own unwinder). */
 static void
@@ -256,6 +254,24 @@ runtime_log_unwinder(const struct cuprof_config *config)
     }
 }
 
+/* Stacks as configured (the unwinder named once) and the trace ring for `devices`; NULL when out
+ * of host memory. */
+static struct trace_ring *
+runtime_start_history(const struct cuprof_config *config, int devices)
+{
+    stacks_configure((enum stack_mode)config->stacks, (unsigned)config->stack_depth);
+    python_frames_enable(config->python_frames == 0); /* "on" is choice 0 */
+    stacks_warm_up();
+    if (config->stacks != STACKS_NONE && runtime_log_info())
+        runtime_log_unwinder(config);
+    enum history_mode history = (enum history_mode)config->history;
+    size_t max_entries = (size_t)config->max_entries;
+    api_start_history(&history, &max_entries); /* _record_memory_history before CUDA's start */
+    struct label_table *labels = runtime_labels();
+    return labels != NULL ? trace_ring_create_labeled(devices, max_entries, history, labels) : NULL;
+}
+
+/* expandable_segments:True on a device that cannot map memory gets ordinary segments. */
 static void
 runtime_log_expandable(const struct cuprof_runtime *rt)
 {
@@ -308,17 +324,7 @@ runtime_init(void)
             runtime_log("cuprof: no CUDA device found: passing every call through");
         goto out;
     }
-    stacks_configure((enum stack_mode)config->stacks, (unsigned)config->stack_depth);
-    python_frames_enable(config->python_frames == 0); /* "on" is choice 0 */
-    stacks_warm_up();
-    if (config->stacks != STACKS_NONE && runtime_log_info())
-        runtime_log_unwinder(config);
-    enum history_mode history = (enum history_mode)config->history;
-    size_t max_entries = (size_t)config->max_entries;
-    api_start_history(&history, &max_entries); /* _record_memory_history before CUDA's start */
-    rt->ring = runtime_labels() == NULL ? NULL
-                                        : trace_ring_create_labeled(rt->device_count, max_entries,
-                                                                    history, runtime_labels());
+    rt->ring = runtime_start_history(config, rt->device_count);
     if (rt->ring == NULL) {
         runtime_log("cuprof: out of host memory for the trace history: passing every call "
                     "through");
