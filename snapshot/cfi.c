@@ -306,6 +306,23 @@ factored(const struct program *pr, uint64_t n)
     return (int64_t)(n * (uint64_t)pr->cie->data_align);
 }
 
+/* The instructions that define the CFA (DW_CFA_def_cfa*): register, offset or an expression. */
+static void
+run_cfa(struct cursor *c, const struct program *pr, struct row *row, uint8_t op)
+{
+    row->cfa_expr = op == 0x0f;
+    if (op == 0x0f) {
+        skip(c, rd_uleb(c));
+        return;
+    }
+    if (op == 0x0c || op == 0x0d || op == 0x12)
+        row->cfa_reg = rd_uleb(c);
+    if (op == 0x0c || op == 0x0e)
+        row->cfa_off = (int64_t)rd_uleb(c);
+    else if (op == 0x12 || op == 0x13)
+        row->cfa_off = factored(pr, (uint64_t)rd_sleb(c));
+}
+
 /* The instructions of DWARF 4 section 6.4.2 and the GNU ones gcc writes; any other one (and
  * DW_CFA_GNU_window_save, SPARC's and aarch64's) leaves the frame to libgcc. */
 static bool
@@ -364,21 +381,12 @@ run_one(struct cursor *c, struct program *pr, struct row *row, struct row *stack
         *row = stack[--*depth];
         return true;
     case 0x0c: /* def_cfa */
-        row->cfa_reg = rd_uleb(c);
-        row->cfa_off = (int64_t)rd_uleb(c);
-        row->cfa_expr = false;
-        return true;
     case 0x0d: /* def_cfa_register */
-        row->cfa_reg = rd_uleb(c);
-        row->cfa_expr = false;
-        return true;
     case 0x0e: /* def_cfa_offset */
-        row->cfa_off = (int64_t)rd_uleb(c);
-        row->cfa_expr = false;
-        return true;
     case 0x0f: /* def_cfa_expression */
-        skip(c, rd_uleb(c));
-        row->cfa_expr = true;
+    case 0x12: /* def_cfa_sf */
+    case 0x13: /* def_cfa_offset_sf */
+        run_cfa(c, pr, row, op);
         return true;
     case 0x10: /* expression */
     case 0x16: /* val_expression */
@@ -389,15 +397,6 @@ run_one(struct cursor *c, struct program *pr, struct row *row, struct row *stack
     case 0x11: /* offset_extended_sf */
         reg = rd_uleb(c);
         set_rule(row, pr, reg, HOW_OFFSET, factored(pr, (uint64_t)rd_sleb(c)));
-        return true;
-    case 0x12: /* def_cfa_sf */
-        row->cfa_reg = rd_uleb(c);
-        row->cfa_off = factored(pr, (uint64_t)rd_sleb(c));
-        row->cfa_expr = false;
-        return true;
-    case 0x13: /* def_cfa_offset_sf */
-        row->cfa_off = factored(pr, (uint64_t)rd_sleb(c));
-        row->cfa_expr = false;
         return true;
     case 0x14: /* val_offset */
     case 0x15: /* val_offset_sf */
