@@ -111,6 +111,10 @@ struct sim_device {
     pthread_mutex_t streams_lock;
     struct CUstream_st *streams; /* protected by streams_lock */
     struct CUstream_st legacy;
+    /* Operations queued on the device's streams and not yet run: a synchronization that finds
+     * none returns at once, as a real driver's does on an idle device. Raised at submission under
+     * the stream's lock, lowered (release) once the operation's effects are done. */
+    _Atomic uint64_t pending_ops;
 };
 
 struct sim_state {

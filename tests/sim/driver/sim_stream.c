@@ -165,6 +165,7 @@ stream_worker(void *arg)
         if (!s->head)
             s->tail = NULL;
         s->completed++;
+        atomic_fetch_sub_explicit(&s->dev->pending_ops, 1, memory_order_release);
         if (op->type == OP_RECORD) /* under s->lock: no one sees the stream idle before it */
             complete_record(op);
         pthread_cond_broadcast(&s->cond);
@@ -257,6 +258,7 @@ submit(struct CUstream_st *s, struct sim_op *op, bool wait)
         s->has_worker = true;
     }
     uint64_t seq = ++s->submitted;
+    atomic_fetch_add_explicit(&dev->pending_ops, 1, memory_order_relaxed);
     if (s->tail)
         s->tail->next = op;
     else
@@ -287,6 +289,10 @@ sim_stream_sync(struct CUstream_st *s)
 void
 sim_device_sync(struct sim_device *dev)
 {
+    /* Nothing queued, by this thread or any other whose submission it could have seen: every
+     * operation's effects are visible through the acquire. */
+    if (atomic_load_explicit(&dev->pending_ops, memory_order_acquire) == 0)
+        return;
     size_t n = 0, cap = 16;
     struct CUstream_st **list = malloc(cap * sizeof(*list));
     pthread_mutex_lock(&dev->streams_lock);
@@ -401,8 +407,11 @@ void
 sim_stream_fork_unlock(bool child)
 {
     each_stream(child ? reset_stream_in_child : unlock_stream);
-    for (int i = sim.ndev; i-- > 0;)
+    for (int i = sim.ndev; i-- > 0;) {
+        if (child) /* every stream of the child starts idle */
+            atomic_store_explicit(&sim.devs[i].pending_ops, 0, memory_order_relaxed);
         pthread_mutex_unlock(&sim.devs[i].streams_lock);
+    }
 }
 
 static void
