@@ -18,6 +18,7 @@
 #include "preload/shim_query.h"
 #include "preload/shim_rt.h"
 #include "preload/shim_vmm.h"
+#include "preload/unload.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -32,6 +33,13 @@ EXPORT REAL_DL_UNINSTRUMENTED void *
 dlsym(void *handle, const char *name)
 {
     return hooks_dlsym(handle, name, __builtin_return_address(0));
+}
+
+/* ---- dlclose: an unmapped library's code must not be walked with what the unwinders learnt. */
+EXPORT REAL_DL_UNINSTRUMENTED int
+dlclose(void *handle)
+{
+    return unload_dlclose(handle);
 }
 
 /* ---- Every row of entry_points.def that cuprof wraps, as a stub named as libcuda.so.1 or

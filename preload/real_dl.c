@@ -88,6 +88,22 @@ real_fn_close(void)
     return fn;
 }
 
+static _Atomic(dlclose_fn) real_dlclose_ptr;
+
+int
+real_dl_close(void *handle)
+{
+    dlclose_fn fn = atomic_load_explicit(&real_dlclose_ptr, memory_order_acquire);
+    if (fn == NULL) {
+        /* Idempotent: two racing threads store the same pointer. */
+        fn = real_fn_close();
+        if (fn == NULL)
+            return -1;
+        atomic_store_explicit(&real_dlclose_ptr, fn, memory_order_release);
+    }
+    return fn(handle);
+}
+
 static const char self_anchor = 0;
 
 /* True when `map` comes before libcuprof in load order. */

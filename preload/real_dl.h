@@ -15,6 +15,8 @@
 /* glibc's dlsym (dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"), then newer versions). */
 void *real_dl_dlsym(void *handle, const char *name);
 
+/* glibc's dlclose (the next definition after libcuprof's own export); -1 if there is none. */
+int real_dl_close(void *handle);
 /* What dlsym(RTLD_NEXT, name) returns when called from code at `caller`: the first definition in
  * an object loaded after the caller's object. */
 void *real_dl_next(const void *caller, const char *name);

@@ -127,8 +127,9 @@ own_range_cb(struct dl_phdr_info *info, size_t size, void *data)
  * throws). Without it, cuprof's own unwinder does the same job at the same speed; glibc's
  * backtrace() (libgcc's unwinder, 20-50x slower) is the last resort. */
 typedef int (*backtrace_fn)(void **, int);
-static backtrace_fn g_backtrace = backtrace;
-static enum stacks_unwinder g_unwinder = STACKS_UNWINDER_LIBGCC; /* set once, in stacks_init */
+static _Atomic(backtrace_fn) g_backtrace = backtrace;
+/* Set in stacks_init; libunwind gives way to cuprof's unwinder once code is unloaded. */
+static _Atomic int g_unwinder = STACKS_UNWINDER_LIBGCC;
 static _Atomic int g_first_unwinder = STACKS_UNWINDER_LIBUNWIND;
 static _Atomic bool g_chosen;
 
@@ -141,7 +142,9 @@ load_libunwind(void)
     void *sym = dlsym(lib, "unw_backtrace");
     if (sym == NULL)
         return false;
-    memcpy(&g_backtrace, &sym, sizeof(g_backtrace));
+    backtrace_fn fn;
+    memcpy(&fn, &sym, sizeof(fn));
+    atomic_store(&g_backtrace, fn);
     return true;
 }
 
@@ -151,12 +154,12 @@ load_unwinder(void)
     atomic_store(&g_chosen, true);
     int first = atomic_load(&g_first_unwinder);
     if (first <= STACKS_UNWINDER_LIBUNWIND && load_libunwind()) {
-        g_unwinder = STACKS_UNWINDER_LIBUNWIND;
+        atomic_store(&g_unwinder, STACKS_UNWINDER_LIBUNWIND);
     } else if (first <= STACKS_UNWINDER_CUPROF && unwind_init()) {
-        g_backtrace = unwind_backtrace;
-        g_unwinder = STACKS_UNWINDER_CUPROF;
+        atomic_store(&g_backtrace, unwind_backtrace);
+        atomic_store(&g_unwinder, STACKS_UNWINDER_CUPROF);
     } else {
-        g_backtrace = unwind_libc_backtrace();
+        atomic_store(&g_backtrace, unwind_libc_backtrace());
     }
 }
 
@@ -181,7 +184,28 @@ enum stacks_unwinder
 stacks_unwinder(void)
 {
     pthread_once(&g_once, stacks_init);
-    return g_unwinder;
+    return (enum stacks_unwinder)atomic_load(&g_unwinder);
+}
+
+/* libunwind's unw_backtrace keeps a per-thread cache of frames by address that nothing flushes
+ * (unw_flush_cache leaves it alone): after an unload, stacks through code mapped where the old
+ * code was would follow the old code's frames. cuprof's unwinder can forget its rules, and
+ * libgcc's looks every frame's FDE up anew. */
+bool
+stacks_forget_code(void)
+{
+    unwind_forget_rules();
+    if (!atomic_load(&g_chosen) || atomic_load(&g_unwinder) != STACKS_UNWINDER_LIBUNWIND)
+        return false;
+    pthread_once(&g_once, stacks_init); /* the choice is made: wait until it is published */
+    if (unwind_init()) {
+        atomic_store(&g_backtrace, unwind_backtrace);
+        atomic_store(&g_unwinder, STACKS_UNWINDER_CUPROF);
+    } else {
+        atomic_store(&g_backtrace, unwind_libc_backtrace());
+        atomic_store(&g_unwinder, STACKS_UNWINDER_LIBGCC);
+    }
+    return true;
 }
 
 /* Two independent multiply lanes halve the dependency chain of a 32-frame hash. */
@@ -330,7 +354,8 @@ capture_ips(unsigned skip, unsigned depth, uintptr_t *ips)
     /* Inside libcuprof.so, a few spare frames so that dropping cuprof's own innermost frames
      * still leaves `depth`; linked into the program, there is nothing to drop. */
     unsigned spare = g_own_hi != 0 ? SPARE_FRAMES : 0;
-    int n = g_backtrace(buf, (int)(first + depth + spare));
+    int n =
+        atomic_load_explicit(&g_backtrace, memory_order_relaxed)(buf, (int)(first + depth + spare));
     if (n <= (int)first)
         return 0;
     /* Everything at or inside the outermost cuprof frame is cuprof's doing: a runtime wrapper of
@@ -439,7 +464,7 @@ stacks_warm_up(void)
     /* The first capture fills caches; the fastest of the others is what a capture costs. */
     for (int i = 0; i < 4; i++) {
         double t0 = clock_ns();
-        int n = g_backtrace(buf, 64);
+        int n = atomic_load_explicit(&g_backtrace, memory_order_relaxed)(buf, 64);
         double per_frame = n > 0 ? (clock_ns() - t0) / n : 0;
         if (i > 0 && (best == 0 || per_frame < best))
             best = per_frame;

@@ -41,8 +41,14 @@ unsigned stacks_depth(void);
  * then libgcc's unwinder through glibc's backtrace() for every stack. */
 enum stacks_unwinder { STACKS_UNWINDER_LIBUNWIND, STACKS_UNWINDER_CUPROF, STACKS_UNWINDER_LIBGCC };
 
-/* The unwinder every capture uses, chosen once (at the first capture or stacks_warm_up). */
+/* The unwinder every capture uses, chosen once (at the first capture or stacks_warm_up), and
+ * changed only by stacks_forget_code. */
 enum stacks_unwinder stacks_unwinder(void);
+/* Code was unloaded (dlclose unmapped a shared object): no stack may be walked with what an
+ * unwinder learnt of the code that was there. cuprof's unwinder forgets its rules; libunwind's
+ * cache cannot be told, so stacks move from it to cuprof's unwinder (libgcc's without one).
+ * True when the unwinder changed. Not on the hot path; any thread. */
+bool stacks_forget_code(void);
 
 /* Test hook: start the choice at `first`, as if the unwinders before it were not installed
  * (STACKS_UNWINDER_CUPROF: libunwind.so.8 is not loaded, as on a machine without it). Effective

@@ -3,11 +3,14 @@
  * the writer has not stored it yet: a miss); a writer claims an empty slot's pc by CAS, then
  * stores the rule. Like libunwind's fast trace (x86_64/Gtrace.c), only frames whose CFA is rsp
  * or rbp plus a constant are followed, plus signal frames; PyTorch's unwinder caches the same
- * kind of rule per address (torch/csrc/profiler/unwind). Rules are never dropped: code unloaded
- * by dlclose and other code mapped at the same addresses later would be walked with the old
- * rules (libunwind's own caches share this; see unw_flush_cache(3)), which the walk bounds: a CFA
- * must lie above the stack pointer, within FRAME_SIZE_MAX of it, 8-byte aligned, or libgcc walks
- * the stack. */
+ * kind of rule per address (torch/csrc/profiler/unwind). Code unloaded by dlclose and other
+ * code mapped at the same addresses later must not be walked with the old rules (libunwind's
+ * per-thread trace cache is never told, see stacks.c): unwind_forget_rules starts a new
+ * generation. A slot's key is its pc with the generation in the bits above the pc's, and its rule
+ * carries the generation too; a slot of an older generation is free to claim again, and a rule of
+ * another generation than its key's (a writer of the slot's previous key still storing) reads as a
+ * miss. A CFA must also lie above the stack pointer, within FRAME_SIZE_MAX of it, 8-byte aligned,
+ * or libgcc walks the stack. */
 #include "snapshot/unwind.h"
 
 #include "snapshot/cfi.h"
@@ -27,12 +30,24 @@
 #define SIGNALS_MAX    8u  /* signal frames in one walk */
 #define FRAME_SIZE_MAX ((uintptr_t)64 << 20) /* a CFA further above the stack pointer: libgcc's */
 
-/* A packed rule: kind in bits 0-2, flags, rbp's offset from the CFA in bits 16-31, the CFA's
- * offset from rsp or rbp in bits 32-63. 0 is no rule (an empty or unfinished slot). */
+/* A packed rule: kind in bits 0-2, flags in 3-4, the generation in 5-21, rbp's offset from the
+ * CFA in eighths in 22-34, the CFA's offset from rsp or rbp in 35-63 (both signed). 0 is no rule
+ * (an empty or unfinished slot). */
 enum rule_kind { RULE_NONE, RULE_CALL, RULE_SIGNAL, RULE_OUTERMOST, RULE_LIBGCC };
 #define RULE_KIND      7u
 #define RULE_CFA_RBP   (1u << 3)
 #define RULE_RBP_SAVED (1u << 4)
+#define GEN_SHIFT      5u
+#define GEN_BITS       17u
+#define GEN_MAX        ((1u << GEN_BITS) - 1u)
+#define RBP_SHIFT      22u
+#define RBP_BITS       13u
+#define CFA_SHIFT      35u
+#define CFA_BITS       29u
+/* A key: the pc, below 2^47 as x86-64 user addresses are unless a program maps above on purpose
+ * (those are not cached), and the generation above it. */
+#define PC_BITS 47u
+#define PC_MASK (((uintptr_t)1 << PC_BITS) - 1u)
 
 struct rule_slot {
     _Atomic uintptr_t pc;
@@ -51,6 +66,9 @@ static find_fde_fn g_find_fde;
 static unwind_backtrace_fn g_libc_backtrace = backtrace;
 static struct rule_slot *g_slots;
 static _Atomic uint64_t g_rules, g_fallbacks;
+/* The rules' generation; past GEN_MAX forgettings nothing is cached: libgcc walks every stack. */
+static _Atomic uint32_t g_generation;
+static _Atomic bool g_generations_spent;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static bool g_ready;
@@ -99,6 +117,20 @@ unwind_get_stats(struct unwind_stats *out)
 {
     out->rules = atomic_load_explicit(&g_rules, memory_order_relaxed);
     out->fallbacks = atomic_load_explicit(&g_fallbacks, memory_order_relaxed);
+    out->generation = atomic_load_explicit(&g_generation, memory_order_relaxed);
+}
+
+void
+unwind_forget_rules(void)
+{
+    uint32_t gen = atomic_load_explicit(&g_generation, memory_order_relaxed);
+    do {
+        if (gen >= GEN_MAX) {
+            atomic_store_explicit(&g_generations_spent, true, memory_order_release);
+            return;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&g_generation, &gen, gen + 1,
+                                                    memory_order_release, memory_order_relaxed));
 }
 
 #ifdef __x86_64__
@@ -106,45 +138,83 @@ unwind_get_stats(struct unwind_stats *out)
 static const unsigned char sigreturn_code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00,
                                                0x00, 0x00, 0x0f, 0x05};
 
+/* Keyed by the pc alone, so that a pc's slots of older generations are the first it reclaims. */
 static inline size_t
 slot_of(uintptr_t pc)
 {
     return (size_t)(((uint64_t)pc * 0x9e3779b97f4a7c15u) >> (64u - RULE_BITS));
 }
 
-static inline uint64_t
-rule_find(uintptr_t pc)
+static inline uintptr_t
+key_of(uintptr_t pc, uint32_t gen)
 {
+    return pc | (uintptr_t)gen << PC_BITS;
+}
+
+static inline uint32_t
+rule_gen(uint64_t rule)
+{
+    return (uint32_t)(rule >> GEN_SHIFT) & GEN_MAX;
+}
+
+/* Every slot keyed by another pc, or under another generation, is passed over: slots are never
+ * emptied, so a probe ends at the first empty one or after RULE_PROBES. */
+static inline uint64_t
+rule_find(uintptr_t pc, uint32_t gen)
+{
+    if (pc > PC_MASK)
+        return RULE_NONE;
+    uintptr_t key = key_of(pc, gen);
     size_t i = slot_of(pc);
     for (unsigned k = 0; k < RULE_PROBES; k++, i = (i + 1) & (RULE_SLOTS - 1)) {
         uintptr_t at = atomic_load_explicit(&g_slots[i].pc, memory_order_acquire);
-        if (at == pc)
-            return atomic_load_explicit(&g_slots[i].rule, memory_order_acquire);
+        if (at == key) {
+            uint64_t rule = atomic_load_explicit(&g_slots[i].rule, memory_order_acquire);
+            return rule_gen(rule) == gen ? rule : RULE_NONE;
+        }
         if (at == 0)
             return RULE_NONE;
     }
     return RULE_NONE;
 }
 
-/* A full neighbourhood leaves the rule uncached: it is read from its FDE each time. */
+/* Claims an empty slot, or one of an older generation, for `pc`. Two threads storing one key's
+ * rule store the same rule. A full neighbourhood leaves the rule uncached: it is read from its
+ * FDE each time. */
 static void
-rule_insert(uintptr_t pc, uint64_t rule)
+rule_insert(uintptr_t pc, uint32_t gen, uint64_t rule)
 {
+    if (pc > PC_MASK)
+        return;
+    uintptr_t key = key_of(pc, gen);
     size_t i = slot_of(pc);
     for (unsigned k = 0; k < RULE_PROBES; k++, i = (i + 1) & (RULE_SLOTS - 1)) {
-        uintptr_t expected = 0;
-        if (atomic_compare_exchange_strong_explicit(&g_slots[i].pc, &expected, pc,
-                                                    memory_order_acq_rel, memory_order_acquire)) {
-            atomic_store_explicit(&g_slots[i].rule, rule, memory_order_release);
-            return;
+        uintptr_t at = atomic_load_explicit(&g_slots[i].pc, memory_order_acquire);
+        for (;;) {
+            if (at == key) {
+                atomic_store_explicit(&g_slots[i].rule, rule, memory_order_release);
+                return;
+            }
+            if (at != 0 && (at >> PC_BITS) >= gen)
+                break; /* another pc's, of this generation (or a later one: this walk is old) */
+            if (atomic_compare_exchange_weak_explicit(&g_slots[i].pc, &at, key,
+                                                      memory_order_acq_rel, memory_order_acquire)) {
+                atomic_store_explicit(&g_slots[i].rule, rule, memory_order_release);
+                return;
+            }
         }
-        if (expected == pc)
-            return; /* another thread is storing the same rule */
     }
 }
 
+static inline int64_t
+field_signed(uint64_t rule, unsigned shift, unsigned bits)
+{
+    int64_t v = (int64_t)((rule >> shift) & (((uint64_t)1 << bits) - 1u));
+    return v >= (int64_t)1 << (bits - 1) ? v - ((int64_t)1 << bits) : v;
+}
+
 static uint64_t
-rule_pack(const struct cfi_rule *r, uintptr_t ip)
+rule_kind_of(const struct cfi_rule *r, uintptr_t ip)
 {
     switch (r->frame) {
     case CFI_FRAME_OUTERMOST:
@@ -159,18 +229,20 @@ rule_pack(const struct cfi_rule *r, uintptr_t ip)
         break;
     }
     /* x86-64's call pushes the return address just below the caller's rsp (the CFA). */
-    if (r->ra_off != -8 || r->cfa_off < INT32_MIN || r->cfa_off > INT32_MAX ||
-        r->rbp_off < INT16_MIN || r->rbp_off > INT16_MAX || r->rbp_off % 8 != 0)
+    const int64_t cfa_lim = (int64_t)1 << (CFA_BITS - 1), rbp_lim = (int64_t)8 << (RBP_BITS - 1);
+    if (r->ra_off != -8 || r->cfa_off < -cfa_lim || r->cfa_off >= cfa_lim ||
+        r->rbp_off < -rbp_lim || r->rbp_off >= rbp_lim || r->rbp_off % 8 != 0)
         return RULE_LIBGCC;
     return RULE_CALL | (r->cfa_rbp ? RULE_CFA_RBP : 0u) | (r->rbp_saved ? RULE_RBP_SAVED : 0u) |
-           (uint64_t)(uint16_t)(int16_t)r->rbp_off << 16 |
-           (uint64_t)(uint32_t)(int32_t)r->cfa_off << 32;
+           ((uint64_t)(r->rbp_off / 8) & ((1u << RBP_BITS) - 1u)) << RBP_SHIFT |
+           ((uint64_t)r->cfa_off & (((uint64_t)1 << CFA_BITS) - 1u)) << CFA_SHIFT;
 }
 
-/* The rule at `pc` (ip, or ip - 1 for a return address), read from its FDE and cached. A pc
- * without an FDE is not cached: code registered later (a JIT) may get one. */
+/* The rule at `pc` (ip, or ip - 1 for a return address), read from its FDE and cached under
+ * generation `gen`. A pc without an FDE is not cached: code registered later (a JIT) may get
+ * one. */
 static uint64_t
-rule_fill(uintptr_t pc, uintptr_t ip)
+rule_fill(uintptr_t pc, uintptr_t ip, uint32_t gen)
 {
     struct dwarf_eh_bases b;
     const void *fde = g_find_fde((void *)pc, &b);
@@ -179,9 +251,10 @@ rule_fill(uintptr_t pc, uintptr_t ip)
     struct cfi_bases bases = {(uintptr_t)b.tbase, (uintptr_t)b.dbase};
     struct cfi_rule r;
     uint64_t rule =
-        cfi_rule_at(fde, 0, UINTPTR_MAX, &bases, pc, &r) == 0 ? rule_pack(&r, ip) : RULE_LIBGCC;
+        cfi_rule_at(fde, 0, UINTPTR_MAX, &bases, pc, &r) == 0 ? rule_kind_of(&r, ip) : RULE_LIBGCC;
+    rule |= (uint64_t)gen << GEN_SHIFT;
     atomic_fetch_add_explicit(&g_rules, 1, memory_order_relaxed);
-    rule_insert(pc, rule);
+    rule_insert(pc, gen, rule);
     return rule;
 }
 
@@ -191,22 +264,28 @@ rule_fill(uintptr_t pc, uintptr_t ip)
 __attribute__((no_sanitize("address"))) static int
 walk(uintptr_t ip, uintptr_t sp, uintptr_t bp, void **buf, int max)
 {
+    if (atomic_load_explicit(&g_generations_spent, memory_order_acquire))
+        return -1;
+    /* One generation for the whole walk: a rule read under an older one describes code that was
+     * mapped when this walk began. */
+    uint32_t gen = atomic_load_explicit(&g_generation, memory_order_acquire);
     int n = 0;
     bool exact = true; /* ip is where the frame resumes, not a return address */
     unsigned signals = 0;
     while (n < max) {
         uintptr_t pc = exact ? ip : ip - 1; /* a return address may follow a noreturn call */
-        uint64_t rule = rule_find(pc);
+        uint64_t rule = rule_find(pc, gen);
         if (rule == RULE_NONE)
-            rule = rule_fill(pc, ip);
+            rule = rule_fill(pc, ip, gen);
         switch (rule & RULE_KIND) {
         case RULE_CALL: {
-            uintptr_t cfa =
-                ((rule & RULE_CFA_RBP) ? bp : sp) + (uintptr_t)(int64_t)(int32_t)(rule >> 32);
+            uintptr_t cfa = ((rule & RULE_CFA_RBP) ? bp : sp) +
+                            (uintptr_t)field_signed(rule, CFA_SHIFT, CFA_BITS);
             if (cfa <= sp || cfa - sp > FRAME_SIZE_MAX || (cfa & 7u) != 0)
                 return -1;
             if (rule & RULE_RBP_SAVED)
-                bp = *(const uintptr_t *)(cfa + (uintptr_t)(int64_t)(int16_t)(rule >> 16));
+                bp = *(const uintptr_t *)(cfa +
+                                          (uintptr_t)(field_signed(rule, RBP_SHIFT, RBP_BITS) * 8));
             ip = *(const uintptr_t *)(cfa - 8);
             sp = cfa;
             exact = false;

@@ -3,7 +3,8 @@
  *   an address is seen (its FDE found by libgcc's _Unwind_Find_FDE), and hands any stack it
  *   cannot walk (a frame without an FDE, or one whose rule it does not keep) to libgcc's unwinder
  *   through glibc's backtrace(), so its frames are libgcc's frames either way.
- * Locking: none: a table slot is claimed by compare-and-swap, written once, never freed.
+ * Locking: none: a table slot is claimed by compare-and-swap, and claimed again only once its
+ *   generation has passed (unwind_forget_rules); the table is never freed.
  * Hot path: unwind_backtrace is: no malloc, no lock of its own, callable from a signal handler
  *   as glibc's backtrace is once warm (a new return address asks libgcc for its FDE). */
 #ifndef CUPROF_UNWIND_H
@@ -29,9 +30,14 @@ unwind_backtrace_fn unwind_libc_backtrace(void);
 
 /* What the unwinder has done in this process (relaxed counters). */
 struct unwind_stats {
-    uint64_t rules;     /* return addresses whose rule was read from their FDE */
-    uint64_t fallbacks; /* stacks handed to libgcc's unwinder */
+    uint64_t rules;      /* return addresses whose rule was read from their FDE */
+    uint64_t fallbacks;  /* stacks handed to libgcc's unwinder */
+    uint32_t generation; /* how many times the rules were forgotten */
 };
 void unwind_get_stats(struct unwind_stats *out);
+/* Code was unloaded (dlclose): every cached rule is forgotten, since other code may be mapped at
+ * the same addresses next; walks already under way finish with the rules they had. Not on the
+ * hot path; any thread, any time. Past 131071 times, libgcc's unwinder takes every stack. */
+void unwind_forget_rules(void);
 
 #endif

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 CUDA_EXPORTS = {
-    "dlsym",
+    "dlsym", "dlclose",
     # driver API
     "cuGetProcAddress", "cuGetProcAddress_v2",
     "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocPitch_v2", "cuMemAllocManaged", "cuMemGetInfo_v2",
