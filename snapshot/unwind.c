@@ -151,11 +151,7 @@ key_of(uintptr_t pc, uint32_t gen)
     return pc | (uintptr_t)gen << PC_BITS;
 }
 
-static inline uint32_t
-rule_gen(uint64_t rule)
-{
-    return (uint32_t)(rule >> GEN_SHIFT) & GEN_MAX;
-}
+#define GEN_FIELD ((uint64_t)GEN_MAX << GEN_SHIFT)
 
 /* Every slot keyed by another pc, or under another generation, is passed over: slots are never
  * emptied, so a probe ends at the first empty one or after RULE_PROBES. */
@@ -170,7 +166,7 @@ rule_find(uintptr_t pc, uint32_t gen)
         uintptr_t at = atomic_load_explicit(&g_slots[i].pc, memory_order_acquire);
         if (at == key) {
             uint64_t rule = atomic_load_explicit(&g_slots[i].rule, memory_order_acquire);
-            return rule_gen(rule) == gen ? rule : RULE_NONE;
+            return (rule & GEN_FIELD) == (uint64_t)gen << GEN_SHIFT ? rule : RULE_NONE;
         }
         if (at == 0)
             return RULE_NONE;
@@ -206,12 +202,16 @@ rule_insert(uintptr_t pc, uint32_t gen, uint64_t rule)
     }
 }
 
+/* A signed field ending at bit `shift + bits`, by two shifts: the conversion to int64_t keeps the
+ * bits and >> is arithmetic on int64_t (GCC's and Clang's documented behaviour, as C11 leaves
+ * both to the implementation); the rule's last field ends at bit 63. */
 static inline int64_t
 field_signed(uint64_t rule, unsigned shift, unsigned bits)
 {
-    int64_t v = (int64_t)((rule >> shift) & (((uint64_t)1 << bits) - 1u));
-    return v >= (int64_t)1 << (bits - 1) ? v - ((int64_t)1 << bits) : v;
+    return (int64_t)(rule << (64u - shift - bits)) >> (64u - bits);
 }
+_Static_assert(CFA_SHIFT + CFA_BITS == 64u, "the CFA's offset is the rule's top field");
+_Static_assert((-8 >> 1) == -4, "arithmetic right shift of negative values");
 
 static uint64_t
 rule_kind_of(const struct cfi_rule *r, uintptr_t ip)
