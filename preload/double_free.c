@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "preload/stderr_out.h"
 #include "allocator/allocator.h"
 #include "snapshot/stacks.h"
 #include "snapshot/symbolize.h"
@@ -195,8 +196,7 @@ write_line(char *line, int n, size_t cap)
     size_t len = (size_t)n < cap ? (size_t)n : cap - 1;
     if (len == cap - 1)
         line[len - 1] = '\n';
-    if (write(STDERR_FILENO, line, len) < 0)
-        return; /* stderr closed: nothing else to tell */
+    (void)stderr_out_write(line, len); /* dropped where stderr is gone: nothing else to tell */
 }
 
 bool

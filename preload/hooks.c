@@ -22,6 +22,7 @@
 #include "preload/shim_peer.h"
 #include "preload/shim_query.h"
 #include "preload/shim_vmm.h"
+#include "preload/stderr_out.h"
 
 /* Function pointers travel as void * (what cuGetProcAddress and dlsym hand out). */
 #define FN(f) ((void *)(uintptr_t)(f))
@@ -307,6 +308,6 @@ hooks_report_counts(void)
                      "dlsym_hooked=%llu\n",
                      (unsigned long long)c.lookups, (unsigned long long)c.lookups_hooked,
                      (unsigned long long)c.dlsym_hooked);
-    if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0)
-        return;
+    if (n > 0)
+        (void)stderr_out_write(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }

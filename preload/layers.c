@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "preload/real_dl.h"
+#include "preload/stderr_out.h"
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
@@ -316,7 +317,7 @@ say_failure(const struct rebind_result *r)
                      "libcuprof.so first\n",
                      layer_name, r->error_object[0] != '\0' ? r->error_object : "the program",
                      strerror(r->error));
-    if (n > 0 && write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line) < 0)
+    if (n > 0 && !stderr_out_write(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1))
         return;
 }
 
@@ -357,7 +358,7 @@ layers_log_start(void)
                      "entry points: %u imports in %zu objects now reach cuprof first, and cuprof's "
                      "own driver calls go on through that layer\n",
                      layer_name, start_result.slots, start_objects);
-    if (n > 0 && write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line) < 0)
+    if (n > 0 && !stderr_out_write(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1))
         return;
     say_failure(&start_result);
 }

@@ -22,6 +22,7 @@
 #include "preload/oom_log.h"
 #include "preload/nvtx.h"
 #include "preload/real_cuda.h"
+#include "preload/stderr_out.h"
 #include "snapshot/label_table.h"
 #include "snapshot/program_pools.h"
 #include "snapshot/python_frames.h"
@@ -71,8 +72,7 @@ runtime_config_init(void)
         /* Before main (or inside another library's constructor): no atexit handler, no stdio. */
         size_t len = strnlen(err, sizeof err - 1);
         err[len] = '\n';
-        ssize_t written = write(STDERR_FILENO, err, len + 1);
-        (void)written;
+        (void)stderr_out_write(err, len + 1);
         _exit(2);
     }
     /* Another copy of libcuprof serves, or this one was dlopen'ed: pass everything through. */
@@ -116,8 +116,7 @@ runtime_log(const char *fmt, ...)
         len = strlen(line);
     line[len] = '\n';
     /* One write(2) per line: lines of concurrent threads and processes never interleave. */
-    ssize_t written = write(STDERR_FILENO, line, len + 1);
-    (void)written;
+    (void)stderr_out_write(line, len + 1);
 }
 
 /* release_threshold_mb: the memory each device's default stream-ordered pool keeps cached (the

@@ -1,13 +1,15 @@
 /* guest_app: a program with habits cuprof must live with (issue 26), one per mode; each prints
  * "ready <pid>" once its first CUDA call is made, then waits for a line on stdin where a test
- * must act on it from outside.
- *   wait                 cudaMalloc, ready, wait for a line, exit (the exit dump)
- *   api PATH             cudaMalloc, cuprof_dump_snapshot(PATH), print its result
- *   closefds LOG         cudaMalloc, close every fd >= 3 (a daemon's closefrom), open LOG (it
- *                        gets fd 3, duplicated up to 31), ready, wait for a line, write one line to
- * LOG, exit eintr                its own SIGUSR1 handler without SA_RESTART, cudaMalloc, ready,
- * then a blocking read of stdin: prints "read: EINTR" or "read: N" restart              the same
- * with SA_RESTART: the read must go on after the signal */
+ * must act on it from outside. The modes:
+ * - wait: cudaMalloc, ready, wait for a line, exit (the exit dump).
+ * - api PATH: cudaMalloc, cuprof_dump_snapshot(PATH), print its result.
+ * - closefds LOG: cudaMalloc, close every fd >= 3 (a daemon's closefrom), open LOG (it gets fd 3,
+ *   duplicated up to 31), ready, wait for a line, write one line to LOG, exit.
+ * - stderr FILE: cudaMalloc, close fd 2 and open FILE (it gets fd 2), ready, wait for a line,
+ *   write one line to FILE, exit.
+ * - eintr: its own SIGUSR1 handler without SA_RESTART, cudaMalloc, ready, then a blocking read of
+ *   stdin: prints "read: EINTR" or "read: N".
+ * - restart: the same with SA_RESTART: the read must go on after the signal. */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -116,6 +118,21 @@ main(int argc, char **argv)
         close(log);
         cudaFree(p);
         return 0;
+    }
+    if (strcmp(mode, "stderr") == 0 && argc == 3) {
+        void *p = first_cuda_call();
+        close(STDERR_FILENO);
+        int file = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (file != STDERR_FILENO)
+            return 1;
+        printf("file fd %d\n", file);
+        ready();
+        wait_line();
+        static const char line[] = "program line\n";
+        if (write(file, line, sizeof line - 1) != (ssize_t)(sizeof line - 1))
+            return 1;
+        cudaFree(p);
+        return 0; /* the exit dump, and the destructors' lines, with the file still at fd 2 */
     }
     if (strcmp(mode, "eintr") == 0)
         return handler_then_read(0);

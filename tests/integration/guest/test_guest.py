@@ -15,6 +15,8 @@ usage: test_guest.py CASE APP LIBCUPROF LD_LIBRARY_PATH CUPROF
             the program is not disturbed; CUPROF_SIGNAL refuses signals people rely on
   closefds  a program that closes every descriptor and reuses the numbers: no byte of cuprof's
             lands in its file, and the signal still dumps
+  stderr    a program that closes descriptor 2 and gets it back for a file of its own: cuprof's
+            lines (CUPROF_LOG=debug, signal dumps, the exit dump) never land in that file
   primary   (APP is primary_app) a library's retain and release of the primary context leaves
             cuprof's cache alone; the release that destroys the context takes the cache with it
   lean      (LD_LIBRARY_PATH: lean/'s driver first; then ENTRY_POINTS_DEF SIM_LD_LIBRARY_PATH)
@@ -361,6 +363,27 @@ def case_closefds(f, a):
                 loads_ok(f, os.path.join(tmp, n), f"closefds {n}")
 
 
+def case_stderr(f, a):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "program.out")
+        prog = Program(a, ["stderr", path], tmp, CUPROF_LOG="debug")
+        for i in range(2):
+            tgkill(prog.pid, signal.SIGUSR1)
+            f.check(wait_file(os.path.join(tmp, f"snap-{i}.pickle")),
+                    f"stderr: signal {i} wrote no snapshot")
+        code, lines, stderr = prog.finish()
+        f.check(code == 0, f"stderr: exit {code} {lines} {stderr!r}")
+        with open(path, "rb") as fh:
+            data = fh.read()
+        f.check(data == b"program line\n", f"stderr: the program's file at fd 2 holds {data!r}")
+        # While descriptor 2 was still the one the program started with, cuprof spoke there.
+        f.check("cuprof: stacks by " in stderr, f"stderr: no start-up line before the swap: {stderr!r}")
+        snaps = sorted(n for n in os.listdir(tmp) if n.startswith("snap-"))
+        f.check(len(snaps) == 3, f"stderr: snapshots {snaps} (two signals and the exit)")
+        for n in snaps:
+            loads_ok(f, os.path.join(tmp, n), f"stderr {n}")
+
+
 def case_primary(f, a):
     base = shimrun.run([a.app], shimrun.env(a.ld_path, SIMCUDA_DEVICES=2))
     f.check(base.returncode == 0, f"primary: fails without cuprof: {base}")
@@ -462,7 +485,8 @@ def case_lean(f, a):
 
 
 CASES = {"traps": case_traps, "dump-o": case_dump_o, "api": case_api, "modes": case_modes,
-         "signals": case_signals, "closefds": case_closefds, "primary": case_primary,
+         "signals": case_signals, "closefds": case_closefds, "stderr": case_stderr,
+         "primary": case_primary,
          "lean": case_lean}
 
 
