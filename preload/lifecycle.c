@@ -19,6 +19,7 @@
 #include "snapshot/python_frames.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
+#include "snapshot/unloaded_modules.h"
 
 atomic_bool lifecycle_forked;
 static struct cuprof_runtime *lifecycle_rt; /* written once by lifecycle_register */
@@ -78,6 +79,7 @@ lifecycle_fork_child(void)
     shim_vmm_reset_after_fork();
     stream_id_reset_after_fork();
     stacks_reset_after_fork();
+    unloaded_modules_reset_after_fork();
     python_frames_reset_after_fork();
     library_usage_reset_after_fork();
     oom_log_reset_after_fork();

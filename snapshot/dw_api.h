@@ -18,6 +18,7 @@
     X(dwfl_report_begin_add)                                                                       \
     X(dwfl_report_end)                                                                             \
     X(dwfl_linux_proc_report)                                                                      \
+    X(dwfl_report_elf)                                                                             \
     X(dwfl_linux_proc_find_elf)                                                                    \
     X(dwfl_build_id_find_debuginfo)                                                                \
     X(dwfl_module_build_id)                                                                        \

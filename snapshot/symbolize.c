@@ -22,6 +22,7 @@
 #include "snapshot/elf_symbols.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/symbolize_cu.h"
+#include "snapshot/unloaded_modules.h"
 
 /* Frames one ip can expand to (inlining depth); deeper chains keep the innermost ones. */
 #define SYM_MAX_INLINE 32
@@ -48,6 +49,8 @@ struct symbolizer {
     Dwfl *dwfl; /* NULL: dladdr fallback */
     struct cu_index_set *cus;
     bool refreshed; /* /proc/self/maps re-read once after a miss (a library loaded since) */
+    /* The loader's counts of objects mapped and unmapped when the modules were read. */
+    unsigned long long loader_adds, loader_subs;
     struct symbolized_frame *frames;
     size_t frame_count, frame_cap;
     struct sym_cache_slot *cache; /* open addressing on ip, at most half full */
@@ -231,6 +234,7 @@ symbolizer_create(void)
         symbolizer_destroy(sym);
         return NULL;
     }
+    unloaded_modules_loader_counts(&sym->loader_adds, &sym->loader_subs);
     sym->dw = dw_api_get();
     if (sym->dw != NULL && sym_dwfl_setup(sym) != 0) {
         symbolizer_destroy(sym);
@@ -369,6 +373,28 @@ module_symbols(struct symbolizer *sym, const char *path)
     return m->symbols;
 }
 
+/* An address in no object mapped now: a library's the program unloaded (its ELF symbol table,
+ * read from its file, names the function), else "<unknown>". Returns 1, or -1 when out of
+ * memory. */
+static int
+sym_resolve_unloaded(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out)
+{
+    struct unloaded_module gone;
+    if (!unloaded_modules_find(addr, &gone)) {
+        out[0] = (struct symbolized_frame){sym_intern(sym, "<unknown>"), sym_intern(sym, "??"), 0};
+        return out[0].name != NULL && out[0].filename != NULL ? 1 : -1;
+    }
+    out[0].filename = sym_intern(sym, gone.path);
+    if (out[0].filename == NULL)
+        return -1;
+    const struct elf_symbols *table = module_symbols(sym, out[0].filename);
+    const char *raw = table != NULL ? elf_symbols_find(table, (uint64_t)(addr - gone.base)) : NULL;
+    out[0].name =
+        raw != NULL ? sym_name(sym, raw) : sym_offset_name(sym, gone.path, addr - gone.base);
+    out[0].line = 0;
+    return out[0].name != NULL ? 1 : -1;
+}
+
 /* Without libdw: the exported symbol dladdr finds, else the function symbol of the module's own
  * symbol table (.symtab, else .dynsym), else module+offset; the module's path as filename, line
  * 0. Returns 1, or -1 when out of memory. */
@@ -377,11 +403,8 @@ sym_resolve_dladdr(struct symbolizer *sym, uintptr_t addr, struct symbolized_fra
 {
     Dl_info info;
     struct link_map *map = NULL;
-    if (dladdr1((void *)addr, &info, (void **)&map, RTLD_DL_LINKMAP) == 0 ||
-        info.dli_fname == NULL) {
-        out[0] = (struct symbolized_frame){sym_intern(sym, "<unknown>"), sym_intern(sym, "??"), 0};
-        return out[0].name != NULL && out[0].filename != NULL ? 1 : -1;
-    }
+    if (dladdr1((void *)addr, &info, (void **)&map, RTLD_DL_LINKMAP) == 0 || info.dli_fname == NULL)
+        return sym_resolve_unloaded(sym, addr, out);
     /* The main program's link map has an empty name and dli_fname is argv[0]: use its path. */
     const char *path = info.dli_fname;
     char exe[PATH_MAX];
@@ -409,6 +432,22 @@ sym_resolve_dladdr(struct symbolizer *sym, uintptr_t addr, struct symbolized_fra
     return out[0].name != NULL ? 1 : -1;
 }
 
+/* The library the program unloaded from where `addr` is, reported to libdwfl from its file (its
+ * DWARF gives lines as for any module); NULL when there is none or its file cannot be read. */
+static Dwfl_Module *
+sym_report_unloaded(struct symbolizer *sym, uintptr_t addr)
+{
+    struct unloaded_module gone;
+    if (!unloaded_modules_find(addr, &gone))
+        return NULL;
+    const struct dw_api *dw = sym->dw;
+    /* Named by its path, as dwfl_linux_proc_report names the modules it finds mapped. */
+    dw->dwfl_report_begin_add(sym->dwfl);
+    Dwfl_Module *mod = dw->dwfl_report_elf(sym->dwfl, gone.path, gone.path, -1, gone.base, false);
+    (void)dw->dwfl_report_end(sym->dwfl, NULL, NULL);
+    return mod; /* not dwfl_addrmodule: a module read from the maps may span the range too */
+}
+
 /* Fills up to SYM_MAX_INLINE frames for addr (already ip - 1); returns how many, or -1 on OOM. */
 static int
 sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out)
@@ -416,7 +455,11 @@ sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out
     if (sym->dwfl == NULL)
         return sym_resolve_dladdr(sym, addr, out);
     const struct dw_api *dw = sym->dw;
-    Dwfl_Module *mod = dw->dwfl_addrmodule(sym->dwfl, addr);
+    /* An unloaded library first: the maps may show a loaded module spanning the hole it left
+     * (libdwfl makes one module from a file's lowest to highest mapping). */
+    Dwfl_Module *mod = unloaded_modules_count() != 0 ? sym_report_unloaded(sym, addr) : NULL;
+    if (mod == NULL)
+        mod = dw->dwfl_addrmodule(sym->dwfl, addr);
     if (mod == NULL && !sym->refreshed) {
         sym->refreshed = true;
         dw->dwfl_report_begin_add(sym->dwfl);
@@ -424,10 +467,8 @@ sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out
         (void)dw->dwfl_report_end(sym->dwfl, NULL, NULL);
         mod = dw->dwfl_addrmodule(sym->dwfl, addr);
     }
-    if (mod == NULL) {
-        out[0] = (struct symbolized_frame){sym_intern(sym, "<unknown>"), sym_intern(sym, "??"), 0};
-        return out[0].name != NULL && out[0].filename != NULL ? 1 : -1;
-    }
+    if (mod == NULL)
+        return sym_resolve_unloaded(sym, addr, out);
     Dwarf_Addr mod_start = 0;
     const char *path = module_path(dw, mod, &mod_start);
 
@@ -508,6 +549,36 @@ sym_cache_grow(struct symbolizer *sym)
     return 0;
 }
 
+/* The loader mapped or unmapped an object since the modules were read, and the program has
+ * unloaded a library: an address may hold another library's code now (or an unloaded one's that
+ * a new one replaced). Every cached answer goes, and libdwfl's modules are read again (those no
+ * longer mapped are dropped, with the index of their DWARF). 0, or -1 when out of memory. */
+static int
+sym_forget_modules_if_changed(struct symbolizer *sym)
+{
+    unsigned long long adds, subs;
+    unloaded_modules_loader_counts(&adds, &subs);
+    if (adds == sym->loader_adds && subs == sym->loader_subs)
+        return 0;
+    sym->loader_adds = adds;
+    sym->loader_subs = subs;
+    memset(sym->cache, 0, (sym->cache_mask + 1) * sizeof(*sym->cache));
+    sym->cache_used = 0;
+    sym->frame_count = 0;
+    if (sym->dwfl == NULL)
+        return 0; /* the ELF symbol tables are by path: the same file is the same table */
+    const struct dw_api *dw = sym->dw;
+    cu_index_set_destroy(sym->cus);
+    sym->cus = cu_index_set_create(dw);
+    if (sym->cus == NULL)
+        return -1;
+    dw->dwfl_report_begin(sym->dwfl);
+    (void)dw->dwfl_linux_proc_report(sym->dwfl, getpid());
+    (void)dw->dwfl_report_end(sym->dwfl, NULL, NULL);
+    sym->refreshed = false;
+    return 0;
+}
+
 int
 symbolizer_lookup(struct symbolizer *sym, uintptr_t ip, struct symbolized_frame *out, size_t cap,
                   size_t *count)
@@ -536,6 +607,9 @@ symbolizer_lookup(struct symbolizer *sym, uintptr_t ip, struct symbolized_frame 
         *count = 1;
         return 0;
     }
+    /* Only once the program has unloaded a library can an address change hands. */
+    if (unloaded_modules_count() != 0 && sym_forget_modules_if_changed(sym) != 0)
+        return -CUPROF_EHOSTMEM;
     size_t i = hash_ip(ip) & sym->cache_mask;
     for (; sym->cache[i].ip != 0; i = (i + 1) & sym->cache_mask) {
         if (sym->cache[i].ip == ip)
