@@ -53,15 +53,8 @@ objects_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     struct objects *o = data;
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-        lo = start < lo ? start : lo;
-        hi = start + ph->p_memsz > hi ? start + ph->p_memsz : hi;
-    }
+    uintptr_t lo, hi;
+    unloaded_modules_code_range(info, &lo, &hi);
     /* The main program (no name) is never unloaded; an object without code has no frames. */
     if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0' || lo >= hi || o->failed)
         return 0;

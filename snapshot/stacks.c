@@ -8,6 +8,7 @@
 #include "snapshot/stacks.h"
 
 #include "snapshot/python_frames.h"
+#include "snapshot/unloaded_modules.h"
 #include "snapshot/unwind.h"
 
 #include <dlfcn.h>
@@ -101,17 +102,8 @@ own_range_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     uintptr_t self = (uintptr_t)data;
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-        if (start < lo)
-            lo = start;
-        if (start + ph->p_memsz > hi)
-            hi = start + ph->p_memsz;
-    }
+    uintptr_t lo, hi;
+    unloaded_modules_code_range(info, &lo, &hi);
     if (self < lo || self >= hi)
         return 0;
     /* The first object dl_iterate_phdr reports is the main program: leave its frames alone. */

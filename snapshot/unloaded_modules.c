@@ -58,6 +58,21 @@ unloaded_modules_add(const char *path, uintptr_t base, uintptr_t lo, uintptr_t h
     atomic_fetch_add_explicit(&g_noted, 1, memory_order_release);
 }
 
+void
+unloaded_modules_code_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi)
+{
+    *lo = UINTPTR_MAX;
+    *hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        *lo = start < *lo ? start : *lo;
+        *hi = start + ph->p_memsz > *hi ? start + ph->p_memsz : *hi;
+    }
+}
+
 struct overlap_query {
     uintptr_t lo, hi;
     bool overlaps;

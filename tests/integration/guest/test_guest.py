@@ -345,18 +345,23 @@ def case_signals(f, a):
                     f"CUPROF_SIGNAL={value}: {r.returncode} {r.stderr!r}")
 
 
+def signals_then_exit(f, prog, tmp, signals, label):
+    """SIGUSR1 `signals` times, each waited for as its snapshot, then the exit: (its stderr, the
+    bytes of the program's file tmp/program.out)."""
+    for i in range(signals):
+        tgkill(prog.pid, signal.SIGUSR1)
+        f.check(wait_file(os.path.join(tmp, f"snap-{i}.pickle")),
+                f"{label}: signal {i} wrote no snapshot")
+    code, lines, stderr = prog.finish()
+    f.check(code == 0, f"{label}: exit {code} {lines} {stderr!r}")
+    with open(os.path.join(tmp, "program.out"), "rb") as fh:
+        return stderr, fh.read()
+
+
 def case_closefds(f, a):
     with tempfile.TemporaryDirectory() as tmp:
-        log = os.path.join(tmp, "program.log")
-        prog = Program(a, ["closefds", log], tmp)
-        for i in range(3):
-            tgkill(prog.pid, signal.SIGUSR1)
-            f.check(wait_file(os.path.join(tmp, f"snap-{i}.pickle")),
-                    f"closefds: signal {i} wrote no snapshot")
-        code, lines, stderr = prog.finish()
-        f.check(code == 0, f"closefds: exit {code} {lines} {stderr!r}")
-        with open(log, "rb") as fh:
-            data = fh.read()
+        prog = Program(a, ["closefds", os.path.join(tmp, "program.out")], tmp)
+        _, data = signals_then_exit(f, prog, tmp, 3, "closefds")
         f.check(data == b"program line\n", f"closefds: the program's file holds {data!r}")
         for n in sorted(os.listdir(tmp)):
             if n.startswith("snap-"):
@@ -365,19 +370,12 @@ def case_closefds(f, a):
 
 def case_stderr(f, a):
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "program.out")
-        prog = Program(a, ["stderr", path], tmp, CUPROF_LOG="debug")
-        for i in range(2):
-            tgkill(prog.pid, signal.SIGUSR1)
-            f.check(wait_file(os.path.join(tmp, f"snap-{i}.pickle")),
-                    f"stderr: signal {i} wrote no snapshot")
-        code, lines, stderr = prog.finish()
-        f.check(code == 0, f"stderr: exit {code} {lines} {stderr!r}")
-        with open(path, "rb") as fh:
-            data = fh.read()
+        prog = Program(a, ["stderr", os.path.join(tmp, "program.out")], tmp, CUPROF_LOG="debug")
+        stderr, data = signals_then_exit(f, prog, tmp, 2, "stderr")
         f.check(data == b"program line\n", f"stderr: the program's file at fd 2 holds {data!r}")
         # While descriptor 2 was still the one the program started with, cuprof spoke there.
-        f.check("cuprof: stacks by " in stderr, f"stderr: no start-up line before the swap: {stderr!r}")
+        f.check("cuprof: stacks by " in stderr,
+                f"stderr: no start-up line before the swap: {stderr!r}")
         snaps = sorted(n for n in os.listdir(tmp) if n.startswith("snap-"))
         f.check(len(snaps) == 3, f"stderr: snapshots {snaps} (two signals and the exit)")
         for n in snaps:

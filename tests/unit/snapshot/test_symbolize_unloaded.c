@@ -34,15 +34,7 @@ place_cb(struct dl_phdr_info *info, size_t size, void *data)
     if (info->dlpi_name == NULL || strcmp(info->dlpi_name, p->name) != 0)
         return 0;
     p->base = info->dlpi_addr;
-    p->lo = UINTPTR_MAX;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-        p->lo = start < p->lo ? start : p->lo;
-        p->hi = start + ph->p_memsz > p->hi ? start + ph->p_memsz : p->hi;
-    }
+    unloaded_modules_code_range(info, &p->lo, &p->hi);
     return 1;
 }
 
