@@ -448,6 +448,35 @@ sym_report_unloaded(struct symbolizer *sym, uintptr_t addr)
     return mod; /* not dwfl_addrmodule: a module read from the maps may span the range too */
 }
 
+static int sym_forget_modules_if_changed(struct symbolizer *sym);
+
+/* libdwfl's module for addr, checked against the loader: libdwfl makes a module from a file's
+ * lowest mapping to its highest, anonymous mappings after it included, so an object loaded later
+ * where such a mapping was lies inside an older module's span. The loader decides (dladdr's base
+ * of the object): when the two disagree the modules are read again if the loader mapped or
+ * unmapped anything since they were, and an address they still disagree on is left to dladdr
+ * (NULL, *disagree set). */
+static Dwfl_Module *
+sym_checked_module(struct symbolizer *sym, uintptr_t addr, bool *disagree)
+{
+    const struct dw_api *dw = sym->dw;
+    *disagree = false;
+    for (int pass = 0; pass < 2; pass++) {
+        Dwfl_Module *mod = dw->dwfl_addrmodule(sym->dwfl, addr);
+        Dl_info info;
+        if (mod == NULL || dladdr((void *)addr, &info) == 0)
+            return mod; /* nothing to compare with: libdwfl's answer stands */
+        Dwarf_Addr start = 0;
+        (void)dw->dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL, NULL);
+        if ((uintptr_t)info.dli_fbase == (uintptr_t)start)
+            return mod;
+        if (pass == 0 && sym_forget_modules_if_changed(sym) != 0)
+            break;
+    }
+    *disagree = true;
+    return NULL;
+}
+
 /* Fills up to SYM_MAX_INLINE frames for addr (already ip - 1); returns how many, or -1 on OOM. */
 static int
 sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out)
@@ -458,15 +487,18 @@ sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out
     /* An unloaded library first: the maps may show a loaded module spanning the hole it left
      * (libdwfl makes one module from a file's lowest to highest mapping). */
     Dwfl_Module *mod = unloaded_modules_count() != 0 ? sym_report_unloaded(sym, addr) : NULL;
+    bool disagree = false;
     if (mod == NULL)
-        mod = dw->dwfl_addrmodule(sym->dwfl, addr);
-    if (mod == NULL && !sym->refreshed) {
+        mod = sym_checked_module(sym, addr, &disagree);
+    if (mod == NULL && !disagree && !sym->refreshed) {
         sym->refreshed = true;
         dw->dwfl_report_begin_add(sym->dwfl);
         (void)dw->dwfl_linux_proc_report(sym->dwfl, getpid());
         (void)dw->dwfl_report_end(sym->dwfl, NULL, NULL);
-        mod = dw->dwfl_addrmodule(sym->dwfl, addr);
+        mod = sym_checked_module(sym, addr, &disagree);
     }
+    if (disagree)
+        return sym_resolve_dladdr(sym, addr, out);
     if (mod == NULL)
         return sym_resolve_unloaded(sym, addr, out);
     Dwarf_Addr mod_start = 0;
