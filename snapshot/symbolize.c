@@ -477,6 +477,27 @@ sym_checked_module(struct symbolizer *sym, uintptr_t addr, bool *disagree)
     return NULL;
 }
 
+/* The module holding addr: an unloaded library's first (the maps may show a loaded module
+ * spanning the hole it left), else libdwfl's as checked against the loader, the maps read again
+ * once after a miss (a library loaded since). NULL: none, or *disagree for dladdr to answer. */
+static Dwfl_Module *
+sym_find_module(struct symbolizer *sym, uintptr_t addr, bool *disagree)
+{
+    const struct dw_api *dw = sym->dw;
+    *disagree = false;
+    Dwfl_Module *mod = unloaded_modules_count() != 0 ? sym_report_unloaded(sym, addr) : NULL;
+    if (mod == NULL)
+        mod = sym_checked_module(sym, addr, disagree);
+    if (mod == NULL && !*disagree && !sym->refreshed) {
+        sym->refreshed = true;
+        dw->dwfl_report_begin_add(sym->dwfl);
+        (void)dw->dwfl_linux_proc_report(sym->dwfl, getpid());
+        (void)dw->dwfl_report_end(sym->dwfl, NULL, NULL);
+        mod = sym_checked_module(sym, addr, disagree);
+    }
+    return mod;
+}
+
 /* Fills up to SYM_MAX_INLINE frames for addr (already ip - 1); returns how many, or -1 on OOM. */
 static int
 sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out)
@@ -484,19 +505,8 @@ sym_resolve(struct symbolizer *sym, uintptr_t addr, struct symbolized_frame *out
     if (sym->dwfl == NULL)
         return sym_resolve_dladdr(sym, addr, out);
     const struct dw_api *dw = sym->dw;
-    /* An unloaded library first: the maps may show a loaded module spanning the hole it left
-     * (libdwfl makes one module from a file's lowest to highest mapping). */
-    Dwfl_Module *mod = unloaded_modules_count() != 0 ? sym_report_unloaded(sym, addr) : NULL;
     bool disagree = false;
-    if (mod == NULL)
-        mod = sym_checked_module(sym, addr, &disagree);
-    if (mod == NULL && !disagree && !sym->refreshed) {
-        sym->refreshed = true;
-        dw->dwfl_report_begin_add(sym->dwfl);
-        (void)dw->dwfl_linux_proc_report(sym->dwfl, getpid());
-        (void)dw->dwfl_report_end(sym->dwfl, NULL, NULL);
-        mod = sym_checked_module(sym, addr, &disagree);
-    }
+    Dwfl_Module *mod = sym_find_module(sym, addr, &disagree);
     if (disagree)
         return sym_resolve_dladdr(sym, addr, out);
     if (mod == NULL)
@@ -581,10 +591,11 @@ sym_cache_grow(struct symbolizer *sym)
     return 0;
 }
 
-/* The loader mapped or unmapped an object since the modules were read, and the program has
- * unloaded a library: an address may hold another library's code now (or an unloaded one's that
- * a new one replaced). Every cached answer goes, and libdwfl's modules are read again (those no
- * longer mapped are dropped, with the index of their DWARF). 0, or -1 when out of memory. */
+/* When the loader mapped or unmapped an object since the modules were read (asked once the
+ * program has unloaded a library, or when libdwfl and the loader disagree on an address): an
+ * address may hold another library's code now. Every cached answer goes, and libdwfl's modules are
+ * read again (those no longer mapped are dropped, with the index of their DWARF). 0, or -1 when out
+ * of memory. */
 static int
 sym_forget_modules_if_changed(struct symbolizer *sym)
 {
