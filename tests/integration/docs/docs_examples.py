@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir))
 SHOWN_DIR = "/home/you/work"  # what the scratch folder is called in the docs
@@ -149,6 +150,25 @@ def run_step(cmd, env, scratch):
     return p.returncode, out
 
 
+def wait_for_leftovers(scratch, timeout=60):
+    """Waits until no process works in scratch: an example may leave a program running in the
+    background (`cuprof run ... &`) that writes its exit snapshot there after the last step."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = False
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cwd = os.readlink(f"/proc/{pid}/cwd")
+            except OSError:
+                continue
+            if cwd == scratch or cwd.startswith(scratch + "/"):
+                busy = True
+                break
+        if not busy:
+            return
+        time.sleep(0.1)
+
+
 def check_file(path, build, update):
     text = open(path).read()
     rel = os.path.relpath(path, ROOT)
@@ -182,6 +202,7 @@ def check_file(path, build, update):
                                                     for l in fresh]
             pieces.append("\n".join(new_block) + "\n")
             pos = m.end(1)
+        wait_for_leftovers(scratch)
     pieces.append(text[pos:])
     if update:
         new_text = "".join(pieces)
