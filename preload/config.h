@@ -24,6 +24,7 @@ enum config_dump_on {
     CONFIG_DUMP_ON_EXIT = 1u << 0,
     CONFIG_DUMP_ON_SIGNAL = 1u << 1,
     CONFIG_DUMP_ON_OOM = 1u << 2,
+    CONFIG_DUMP_ON_TERM = 1u << 3,
 };
 
 /* CUPROF_LOG, in the order of its `accepted` list. */

@@ -17,6 +17,7 @@
 
 #include "allocator/cuprof_errors.h"
 #include "preload/config.h"
+#include "preload/end_signals.h"
 #include "preload/path_template.h"
 #include "preload/runtime.h"
 #include "preload/dumper_write.h"
@@ -28,11 +29,18 @@ static uint64_t dumper_seq; /* protected by dumper_lock: %n of the next template
  * program could close or reuse lies between them. Re-initialized in a forked child. */
 static sem_t dumper_wake;
 static atomic_bool dumper_armed; /* the semaphore is initialized and the thread was started */
+/* The process the dumper thread runs in: a forked child has none until its first CUDA call, and
+ * a signal can reach the child before its fork handler has run. */
+static _Atomic pid_t dumper_thread_pid;
+/* The signal that ends the program once its snapshot is written (end_signals.h), 0 if none. */
+static atomic_int dumper_end_signal;
 static struct sigaction dumper_old_action; /* written before our handler is installed */
 static struct cuprof_runtime *dumper_rt;   /* written once by dumper_start */
 /* Set at exit under dumper_lock: a signal dump started later could be cut off by _exit and leave
  * its temporary file behind. */
 static bool dumper_exiting;
+/* Under dumper_lock: the last snapshot (at exit, or of the ending signal) is written. */
+static bool dumper_last_written;
 
 /* Async-signal-safe only: one sem_post, then the program's own handler. */
 static void
@@ -53,7 +61,20 @@ dumper_on_signal(int sig, siginfo_t *info, void *uctx)
      * program whose snapshot was asked for. */
 }
 
+bool
+dumper_wake_to_end(int sig)
+{
+    if (atomic_load(&dumper_thread_pid) != getpid())
+        return false;
+    atomic_store(&dumper_end_signal, sig);
+    int saved_errno = errno;
+    bool woken = sem_post(&dumper_wake) == 0;
+    errno = saved_errno;
+    return woken;
+}
+
 static int dumper_dump_async(struct cuprof_runtime *rt);
+static void dumper_end_program(struct cuprof_runtime *rt, int sig);
 
 static void *
 dumper_thread(void *arg)
@@ -65,7 +86,10 @@ dumper_thread(void *arg)
         while (sem_trywait(&dumper_wake) == 0) {
             /* several signals pending: one dump has the newest state for all of them */
         }
-        int rc = dumper_dump_async(dumper_rt); /* a failure was logged */
+        int end = atomic_load(&dumper_end_signal);
+        if (end != 0)
+            dumper_end_program(dumper_rt, end); /* does not return */
+        int rc = dumper_dump_async(dumper_rt);  /* a failure was logged */
         (void)rc;
     }
     return NULL;
@@ -86,8 +110,10 @@ dumper_start_thread(void)
     int rc = pthread_create(&thread, &attr, dumper_thread, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
-    if (rc == 0)
+    if (rc == 0) {
         (void)pthread_setname_np(thread, "cuprof-dumper");
+        atomic_store(&dumper_thread_pid, getpid());
+    }
     errno = rc;
     return rc == 0;
 }
@@ -111,14 +137,20 @@ void
 dumper_start(struct cuprof_runtime *rt)
 {
     dumper_rt = rt;
-    if ((rt->config->dump_on & CONFIG_DUMP_ON_SIGNAL) == 0)
+    unsigned dump_on = rt->config->dump_on;
+    if ((dump_on & (CONFIG_DUMP_ON_SIGNAL | CONFIG_DUMP_ON_TERM)) == 0)
         return;
     if (sem_init(&dumper_wake, 0, 0) != 0 || !dumper_start_thread()) {
-        runtime_log("cuprof: cannot start the dumper thread (%s): CUPROF_SIGNAL is not handled",
+        runtime_log("cuprof: cannot start the dumper thread (%s): neither CUPROF_SIGNAL nor "
+                    "SIGTERM, SIGINT and SIGHUP write a snapshot",
                     strerror(errno));
         return;
     }
     atomic_store(&dumper_armed, true);
+    if ((dump_on & CONFIG_DUMP_ON_TERM) != 0)
+        end_signals_start();
+    if ((dump_on & CONFIG_DUMP_ON_SIGNAL) == 0)
+        return;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     if (sigaction(rt->config->signal, NULL, &dumper_old_action) != 0)
@@ -149,8 +181,11 @@ dumper_fork_child(void)
     /* The child has one thread: the parent's dumper thread and its pending wake-ups stay there. */
     if (atomic_load(&dumper_armed))
         (void)sem_init(&dumper_wake, 0, 0);
+    atomic_store(&dumper_thread_pid, 0);
+    atomic_store(&dumper_end_signal, 0);
     dumper_seq = 0;
     dumper_exiting = false;
+    dumper_last_written = false;
     pthread_mutex_unlock(&dumper_lock);
 }
 
@@ -312,10 +347,43 @@ dumper_dump_async(struct cuprof_runtime *rt)
     return dumper_dump_locked(rt, NULL, FILE_PUBLISH_NEW_NAME, true, NULL, 0, NULL);
 }
 
-void
-dumper_stop_async(void)
+/* The one last snapshot, under the dump lock: at exit, or of the signal that ends the program,
+ * whichever comes first (the other finds it written). */
+static void
+dumper_last_dump(struct cuprof_runtime *rt, bool exiting, const char *why)
 {
+    sigset_t old_mask;
+    bool xfsz_was_pending = dumper_block_xfsz(&old_mask);
     pthread_mutex_lock(&dumper_lock); /* waits for a signal dump in flight */
-    dumper_exiting = true;
+    /* Once the program exits, only the exit's own dump runs: _exit could cut off another. */
+    bool may_write = why != NULL && !dumper_last_written && (exiting || !dumper_exiting);
+    if (exiting)
+        dumper_exiting = true;
+    if (may_write) {
+        int rc = dumper_dump_template(rt, NULL, 0, why[0] != '\0' ? why : NULL);
+        (void)rc; /* a failure was logged */
+        dumper_last_written = true;
+    }
     pthread_mutex_unlock(&dumper_lock);
+    dumper_restore_xfsz(&old_mask, xfsz_was_pending);
+}
+
+/* On the dumper thread: the snapshot of the signal that ends the program, then its end. */
+static void
+dumper_end_program(struct cuprof_runtime *rt, int sig)
+{
+    char why[32];
+    snprintf(why, sizeof why, "ended by %s", end_signals_name(sig));
+    dumper_last_dump(rt, false, why);
+    end_signals_end_now(sig);
+}
+
+void
+dumper_exit(struct cuprof_runtime *rt, bool exit_dump)
+{
+    /* An ending signal that came first, or comes during the exit dump, gets this snapshot. */
+    dumper_last_dump(rt, true, exit_dump || atomic_load(&dumper_end_signal) != 0 ? "" : NULL);
+    int end = atomic_load(&dumper_end_signal);
+    if (end != 0)
+        end_signals_end_now(end); /* the program ends as the signal would have ended it */
 }

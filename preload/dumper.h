@@ -6,13 +6,15 @@
 #ifndef CUPROF_DUMPER_H
 #define CUPROF_DUMPER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct cuprof_runtime;
 
-/* With `signal` in CUPROF_DUMP_ON: creates the self-pipe, starts the dumper thread (every signal
- * blocked in it) and installs the CUPROF_SIGNAL handler, which chains to the program's previous
- * handler. Failures are logged; the program runs on without the trigger. */
+/* With `signal` or `term` in CUPROF_DUMP_ON: starts the dumper thread (every signal blocked in
+ * it), woken by a semaphore; `signal` installs the CUPROF_SIGNAL handler, which chains to the
+ * program's previous handler; `term` the handlers of end_signals.h. Failures are logged; the
+ * program runs on without the trigger. */
 void dumper_start(struct cuprof_runtime *rt);
 
 /* Writes one snapshot now. path NULL: the CUPROF_SNAPSHOT template, expanded, under a name that
@@ -37,8 +39,15 @@ __attribute__((warn_unused_result)) int
 dumper_dump_named(struct cuprof_runtime *rt, const char *path, char *written, size_t written_len);
 
 /* At exit: waits for a signal dump in flight and lets no later one start (_exit would cut it off
- * and leave its temporary file behind). Dumps asked for by the program still run. */
-void dumper_stop_async(void);
+ * and leave its temporary file behind); then writes the exit dump when `exit_dump` is true or a
+ * signal that ends the program came (unless that signal's snapshot is written already), and
+ * ends the program by that signal if one came. Dumps asked for by the program still run. */
+void dumper_exit(struct cuprof_runtime *rt, bool exit_dump);
+
+/* From end_signals' handler (async-signal-safe): asks the dumper thread for the snapshot of the
+ * signal `sig` that ends the program, after which the thread ends it by `sig`. False when no
+ * dumper thread runs in this process (the caller ends the program itself). */
+bool dumper_wake_to_end(int sig);
 
 /* Fork handlers (lifecycle.c): prepare takes the dump lock, parent releases it; child releases
  * it, replaces the self-pipe, forgets the dumper thread and restarts the sequence at 0. */

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <stdatomic.h>
 
+#include "preload/end_signals.h"
 #include "preload/entry_points.h"
 #include "preload/hooks.h"
 #include "preload/real_dl.h"
@@ -41,6 +42,27 @@ dlclose(void *handle)
 {
     return unload_dlclose(handle);
 }
+
+/* ---- sigaction and signal(3)'s family: where cuprof's handler stands in for a default action
+ * (end_signals.h), the program is told the default. */
+EXPORT REAL_DL_UNINSTRUMENTED int
+sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    return end_signals_sigaction(sig, act, old);
+}
+
+#define SIGNAL_SETTER(name)                                                                        \
+    EXPORT end_signals_handler_fn name(int sig, end_signals_handler_fn handler);                   \
+    EXPORT REAL_DL_UNINSTRUMENTED end_signals_handler_fn name(int sig,                             \
+                                                              end_signals_handler_fn handler)      \
+    {                                                                                              \
+        static end_signals_setter_fn next;                                                         \
+        return end_signals_set_handler(#name, &next, sig, handler);                                \
+    }
+SIGNAL_SETTER(signal)
+SIGNAL_SETTER(bsd_signal)
+SIGNAL_SETTER(sysv_signal)
+#undef SIGNAL_SETTER
 
 /* ---- Every row of entry_points.def that cuprof wraps, as a stub named as libcuda.so.1 or
  * libcudart exports it (cuda.h's macros would add _v2: the three it redefines are undone above).

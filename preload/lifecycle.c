@@ -9,6 +9,7 @@
 #include "preload/control.h"
 #include "preload/cuda_backend.h"
 #include "preload/dumper.h"
+#include "preload/end_signals.h"
 #include "preload/layers.h"
 #include "preload/library_usage.h"
 #include "preload/oom_log.h"
@@ -84,6 +85,7 @@ lifecycle_fork_child(void)
     library_usage_reset_after_fork();
     oom_log_reset_after_fork();
     dumper_fork_child();
+    end_signals_fork_child();
     control_fork_child();
     atomic_store(&lifecycle_oom_claimed, false);
     atomic_store(&lifecycle_exit_done, false);
@@ -96,12 +98,10 @@ lifecycle_fork_child(void)
 static void
 lifecycle_at_exit(void)
 {
-    dumper_stop_async();
-    if ((lifecycle_rt->config->dump_on & CONFIG_DUMP_ON_EXIT) == 0 ||
-        atomic_load(&lifecycle_idle_child) || atomic_exchange(&lifecycle_exit_done, true))
-        return;
-    int rc = dumper_dump(lifecycle_rt, NULL); /* a failure was logged */
-    (void)rc;
+    bool exit_dump = (lifecycle_rt->config->dump_on & CONFIG_DUMP_ON_EXIT) != 0 &&
+                     !atomic_load(&lifecycle_idle_child) &&
+                     !atomic_exchange(&lifecycle_exit_done, true);
+    dumper_exit(lifecycle_rt, exit_dump); /* a failure was logged */
 }
 
 void
@@ -110,8 +110,9 @@ lifecycle_register(struct cuprof_runtime *rt)
     lifecycle_rt = rt;
     if (pthread_atfork(lifecycle_fork_prepare, lifecycle_fork_parent, lifecycle_fork_child) != 0)
         runtime_log("cuprof: pthread_atfork failed: a forked child may deadlock in cuprof");
-    /* With `signal` alone it still stops the signal dumps before _exit. */
-    if ((rt->config->dump_on & (CONFIG_DUMP_ON_EXIT | CONFIG_DUMP_ON_SIGNAL)) != 0 &&
+    /* With `signal` or `term` alone it still stops the signal dumps before _exit. */
+    if ((rt->config->dump_on &
+         (CONFIG_DUMP_ON_EXIT | CONFIG_DUMP_ON_SIGNAL | CONFIG_DUMP_ON_TERM)) != 0 &&
         atexit(lifecycle_at_exit) != 0)
         runtime_log("cuprof: atexit failed: no snapshot will be written at exit");
 }

@@ -41,7 +41,7 @@ ENUM_MSG = {"CUPROF_MODE": "one of cache, trace, off",
             "CUPROF_PYTHON_FRAMES": "one of on, off",
             "CUPROF_CONTROL": "one of on, off",
             "CUPROF_LOG": "one of quiet, info, debug"}
-DUMP_ON_MSG = "a comma list of exit, signal, oom, or none"
+DUMP_ON_MSG = "a comma list of exit, signal, oom, term, or none"
 # The version meson.build gives the project: what cuprof_version() must say.
 PROJECT_VERSION = re.search(r"version : '([^']+)'", open(os.path.join(
     os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, os.pardir,

@@ -9,14 +9,22 @@
  *   write one line to FILE, exit.
  * - eintr: its own SIGUSR1 handler without SA_RESTART, cudaMalloc, ready, then a blocking read of
  *   stdin: prints "read: EINTR" or "read: N".
- * - restart: the same with SA_RESTART: the read must go on after the signal. */
+ * - restart: the same with SA_RESTART: the read must go on after the signal.
+ * - handlers: its own SIGTERM handler before its first CUDA call; then asks sigaction for SIGINT's
+ *   disposition and signal(3) for SIGHUP's (printing "SIGINT: default" or "SIGINT: other", the
+ *   same for SIGHUP), puts SIGHUP's back as signal(3) gave it, ready, then waits for a line or
+ *   SIGTERM ("handled SIGTERM"), exit 0.
+ * - forkidle: cudaMalloc, fork; the child makes no CUDA call and sleeps; ready (with "child PID"
+ *   first); the parent prints how the child ended ("child: signal N" or "child: exit N"). */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "preload/cuprof.h"
@@ -75,6 +83,77 @@ handler_then_read(int flags)
         printf("read: EINTR handled=%d\n", (int)handled);
     else
         printf("read: %zd handled=%d\n", n, (int)handled);
+    cudaFree(p);
+    return 0;
+}
+
+static volatile sig_atomic_t terminated;
+
+static void
+on_term(int sig)
+{
+    (void)sig;
+    terminated = 1;
+}
+
+static void
+on_hup(int sig)
+{
+    (void)sig;
+}
+
+/* What a program that installs its handlers late, or chains to the previous one, is told. */
+static int
+handlers(void)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) != 0)
+        return 1;
+    void *p = first_cuda_call();
+    if (sigaction(SIGINT, NULL, &old) != 0)
+        return 1;
+    bool int_default =
+        (old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_DFL && old.sa_flags == 0;
+    printf("SIGINT: %s\n", int_default ? "default" : "other");
+    void (*previous)(int) = signal(SIGHUP, on_hup);
+    printf("SIGHUP: %s\n", previous == SIG_DFL ? "default" : "other");
+    if (signal(SIGHUP, previous) != on_hup)
+        return 1;
+    ready();
+    /* fgets restarts after the handler (no SA_RESTART: read returns EINTR, fgets NULL). */
+    char line[64];
+    while (!terminated && fgets(line, sizeof line, stdin) == NULL && errno == EINTR && !feof(stdin))
+        ;
+    if (terminated)
+        printf("handled SIGTERM\n");
+    cudaFree(p);
+    return 0;
+}
+
+static int
+fork_idle(void)
+{
+    void *p = first_cuda_call();
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0)
+        return 1;
+    if (child == 0) {
+        for (;;)
+            pause();
+    }
+    printf("child %ld\n", (long)child);
+    ready();
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFSIGNALED(status))
+        printf("child: signal %d\n", WTERMSIG(status));
+    else
+        printf("child: exit %d\n", WEXITSTATUS(status));
     cudaFree(p);
     return 0;
 }
@@ -138,5 +217,9 @@ main(int argc, char **argv)
         return handler_then_read(0);
     if (strcmp(mode, "restart") == 0)
         return handler_then_read(SA_RESTART);
+    if (strcmp(mode, "handlers") == 0)
+        return handlers();
+    if (strcmp(mode, "forkidle") == 0)
+        return fork_idle();
     return 2;
 }

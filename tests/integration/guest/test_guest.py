@@ -17,6 +17,12 @@ usage: test_guest.py CASE APP LIBCUPROF LD_LIBRARY_PATH CUPROF
             lands in its file, and the signal still dumps
   stderr    a program that closes descriptor 2 and gets it back for a file of its own: cuprof's
             lines (CUPROF_LOG=debug, signal dumps, the exit dump) never land in that file
+  term      SIGTERM, SIGINT and SIGHUP at their default: the snapshot is written ("ended by"),
+            then the signal ends the program; a second copy of the request is the same request;
+            a program's own handler, one installed after cuprof's (sigaction and signal(3) say
+            the default), a disposition put back, an ignored SIGHUP, an idle forked child and
+            CUPROF_DUMP_ON without `term` are left as they are; Python keeps KeyboardInterrupt;
+            `cuprof run` under ^C reports the snapshot
   primary   (APP is primary_app) a library's retain and release of the primary context leaves
             cuprof's cache alone; the release that destroys the context takes the cache with it
   lean      (LD_LIBRARY_PATH: lean/'s driver first; then ENTRY_POINTS_DEF SIM_LD_LIBRARY_PATH)
@@ -382,6 +388,168 @@ def case_stderr(f, a):
             loads_ok(f, os.path.join(tmp, n), f"stderr {n}")
 
 
+def end_without_input(prog):
+    """Waits for the program's end with its stdin still open (at end of input it would exit by
+    itself, racing the signal's snapshot); then as Program.finish."""
+    try:
+        prog.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    return prog.finish(send=None, timeout=5)
+
+
+def ended_by(f, prog, sig, tmp, label, twice=False):
+    """Sends sig (twice: a second copy at once) and checks the program ended by it after writing
+    exactly one snapshot, which loads and holds its 1 MiB block."""
+    tgkill(prog.pid, sig)
+    if twice:
+        tgkill(prog.pid, sig)
+    code, lines, stderr = end_without_input(prog)
+    name = signal.Signals(sig).name
+    f.check(code == -sig, f"{label}: ended with {code}, want {-sig}: {lines} {stderr!r}")
+    snaps = sorted(os.listdir(tmp))
+    f.check(snaps == ["snap-0.pickle"], f"{label}: files {snaps}")
+    f.check(f"snapshot written to {os.path.join(tmp, 'snap-0.pickle')} (ended by {name})"
+            in stderr, f"{label}: no line for the snapshot: {stderr!r}")
+    if snaps == ["snap-0.pickle"]:
+        snap = loads_ok(f, os.path.join(tmp, snaps[0]), label)
+        live = [b["size"] for seg in (snap or {}).get("segments", []) for b in seg["blocks"]
+                if b["state"] == "active_allocated"]
+        f.check(live == [1 << 20], f"{label}: live blocks {live}")
+
+
+def case_term(f, a):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        with tempfile.TemporaryDirectory() as tmp:
+            ended_by(f, Program(a, ["wait"], tmp), sig, tmp, f"term {sig.name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        ended_by(f, Program(a, ["wait"], tmp), signal.SIGTERM, tmp, "term twice", twice=True)
+    # The program's own handler is never replaced; the ones it asks about read as the default.
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Program(a, ["handlers"], tmp)
+        f.check(prog.lines[:2] == ["SIGINT: default", "SIGHUP: default"],
+                f"term handlers: told {prog.lines}")
+        tgkill(prog.pid, signal.SIGTERM)
+        code, lines, stderr = end_without_input(prog)
+        f.check(code == 0 and "handled SIGTERM" in lines, f"term handlers: {code} {lines}")
+        f.check(sorted(os.listdir(tmp)) == ["snap-0.pickle"] and "ended by" not in stderr,
+                f"term handlers: {os.listdir(tmp)} {stderr!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        # SIGHUP put back as signal(3) returned it: the real default, no snapshot.
+        prog = Program(a, ["handlers"], tmp)
+        tgkill(prog.pid, signal.SIGHUP)
+        code, lines, stderr = end_without_input(prog)
+        f.check(code == -signal.SIGHUP and os.listdir(tmp) == [],
+                f"term handlers SIGHUP: {code} {os.listdir(tmp)} {stderr!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        # cuprof's SIGINT handler stands in for the default the program was told of.
+        ended_by(f, Program(a, ["handlers"], tmp), signal.SIGINT, tmp, "term handlers SIGINT")
+    with tempfile.TemporaryDirectory() as tmp:
+        # Ignored (nohup): still ignored; the program goes on to its exit dump.
+        old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        try:
+            prog = Program(a, ["wait"], tmp)
+        finally:
+            signal.signal(signal.SIGHUP, old)
+        tgkill(prog.pid, signal.SIGHUP)
+        time.sleep(0.3)
+        code, lines, stderr = prog.finish()
+        f.check(code == 0 and sorted(os.listdir(tmp)) == ["snap-0.pickle"],
+                f"term ignored: {code} {os.listdir(tmp)} {stderr!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Program(a, ["wait"], tmp, CUPROF_DUMP_ON="exit,signal,oom")
+        tgkill(prog.pid, signal.SIGTERM)
+        code, lines, stderr = end_without_input(prog)
+        f.check(code == -signal.SIGTERM and os.listdir(tmp) == [],
+                f"term off: {code} {os.listdir(tmp)} {stderr!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        # A child that made no CUDA call writes nothing and ends at once, as it would have.
+        prog = Program(a, ["forkidle"], tmp)
+        child = int(prog.lines[0].split()[1])
+        # At once: the signal may reach the child before its fork handlers have run.
+        tgkill(child, signal.SIGTERM)
+        try:
+            prog.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.kill(child, signal.SIGKILL)  # it holds the output pipe: finish() would wait
+        code, lines, stderr = end_without_input(prog)
+        f.check(code == 0 and "child: signal 15" in lines, f"term forkidle: {code} {lines}")
+        f.check(sorted(os.listdir(tmp)) == ["snap-0.pickle"],
+                f"term forkidle: files {os.listdir(tmp)} {stderr!r}")
+    term_python(f, a)
+    term_run(f, a)
+
+
+def term_run(f, a):
+    """`cuprof run` under a terminal's ^C (SIGINT to its whole process group): PROG writes its
+    snapshot and ends by the signal, and `cuprof run` reports it with the shell's status."""
+    with tempfile.TemporaryDirectory() as tmp:
+        snap = os.path.join(tmp, "run.pickle")
+        proc = subprocess.Popen([a.cuprof, "run", "-o", snap, "--", a.app, "wait"],
+                                env=shimrun.env(a.ld_path), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        line = proc.stdout.readline()
+        f.check(line.startswith("ready "), f"term run: {line!r}")
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        f.check(proc.returncode == 130, f"term run: status {proc.returncode} {err!r}")
+        f.check(f"snapshot written to {snap} (ended by SIGINT)" in err and
+                "was killed by signal 2" in err and "peak reserved:" in err,
+                f"term run: {err!r}")
+        f.check(os.listdir(tmp) == ["run.pickle"], f"term run: files {os.listdir(tmp)}")
+
+
+PYTHON_TERM = """
+import ctypes, sys, time
+cudart = ctypes.CDLL("libcudart.so.13")
+p = ctypes.c_void_p()
+assert cudart.cudaMalloc(ctypes.byref(p), 1 << 20) == 0
+try:
+    print("ready", flush=True)
+    time.sleep(60)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+    if sys.argv[1] == "again":
+        print("ready", flush=True)
+        time.sleep(60)
+"""
+
+
+def term_python(f, a):
+    """Python's own SIGINT handler came first: ^C is still a KeyboardInterrupt; SIGTERM, left at
+    its default by Python, writes the snapshot and ends it."""
+    for step in ("int", "again"):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = shimrun.env(a.ld_path, a.lib, CUPROF_SNAPSHOT=os.path.join(tmp, "snap-%n.pickle"))
+            proc = subprocess.Popen([sys.executable, "-c", PYTHON_TERM, step], env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            f.check(proc.stdout.readline().strip() == "ready", f"term python {step}: not ready")
+            proc.send_signal(signal.SIGINT)
+            if step == "again":
+                f.check(proc.stdout.readline().strip() == "KeyboardInterrupt",
+                        f"term python {step}: no KeyboardInterrupt")
+                f.check(proc.stdout.readline().strip() == "ready", f"term python {step}: lost")
+                proc.send_signal(signal.SIGTERM)
+            try:
+                out, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            want = 0 if step == "int" else -signal.SIGTERM
+            f.check(proc.returncode == want, f"term python {step}: {proc.returncode} {err!r}")
+            if step == "int":
+                f.check("KeyboardInterrupt" in out, f"term python int: {out!r}")
+            snaps = sorted(os.listdir(tmp))
+            f.check(snaps == ["snap-0.pickle"], f"term python {step}: files {snaps} {err!r}")
+            f.check(("(ended by SIGTERM)" in err) == (step == "again"),
+                    f"term python {step}: {err!r}")
+
+
 def case_primary(f, a):
     base = shimrun.run([a.app], shimrun.env(a.ld_path, SIMCUDA_DEVICES=2))
     f.check(base.returncode == 0, f"primary: fails without cuprof: {base}")
@@ -483,7 +651,7 @@ def case_lean(f, a):
 
 
 CASES = {"traps": case_traps, "dump-o": case_dump_o, "api": case_api, "modes": case_modes,
-         "signals": case_signals, "closefds": case_closefds, "stderr": case_stderr,
+         "signals": case_signals, "closefds": case_closefds, "stderr": case_stderr, "term": case_term,
          "primary": case_primary,
          "lean": case_lean}
 

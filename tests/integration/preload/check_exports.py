@@ -14,6 +14,8 @@ import sys
 
 CUDA_EXPORTS = {
     "dlsym", "dlclose",
+    # signal dispositions as the program asks for them (cuprof's SIGTERM handler reads as default)
+    "sigaction", "signal", "bsd_signal", "sysv_signal",
     # driver API
     "cuGetProcAddress", "cuGetProcAddress_v2",
     "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocPitch_v2", "cuMemAllocManaged", "cuMemGetInfo_v2",
