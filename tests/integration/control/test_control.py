@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -191,6 +192,7 @@ class ConfigTests(unittest.TestCase):
 class DumpTests(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="cuprof-control-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
 
     def test_exit_dump_on_return_and_exit(self):
         for how in ("return", "exit"):
@@ -256,15 +258,23 @@ class DumpTests(unittest.TestCase):
         check_file(self, os.path.join(self.dir, "fixed.1.pickle"))
 
     def test_failed_write_logs_one_line(self):
-        tmpl = os.path.join(self.dir, "missing-dir", "x.pickle")
-        r = run([prog("control_exit"), "return"], env_for(CUPROF_SNAPSHOT=tmpl))
+        folder = os.path.join(self.dir, "missing-dir")
+        tmpl, fallback = os.path.join(folder, "x.pickle"), os.path.join(self.dir, "fb")
+        os.mkdir(fallback)
+        r = run([prog("control_exit"), "return"], env_for(CUPROF_SNAPSHOT=tmpl, TMPDIR=fallback))
         self.assertEqual(r.returncode, 0)
-        # Besides the line naming the unwinder (issue 30), once: the failure, once.
+        # Besides the line naming the unwinder (issue 30), once: the folder at start, the exit
+        # dump's failure and where it went instead, once each.
         unwinder = [l for l in r.stderr.splitlines() if l.startswith("cuprof: stacks by ")]
         self.assertEqual(len(unwinder), 1, r.stderr)
         lines = [l for l in r.stderr.splitlines() if l.startswith("cuprof:") and l not in unwinder]
-        self.assertEqual(len(lines), 1, r.stderr)
-        self.assertTrue(lines[0].startswith("cuprof: snapshot to %s failed: " % tmpl), lines[0])
+        moved = os.path.join(fallback, "x.pickle")
+        self.assertEqual(lines, [
+            "cuprof: CUPROF_SNAPSHOT: cannot write in %s (No such file or directory): snapshots "
+            "go to %s while it cannot" % (folder, fallback),
+            "cuprof: snapshot to %s failed: No such file or directory; written to %s instead"
+            % (tmpl, moved)], r.stderr)
+        check_file(self, moved)
 
     def test_oom_dump_before_error_returns(self):
         tmpl = os.path.join(self.dir, "oom-%n.pickle")
@@ -282,6 +292,7 @@ class DumpTests(unittest.TestCase):
 class SignalTests(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="cuprof-control-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
 
     def drive(self, mode, count):
         tmpl = os.path.join(self.dir, "sig-%n.pickle")
@@ -337,6 +348,7 @@ class ForkTests(unittest.TestCase):
             # around fork. The plain build runs this test every time.
             self.skipTest("ASan's allocator is not fork-safe in a threaded program")
         d = tempfile.mkdtemp(prefix="cuprof-control-")
+        self.addCleanup(shutil.rmtree, d, True)
         # Default settings: the churning thread's frees synchronize the device, so the fork often
         # lands while it is inside the simulated driver. The simulator's fork handlers keep the
         # child from inheriting a held driver lock (a real driver is unusable in a forked child
@@ -363,6 +375,7 @@ class ApiTests(unittest.TestCase):
 
     def test_api_without_shim(self):
         d = tempfile.mkdtemp(prefix="cuprof-control-")
+        self.addCleanup(shutil.rmtree, d, True)
         r = run([prog("control_api"), os.path.join(d, "api.pickle")], env_for(preload=False))
         self.assertEqual(r.returncode, 0, r.stderr)
         v = self.values(r.stdout)
@@ -376,6 +389,7 @@ class ApiTests(unittest.TestCase):
 
     def test_api_with_shim(self):
         d = tempfile.mkdtemp(prefix="cuprof-control-")
+        self.addCleanup(shutil.rmtree, d, True)
         path = os.path.join(d, "api.pickle")
         r = run([prog("control_api"), path], env_for(CUPROF_DUMP_ON="none"))
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -412,6 +426,7 @@ class ApiTests(unittest.TestCase):
         """Started with CUPROF_HISTORY=off (no block event reaches a sink), then
         cuprof_record_memory_history("all"): the history has every event from then on."""
         d = tempfile.mkdtemp(prefix="cuprof-control-")
+        self.addCleanup(shutil.rmtree, d, True)
         path = os.path.join(d, "api.pickle")
         r = run([prog("control_api"), path], env_for(CUPROF_DUMP_ON="none", CUPROF_HISTORY="off"))
         self.assertEqual(r.returncode, 0, r.stderr)
