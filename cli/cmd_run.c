@@ -267,20 +267,39 @@ seen_before(const glob_t *g, size_t i)
     return false;
 }
 
+/* Where the shim puts a snapshot whose folder could not take it (preload/snapshot_place.c): the
+ * pattern's last component in $TMPDIR (absolute, a folder), else /tmp. */
+static void
+fallback_pattern(const char *pattern, char *out, size_t len)
+{
+    const char *tmpdir = getenv("TMPDIR");
+    struct stat st;
+    if (tmpdir == NULL || tmpdir[0] != '/' || stat(tmpdir, &st) != 0 || !S_ISDIR(st.st_mode))
+        tmpdir = "/tmp";
+    const char *base = strrchr(pattern, '/');
+    base = base == NULL ? pattern : base + 1;
+    snprintf(out, len, "%s%s%s", tmpdir, tmpdir[strlen(tmpdir) - 1] == '/' ? "" : "/", base);
+}
+
 static void
 report_snapshots(const char *tmpl, pid_t pid, struct timespec started, bool quiet)
 {
     char pattern[PATH_MAX], variants[PATH_MAX + 16];
+    char fallback[PATH_MAX + 16], fallback_variants[PATH_MAX + 32];
     template_pattern(tmpl, pid, pattern, sizeof(pattern));
     variant_pattern(pattern, variants, sizeof(variants));
+    fallback_pattern(pattern, fallback, sizeof fallback);
+    variant_pattern(fallback, fallback_variants, sizeof fallback_variants);
     glob_t g;
     const char *last = NULL;
     struct timespec last_time = {0, 0};
     int found = 0;
     bool announced = shim_announces();
-    bool have = glob(pattern, 0, NULL, &g) == 0;
-    int grc = glob(variants, have ? GLOB_APPEND : 0, NULL, &g);
-    have = have || grc == 0;
+    bool have = false;
+    const char *const patterns[] = {pattern, variants, fallback, fallback_variants};
+    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++)
+        if (glob(patterns[i], have ? GLOB_APPEND : 0, NULL, &g) == 0)
+            have = true;
     if (have) {
         for (size_t i = 0; i < g.gl_pathc; i++) {
             struct stat st;

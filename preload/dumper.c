@@ -19,6 +19,7 @@
 #include "preload/config.h"
 #include "preload/end_signals.h"
 #include "preload/path_template.h"
+#include "preload/snapshot_place.h"
 #include "preload/runtime.h"
 #include "preload/dumper_write.h"
 
@@ -138,6 +139,9 @@ dumper_start(struct cuprof_runtime *rt)
 {
     dumper_rt = rt;
     unsigned dump_on = rt->config->dump_on;
+    if ((dump_on & (CONFIG_DUMP_ON_EXIT | CONFIG_DUMP_ON_SIGNAL | CONFIG_DUMP_ON_OOM |
+                    CONFIG_DUMP_ON_TERM)) != 0)
+        snapshot_place_start(rt->config->snapshot);
     if ((dump_on & (CONFIG_DUMP_ON_SIGNAL | CONFIG_DUMP_ON_TERM)) == 0)
         return;
     if (sem_init(&dumper_wake, 0, 0) != 0 || !dumper_start_thread()) {
@@ -207,6 +211,18 @@ dumper_log_failure(const char *path, int rc)
                                        : "write error");
 }
 
+/* "written to" with the name the file got (and why it was written), copied to `written`. */
+static int
+dumper_write_logged_ok(const char *chosen, char *written, size_t written_len, const char *why)
+{
+    if (runtime_log_info())
+        runtime_log("cuprof: snapshot written to %s%s%s%s", chosen, why != NULL ? " (" : "",
+                    why != NULL ? why : "", why != NULL ? ")" : "");
+    if (written != NULL)
+        snprintf(written, written_len, "%s", chosen);
+    return 0;
+}
+
 /* One file, logged: "written to" with the name it got, or one line saying why not. */
 static int
 dumper_write_logged(struct cuprof_runtime *rt, const char *path, enum file_publish_mode mode,
@@ -219,16 +235,18 @@ dumper_write_logged(struct cuprof_runtime *rt, const char *path, enum file_publi
         dumper_log_failure(path, rc);
         return rc;
     }
-    if (runtime_log_info())
-        runtime_log("cuprof: snapshot written to %s%s%s%s", chosen, why != NULL ? " (" : "",
-                    why != NULL ? why : "", why != NULL ? ")" : "");
-    if (written != NULL)
-        snprintf(written, written_len, "%s", chosen);
-    return 0;
+    return dumper_write_logged_ok(chosen, written, written_len, why);
 }
 
+/* How a dump may go: DUMP_ASYNC, the dumper thread's or the control socket's, is skipped once the
+ * program is exiting; DUMP_MAY_MOVE, one nobody asked for by name (not the program's own
+ * cuprof_dump_snapshot, whose caller gets the error), goes to the fallback folder when the
+ * template's cannot take it. */
+enum dump_flags { DUMP_ASYNC = 1, DUMP_MAY_MOVE = 2 };
+
 static int
-dumper_dump_template(struct cuprof_runtime *rt, char *written, size_t written_len, const char *why)
+dumper_dump_template(struct cuprof_runtime *rt, char *written, size_t written_len, const char *why,
+                     unsigned flags)
 {
     char final[PATH_MAX], chosen[PATH_MAX + 16];
     uint64_t seq = dumper_seq++;
@@ -237,8 +255,38 @@ dumper_dump_template(struct cuprof_runtime *rt, char *written, size_t written_le
         runtime_log("cuprof: snapshot path from CUPROF_SNAPSHOT is too long");
         return -CUPROF_EINVAL;
     }
-    return dumper_write_logged(rt, final, FILE_PUBLISH_NEW_NAME, written, written_len, chosen,
-                               sizeof chosen, why);
+    errno = 0;
+    int rc = dumper_write_snapshot(rt, final, FILE_PUBLISH_NEW_NAME, chosen, sizeof chosen);
+    int err = errno;
+    char fallback[PATH_MAX];
+    if (rc == 0 || rc == -CUPROF_EHOSTMEM || (flags & DUMP_MAY_MOVE) == 0 ||
+        !snapshot_place_folder_error(err) ||
+        !snapshot_place_fallback(final, fallback, sizeof fallback)) {
+        if (rc != 0) {
+            errno = err;
+            dumper_log_failure(final, rc);
+            return rc;
+        }
+        return dumper_write_logged_ok(chosen, written, written_len, why);
+    }
+    /* The template's folder cannot take it: the same name in the fallback folder, said always
+     * (even under CUPROF_LOG=quiet), since nobody looks there. */
+    errno = 0;
+    rc = dumper_write_snapshot(rt, fallback, FILE_PUBLISH_NEW_NAME, chosen, sizeof chosen);
+    if (rc != 0) {
+        runtime_log("cuprof: snapshot to %s failed: %s; to %s too: %s", final, strerror(err),
+                    fallback,
+                    rc == -CUPROF_EHOSTMEM ? "out of host memory"
+                    : errno != 0           ? strerror(errno)
+                                           : "write error");
+        return rc;
+    }
+    runtime_log("cuprof: snapshot to %s failed: %s; written to %s instead%s%s%s", final,
+                strerror(err), chosen, why != NULL ? " (" : "", why != NULL ? why : "",
+                why != NULL ? ")" : "");
+    if (written != NULL)
+        snprintf(written, written_len, "%s", chosen);
+    return 0;
 }
 
 /* A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the program on whose
@@ -272,11 +320,10 @@ dumper_restore_xfsz(const sigset_t *old, bool was_pending)
     errno = saved_errno;
 }
 
-/* One dump under the dump lock, with SIGXFSZ blocked; `async`: the dumper thread's, which is
- * skipped once the program is exiting. */
+/* One dump under the dump lock, with SIGXFSZ blocked; `flags`: enum dump_flags. */
 static int
 dumper_dump_locked(struct cuprof_runtime *rt, const char *path, enum file_publish_mode mode,
-                   bool async, char *written, size_t written_len, const char *why)
+                   unsigned flags, char *written, size_t written_len, const char *why)
 {
     int rc = 0;
     if (rt == NULL)
@@ -284,11 +331,11 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, enum file_publis
     sigset_t old_mask;
     bool xfsz_was_pending = dumper_block_xfsz(&old_mask);
     pthread_mutex_lock(&dumper_lock);
-    if (async && dumper_exiting) {
+    if ((flags & DUMP_ASYNC) != 0 && dumper_exiting) {
         /* the program is exiting: the exit dump (if any) has the newest state */
         rc = -CUPROF_EINVAL;
     } else if (path == NULL) {
-        rc = dumper_dump_template(rt, written, written_len, why);
+        rc = dumper_dump_template(rt, written, written_len, why, flags);
     } else {
         char chosen[PATH_MAX + 16];
         rc = dumper_write_logged(rt, path, mode, written, written_len, chosen, sizeof chosen, why);
@@ -310,13 +357,13 @@ dumper_snapshot_pickle(struct cuprof_runtime *rt, unsigned char **out, size_t *l
 int
 dumper_dump(struct cuprof_runtime *rt, const char *path)
 {
-    return dumper_dump_locked(rt, path, FILE_PUBLISH_REPLACE, false, NULL, 0, NULL);
+    return dumper_dump_locked(rt, path, FILE_PUBLISH_REPLACE, 0, NULL, 0, NULL);
 }
 
 int
 dumper_dump_because(struct cuprof_runtime *rt, const char *why)
 {
-    return dumper_dump_locked(rt, NULL, FILE_PUBLISH_REPLACE, false, NULL, 0, why);
+    return dumper_dump_locked(rt, NULL, FILE_PUBLISH_REPLACE, DUMP_MAY_MOVE, NULL, 0, why);
 }
 
 /* The extensions CUPROF_SNAPSHOT accepts: the one that picks the format. */
@@ -338,13 +385,15 @@ dumper_dump_named(struct cuprof_runtime *rt, const char *path, char *written, si
 {
     if (path != NULL && !dumper_snapshot_extension(path))
         return -CUPROF_EINVAL;
-    return dumper_dump_locked(rt, path, FILE_PUBLISH_NEW_NAME, true, written, written_len, NULL);
+    return dumper_dump_locked(rt, path, FILE_PUBLISH_NEW_NAME, DUMP_ASYNC | DUMP_MAY_MOVE, written,
+                              written_len, NULL);
 }
 
 static int
 dumper_dump_async(struct cuprof_runtime *rt)
 {
-    return dumper_dump_locked(rt, NULL, FILE_PUBLISH_NEW_NAME, true, NULL, 0, NULL);
+    return dumper_dump_locked(rt, NULL, FILE_PUBLISH_NEW_NAME, DUMP_ASYNC | DUMP_MAY_MOVE, NULL, 0,
+                              NULL);
 }
 
 /* The one last snapshot, under the dump lock: at exit, or of the signal that ends the program,
@@ -360,7 +409,7 @@ dumper_last_dump(struct cuprof_runtime *rt, bool exiting, const char *why)
     if (exiting)
         dumper_exiting = true;
     if (may_write) {
-        int rc = dumper_dump_template(rt, NULL, 0, why[0] != '\0' ? why : NULL);
+        int rc = dumper_dump_template(rt, NULL, 0, why[0] != '\0' ? why : NULL, DUMP_MAY_MOVE);
         (void)rc; /* a failure was logged */
         dumper_last_written = true;
     }

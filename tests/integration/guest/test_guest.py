@@ -23,6 +23,9 @@ usage: test_guest.py CASE APP LIBCUPROF LD_LIBRARY_PATH CUPROF
             the default), a disposition put back, an ignored SIGHUP, an idle forked child and
             CUPROF_DUMP_ON without `term` are left as they are; Python keeps KeyboardInterrupt;
             `cuprof run` under ^C reports the snapshot
+  fallback  a template whose folder is missing or is a file: one line at start, each snapshot
+            (signal, exit, under CUPROF_LOG=quiet too) in $TMPDIR with a line saying so, and in
+            the folder again once it exists; `cuprof run` finds and summarizes the moved file
   primary   (APP is primary_app) a library's retain and release of the primary context leaves
             cuprof's cache alone; the release that destroys the context takes the cache with it
   lean      (LD_LIBRARY_PATH: lean/'s driver first; then ENTRY_POINTS_DEF SIM_LD_LIBRARY_PATH)
@@ -550,6 +553,91 @@ def term_python(f, a):
                     f"term python {step}: {err!r}")
 
 
+def case_fallback(f, a):
+    with tempfile.TemporaryDirectory() as tmp:
+        missing, fb = os.path.join(tmp, "missing"), os.path.join(tmp, "fb")
+        os.mkdir(fb)
+        prog = Program(a, ["wait"], tmp, CUPROF_SNAPSHOT=os.path.join(missing, "snap-%n.pickle"),
+                       TMPDIR=fb)
+        tgkill(prog.pid, signal.SIGUSR1)
+        f.check(wait_file(os.path.join(fb, "snap-0.pickle")), "fallback: no signal snapshot")
+        os.mkdir(missing)  # from now on the template's folder takes them
+        code, lines, stderr = prog.finish()
+        f.check(code == 0, f"fallback: exit {code} {stderr!r}")
+        want = [f"cuprof: CUPROF_SNAPSHOT: cannot write in {missing} (No such file or directory):"
+                f" snapshots go to {fb} while it cannot",
+                f"cuprof: snapshot to {os.path.join(missing, 'snap-0.pickle')} failed: No such "
+                f"file or directory; written to {os.path.join(fb, 'snap-0.pickle')} instead",
+                f"cuprof: snapshot written to {os.path.join(missing, 'snap-1.pickle')}"]
+        for w in want:
+            f.check(w in stderr.splitlines(), f"fallback: no line {w!r} in {stderr!r}")
+        f.check(os.listdir(fb) == ["snap-0.pickle"] and os.listdir(missing) == ["snap-1.pickle"],
+                f"fallback: {os.listdir(fb)} {os.listdir(missing)}")
+        for p in (os.path.join(fb, "snap-0.pickle"), os.path.join(missing, "snap-1.pickle")):
+            loads_ok(f, p, "fallback")
+            regular_0600(f, p, "fallback")
+    with tempfile.TemporaryDirectory() as tmp:
+        # A file where the folder should be; CUPROF_LOG=quiet still says where the file went.
+        afile, fb = os.path.join(tmp, "afile"), os.path.join(tmp, "fb")
+        os.mkdir(fb)
+        with open(afile, "wb") as fh:
+            fh.write(VICTIM)
+        r = shimrun.run([a.app, "api", os.path.join(tmp, "api.pickle")],
+                        shimrun.env(a.ld_path, a.lib, TMPDIR=fb, CUPROF_LOG="quiet",
+                                    CUPROF_SNAPSHOT=os.path.join(afile, "s.pickle")))
+        f.check(r.returncode == 0 and r.stderr.splitlines() ==
+                [f"cuprof: CUPROF_SNAPSHOT: cannot write in {afile} (Not a directory): snapshots"
+                 f" go to {fb} while it cannot",
+                 f"cuprof: snapshot to {os.path.join(afile, 's.pickle')} failed: Not a directory;"
+                 f" written to {os.path.join(fb, 's.pickle')} instead"],
+                f"fallback file: {r.returncode} {r.stderr!r}")
+        f.check(os.listdir(fb) == ["s.pickle"], f"fallback file: {os.listdir(fb)}")
+        victims_intact(f, [afile], "fallback file")
+    fallback_read_only(f, a)
+    with tempfile.TemporaryDirectory() as tmp:
+        fb = os.path.join(tmp, "fb")
+        os.mkdir(fb)
+        out = os.path.join(tmp, "missing", "run.pickle")
+        r = shimrun.run([a.cuprof, "run", "-o", out, "--", a.app, "api",
+                         os.path.join(fb, "api.pickle")], shimrun.env(a.ld_path, TMPDIR=fb))
+        moved = os.path.join(fb, "run.pickle")
+        f.check(r.returncode == 0 and f"written to {moved} instead" in r.stderr and
+                f"== {moved}" in r.stderr and "no snapshot was written" not in r.stderr,
+                f"fallback run: {r.returncode} {r.stderr!r}")
+
+
+def fallback_read_only(f, a):
+    """A container's read-only working directory and the default template: the snapshot goes to
+    $TMPDIR. Needs a mount namespace (skipped, with a note, where none can be made)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ro, fb = os.path.join(tmp, "ro"), os.path.join(tmp, "fb")
+        os.mkdir(ro)
+        os.mkdir(fb)
+        env = shimrun.env(a.ld_path, a.lib, TMPDIR=fb)
+        env["GUEST_PRELOAD"] = env.pop("LD_PRELOAD")  # for the program, not unshare and mount
+        script = ('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && cd "$1" && '
+                  'LD_PRELOAD="$GUEST_PRELOAD" exec "$2" api "$3"')
+        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", ro,
+               a.app, os.path.join(fb, "api.pickle")]
+        if os.geteuid() != 0:
+            cmd[1:1] = ["--user", "--map-root-user"]
+        try:
+            r = shimrun.run(cmd, env)
+        except FileNotFoundError:
+            print("fallback read-only: no unshare here: skipped")
+            return
+        if r.returncode != 0 and "dump:" not in r.stdout and "cuprof:" not in r.stderr:
+            print(f"fallback read-only: no read-only mount here ({r.stderr.strip()}): skipped")
+            return
+        moved = sorted(n for n in os.listdir(fb) if n.startswith("cuprof-"))
+        f.check(r.returncode == 0 and len(moved) == 1 and
+                f"cuprof: CUPROF_SNAPSHOT: cannot write in {ro} (Read-only file system): "
+                f"snapshots go to {fb} while it cannot" in r.stderr and
+                f"failed: Read-only file system; written to {os.path.join(fb, moved[0])} instead"
+                in r.stderr, f"fallback read-only: {r.returncode} {moved} {r.stderr!r}")
+        f.check(os.listdir(ro) == [], f"fallback read-only: {os.listdir(ro)}")
+
+
 def case_primary(f, a):
     base = shimrun.run([a.app], shimrun.env(a.ld_path, SIMCUDA_DEVICES=2))
     f.check(base.returncode == 0, f"primary: fails without cuprof: {base}")
@@ -652,6 +740,7 @@ def case_lean(f, a):
 
 CASES = {"traps": case_traps, "dump-o": case_dump_o, "api": case_api, "modes": case_modes,
          "signals": case_signals, "closefds": case_closefds, "stderr": case_stderr, "term": case_term,
+         "fallback": case_fallback,
          "primary": case_primary,
          "lean": case_lean}
 

@@ -5,7 +5,10 @@ mount one), an unwritable directory, links and files at the template's name, and
 from two program threads during a SIGUSR1 storm: the program's stdout and exit status equal a run
 without cuprof, each failed dump is one `cuprof: snapshot to X failed: REASON` line, no partial
 or temporary file is left, earlier dumps keep their bytes, and every written dump loads and passes
-tests/golden/check_snapshot.py.
+tests/golden/check_snapshot.py. Where the template's folder is at fault (missing, unwritable, a
+file, full), the dumps nobody asked for by name (exit, signal) go to $TMPDIR instead, each with one
+`...; written to Y instead` line (preload/snapshot_place.c), and the program's own API dumps fail
+with the error.
 
 usage: test_output_faults.py OUTFAULTS_APP LIBCUPROF [unittest args]
 """
@@ -25,6 +28,9 @@ LIB = None
 IO_ERROR = -4  # CUPROF_ERROR_IO
 WRITTEN = re.compile(r"^cuprof: snapshot written to (.+)$")
 FAILED = re.compile(r"^cuprof: snapshot to (.+) failed: (.+)$")
+MOVED = re.compile(r"^cuprof: snapshot to (.+) failed: (.+); written to (.+) instead$")
+FOLDER_AT_START = re.compile(r"^cuprof: CUPROF_SNAPSHOT: cannot write in (.+) \((.+)\): "
+                             r"snapshots go to (.+) while it cannot$")
 
 
 def app_args(**kw):
@@ -64,15 +70,25 @@ def cuprof_env(template, **extra):
     return relutil.sim_env(preload=LIB, CUPROF_SNAPSHOT=template, **extra)
 
 
-def cuprof_lines(err):
-    """(written paths, [(failed path, reason)]); any other cuprof line is a test failure."""
+def cuprof_lines(err, moved=None):
+    """(written paths, [(failed path, reason)]); a moved dump goes to `moved` as (failed path,
+    reason, where it went) and must be expected (moved is a list); the line at start about the
+    folder is skipped; any other cuprof line is a test failure."""
     written, failed = [], []
     for line in err.splitlines():
         if not line.startswith("cuprof:") or line.startswith("cuprof: stacks by "):
             continue  # the unwinder's own line (issue 30) is neither
+        if FOLDER_AT_START.match(line):
+            continue
         m = WRITTEN.match(line)
         if m:
             written.append(m.group(1))
+            continue
+        m = MOVED.match(line)
+        if m:
+            if moved is None:
+                relutil.fail(f"unexpected moved dump: {line!r}")
+            moved.append(m.groups())
             continue
         m = FAILED.match(line)
         if m is None:
@@ -113,20 +129,36 @@ class OutputFaults(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="cuprof-outfaults-")
         self.addCleanup(shutil.rmtree, self.dir, True)  # runs after later cleanups (chattr -i)
+        # Where moved dumps go (TMPDIR): the test's own, never the machine's /tmp.
+        self.fallback = tempfile.mkdtemp(prefix="cuprof-outfaults-fb-")
+        self.addCleanup(shutil.rmtree, self.fallback, True)
 
-    def assert_failed_run(self, rc, out, err, base, api, reason_re):
-        """Every fault-phase dump failed with one line each; the program did not notice."""
+    def assert_failed_run(self, rc, out, err, base, api, reason_re, moves=False):
+        """Every fault-phase dump failed with one line each; the program did not notice. With
+        `moves` (the folder is at fault), the API dumps fail and the exit and signal dumps are in
+        the fallback folder, each loading."""
         self.assertEqual(rc, 0, err[-3000:])
         self.assertEqual(out, base)
         self.assertEqual(app_rcs(err, "fault"), [IO_ERROR] * (api + 1), err[-3000:])
-        _, failed = cuprof_lines(err)
+        moved = []
+        _, failed = cuprof_lines(err, moved if moves else None)
         for path, reason in failed:
             self.assertRegex(reason, reason_re, path)
         template = [p for p, _ in failed if not p.endswith("explicit.pickle")]
         # One line per dump: the template's %n makes each failed dump's name distinct; the API
         # dumps and the exit dump are there at least (signal dumps coalesce: any number).
         self.assertEqual(len(template), len(set(template)), err[-3000:])
-        self.assertGreaterEqual(len(template), api + 1)
+        if not moves:
+            self.assertGreaterEqual(len(template), api + 1)
+            return failed
+        self.assertGreaterEqual(len(template), api, err[-3000:])  # its API dumps, at least
+        self.assertGreaterEqual(len(moved), 1, err[-3000:])  # the exit dump at least
+        for path, reason, where in moved:
+            self.assertRegex(reason, reason_re, path)
+            self.assertEqual(where, os.path.join(self.fallback, os.path.basename(path)))
+        self.assertEqual(sorted(os.listdir(self.fallback)),
+                         sorted(os.path.basename(w) for _, _, w in moved))
+        self.assertEqual(len(relutil.verify_dumps(self.fallback, keep=False)), len(moved))
         return failed
 
     def disk_full_rlimit(self, xfsz):
@@ -184,7 +216,7 @@ class OutputFaults(unittest.TestCase):
         base = baseline(**kw)
         env = relutil.sim_env(OUTF_PRELOAD=cuprof_env("x.pickle").get("LD_PRELOAD", ""),
                               OUTF_TEMPLATE=os.path.join(mnt, "t-%n.pickle"),
-                              OUTF_SAVE=save, OUTF_MNT=mnt)
+                              OUTF_SAVE=save, OUTF_MNT=mnt, TMPDIR=self.fallback)
         env.pop("LD_PRELOAD", None)  # sh, mount and cp run without sanitizer runtimes
         script = r'''
 set -e
@@ -208,7 +240,8 @@ cp "$OUTF_MNT/earlier.pickle" "$OUTF_SAVE/earlier.after.pickle"
         self.assertEqual(sorted(re.findall(r"^entry=(.*)$", out, re.M)), ["earlier.pickle",
                                                                          "filler"])
         self.assertEqual(app_rcs(err, "pre"), [IO_ERROR, IO_ERROR])
-        self.assert_failed_run(0, prog_out, err, base, 3, r"^No space left on device$")
+        self.assert_failed_run(0, prog_out, err, base, 3, r"^No space left on device$",
+                               moves=True)
         with open(os.path.join(save, "earlier.pickle"), "rb") as a, \
                 open(os.path.join(save, "earlier.after.pickle"), "rb") as b:
             self.assertEqual(a.read(), b.read())
@@ -239,10 +272,11 @@ cp "$OUTF_MNT/earlier.pickle" "$OUTF_SAVE/earlier.after.pickle"
         base = baseline(**kw)
         before = listing(d)
         self.make_unwritable(d)
-        rc, out, err = run_app(app_args(**kw), cuprof_env(os.path.join(d, "u-%n.pickle")))
+        rc, out, err = run_app(app_args(**kw), cuprof_env(os.path.join(d, "u-%n.pickle"),
+                                                          TMPDIR=self.fallback))
         self.assertEqual(app_rcs(err, "pre"), [IO_ERROR, IO_ERROR])
         self.assert_failed_run(rc, out, err, base, 3,
-                               r"^(Permission denied|Operation not permitted)$")
+                               r"^(Permission denied|Operation not permitted)$", moves=True)
         self.assertEqual(listing(d), before)
 
     def test_template_under_a_file(self):
@@ -254,14 +288,18 @@ cp "$OUTF_MNT/earlier.pickle" "$OUTF_SAVE/earlier.after.pickle"
         base = baseline(**kw)
         before = listing(self.dir)
         rc, out, err = run_app(app_args(**kw),
-                               cuprof_env(os.path.join(blocker, "x-%n.pickle")))
+                               cuprof_env(os.path.join(blocker, "x-%n.pickle"),
+                                          TMPDIR=self.fallback))
         self.assertEqual(rc, 0, err[-3000:])
         self.assertEqual(out, base)
         self.assertEqual(app_rcs(err, "fault"), [IO_ERROR] * 2)
-        written, failed = cuprof_lines(err)
+        moved = []
+        written, failed = cuprof_lines(err, moved)
         self.assertEqual(written, [])
-        self.assertGreaterEqual(len(failed), 3)
-        self.assertEqual({r for _, r in failed}, {"Not a directory"})
+        self.assertEqual(len(failed), 2)  # the program's own dumps: it got the error
+        self.assertGreaterEqual(len(moved), 1)  # the exit dump, and signal dumps
+        self.assertEqual({r for _, r in failed} | {r for _, r, _ in moved}, {"Not a directory"})
+        self.assertEqual(len(relutil.verify_dumps(self.fallback, keep=False)), len(moved))
         self.assertEqual(listing(self.dir), before)
 
     def test_links_at_the_template_name(self):
