@@ -13,6 +13,7 @@
 #include "preload/dumper.h"
 #include "preload/real_dl.h"
 #include "preload/runtime.h"
+#include "snapshot/file_publish.h"
 
 static const int end_signals_list[] = {SIGTERM, SIGINT, SIGHUP};
 
@@ -61,6 +62,8 @@ end_signals_name(int sig)
 void
 end_signals_end_now(int sig)
 {
+    /* A snapshot being written now would leave its temporary file behind. */
+    file_publish_remove_unfinished();
     sigaction_fn real = next_sigaction();
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);

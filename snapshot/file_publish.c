@@ -3,6 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,12 @@
 #include "allocator/cuprof_errors.h"
 
 #define FILE_PUBLISH_MAX_VARIANTS 100000
+
+/* The newest temporary file that is neither published nor removed yet: a program ended while a
+ * snapshot is written takes it away (file_publish_remove_unfinished). One slot: a process writes
+ * one snapshot at a time. */
+static char unfinished_name[PATH_MAX + 64];
+static atomic_bool unfinished;
 
 int
 file_publish_variant(const char *path, unsigned n, char *out, size_t out_len)
@@ -48,7 +57,27 @@ file_publish_open_temp(const char *final, char *temp, size_t temp_len)
         return -1;
     }
     /* glibc: O_RDWR|O_CREAT|O_EXCL, mode 0600, a name from getrandom; retried on a collision. */
-    return mkostemps(temp, (int)sizeof(suffix) - 1, O_CLOEXEC);
+    int fd = mkostemps(temp, (int)sizeof(suffix) - 1, O_CLOEXEC);
+    if (fd >= 0 && (size_t)n < sizeof unfinished_name) {
+        atomic_store(&unfinished, false);
+        memcpy(unfinished_name, temp, (size_t)n + 1);
+        atomic_store_explicit(&unfinished, true, memory_order_release);
+    }
+    return fd;
+}
+
+void
+file_publish_discard(const char *temp)
+{
+    atomic_store(&unfinished, false);
+    unlink(temp);
+}
+
+void
+file_publish_remove_unfinished(void)
+{
+    if (atomic_exchange(&unfinished, false))
+        unlink(unfinished_name);
 }
 
 /* One new name that nothing holds: the kernel refuses to replace (EEXIST) in one atomic step. */
@@ -88,6 +117,7 @@ file_publish(const char *temp, const char *final, enum file_publish_mode mode, c
         }
         if (rename(temp, final) != 0) /* replaces a link's entry, never follows it */
             return -CUPROF_EIO;
+        atomic_store(&unfinished, false);
         if (chosen != NULL)
             snprintf(chosen, chosen_len, "%s", final);
         return 0;
@@ -99,6 +129,7 @@ file_publish(const char *temp, const char *final, enum file_publish_mode mode, c
             return -CUPROF_EIO;
         }
         if (publish_no_replace(temp, name) == 0) {
+            atomic_store(&unfinished, false);
             if (chosen != NULL)
                 snprintf(chosen, chosen_len, "%s", name);
             return 0;

@@ -27,6 +27,13 @@ __attribute__((warn_unused_result)) int file_publish_variant(const char *path, u
  * or -1 with errno (ENAMETOOLONG when the name does not fit). */
 int file_publish_open_temp(const char *final, char *temp, size_t temp_len);
 
+/* Removes a temporary file of file_publish_open_temp that will not be published. */
+void file_publish_discard(const char *temp);
+
+/* Async-signal-safe: removes the newest temporary file that is neither published nor discarded
+ * yet, for a program that ends while a snapshot is written (its descriptor stays valid). */
+void file_publish_remove_unfinished(void);
+
 /* Gives the finished temporary file its name by `mode`; the name used goes into chosen (may be
  * NULL). On success the temporary name is gone. 0, or -CUPROF_EIO with errno (EEXIST: no free
  * name, or an exact name held by something that is not a regular file) and the temporary file

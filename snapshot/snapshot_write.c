@@ -492,7 +492,7 @@ snapshot_write_file(const char *path, const struct snapshot *snap, enum snapshot
         rc = -CUPROF_EIO;
     }
     if (rc != 0) {
-        unlink(tmp); /* the temporary file is ours: created exclusively above */
+        file_publish_discard(tmp); /* the temporary file is ours: created exclusively above */
         errno = rc == -CUPROF_EHOSTMEM ? ENOMEM : saved;
     }
     free(tmp);

@@ -14,6 +14,8 @@
  *   disposition and signal(3) for SIGHUP's (printing "SIGINT: default" or "SIGINT: other", the
  *   same for SIGHUP), puts SIGHUP's back as signal(3) gave it, ready, then waits for a line or
  *   SIGTERM ("handled SIGTERM"), exit 0.
+ * - many N: cudaMalloc, then N cudaMalloc/cudaFree pairs (a long history: a slow dump), ready,
+ *   wait for a line.
  * - forkidle: cudaMalloc, fork; the child makes no CUDA call and sleeps; ready (with "child PID"
  *   first); the parent prints how the child ended ("child: signal N" or "child: exit N"). */
 #include <cuda_runtime_api.h>
@@ -221,5 +223,19 @@ main(int argc, char **argv)
         return handlers();
     if (strcmp(mode, "forkidle") == 0)
         return fork_idle();
+    if (strcmp(mode, "many") == 0 && argc == 3) {
+        void *p = first_cuda_call();
+        long pairs = atol(argv[2]);
+        for (long i = 0; i < pairs; i++) {
+            void *q = NULL;
+            if (cudaMalloc(&q, 512 + (size_t)(i % 64) * 512) != cudaSuccess)
+                return 1;
+            cudaFree(q);
+        }
+        ready();
+        wait_line();
+        cudaFree(p);
+        return 0;
+    }
     return 2;
 }

@@ -18,7 +18,8 @@ usage: test_guest.py CASE APP LIBCUPROF LD_LIBRARY_PATH CUPROF
   stderr    a program that closes descriptor 2 and gets it back for a file of its own: cuprof's
             lines (CUPROF_LOG=debug, signal dumps, the exit dump) never land in that file
   term      SIGTERM, SIGINT and SIGHUP at their default: the snapshot is written ("ended by"),
-            then the signal ends the program; a second copy of the request is the same request;
+            then the signal ends the program; a second copy of the request is the same request,
+            a second signal after a second ends the program at once (no file, no temporary);
             a program's own handler, one installed after cuprof's (sigaction and signal(3) say
             the default), a disposition put back, an ignored SIGHUP, an idle forked child and
             CUPROF_DUMP_ON without `term` are left as they are; Python keeps KeyboardInterrupt;
@@ -427,6 +428,17 @@ def case_term(f, a):
             ended_by(f, Program(a, ["wait"], tmp), sig, tmp, f"term {sig.name}")
     with tempfile.TemporaryDirectory() as tmp:
         ended_by(f, Program(a, ["wait"], tmp), signal.SIGTERM, tmp, "term twice", twice=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        # A user who will not wait: a second SIGTERM more than a second after the first ends the
+        # program at once, in the middle of the dump (held there by a 2.5 s cuMemGetInfo).
+        prog = Program(a, ["wait"], tmp, SIMCUDA_MEMINFO_US=2500000)
+        tgkill(prog.pid, signal.SIGTERM)
+        time.sleep(1.3)
+        tgkill(prog.pid, signal.SIGTERM)
+        code, lines, stderr = end_without_input(prog)
+        f.check(code == -signal.SIGTERM and os.listdir(tmp) == [] and
+                "snapshot written" not in stderr,
+                f"term insist: {code} {os.listdir(tmp)} {stderr!r}")
     # The program's own handler is never replaced; the ones it asks about read as the default.
     with tempfile.TemporaryDirectory() as tmp:
         prog = Program(a, ["handlers"], tmp)

@@ -207,7 +207,8 @@ config_parse(void)
     }
     if (!env_ulong("SIMCUDA_STREAM_DELAY_US", &config.stream_delay_us) ||
         !env_ulong("SIMCUDA_MALLOC_US", &config.malloc_us) ||
-        !env_ulong("SIMCUDA_FREE_US", &config.free_us))
+        !env_ulong("SIMCUDA_FREE_US", &config.free_us) ||
+        !env_ulong("SIMCUDA_MEMINFO_US", &config.meminfo_us))
         config.error = CUDA_ERROR_INVALID_VALUE;
     if (!env_ulong("SIMCUDA_STRICT_HANDLES", &config.strict_handles) || config.strict_handles > 1) {
         if (config.strict_handles > 1)

@@ -22,6 +22,7 @@ struct sim_config {
     unsigned long stream_delay_us;
     unsigned long malloc_us;
     unsigned long free_us;
+    unsigned long meminfo_us;     /* SIMCUDA_MEMINFO_US: sleep per cuMemGetInfo */
     unsigned long strict_handles; /* 1: say so on stderr when a dead stream handle comes in */
     unsigned long no_vmm; /* 1: devices without virtual memory management (SIMCUDA_NO_VMM) */
     size_t context_mem;   /* device memory each live context holds (whole 2 MiB pages) */

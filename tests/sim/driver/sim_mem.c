@@ -1,7 +1,9 @@
 /* Device memory: cuMemAlloc/Free/Pitch/Managed, managed-memory hints, info and range queries,
  * pointer attributes, memory pools and stream-ordered allocation. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 
@@ -283,6 +285,14 @@ cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
         return r;
     if (!free_bytes || !total)
         return CUDA_ERROR_INVALID_VALUE;
+    /* A slow query on demand (seconds, so a sleep, not a busy-wait): what a profiler does while
+     * it waits on the driver can then be watched. */
+    unsigned long delay_us = sim_config_get()->meminfo_us;
+    if (delay_us > 0) {
+        struct timespec delay = {(time_t)(delay_us / 1000000), (long)(delay_us % 1000000) * 1000};
+        while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
+            ;
+    }
     struct sim_device *dev = ctx->dev;
     pthread_mutex_lock(&dev->lock);
     *free_bytes = dev->capacity - dev->used_pages * SIM_PAGE;

@@ -137,6 +137,44 @@ test_temp_is_exclusive_and_private(void **state)
     assert_int_equal(errno, ENAMETOOLONG);
 }
 
+/* A program ended while a snapshot is written: the temporary file in flight goes, a published or
+ * discarded one is never touched again. */
+static void
+test_unfinished_removed(void **state)
+{
+    (void)state;
+    char final[256], temp[300], chosen[300];
+    path_in(final, sizeof(final), "snap.pickle");
+    int fd = file_publish_open_temp(final, temp, sizeof(temp));
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "x", 1), 1);
+    file_publish_remove_unfinished();
+    assert_int_equal(access(temp, F_OK), -1);
+    assert_int_equal(write(fd, "y", 1), 1); /* the descriptor stays valid */
+    close(fd);
+    file_publish_remove_unfinished(); /* nothing in flight: nothing happens */
+
+    fd = file_publish_open_temp(final, temp, sizeof(temp));
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(file_publish(temp, final, FILE_PUBLISH_NEW_NAME, chosen, sizeof(chosen)), 0);
+    file_publish_remove_unfinished();
+    assert_int_equal(access(final, F_OK), 0);
+
+    fd = file_publish_open_temp(final, temp, sizeof(temp));
+    assert_true(fd >= 0);
+    close(fd);
+    file_publish_discard(temp);
+    assert_int_equal(access(temp, F_OK), -1);
+    /* Someone else's file at that name afterwards is not cuprof's to remove. */
+    int other = open(temp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(other >= 0);
+    close(other);
+    file_publish_remove_unfinished();
+    assert_int_equal(access(temp, F_OK), 0);
+    unlink(temp);
+}
+
 /* Each existing kind of entry at the name is kept; the file takes the first free variant. */
 static void
 check_new_name_keeps_everything(void)
@@ -264,6 +302,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_temp_is_exclusive_and_private, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unfinished_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_name_renameat2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_name_link_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_name_last_resort, setup, teardown),
