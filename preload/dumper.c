@@ -201,14 +201,20 @@ dumper_resume(struct cuprof_runtime *rt)
         runtime_log("cuprof: cannot restart the dumper thread in the forked child");
 }
 
+/* Why a write failed, from its result and errno. */
+static const char *
+dumper_failure_reason(int rc)
+{
+    return rc == -CUPROF_EHOSTMEM ? "out of host memory"
+           : errno == EEXIST      ? "a file that is not a regular file holds that name"
+           : errno != 0           ? strerror(errno)
+                                  : "write error";
+}
+
 static void
 dumper_log_failure(const char *path, int rc)
 {
-    runtime_log("cuprof: snapshot to %s failed: %s", path,
-                rc == -CUPROF_EHOSTMEM ? "out of host memory"
-                : errno == EEXIST      ? "a file that is not a regular file holds that name"
-                : errno != 0           ? strerror(errno)
-                                       : "write error");
+    runtime_log("cuprof: snapshot to %s failed: %s", path, dumper_failure_reason(rc));
 }
 
 /* "written to" with the name the file got (and why it was written), copied to `written`. */
@@ -238,6 +244,28 @@ dumper_write_logged(struct cuprof_runtime *rt, const char *path, enum file_publi
     return dumper_write_logged_ok(chosen, written, written_len, why);
 }
 
+/* The template's folder could not take a snapshot (errno `err`): the same name in the fallback
+ * folder, said always (even under CUPROF_LOG=quiet), since nobody looks there. */
+static int
+dumper_write_moved(struct cuprof_runtime *rt, const char *final, int err, const char *fallback,
+                   char *written, size_t written_len, const char *why)
+{
+    char chosen[PATH_MAX + 16];
+    errno = 0;
+    int rc = dumper_write_snapshot(rt, fallback, FILE_PUBLISH_NEW_NAME, chosen, sizeof chosen);
+    if (rc != 0) {
+        runtime_log("cuprof: snapshot to %s failed: %s; to %s too: %s", final, strerror(err),
+                    fallback, dumper_failure_reason(rc));
+        return rc;
+    }
+    runtime_log("cuprof: snapshot to %s failed: %s; written to %s instead%s%s%s", final,
+                strerror(err), chosen, why != NULL ? " (" : "", why != NULL ? why : "",
+                why != NULL ? ")" : "");
+    if (written != NULL)
+        snprintf(written, written_len, "%s", chosen);
+    return 0;
+}
+
 /* How a dump may go: DUMP_ASYNC, the dumper thread's or the control socket's, is skipped once the
  * program is exiting; DUMP_MAY_MOVE, one nobody asked for by name (not the program's own
  * cuprof_dump_snapshot, whose caller gets the error), goes to the fallback folder when the
@@ -257,36 +285,17 @@ dumper_dump_template(struct cuprof_runtime *rt, char *written, size_t written_le
     }
     errno = 0;
     int rc = dumper_write_snapshot(rt, final, FILE_PUBLISH_NEW_NAME, chosen, sizeof chosen);
+    if (rc == 0)
+        return dumper_write_logged_ok(chosen, written, written_len, why);
     int err = errno;
     char fallback[PATH_MAX];
-    if (rc == 0 || rc == -CUPROF_EHOSTMEM || (flags & DUMP_MAY_MOVE) == 0 ||
-        !snapshot_place_folder_error(err) ||
-        !snapshot_place_fallback(final, fallback, sizeof fallback)) {
-        if (rc != 0) {
-            errno = err;
-            dumper_log_failure(final, rc);
-            return rc;
-        }
-        return dumper_write_logged_ok(chosen, written, written_len, why);
-    }
-    /* The template's folder cannot take it: the same name in the fallback folder, said always
-     * (even under CUPROF_LOG=quiet), since nobody looks there. */
-    errno = 0;
-    rc = dumper_write_snapshot(rt, fallback, FILE_PUBLISH_NEW_NAME, chosen, sizeof chosen);
-    if (rc != 0) {
-        runtime_log("cuprof: snapshot to %s failed: %s; to %s too: %s", final, strerror(err),
-                    fallback,
-                    rc == -CUPROF_EHOSTMEM ? "out of host memory"
-                    : errno != 0           ? strerror(errno)
-                                           : "write error");
-        return rc;
-    }
-    runtime_log("cuprof: snapshot to %s failed: %s; written to %s instead%s%s%s", final,
-                strerror(err), chosen, why != NULL ? " (" : "", why != NULL ? why : "",
-                why != NULL ? ")" : "");
-    if (written != NULL)
-        snprintf(written, written_len, "%s", chosen);
-    return 0;
+    if (rc != -CUPROF_EHOSTMEM && (flags & DUMP_MAY_MOVE) != 0 &&
+        snapshot_place_folder_error(err) &&
+        snapshot_place_fallback(final, fallback, sizeof fallback))
+        return dumper_write_moved(rt, final, err, fallback, written, written_len, why);
+    errno = err;
+    dumper_log_failure(final, rc);
+    return rc;
 }
 
 /* A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the program on whose

@@ -18,7 +18,7 @@
 static const int end_signals_list[] = {SIGTERM, SIGINT, SIGHUP};
 
 /* One request often arrives twice: a terminal's ^C and a job scheduler's SIGTERM reach every
- * process of the job, and a launcher (`cuprof run`, torchrun, srun) passes on its own copy. A
+ * process of the job, and a launcher (torchrun, srun, mpirun) passes on its own copy. A
  * second signal this soon after the first is the same request; a later one ends the program at
  * once, for a user who will not wait for the snapshot. */
 #define END_SAME_REQUEST_NS 1000000000LL
