@@ -415,8 +415,8 @@ control_thread(void *arg)
     return NULL;
 }
 
-static void
-control_at_exit(void)
+void
+control_stop(void)
 {
     atomic_store(&control_closing, true);
     struct control_socket_id fd_id, file_id;
@@ -506,7 +506,7 @@ control_start(struct cuprof_runtime *rt)
         return;
     }
     (void)pthread_setname_np(thread, "cuprof-control");
-    if (!atomic_exchange(&control_exit_registered, true) && atexit(control_at_exit) != 0)
+    if (!atomic_exchange(&control_exit_registered, true) && atexit(control_stop) != 0)
         runtime_log("cuprof: atexit failed: %s stays after exit", control.path);
     if (runtime_log_debug())
         runtime_log("cuprof: control socket %s", control.path);

@@ -21,4 +21,8 @@ void control_fork_child(void);
 /* The forked child's first intercepted call: a socket of its own. */
 void control_resume(struct cuprof_runtime *rt);
 
+/* The program is ending (at exit, or by a signal once its snapshot is written): the socket's
+ * file goes, so `cuprof ps` no longer lists the process; clients are no longer answered. */
+void control_stop(void);
+
 #endif

@@ -17,6 +17,7 @@
 
 #include "allocator/cuprof_errors.h"
 #include "preload/config.h"
+#include "preload/control.h"
 #include "preload/end_signals.h"
 #include "preload/path_template.h"
 #include "preload/snapshot_place.h"
@@ -433,6 +434,7 @@ dumper_end_program(struct cuprof_runtime *rt, int sig)
     char why[32];
     snprintf(why, sizeof why, "ended by %s", end_signals_name(sig));
     dumper_last_dump(rt, false, why);
+    control_stop(); /* as at exit: `cuprof ps` lists no process that is gone */
     end_signals_end_now(sig);
 }
 

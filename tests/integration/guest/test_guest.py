@@ -425,7 +425,13 @@ def ended_by(f, prog, sig, tmp, label, twice=False):
 def case_term(f, a):
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         with tempfile.TemporaryDirectory() as tmp:
-            ended_by(f, Program(a, ["wait"], tmp), sig, tmp, f"term {sig.name}")
+            prog = Program(a, ["wait"], tmp)
+            sock = os.path.join(os.environ.get("CUPROF_SOCKET_DIR", ""), f"{prog.pid}.sock")
+            listed = sig == signal.SIGTERM and "CUPROF_SOCKET_DIR" in os.environ and \
+                wait_file(sock)
+            ended_by(f, prog, sig, tmp, f"term {sig.name}")
+            if listed:  # as at exit, `cuprof ps` lists no process that is gone
+                f.check(not os.path.exists(sock), f"term {sig.name}: {sock} left behind")
     with tempfile.TemporaryDirectory() as tmp:
         ended_by(f, Program(a, ["wait"], tmp), signal.SIGTERM, tmp, "term twice", twice=True)
     with tempfile.TemporaryDirectory() as tmp:
