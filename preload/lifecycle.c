@@ -25,7 +25,6 @@
 atomic_bool lifecycle_forked;
 static struct cuprof_runtime *lifecycle_rt; /* written once by lifecycle_register */
 static atomic_bool lifecycle_oom_claimed;
-static atomic_bool lifecycle_exit_done;
 /* A forked child that has not made an intercepted call writes no exit dump: a DataLoader-style
  * worker would otherwise write a copy of its parent's state at every exit. */
 static atomic_bool lifecycle_idle_child;
@@ -88,7 +87,6 @@ lifecycle_fork_child(void)
     end_signals_fork_child();
     control_fork_child();
     atomic_store(&lifecycle_oom_claimed, false);
-    atomic_store(&lifecycle_exit_done, false);
     atomic_store(&lifecycle_idle_child, true);
     atomic_store(&lifecycle_forked, true);
 }
@@ -98,9 +96,9 @@ lifecycle_fork_child(void)
 static void
 lifecycle_at_exit(void)
 {
+    /* Written once: the dumper knows when the last snapshot is (at exit or by a signal). */
     bool exit_dump = (lifecycle_rt->config->dump_on & CONFIG_DUMP_ON_EXIT) != 0 &&
-                     !atomic_load(&lifecycle_idle_child) &&
-                     !atomic_exchange(&lifecycle_exit_done, true);
+                     !atomic_load(&lifecycle_idle_child);
     dumper_exit(lifecycle_rt, exit_dump); /* a failure was logged */
 }
 
