@@ -18,6 +18,7 @@
 #include "cli/frame_filter.h"
 #include "cli/run_env.h"
 #include "cli/static_cudart.h"
+#include "snapshot/file_publish.h"
 
 static const char run_text[] =
     "usage: cuprof run [OPTIONS] [--] PROG [ARGS...]\n\n"
@@ -267,20 +268,6 @@ seen_before(const glob_t *g, size_t i)
     return false;
 }
 
-/* Where the shim puts a snapshot whose folder could not take it (preload/snapshot_place.c): the
- * pattern's last component in $TMPDIR (absolute, a folder), else /tmp. */
-static void
-fallback_pattern(const char *pattern, char *out, size_t len)
-{
-    const char *tmpdir = getenv("TMPDIR");
-    struct stat st;
-    if (tmpdir == NULL || tmpdir[0] != '/' || stat(tmpdir, &st) != 0 || !S_ISDIR(st.st_mode))
-        tmpdir = "/tmp";
-    const char *base = strrchr(pattern, '/');
-    base = base == NULL ? pattern : base + 1;
-    snprintf(out, len, "%s%s%s", tmpdir, tmpdir[strlen(tmpdir) - 1] == '/' ? "" : "/", base);
-}
-
 static void
 report_snapshots(const char *tmpl, pid_t pid, struct timespec started, bool quiet)
 {
@@ -288,8 +275,12 @@ report_snapshots(const char *tmpl, pid_t pid, struct timespec started, bool quie
     char fallback[PATH_MAX + 16], fallback_variants[PATH_MAX + 32];
     template_pattern(tmpl, pid, pattern, sizeof(pattern));
     variant_pattern(pattern, variants, sizeof(variants));
-    fallback_pattern(pattern, fallback, sizeof fallback);
-    variant_pattern(fallback, fallback_variants, sizeof fallback_variants);
+    /* Where the shim puts a snapshot whose own folder could not take it. */
+    char fallback_folder[PATH_MAX];
+    file_publish_fallback_folder(fallback_folder, sizeof fallback_folder);
+    bool moved = file_publish_in_folder(fallback_folder, pattern, fallback, sizeof fallback);
+    if (moved)
+        variant_pattern(fallback, fallback_variants, sizeof fallback_variants);
     glob_t g;
     const char *last = NULL;
     struct timespec last_time = {0, 0};
@@ -297,7 +288,7 @@ report_snapshots(const char *tmpl, pid_t pid, struct timespec started, bool quie
     bool announced = shim_announces();
     bool have = false;
     const char *const patterns[] = {pattern, variants, fallback, fallback_variants};
-    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++)
+    for (size_t i = 0; i < (moved ? 4u : 2u); i++)
         if (glob(patterns[i], have ? GLOB_APPEND : 0, NULL, &g) == 0)
             have = true;
     if (have) {

@@ -12,6 +12,7 @@
 
 #include "preload/path_template.h"
 #include "preload/runtime.h"
+#include "snapshot/file_publish.h"
 
 static char place_fallback_dir[PATH_MAX] = "/tmp";
 
@@ -28,21 +29,10 @@ folder_of(const char *path, char *out, size_t out_len)
         snprintf(out, out_len, "%.*s", (int)(slash - path), path);
 }
 
-static bool
-is_folder(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 void
 snapshot_place_start(const char *tmpl)
 {
-    /* secure_getenv: a set-user-ID program's TMPDIR is its caller's to choose, not ours. */
-    const char *tmpdir = secure_getenv("TMPDIR");
-    if (tmpdir != NULL && tmpdir[0] == '/' && strlen(tmpdir) < sizeof place_fallback_dir &&
-        is_folder(tmpdir))
-        snprintf(place_fallback_dir, sizeof place_fallback_dir, "%s", tmpdir);
+    file_publish_fallback_folder(place_fallback_dir, sizeof place_fallback_dir);
     char first[PATH_MAX], folder[PATH_MAX];
     if (path_template_expand(tmpl, 0, (int64_t)time(NULL), first, sizeof first) != 0)
         return; /* said when a dump expands it */
@@ -81,9 +71,5 @@ snapshot_place_fallback(const char *path, char *out, size_t out_len)
         realpath(place_fallback_dir, real_fallback) != NULL &&
         strcmp(real_folder, real_fallback) == 0)
         return false;
-    const char *slash = strrchr(path, '/');
-    const char *name = slash == NULL ? path : slash + 1;
-    int n = snprintf(out, out_len, "%s%s%s", place_fallback_dir,
-                     place_fallback_dir[strlen(place_fallback_dir) - 1] == '/' ? "" : "/", name);
-    return n > 0 && (size_t)n < out_len && name[0] != '\0';
+    return file_publish_in_folder(place_fallback_dir, path, out, out_len);
 }

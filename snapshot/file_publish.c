@@ -67,6 +67,28 @@ file_publish_open_temp(const char *final, char *temp, size_t temp_len)
 }
 
 void
+file_publish_fallback_folder(char *out, size_t out_len)
+{
+    const char *tmpdir = secure_getenv("TMPDIR");
+    struct stat st;
+    if (tmpdir == NULL || tmpdir[0] != '/' || strlen(tmpdir) >= out_len || stat(tmpdir, &st) != 0 ||
+        !S_ISDIR(st.st_mode))
+        tmpdir = "/tmp";
+    snprintf(out, out_len, "%s", tmpdir);
+}
+
+bool
+file_publish_in_folder(const char *folder, const char *path, char *out, size_t out_len)
+{
+    const char *slash = strrchr(path, '/');
+    const char *name = slash == NULL ? path : slash + 1;
+    size_t len = strlen(folder);
+    int n = snprintf(out, out_len, "%s%s%s", folder, len > 0 && folder[len - 1] == '/' ? "" : "/",
+                     name);
+    return name[0] != '\0' && n > 0 && (size_t)n < out_len;
+}
+
+void
 file_publish_discard(const char *temp)
 {
     atomic_store(&unfinished, false);

@@ -8,6 +8,7 @@
 #ifndef CUPROF_FILE_PUBLISH_H
 #define CUPROF_FILE_PUBLISH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum file_publish_mode {
@@ -26,6 +27,15 @@ __attribute__((warn_unused_result)) int file_publish_variant(const char *path, u
  * link or FIFO; close-on-exec; mode 0600) and writes its name into temp. Returns the descriptor,
  * or -1 with errno (ENAMETOOLONG when the name does not fit). */
 int file_publish_open_temp(const char *final, char *temp, size_t temp_len);
+
+/* The folder that takes a snapshot its own folder cannot (missing, read-only, full): $TMPDIR
+ * when it is an absolute path to a folder, else /tmp (secure_getenv: a set-user-ID program's
+ * TMPDIR is not ours to follow). Reads the environment: call it at start, not at a dump. */
+void file_publish_fallback_folder(char *out, size_t out_len);
+
+/* `folder`/ and the last component of `path` into out; false when it does not fit or `path`
+ * ends in '/'. */
+bool file_publish_in_folder(const char *folder, const char *path, char *out, size_t out_len);
 
 /* Removes a temporary file of file_publish_open_temp that will not be published. */
 void file_publish_discard(const char *temp);

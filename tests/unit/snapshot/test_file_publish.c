@@ -175,6 +175,43 @@ test_unfinished_removed(void **state)
     unlink(temp);
 }
 
+/* The fallback folder is $TMPDIR only when that is an absolute path to a folder; the name is the
+ * path's last component there. */
+static void
+test_fallback_folder(void **state)
+{
+    (void)state;
+    char out[300], afile[256], joined[300];
+    const char *saved = getenv("TMPDIR");
+    char kept[4096] = "";
+    if (saved != NULL)
+        snprintf(kept, sizeof(kept), "%s", saved);
+    setenv("TMPDIR", dir, 1);
+    file_publish_fallback_folder(out, sizeof(out));
+    assert_string_equal(out, dir);
+    path_in(afile, sizeof(afile), "afile");
+    int fd = open(afile, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *refused[] = {afile, "relative/dir", "", "/nonexistent-cuprof-folder"};
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        setenv("TMPDIR", refused[i], 1);
+        file_publish_fallback_folder(out, sizeof(out));
+        assert_string_equal(out, "/tmp");
+    }
+    unsetenv("TMPDIR");
+    file_publish_fallback_folder(out, sizeof(out));
+    assert_string_equal(out, "/tmp");
+    if (saved != NULL)
+        setenv("TMPDIR", kept, 1);
+    assert_true(file_publish_in_folder("/tmp", "a/b/snap-3.pickle", joined, sizeof(joined)));
+    assert_string_equal(joined, "/tmp/snap-3.pickle");
+    assert_true(file_publish_in_folder("/x/", "snap.json", joined, sizeof(joined)));
+    assert_string_equal(joined, "/x/snap.json");
+    assert_false(file_publish_in_folder("/tmp", "a/b/", joined, sizeof(joined)));
+    assert_false(file_publish_in_folder("/tmp", "a/long-name.pickle", joined, 8));
+}
+
 /* Each existing kind of entry at the name is kept; the file takes the first free variant. */
 static void
 check_new_name_keeps_everything(void)
@@ -303,6 +340,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_temp_is_exclusive_and_private, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unfinished_removed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fallback_folder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_name_renameat2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_name_link_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_name_last_resort, setup, teardown),
