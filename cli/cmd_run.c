@@ -17,6 +17,7 @@
 #include "cli/cli_util.h"
 #include "cli/frame_filter.h"
 #include "cli/run_env.h"
+#include "cli/run_wait.h"
 #include "cli/static_cudart.h"
 #include "snapshot/file_publish.h"
 
@@ -29,7 +30,9 @@ static const char run_text[] =
     "a value another tool put there is left, with a note). The shim names each snapshot\n"
     "as it writes it; when PROG exits cuprof prints a one-screen summary of the last one on\n"
     "stderr (and names the snapshots itself under CUPROF_LOG=quiet), and exits with PROG's exit\n"
-    "status (128+N when a signal N killed it).\n"
+    "status (128+N when a signal N killed it). SIGTERM, SIGHUP and SIGINT sent to cuprof itself\n"
+    "are passed on to PROG (`docker stop`, `kill` of cuprof's pid); a request that reached PROG\n"
+    "directly too (^C, timeout, Slurm) reaches it once, as it would without cuprof.\n"
     "Options set the matching CUPROF_* variables for PROG; a value the shim would refuse, in an\n"
     "option or in a CUPROF_* variable already set, stops cuprof before PROG starts:\n\n";
 
@@ -365,7 +368,7 @@ choose_device(const struct run_paths *paths, bool sim, const char *prog)
 /* Runs PROG (prog[0]) and waits for it, then reports its snapshots. Returns its exit status as a
  * shell gives it (128+N when signal N killed it). */
 static int
-run_program(char **prog, bool quiet)
+run_program(char **prog, const char *lib, bool quiet)
 {
     const char *tmpl = getenv("CUPROF_SNAPSHOT");
     if (tmpl == NULL || tmpl[0] == '\0')
@@ -373,27 +376,10 @@ run_program(char **prog, bool quiet)
     /* File times come from the kernel's coarse clock: a file PROG writes is never older. */
     struct timespec started;
     clock_gettime(CLOCK_REALTIME_COARSE, &started);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "cuprof: run: fork: %s\n", strerror(errno));
-        return CLI_BADUSE;
-    }
-    if (pid == 0) {
-        execvp(prog[0], prog);
-        fprintf(stderr, "cuprof: run: %s: %s\n", prog[0], strerror(errno));
-        _exit(errno == ENOENT ? 127 : 126);
-    }
-    /* Like a shell, let ^C reach the program and wait for it to write its snapshot. */
-    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGINT, &ign, &old_int);
-    sigaction(SIGQUIT, &ign, &old_quit);
+    pid_t pid = 0;
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGQUIT, &old_quit, NULL);
+    if (run_wait(prog, lib, &pid, &status) != 0)
+        return CLI_BADUSE;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (WIFSIGNALED(status))
         fprintf(stderr, "cuprof: %s was killed by signal %d\n", prog[0], WTERMSIG(status));
@@ -425,5 +411,5 @@ cmd_run(int argc, char **argv)
         return rc;
     if (run_env_preload(paths.lib) != 0 || run_env_nvtx(paths.lib) != 0)
         return CLI_BADUSE;
-    return run_program(in.paths, args.quiet);
+    return run_program(in.paths, paths.lib, args.quiet);
 }

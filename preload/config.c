@@ -9,6 +9,7 @@
 
 #include "allocator/cuprof_errors.h"
 #include "snapshot/control_socket.h"
+#include "snapshot/forwarded_signal.h"
 
 enum config_kind {
     CONFIG_KIND_ENUM,
@@ -400,7 +401,9 @@ config_check_names(char *const *envp, char *err, size_t err_len)
         if (strncmp(entry, "CUPROF_", 7) != 0)
             continue;
         size_t n = strcspn(entry, "=");
-        bool known = false;
+        /* Not a setting: `cuprof run` names itself to its program (forwarded_signal.h). */
+        bool known =
+            strlen(FORWARDED_SIGNAL_ENV) == n && strncmp(entry, FORWARDED_SIGNAL_ENV, n) == 0;
         for (size_t i = 0; i < CONFIG_VAR_COUNT && !known; i++)
             known =
                 strlen(config_table[i].name) == n && strncmp(config_table[i].name, entry, n) == 0;

@@ -26,6 +26,9 @@ static const int end_signals_list[] = {SIGTERM, SIGINT, SIGHUP};
 /* Monotonic time of the first ending signal, 0 before it (the clock never reads 0 here). */
 static _Atomic int64_t end_first_ns;
 
+/* Set by end_signals_start: `term` is on and the dumper thread runs. */
+static atomic_bool end_armed;
+
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 static _Atomic(sigaction_fn) end_next_sigaction;
 
@@ -78,13 +81,15 @@ end_signals_end_now(int sig)
     raise(sig);
 }
 
-/* Async-signal-safe: a clock read, atomics, the dumper's sem_post or the default action. */
-static void
-end_on_signal(int sig, siginfo_t *info, void *uctx)
+void
+end_signals_take(int sig)
 {
-    (void)info;
-    (void)uctx;
     int saved_errno = errno;
+    if (!atomic_load(&end_armed)) {
+        end_signals_end_now(sig);
+        errno = saved_errno;
+        return;
+    }
     int64_t now = monotonic_ns(), first = 0;
     if (atomic_compare_exchange_strong(&end_first_ns, &first, now)) {
         if (dumper_wake_to_end(sig)) {
@@ -99,6 +104,14 @@ end_on_signal(int sig, siginfo_t *info, void *uctx)
     errno = saved_errno;
 }
 
+static void
+end_on_signal(int sig, siginfo_t *info, void *uctx)
+{
+    (void)info;
+    (void)uctx;
+    end_signals_take(sig);
+}
+
 static bool
 is_default(const struct sigaction *a)
 {
@@ -111,6 +124,7 @@ end_signals_start(void)
     sigaction_fn real = next_sigaction();
     if (real == NULL)
         return;
+    atomic_store(&end_armed, true);
     struct sigaction mine;
     memset(&mine, 0, sizeof mine);
     mine.sa_sigaction = end_on_signal;
@@ -123,7 +137,7 @@ end_signals_start(void)
         int sig = end_signals_list[i];
         struct sigaction old;
         if (real(sig, NULL, &old) != 0 || !is_default(&old))
-            continue; /* the program's own handler, or ignored (nohup): it stays */
+            continue; /* the program's own handler, ignored (nohup), or the stand-in: it stays */
         if (real(sig, &mine, &old) != 0) {
             runtime_log("cuprof: cannot install the handler of %s: %s", end_signals_name(sig),
                         strerror(errno));
@@ -151,14 +165,20 @@ hide_mine(struct sigaction *old)
 }
 
 REAL_DL_UNINSTRUMENTED int
-end_signals_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+end_signals_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     sigaction_fn real = next_sigaction();
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
     }
-    int rc = real(sig, act, old);
+    return real(sig, act, old);
+}
+
+REAL_DL_UNINSTRUMENTED int
+end_signals_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    int rc = end_signals_real_sigaction(sig, act, old);
     if (rc == 0 && old != NULL)
         hide_mine(old);
     return rc;

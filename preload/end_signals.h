@@ -19,6 +19,14 @@ void end_signals_start(void);
  * raised. Async-signal-safe. Returns only if the signal could not be delivered. */
 void end_signals_end_now(int sig);
 
+/* What the default action of sig becomes: with `term` on, the dumper thread writes the snapshot
+ * and then ends the program (a second copy within a second is the same request; a later one ends
+ * it at once); else it ends now. Async-signal-safe; errno is kept. */
+void end_signals_take(int sig);
+
+/* The next definition's sigaction(2), with nothing hidden. */
+int end_signals_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
 /* "SIGTERM", "SIGINT", "SIGHUP", else "a signal". */
 const char *end_signals_name(int sig);
 

@@ -19,6 +19,7 @@
 #include "preload/shim_query.h"
 #include "preload/shim_rt.h"
 #include "preload/shim_vmm.h"
+#include "preload/signal_stand_in.h"
 #include "preload/unload.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -44,24 +45,29 @@ dlclose(void *handle)
 }
 
 /* ---- sigaction and signal(3)'s family: where cuprof's handler stands in for a default action
- * (end_signals.h), the program is told the default. */
+ * (end_signals.h) or for the program's own in `cuprof run` (signal_stand_in.h), the program is
+ * told its own. */
 EXPORT REAL_DL_UNINSTRUMENTED int
 sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
+    if (signal_stand_in_covers(sig))
+        return signal_stand_in_sigaction(sig, act, old);
     return end_signals_sigaction(sig, act, old);
 }
 
-#define SIGNAL_SETTER(name)                                                                        \
+#define SIGNAL_SETTER(name, sysv)                                                                  \
     EXPORT end_signals_handler_fn name(int sig, end_signals_handler_fn handler);                   \
     EXPORT REAL_DL_UNINSTRUMENTED end_signals_handler_fn name(int sig,                             \
                                                               end_signals_handler_fn handler)      \
     {                                                                                              \
         static end_signals_setter_fn next;                                                         \
+        if (signal_stand_in_covers(sig))                                                           \
+            return signal_stand_in_set_handler(sig, handler, sysv);                                \
         return end_signals_set_handler(#name, &next, sig, handler);                                \
     }
-SIGNAL_SETTER(signal)
-SIGNAL_SETTER(bsd_signal)
-SIGNAL_SETTER(sysv_signal)
+SIGNAL_SETTER(signal, false)
+SIGNAL_SETTER(bsd_signal, false)
+SIGNAL_SETTER(sysv_signal, true)
 #undef SIGNAL_SETTER
 
 /* ---- Every row of entry_points.def that cuprof wraps, as a stub named as libcuda.so.1 or

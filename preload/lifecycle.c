@@ -10,6 +10,7 @@
 #include "preload/cuda_backend.h"
 #include "preload/dumper.h"
 #include "preload/end_signals.h"
+#include "preload/signal_stand_in.h"
 #include "preload/layers.h"
 #include "preload/library_usage.h"
 #include "preload/oom_log.h"
@@ -35,6 +36,7 @@ static atomic_bool lifecycle_idle_child;
 __attribute__((constructor(101))) static void
 lifecycle_constructor(void)
 {
+    signal_stand_in_start(); /* before a bad value can end the program: `cuprof run` counts on it */
     const struct cuprof_config *config = runtime_config();
     /* Another interposer preloaded ahead of us would otherwise see every call first and forward
      * it around us; off mode stays a pure pass-through. */

@@ -17,7 +17,12 @@
  * - many N: cudaMalloc, then N cudaMalloc/cudaFree pairs (a long history: a slow dump), ready,
  *   wait for a line.
  * - forkidle: cudaMalloc, fork; the child makes no CUDA call and sleeps; ready (with "child PID"
- *   first); the parent prints how the child ended ("child: signal N" or "child: exit N"). */
+ *   first); the parent prints how the child ended ("child: signal N" or "child: exit N").
+ * - counts [oneshot]: its own SA_SIGINFO handler on SIGTERM, SIGINT and SIGHUP that counts each
+ *   delivery (with oneshot, SIGTERM's has SA_RESETHAND: reset to the default on entry), asks
+ *   sigaction for SIGTERM's and prints whether it reads back as its own ("told: own"), ready,
+ *   then waits for a line (reads interrupted by a handler go on) and prints, per signal,
+ *   "SIGTERM N from PID code C" (the last delivery's sender and si_code). */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -135,6 +140,50 @@ handlers(void)
     return 0;
 }
 
+static volatile sig_atomic_t counted[3], counted_pid[3], counted_code[3];
+
+static void
+on_counted(int sig, siginfo_t *info, void *uctx)
+{
+    (void)uctx;
+    int i = sig == SIGTERM ? 0 : sig == SIGINT ? 1 : 2;
+    counted[i]++;
+    counted_pid[i] = info->si_pid;
+    counted_code[i] = info->si_code;
+}
+
+/* How many times each ending signal reached the program's own handler, and from whom. */
+static int
+counts(bool oneshot)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    static const char *const names[] = {"SIGTERM", "SIGINT", "SIGHUP"};
+    struct sigaction sa, back;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_counted;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; i++) {
+        sa.sa_flags = SA_SIGINFO | (oneshot && i == 0 ? SA_RESETHAND : 0);
+        if (sigaction(sigs[i], &sa, NULL) != 0)
+            return 1;
+    }
+    void *p = first_cuda_call();
+    if (sigaction(SIGTERM, NULL, &back) != 0)
+        return 1;
+    bool own = (back.sa_flags & SA_SIGINFO) != 0 && back.sa_sigaction == on_counted &&
+               ((back.sa_flags & SA_RESETHAND) != 0) == oneshot;
+    printf("told: %s\n", own ? "own" : "other");
+    ready();
+    char line[64];
+    while (fgets(line, sizeof line, stdin) == NULL && errno == EINTR && !feof(stdin))
+        clearerr(stdin);
+    for (int i = 0; i < 3; i++)
+        printf("%s %d from %d code %d\n", names[i], (int)counted[i], (int)counted_pid[i],
+               (int)counted_code[i]);
+    cudaFree(p);
+    return 0;
+}
+
 static int
 fork_idle(void)
 {
@@ -223,6 +272,8 @@ main(int argc, char **argv)
         return handlers();
     if (strcmp(mode, "forkidle") == 0)
         return fork_idle();
+    if (strcmp(mode, "counts") == 0)
+        return counts(argc == 3 && strcmp(argv[2], "oneshot") == 0);
     if (strcmp(mode, "many") == 0 && argc == 3) {
         void *p = first_cuda_call();
         long pairs = atol(argv[2]);

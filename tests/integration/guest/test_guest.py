@@ -571,6 +571,174 @@ def term_python(f, a):
                     f"term python {step}: {err!r}")
 
 
+class Run:
+    """guest_app (or any PROG) under `cuprof run` in a session of its own, read until "ready"."""
+
+    def __init__(self, a, prog, tmp, cmd_before=(), **variables):
+        self.snap = os.path.join(tmp, "run-%n.pickle")
+        self.proc = subprocess.Popen(list(cmd_before) + [a.cuprof, "run", "-o", self.snap, "--"] +
+                                     list(prog), env=shimrun.env(a.ld_path, **variables),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.lines = []
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line.strip())
+            if line.startswith("ready"):
+                break
+        last = self.lines[-1].split() if self.lines else []
+        self.prog = int(last[1]) if len(last) == 2 and last[0] == "ready" else None
+
+    def finish(self, send="go\n", timeout=30):
+        try:
+            out, err = self.proc.communicate(send, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            out, err = self.proc.communicate()
+            return None, self.lines + out.splitlines(), err
+        return self.proc.returncode, self.lines + out.splitlines(), err
+
+    def ended(self):
+        """finish() once the job has ended by itself, its stdin still open (at end of input PROG
+        would exit by itself, racing the signal's snapshot)."""
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        return self.finish(send=None, timeout=5)
+
+
+def counted(lines):
+    """{"SIGTERM": (deliveries, last sender, last si_code), ...} from guest_app counts."""
+    got = {}
+    for line in lines:
+        w = line.split()
+        if len(w) == 6 and w[0] in ("SIGTERM", "SIGINT", "SIGHUP") and w[2] == "from":
+            got[w[0]] = (int(w[1]), int(w[3]), int(w[5]))
+    return got
+
+
+# How a signal reaches a job under `cuprof run`: to cuprof alone (kill PID, docker stop, a
+# launcher's terminate()), to the whole job (a terminal, timeout, kill -- -PGID), to each process
+# one by one (Slurm, systemd).
+RUN_SENDS = {
+    "cuprof alone": lambda run, sig: os.kill(run.proc.pid, sig),
+    "whole job": lambda run, sig: os.killpg(run.proc.pid, sig),
+    "each process": lambda run, sig: (os.kill(run.proc.pid, sig), os.kill(run.prog, sig)),
+}
+TWIN_WAIT = 1.2  # `cuprof run`'s copy comes within milliseconds; a twin would have come by now
+
+
+def case_run_signals(f, a):
+    """A signal sent to `cuprof run`, to its job or to each process reaches PROG's own handler
+    exactly once, showing the sender's pid; a program at the default ends with its snapshot."""
+    me = os.getpid()
+    for how, send in RUN_SENDS.items():
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            if how == "each process" and sig != signal.SIGTERM:
+                continue
+            label = f"run {how} {sig.name}"
+            with tempfile.TemporaryDirectory() as tmp:
+                run = Run(a, [a.app, "counts"], tmp)
+                f.check("told: own" in run.lines and run.prog, f"{label}: {run.lines}")
+                send(run, sig)
+                time.sleep(TWIN_WAIT)
+                code, lines, err = run.finish()
+                want = {n: (0, 0, 0) for n in ("SIGTERM", "SIGINT", "SIGHUP")}
+                want[sig.name] = (1, me, 0)  # SI_USER from this process
+                f.check(code == 0 and counted(lines) == want,
+                        f"{label}: status {code}, counted {counted(lines)}, want {want} {err!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        # Two requests a little over a second apart are two requests.
+        run = Run(a, [a.app, "counts"], tmp)
+        os.killpg(run.proc.pid, signal.SIGTERM)
+        time.sleep(1.3)
+        os.killpg(run.proc.pid, signal.SIGTERM)
+        time.sleep(TWIN_WAIT)
+        code, lines, err = run.finish()
+        f.check(code == 0 and counted(lines).get("SIGTERM", (0,))[0] == 2,
+                f"run twice: status {code}, counted {counted(lines)} {err!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        # SA_RESETHAND: the twin must not find the default and end the program; the next
+        # request does, with the snapshot of `term`.
+        run = Run(a, [a.app, "counts", "oneshot"], tmp)
+        f.check("told: own" in run.lines, f"run oneshot: {run.lines}")
+        os.killpg(run.proc.pid, signal.SIGTERM)
+        time.sleep(TWIN_WAIT)
+        f.check(run.proc.poll() is None, f"run oneshot: ended by the twin ({run.proc.poll()})")
+        os.kill(run.proc.pid, signal.SIGTERM)
+        code, lines, err = run.ended()
+        snap = os.path.join(tmp, "run-0.pickle")
+        f.check(code == 128 + signal.SIGTERM and f"{snap} (ended by SIGTERM)" in err and
+                os.listdir(tmp) == ["run-0.pickle"],
+                f"run oneshot: status {code} {os.listdir(tmp)} {err!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        # At the default: `kill` of cuprof's pid writes the snapshot and ends PROG by SIGTERM.
+        run = Run(a, [a.app, "wait"], tmp)
+        os.kill(run.proc.pid, signal.SIGTERM)
+        code, lines, err = run.ended()
+        snap = os.path.join(tmp, "run-0.pickle")
+        f.check(code == 128 + signal.SIGTERM and f"{snap} (ended by SIGTERM)" in err and
+                "was killed by signal 15" in err and "peak reserved:" in err and
+                os.listdir(tmp) == ["run-0.pickle"],
+                f"run default: status {code} {os.listdir(tmp)} {err!r}")
+        if os.listdir(tmp) == ["run-0.pickle"]:
+            loads_ok(f, snap, "run default")
+    run_python(f, a)
+    run_first_process(f, a)
+
+
+def run_python(f, a):
+    """Python's KeyboardInterrupt once, whether ^C reaches the job or `kill -INT` cuprof alone."""
+    for how in ("whole job", "cuprof alone"):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = Run(a, [sys.executable, "-c", PYTHON_TERM, "again"], tmp)
+            RUN_SENDS[how](run, signal.SIGINT)
+            got = run.proc.stdout.readline().strip(), run.proc.stdout.readline().strip()
+            f.check(got == ("KeyboardInterrupt", "ready"), f"run python {how}: {got}")
+            time.sleep(TWIN_WAIT)  # a second KeyboardInterrupt would end it with a traceback
+            f.check(run.proc.poll() is None, f"run python {how}: ended ({run.proc.poll()})")
+            os.kill(run.proc.pid, signal.SIGTERM)
+            code, lines, err = run.ended()
+            f.check(code == 128 + signal.SIGTERM and "(ended by SIGTERM)" in err and
+                    "Traceback" not in err and os.listdir(tmp) == ["run-0.pickle"],
+                    f"run python {how}: status {code} {os.listdir(tmp)} {err!r}")
+
+
+def run_first_process(f, a):
+    """`cuprof run` as a container's first process (pid 1 of a pid namespace), stopped as
+    `docker stop` stops it: SIGTERM from outside to it alone. Needs a pid namespace (skipped, with
+    a note, where none can be made)."""
+    cmd = ["unshare", "--pid", "--fork", "--mount-proc"]
+    if os.geteuid() != 0:
+        cmd[1:1] = ["--user", "--map-root-user"]
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            run = Run(a, [a.app, "wait"], tmp, cmd_before=cmd)
+        except FileNotFoundError:
+            print("run first process: no unshare here: skipped")
+            return
+        if run.prog is None:
+            code, lines, err = run.finish(send=None)
+            print(f"run first process: no pid namespace here ({err.strip()}): skipped")
+            return
+        f.check(run.prog == 2, f"run first process: PROG is pid {run.prog} in its namespace")
+        try:
+            with open(f"/proc/{run.proc.pid}/task/{run.proc.pid}/children") as c:
+                first = int(c.read().split()[0])  # unshare's child: `cuprof run`, pid 1 inside
+        except (OSError, IndexError, ValueError) as e:
+            f.check(False, f"run first process: cannot find cuprof run: {e}")
+            run.finish()
+            return
+        os.kill(first, signal.SIGTERM)
+        code, lines, err = run.ended()
+        f.check(code == 128 + signal.SIGTERM and "(ended by SIGTERM)" in err and
+                os.listdir(tmp) == ["run-0.pickle"],
+                f"run first process: status {code} {os.listdir(tmp)} {err!r}")
+
+
 def case_fallback(f, a):
     with tempfile.TemporaryDirectory() as tmp:
         missing, fb = os.path.join(tmp, "missing"), os.path.join(tmp, "fb")
@@ -758,7 +926,7 @@ def case_lean(f, a):
 
 CASES = {"traps": case_traps, "dump-o": case_dump_o, "api": case_api, "modes": case_modes,
          "signals": case_signals, "closefds": case_closefds, "stderr": case_stderr, "term": case_term,
-         "fallback": case_fallback,
+         "fallback": case_fallback, "run-signals": case_run_signals,
          "primary": case_primary,
          "lean": case_lean}
 
