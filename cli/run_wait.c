@@ -79,11 +79,18 @@ run_wait(char **prog, const char *lib, pid_t *pid_out, int *status)
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     sigaction(SIGCHLD, &dfl, &old_chld);
-    sigset_t waited, before;
+    sigset_t waited, before, ignored;
     sigemptyset(&waited);
+    sigemptyset(&ignored);
     const int taken[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD};
-    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++)
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+        struct sigaction now;
         sigaddset(&waited, taken[i]);
+        /* Ignored for cuprof (nohup, a background job's SIGINT): PROG ignores it too. */
+        if (sigaction(taken[i], NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) == 0 &&
+            now.sa_handler == SIG_IGN)
+            sigaddset(&ignored, taken[i]);
+    }
     /* Blocked and waited for (sigwaitinfo): a container's first process gets them too. */
     sigprocmask(SIG_BLOCK, &waited, &before);
     fflush(NULL);
@@ -118,7 +125,7 @@ run_wait(char **prog, const char *lib, pid_t *pid_out, int *status)
         }
         siginfo_t info;
         int sig = sigwaitinfo(&waited, &info);
-        if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+        if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !sigismember(&ignored, sig))
             run_wait_pass_on(pid, lib, sig, &info);
     }
     /* A signal that came with PROG's end (^C reaches both) was PROG's to take: not cuprof's. */

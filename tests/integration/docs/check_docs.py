@@ -79,6 +79,9 @@ def main():
                         "output (run scripts/docs)")
     config_def = open(os.path.join(root, "preload", "config.def")).read()
     known_vars = set(re.findall(r"^CUPROF_VAR\((CUPROF_\w+),", config_def, re.M))
+    # Not settings: what `cuprof run` sets for its program (the shim accepts it too).
+    forwarded = open(os.path.join(root, "snapshot", "forwarded_signal.h")).read()
+    known_vars |= set(re.findall(r'^#define FORWARDED_SIGNAL_ENV "(CUPROF_\w+)"', forwarded, re.M))
     keys = re.findall(r"^ALLOC_CONF_KEY\((\w+),",
                       open(os.path.join(root, "allocator", "alloc_config.def")).read(), re.M)
     for key in keys:
