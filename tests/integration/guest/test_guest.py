@@ -52,6 +52,18 @@ import shimrun  # noqa: E402
 VICTIM = b"someone else's file\n"
 
 
+def read_until_ready(proc):
+    """The program's lines up to its "ready PID" line (all of them if it never comes)."""
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            return lines
+        lines.append(line.strip())
+        if line.startswith("ready"):
+            return lines
+
+
 class Program:
     """guest_app under the shim, read until its "ready PID" line."""
 
@@ -61,14 +73,7 @@ class Program:
         self.env = shimrun.env(a.ld_path, a.lib, **v)
         self.proc = subprocess.Popen([a.app] + list(args), env=self.env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines = []
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line.strip())
-            if line.startswith("ready "):
-                break
+        self.lines = read_until_ready(self.proc)
         self.pid = self.proc.pid
 
     def finish(self, send="go\n", timeout=30):
@@ -580,14 +585,7 @@ class Run:
                                      list(prog), env=shimrun.env(a.ld_path, **variables),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
-        self.lines = []
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line.strip())
-            if line.startswith("ready"):
-                break
+        self.lines = read_until_ready(self.proc)
         last = self.lines[-1].split() if self.lines else []
         self.prog = int(last[1]) if len(last) == 2 and last[0] == "ready" else None
 
@@ -688,6 +686,24 @@ def case_run_signals(f, a):
             loads_ok(f, snap, "run default")
     run_python(f, a)
     run_first_process(f, a)
+    run_static(f, a)
+
+
+def run_static(f, a):
+    """A program without cuprof in it (static): SIGTERM to cuprof alone is passed on plainly,
+    SIGINT to cuprof alone is left to the terminal, as shells and uv do."""
+    if not a.extra:
+        print("run static: no static program built (sanitizer build): skipped")
+        return
+    for sig, want in ((signal.SIGTERM, (1, 0)), (signal.SIGINT, (0, 0))):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = Run(a, [a.extra[0]], tmp)
+            f.check(run.prog is not None, f"run static {sig.name}: {run.lines}")
+            os.kill(run.proc.pid, sig)
+            time.sleep(TWIN_WAIT)
+            code, lines, err = run.finish()
+            got = tuple(int(l.split()[1]) for l in lines if l.split()[:1] in (["SIGTERM"], ["SIGINT"]))
+            f.check(code == 0 and got == want, f"run static {sig.name}: {code} {got} {err!r}")
 
 
 def run_python(f, a):
