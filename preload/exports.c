@@ -11,6 +11,7 @@
 #include "preload/end_signals.h"
 #include "preload/entry_points.h"
 #include "preload/hooks.h"
+#include "preload/lifecycle.h"
 #include "preload/real_dl.h"
 #include "preload/shim_capture.h"
 #include "preload/shim_ctx.h"
@@ -42,6 +43,19 @@ EXPORT REAL_DL_UNINSTRUMENTED int
 dlclose(void *handle)
 {
     return unload_dlclose(handle);
+}
+
+/* ---- _exit and _Exit: they skip atexit, where the exit snapshot is written (lifecycle.h). */
+EXPORT REAL_DL_UNINSTRUMENTED void
+_exit(int status)
+{
+    lifecycle_immediate_exit(status, LIFECYCLE_EXIT_POSIX);
+}
+
+EXPORT REAL_DL_UNINSTRUMENTED void
+_Exit(int status)
+{
+    lifecycle_immediate_exit(status, LIFECYCLE_EXIT_C99);
 }
 
 /* ---- sigaction and signal(3)'s family: where cuprof's handler stands in for a default action

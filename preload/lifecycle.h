@@ -29,6 +29,14 @@ lifecycle_resume_after_fork(struct cuprof_runtime *rt)
         lifecycle_resume_after_fork_slow(rt);
 }
 
+/* _exit and _Exit, as libcuprof exports them: Python's os._exit (which ends multiprocessing's
+ * fork and forkserver children) and C's _exit skip the atexit handlers that write the exit
+ * snapshot. In the process cuprof started or a forked child that used CUDA, with `exit` in
+ * CUPROF_DUMP_ON, the exit snapshot is written first, unless a signal handler may run in this
+ * thread (unwind_caller_context): then one line says there is none. Then the next _exit. */
+enum lifecycle_exit_kind { LIFECYCLE_EXIT_POSIX, LIFECYCLE_EXIT_C99 };
+__attribute__((noreturn)) void lifecycle_immediate_exit(int status, enum lifecycle_exit_kind kind);
+
 /* True exactly once per process (and once again in each forked child): the first OOM dumps. */
 bool lifecycle_claim_oom_dump(void);
 

@@ -23,12 +23,13 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
-#define RULE_BITS      16u
-#define RULE_SLOTS     ((size_t)1 << RULE_BITS) /* 1 MiB of address space, touched as used */
-#define RULE_PROBES    32u
-#define FRAMES_MAX     512 /* frames of one walk (stacks.c asks for at most 329) */
-#define SIGNALS_MAX    8u  /* signal frames in one walk */
-#define FRAME_SIZE_MAX ((uintptr_t)64 << 20) /* a CFA further above the stack pointer: libgcc's */
+#define RULE_BITS          16u
+#define RULE_SLOTS         ((size_t)1 << RULE_BITS) /* 1 MiB of address space, touched as used */
+#define RULE_PROBES        32u
+#define FRAMES_MAX         512    /* frames of one walk (stacks.c asks for at most 329) */
+#define SIGNALS_MAX        8u     /* signal frames in one walk */
+#define CONTEXT_FRAMES_MAX 100000 /* frames unwind_caller_context steps through (it keeps none) */
+#define FRAME_SIZE_MAX     ((uintptr_t)64 << 20) /* a CFA further above the stack pointer: libgcc's */
 
 /* A packed rule: kind in bits 0-2, flags in 3-4, the generation in 5-21, rbp's offset from the
  * CFA in eighths in 22-34, the CFA's offset from rsp or rbp in 35-63 (both signed). 0 is no rule
@@ -71,7 +72,7 @@ static _Atomic uint32_t g_generation;
 static _Atomic bool g_generations_spent;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static bool g_ready;
+static atomic_bool g_ready; /* read without g_once by unwind_caller_context */
 
 static void
 unwind_load(void)
@@ -95,14 +96,14 @@ unwind_load(void)
     g_slots = slots;
     void *warm[4];
     (void)g_libc_backtrace(warm, 4);
-    g_ready = true;
+    atomic_store_explicit(&g_ready, true, memory_order_release);
 }
 
 bool
 unwind_init(void)
 {
     pthread_once(&g_once, unwind_load);
-    return g_ready;
+    return atomic_load_explicit(&g_ready, memory_order_relaxed);
 }
 
 unwind_backtrace_fn
@@ -258,11 +259,18 @@ rule_fill(uintptr_t pc, uintptr_t ip, uint32_t gen)
     return rule;
 }
 
+/* How a walk ended: at the thread's outermost frame (rather than at `max` frames or a frame it
+ * could not step), and how many signal frames it crossed before it ended. */
+struct walk_end {
+    bool outermost;
+    unsigned signals;
+};
+
 /* Steps from the frame at (ip, sp, bp), where ip is the next instruction to run, recording each
- * caller's return address: -1 when a frame needs libgcc. Reads other frames' saved registers
- * by design, so no sanitizer looks at those loads. */
+ * caller's return address in buf (buf NULL: counting only): -1 when a frame needs libgcc. Reads
+ * other frames' saved registers by design, so no sanitizer looks at those loads. */
 __attribute__((no_sanitize("address"))) static int
-walk(uintptr_t ip, uintptr_t sp, uintptr_t bp, void **buf, int max)
+walk(uintptr_t ip, uintptr_t sp, uintptr_t bp, void **buf, int max, struct walk_end *end)
 {
     if (atomic_load_explicit(&g_generations_spent, memory_order_acquire))
         return -1;
@@ -293,7 +301,8 @@ walk(uintptr_t ip, uintptr_t sp, uintptr_t bp, void **buf, int max)
         }
         case RULE_SIGNAL: {
             /* The handler returned into __restore_rt with rsp at the kernel's ucontext. */
-            if (exact || ++signals > SIGNALS_MAX || (sp & 7u) != 0)
+            end->signals = ++signals;
+            if (exact || signals > SIGNALS_MAX || (sp & 7u) != 0)
                 return -1;
             const ucontext_t *uc = (const ucontext_t *)sp;
             ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -303,13 +312,18 @@ walk(uintptr_t ip, uintptr_t sp, uintptr_t bp, void **buf, int max)
             break;
         }
         case RULE_OUTERMOST:
+            end->outermost = true;
             return n;
         default:
             return -1;
         }
-        if (ip == 0) /* glibc's backtrace drops the NULL above _start too */
+        if (ip == 0) { /* glibc's backtrace drops the NULL above _start too */
+            end->outermost = true;
             return n;
-        buf[n++] = (void *)ip;
+        }
+        if (buf != NULL)
+            buf[n] = (void *)ip;
+        n++;
     }
     return n;
 }
@@ -332,7 +346,8 @@ unwind_backtrace(void **buf, int max)
                      "mov %%rsp, %1\n\t"
                      "lea 0(%%rip), %0"
                      : "=r"(ip), "=r"(sp), "=r"(bp));
-    n = walk(ip, sp, bp, buf, max);
+    struct walk_end end = {false, 0};
+    n = walk(ip, sp, bp, buf, max, &end);
 #endif
     if (n >= 0)
         return n;
@@ -344,4 +359,26 @@ unwind_backtrace(void **buf, int max)
         return 0;
     memcpy(buf, all + 1, (size_t)(n - 1) * sizeof(*buf));
     return n - 1;
+}
+
+__attribute__((noinline)) enum unwind_context
+unwind_caller_context(void)
+{
+#ifdef __x86_64__
+    if (!atomic_load_explicit(&g_ready, memory_order_acquire))
+        return UNWIND_CONTEXT_UNKNOWN;
+    uintptr_t ip, sp, bp;
+    __asm__ volatile("mov %%rbp, %2\n\t"
+                     "mov %%rsp, %1\n\t"
+                     "lea 0(%%rip), %0"
+                     : "=r"(ip), "=r"(sp), "=r"(bp));
+    struct walk_end end = {false, 0};
+    /* No buffer: this may run on a signal handler's small alternate stack. */
+    int n = walk(ip, sp, bp, NULL, CONTEXT_FRAMES_MAX, &end);
+    if (end.signals > 0)
+        return UNWIND_CONTEXT_SIGNAL_HANDLER;
+    return n >= 0 && end.outermost ? UNWIND_CONTEXT_PLAIN : UNWIND_CONTEXT_UNKNOWN;
+#else
+    return UNWIND_CONTEXT_UNKNOWN;
+#endif
 }

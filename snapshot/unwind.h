@@ -23,6 +23,18 @@ bool unwind_init(void);
  * one in unwind_backtrace's caller; returns how many. */
 int unwind_backtrace(void **buf, int max);
 
+/* Whether the calling thread runs a signal handler, told by walking its whole stack without
+ * keeping a frame: SIGNAL_HANDLER when the walk crosses a signal frame (the handler interrupted
+ * code that may hold any lock); PLAIN when it reaches the thread's outermost frame without one;
+ * UNKNOWN otherwise (a frame cuprof's rules cannot step, another architecture, unwind_init not
+ * done or failed). Async-signal-safe once unwind_init has run; needs no buffer. */
+enum unwind_context {
+    UNWIND_CONTEXT_UNKNOWN,
+    UNWIND_CONTEXT_PLAIN,
+    UNWIND_CONTEXT_SIGNAL_HANDLER,
+};
+enum unwind_context unwind_caller_context(void);
+
 /* glibc's own backtrace (libgcc's unwinder), never an interceptor's of the same name (a
  * sanitizer's adds a frame of its own): what a stack falls back on. Any time. */
 typedef int (*unwind_backtrace_fn)(void **buf, int max);

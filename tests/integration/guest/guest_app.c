@@ -22,7 +22,13 @@
  *   delivery (with oneshot, SIGTERM's has SA_RESETHAND: reset to the default on entry), asks
  *   sigaction for SIGTERM's and prints whether it reads back as its own ("told: own"), ready,
  *   then waits for a line (reads interrupted by a handler go on) and prints, per signal,
- *   "SIGTERM N from PID code C" (the last delivery's sender and si_code). */
+ *   "SIGTERM N from PID code C" (the last delivery's sender and si_code).
+ * - quick HOW: cudaMalloc (never freed), ready, wait for a line, then end without exit's handlers:
+ *   `_exit` calls _exit(7), `_Exit` _Exit(8); `handler`: its own SIGTERM handler calls _exit(9)
+ *   (waits for SIGTERM instead of a line); `vfork` and `fork-idle`: a vfork child, or a forked
+ *   one that makes no CUDA call, calls _exit(5), the parent prints "child: exit 5" and returns 0;
+ * `fork`: a forked child makes its own cudaMalloc, prints "child PID" and calls _exit(6); the
+ * parent prints "child: exit 6" and returns 0. */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -184,6 +190,18 @@ counts(bool oneshot)
     return 0;
 }
 
+static void
+child_ended(pid_t child)
+{
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFSIGNALED(status))
+        printf("child: signal %d\n", WTERMSIG(status));
+    else
+        printf("child: exit %d\n", WEXITSTATUS(status));
+}
+
 static int
 fork_idle(void)
 {
@@ -198,14 +216,59 @@ fork_idle(void)
     }
     printf("child %ld\n", (long)child);
     ready();
-    int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (WIFSIGNALED(status))
-        printf("child: signal %d\n", WTERMSIG(status));
-    else
-        printf("child: exit %d\n", WEXITSTATUS(status));
+    child_ended(child);
     cudaFree(p);
+    return 0;
+}
+
+static void
+on_term_exit(int sig)
+{
+    (void)sig;
+    _exit(9);
+}
+
+/* Ends without exit's handlers, where the exit snapshot is written. */
+static int
+quick(const char *how)
+{
+    if (strcmp(how, "handler") == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_term_exit;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGTERM, &sa, NULL) != 0)
+            return 1;
+        (void)first_cuda_call();
+        ready();
+        for (;;)
+            pause();
+    }
+    (void)first_cuda_call();
+    ready();
+    wait_line();
+    fflush(stdout);
+    if (strcmp(how, "_exit") == 0)
+        _exit(7);
+    if (strcmp(how, "_Exit") == 0)
+        _Exit(8);
+    pid_t child = -1;
+    if (strcmp(how, "vfork") == 0 || strcmp(how, "fork-idle") == 0) {
+        child = how[0] == 'v' ? vfork() : fork();
+        if (child == 0)
+            _exit(5);
+    } else if (strcmp(how, "fork") == 0) {
+        child = fork();
+        if (child == 0) {
+            (void)first_cuda_call();
+            printf("child %ld\n", (long)getpid());
+            fflush(stdout);
+            _exit(6);
+        }
+    }
+    if (child < 0)
+        return 1;
+    child_ended(child);
     return 0;
 }
 
@@ -272,6 +335,8 @@ main(int argc, char **argv)
         return handlers();
     if (strcmp(mode, "forkidle") == 0)
         return fork_idle();
+    if (strcmp(mode, "quick") == 0 && argc == 3)
+        return quick(argv[2]);
     if (strcmp(mode, "counts") == 0)
         return counts(argc == 3 && strcmp(argv[2], "oneshot") == 0);
     if (strcmp(mode, "many") == 0 && argc == 3) {

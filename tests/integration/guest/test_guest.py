@@ -27,6 +27,10 @@ usage: test_guest.py CASE APP LIBCUPROF LD_LIBRARY_PATH CUPROF
   fallback  a template whose folder is missing or is a file: one line at start, each snapshot
             (signal, exit, under CUPROF_LOG=quiet too) in $TMPDIR with a line saying so, and in
             the folder again once it exists; `cuprof run` finds and summarizes the moved file
+  quick     _exit and _Exit (Python's os._exit, which ends multiprocessing's fork and forkserver
+            children) write the exit snapshot first, keeping the status; a vfork child and a forked
+            child without a CUDA call write none, a forked child that used CUDA its own; _exit in a signal handler writes none and
+            says so in one line; without `exit` in CUPROF_DUMP_ON nothing is written
   primary   (APP is primary_app) a library's retain and release of the primary context leaves
             cuprof's cache alone; the release that destroys the context takes the cache with it
   lean      (LD_LIBRARY_PATH: lean/'s driver first; then ENTRY_POINTS_DEF SIM_LD_LIBRARY_PATH)
@@ -755,6 +759,112 @@ def run_first_process(f, a):
                 f"run first process: status {code} {os.listdir(tmp)} {err!r}")
 
 
+def live_sizes(f, path, label):
+    """The sizes of the snapshot's live blocks, sorted ([] when it does not load)."""
+    snap = loads_ok(f, path, label) or {}
+    return sorted(b["size"] for seg in snap.get("segments", []) for b in seg["blocks"]
+                  if b["state"] == "active_allocated")
+
+
+def quick_files(tmp):
+    return sorted(os.listdir(tmp))
+
+
+def case_quick(f, a):
+    mib = 1 << 20
+    template = "snap-%p.pickle"
+    for how, status in (("_exit", 7), ("_Exit", 8)):
+        with tempfile.TemporaryDirectory() as tmp:
+            prog = Program(a, ["quick", how], tmp, CUPROF_SNAPSHOT=os.path.join(tmp, template))
+            code, lines, stderr = prog.finish()
+            want = f"snap-{prog.pid}.pickle"
+            f.check(code == status and quick_files(tmp) == [want],
+                    f"quick {how}: {code} {quick_files(tmp)} {stderr!r}")
+            f.check(f"snapshot written to {os.path.join(tmp, want)}" in stderr,
+                    f"quick {how}: no line for the snapshot: {stderr!r}")
+            if quick_files(tmp) == [want]:
+                f.check(live_sizes(f, os.path.join(tmp, want), f"quick {how}") == [mib],
+                        f"quick {how}: the 1 MiB block is not live")
+    for how in ("vfork", "fork-idle"):
+        # A vfork child shares the parent's memory, cuprof's included; a forked child that made no
+        # CUDA call (a subprocess whose exec failed) has nothing of its own: neither writes.
+        with tempfile.TemporaryDirectory() as tmp:
+            prog = Program(a, ["quick", how], tmp, CUPROF_SNAPSHOT=os.path.join(tmp, template))
+            code, lines, stderr = prog.finish()
+            f.check(code == 0 and "child: exit 5" in lines and
+                    quick_files(tmp) == [f"snap-{prog.pid}.pickle"],
+                    f"quick {how}: {code} {lines} {quick_files(tmp)} {stderr!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Program(a, ["quick", "fork"], tmp, CUPROF_SNAPSHOT=os.path.join(tmp, template))
+        code, lines, stderr = prog.finish()
+        child = [int(line.split()[1]) for line in lines if line.startswith("child ")]
+        f.check(code == 0 and "child: exit 6" in lines and len(child) == 1,
+                f"quick fork: {code} {lines} {stderr!r}")
+        want = sorted([f"snap-{prog.pid}.pickle"] + [f"snap-{c}.pickle" for c in child])
+        f.check(quick_files(tmp) == want, f"quick fork: files {quick_files(tmp)}, want {want}")
+        if quick_files(tmp) == want and child:
+            # The child keeps its parent's block and adds its own.
+            f.check(live_sizes(f, os.path.join(tmp, f"snap-{child[0]}.pickle"), "quick fork") ==
+                    [mib, mib], "quick fork: the child's snapshot lacks its own block")
+            f.check(live_sizes(f, os.path.join(tmp, f"snap-{prog.pid}.pickle"), "quick fork") ==
+                    [mib], "quick fork: the parent's snapshot has the child's block")
+    with tempfile.TemporaryDirectory() as tmp:
+        # A handler may have interrupted cuprof holding a lock: no dump, one line, no hang.
+        prog = Program(a, ["quick", "handler"], tmp)
+        tgkill(prog.pid, signal.SIGTERM)
+        code, lines, stderr = end_without_input(prog)
+        f.check(code == 9 and quick_files(tmp) == [] and
+                "_exit in a signal handler: no exit snapshot" in stderr,
+                f"quick handler: {code} {quick_files(tmp)} {stderr!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Program(a, ["quick", "_exit"], tmp, CUPROF_DUMP_ON="signal,oom")
+        code, lines, stderr = prog.finish()
+        f.check(code == 7 and quick_files(tmp) == [] and "snapshot" not in stderr,
+                f"quick no exit: {code} {quick_files(tmp)} {stderr!r}")
+    quick_python(f, a)
+
+
+PYTHON_CHILD = """
+import ctypes, multiprocessing, os, sys
+def work():
+    cudart = ctypes.CDLL("libcudart.so.13")
+    p = ctypes.c_void_p()
+    assert cudart.cudaMalloc(ctypes.byref(p), 3 << 20) == 0
+    print("child", os.getpid(), flush=True)
+    sys.exit(4)
+if __name__ == "__main__":
+    multiprocessing.set_start_method(sys.argv[1])
+    child = multiprocessing.Process(target=work)
+    child.start()
+    child.join()
+    print("exitcode", child.exitcode, flush=True)
+"""
+
+
+def quick_python(f, a):
+    """multiprocessing's fork and forkserver children end with os._exit: each child that used
+    CUDA writes its snapshot, and its exit code is the one it chose."""
+    for method in ("fork", "forkserver"):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = shimrun.env(a.ld_path, a.lib,
+                              CUPROF_SNAPSHOT=os.path.join(tmp, "snap-%p.pickle"))
+            script = os.path.join(tmp, "child.py")  # forkserver's children import __main__
+            with open(script, "w", encoding="utf-8") as fh:
+                fh.write(PYTHON_CHILD)
+            p = subprocess.run([sys.executable, script, method], env=env, cwd=tmp,
+                               capture_output=True, text=True, timeout=60)
+            lines = p.stdout.splitlines()
+            child = [line.split()[1] for line in lines if line.startswith("child ")]
+            f.check(p.returncode == 0 and "exitcode 4" in lines and len(child) == 1,
+                    f"quick python {method}: {p.returncode} {lines} {p.stderr!r}")
+            want = [f"snap-{c}.pickle" for c in child]
+            f.check(quick_files(tmp) == sorted(want + ["child.py"]),
+                    f"quick python {method}: files {quick_files(tmp)}, want {want}")
+            if quick_files(tmp) == sorted(want + ["child.py"]) and want:
+                f.check(live_sizes(f, os.path.join(tmp, want[0]), f"quick python {method}") ==
+                        [3 << 20], f"quick python {method}: the child's 3 MiB block is not live")
+
+
 def case_fallback(f, a):
     with tempfile.TemporaryDirectory() as tmp:
         missing, fb = os.path.join(tmp, "missing"), os.path.join(tmp, "fb")
@@ -942,6 +1052,7 @@ def case_lean(f, a):
 
 CASES = {"traps": case_traps, "dump-o": case_dump_o, "api": case_api, "modes": case_modes,
          "signals": case_signals, "closefds": case_closefds, "stderr": case_stderr, "term": case_term,
+         "quick": case_quick,
          "fallback": case_fallback, "run-signals": case_run_signals,
          "primary": case_primary,
          "lean": case_lean}

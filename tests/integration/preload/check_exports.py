@@ -14,6 +14,8 @@ import sys
 
 CUDA_EXPORTS = {
     "dlsym", "dlclose",
+    # the exit snapshot of a program ended by _exit (Python's os._exit, multiprocessing's children)
+    "_exit", "_Exit",
     # signal dispositions as the program asks for them (cuprof's SIGTERM handler reads as default)
     "sigaction", "signal", "bsd_signal", "sysv_signal",
     # driver API

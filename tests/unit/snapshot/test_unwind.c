@@ -4,8 +4,8 @@
  * catch block, in a destructor run by an exception and after a rethrow, signal handlers (raised,
  * on an alternate stack, and a profiling timer interrupting code anywhere, prologues and
  * epilogues included), another thread, truncated captures; and none of the deterministic ones
- * handed to libgcc. Without libunwind installed (the nolibunwind test setup), against libgcc
- * only. */
+ * handed to libgcc; and whether a signal handler runs (unwind_caller_context). Without libunwind
+ * installed (the nolibunwind test setup), against libgcc only. */
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
@@ -350,6 +350,97 @@ test_reload_same_address(void **state)
 }
 #endif
 
+/* unwind_caller_context: plain code, a thread, a deep stack, signal handlers (on the thread's
+ * stack and on a small alternate one), and a frame without CFI. */
+static volatile int g_context = -1;
+
+__attribute__((noinline)) static void
+context_here(void)
+{
+    g_context = (int)unwind_caller_context();
+    KEEP_FRAME();
+}
+
+__attribute__((noinline)) static void
+context_deep(int depth)
+{
+    if (depth == 0)
+        context_here();
+    else
+        context_deep(depth - 1);
+    KEEP_FRAME();
+}
+
+static void
+on_usr2(int sig)
+{
+    (void)sig;
+    context_here();
+}
+
+static void *
+context_thread(void *arg)
+{
+    (void)arg;
+    context_here();
+    return NULL;
+}
+
+#ifdef __x86_64__
+/* Calls its argument from a frame that has no FDE: no unwinder's rules can step it. */
+void no_cfi_call(void (*fn)(void));
+__asm__(".text\n"
+        ".globl no_cfi_call\n"
+        ".hidden no_cfi_call\n"
+        ".type no_cfi_call, @function\n"
+        "no_cfi_call:\n"
+        "    sub $8, %rsp\n"
+        "    call *%rdi\n"
+        "    add $8, %rsp\n"
+        "    ret\n"
+        ".size no_cfi_call, .-no_cfi_call\n");
+#endif
+
+static void
+test_caller_context(void **state)
+{
+    (void)state;
+#ifndef __x86_64__
+    context_here();
+    assert_int_equal(g_context, UNWIND_CONTEXT_UNKNOWN);
+    skip();
+#else
+    context_here();
+    assert_int_equal(g_context, UNWIND_CONTEXT_PLAIN);
+    context_deep(3000); /* past any frame limit of a captured stack */
+    assert_int_equal(g_context, UNWIND_CONTEXT_PLAIN);
+    pthread_t t;
+    g_context = -1;
+    assert_int_equal(pthread_create(&t, NULL, context_thread, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(g_context, UNWIND_CONTEXT_PLAIN);
+    struct sigaction sa = {.sa_handler = on_usr2}, old;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR2, &sa, &old), 0);
+    g_context = -1;
+    raise(SIGUSR2);
+    assert_int_equal(g_context, UNWIND_CONTEXT_SIGNAL_HANDLER);
+    /* A small alternate stack: the walk keeps no frames, so it fits. */
+    static char alt[16384];
+    stack_t ss = {.ss_sp = alt, .ss_size = sizeof(alt)}, old_ss;
+    assert_int_equal(sigaltstack(&ss, &old_ss), 0);
+    sa.sa_flags = SA_ONSTACK;
+    assert_int_equal(sigaction(SIGUSR2, &sa, NULL), 0);
+    g_context = -1;
+    raise(SIGUSR2);
+    assert_int_equal(g_context, UNWIND_CONTEXT_SIGNAL_HANDLER);
+    assert_int_equal(sigaltstack(&old_ss, NULL), 0);
+    assert_int_equal(sigaction(SIGUSR2, &old, NULL), 0);
+    no_cfi_call(context_here);
+    assert_int_equal(g_context, UNWIND_CONTEXT_UNKNOWN);
+#endif
+}
+
 /* The unwinder stacks.c picks: libunwind where it loads, cuprof's where it does not. */
 static void
 test_stacks_choice(void **state)
@@ -391,6 +482,7 @@ main(void)
         cmocka_unit_test(test_thread),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_stacks_choice),
+        cmocka_unit_test(test_caller_context),
 #ifdef UNWIND_RELOAD_A
         cmocka_unit_test(test_reload_same_address),
 #endif
