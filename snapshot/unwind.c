@@ -328,6 +328,19 @@ walk(uintptr_t ip, uintptr_t sp, uintptr_t bp, void **buf, int max, struct walk_
     return n;
 }
 
+/* walk from the frame this is inlined into: its registers, read together; rbp first, in case the
+ * compiler picked rbp for another output. The rule at ip describes this very state. */
+__attribute__((always_inline)) static inline int
+walk_from_here(void **buf, int max, struct walk_end *end)
+{
+    uintptr_t ip, sp, bp;
+    __asm__ volatile("mov %%rbp, %2\n\t"
+                     "mov %%rsp, %1\n\t"
+                     "lea 0(%%rip), %0"
+                     : "=r"(ip), "=r"(sp), "=r"(bp));
+    return walk(ip, sp, bp, buf, max, end);
+}
+
 #endif
 
 __attribute__((noinline)) int
@@ -339,15 +352,8 @@ unwind_backtrace(void **buf, int max)
         max = FRAMES_MAX;
     int n = -1;
 #ifdef __x86_64__
-    uintptr_t ip, sp, bp;
-    /* This frame's registers, read together; rbp first, in case the compiler picked rbp for
-     * another output. The rule at ip describes this very state. */
-    __asm__ volatile("mov %%rbp, %2\n\t"
-                     "mov %%rsp, %1\n\t"
-                     "lea 0(%%rip), %0"
-                     : "=r"(ip), "=r"(sp), "=r"(bp));
     struct walk_end end = {false, 0};
-    n = walk(ip, sp, bp, buf, max, &end);
+    n = walk_from_here(buf, max, &end);
 #endif
     if (n >= 0)
         return n;
@@ -367,14 +373,9 @@ unwind_caller_context(void)
 #ifdef __x86_64__
     if (!atomic_load_explicit(&g_ready, memory_order_acquire))
         return UNWIND_CONTEXT_UNKNOWN;
-    uintptr_t ip, sp, bp;
-    __asm__ volatile("mov %%rbp, %2\n\t"
-                     "mov %%rsp, %1\n\t"
-                     "lea 0(%%rip), %0"
-                     : "=r"(ip), "=r"(sp), "=r"(bp));
     struct walk_end end = {false, 0};
     /* No buffer: this may run on a signal handler's small alternate stack. */
-    int n = walk(ip, sp, bp, NULL, CONTEXT_FRAMES_MAX, &end);
+    int n = walk_from_here(NULL, CONTEXT_FRAMES_MAX, &end);
     if (end.signals > 0)
         return UNWIND_CONTEXT_SIGNAL_HANDLER;
     return n >= 0 && end.outermost ? UNWIND_CONTEXT_PLAIN : UNWIND_CONTEXT_UNKNOWN;
