@@ -1,4 +1,4 @@
-/* lifecycle.c: constructor, fork handlers and the exit dump of libcuprof. */
+/* lifecycle.c: constructor, fork handlers and the exit dump of libcuprof (at exit and _exit). */
 #include "preload/lifecycle.h"
 
 #include <dlfcn.h>

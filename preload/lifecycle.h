@@ -1,5 +1,6 @@
 /* lifecycle.h: the process events around the runtime: the constructor (config before any
- *   interception), fork (locks, dumper thread, per-child names) and exit (the exit dump).
+ *   interception), fork (locks, dumper thread, per-child names) and exit (the exit dump, at exit
+ *   and at _exit).
  * Locking: the fork handlers take the dump lock, every allocator device lock, then the side
  *   tables' locks (owned segments, VMM handles), in that order.
  * Hot path: lifecycle_resume_after_fork() is (one relaxed load while no fork happened). */
