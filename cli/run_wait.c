@@ -47,6 +47,10 @@ run_wait_has_lib(pid_t pid, const char *lib)
     return found;
 }
 
+/* The last copy passed on of SIGTERM, SIGINT and SIGHUP (forwarded_signal_copy), 0 when none
+ * waits for its twin. */
+static uint64_t run_wait_last[3];
+
 /* Passes sig on to PROG: from its parent by sigqueue(3), the sender named in the value, so PROG's
  * cuprof takes it once with the sender's own copy if that came too. */
 static void
@@ -55,6 +59,16 @@ run_wait_pass_on(pid_t pid, const char *lib, int sig, const siginfo_t *info)
     /* Codes <= 0 come from a process (kill, sigqueue, tgkill); the others from the kernel. */
     pid_t origin = info->si_code <= 0 ? info->si_pid : 0;
     uid_t origin_uid = info->si_code <= 0 ? info->si_uid : 0;
+    /* Under another `cuprof run`, its copy names the sender, and is passed on once with the
+     * sender's own. */
+    bool forwarded = info->si_code == SI_QUEUE && info->si_pid == getppid() &&
+                     forwarded_signal_origin(info->si_value, &origin, &origin_uid);
+    uint64_t *last = &run_wait_last[sig == SIGTERM ? 0 : sig == SIGINT ? 1 : 2];
+    uint64_t copy = forwarded_signal_copy(origin, forwarded);
+    bool twin = forwarded_signal_is_twin(*last, copy);
+    *last = twin ? 0 : copy;
+    if (twin)
+        return;
     if (run_wait_has_lib(pid, lib)) {
         (void)sigqueue(pid, sig, forwarded_signal_value(origin, origin_uid));
         return;

@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "preload/end_signals.h"
@@ -18,9 +17,6 @@
 static const int stand_in_signals[] = {SIGTERM, SIGINT, SIGHUP};
 #define STAND_IN_COUNT      (sizeof stand_in_signals / sizeof stand_in_signals[0])
 #define STAND_IN_MASK_WORDS (sizeof(sigset_t) / sizeof(unsigned long))
-
-/* `cuprof run` passes its copy on within milliseconds; a copy a second apart is a new request. */
-#define STAND_IN_SAME_REQUEST_MS 1000
 
 /* The program's disposition of one signal, read by the handler in any thread: a sequence count
  * (odd while written) around atomic fields. */
@@ -32,8 +28,7 @@ struct stand_in_disposition {
 };
 
 static struct stand_in_disposition stand_in_table[STAND_IN_COUNT];
-/* The last copy taken of each signal: bit 63 forwarded, bits 41-62 the sender's pid, bits 0-40
- * the monotonic time in ms (+1); 0 when none is waiting for its twin. */
+/* The last copy taken of each signal (forwarded_signal_copy); 0 when none waits for its twin. */
 static _Atomic uint64_t stand_in_last[STAND_IN_COUNT];
 static atomic_flag stand_in_writing = ATOMIC_FLAG_INIT;
 static atomic_bool stand_in_on;
@@ -113,29 +108,15 @@ stand_in_unlock(const sigset_t *saved)
     pthread_sigmask(SIG_SETMASK, saved, NULL);
 }
 
-static uint64_t
-stand_in_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1u) &
-           ((1ULL << 41) - 1);
-}
-
-/* True when this copy is the twin of the last one taken: the same sender's signal, one copy
- * passed on by `cuprof run` and the other sent here directly, within a second. The pair is then
- * spent, so the sender's next request is taken again. */
+/* True when this copy is the twin of the last one taken (forwarded_signal_is_twin). The pair is
+ * then spent, so the sender's next request is taken again. */
 static bool
 stand_in_is_copy(size_t i, pid_t origin, bool forwarded)
 {
-    uint64_t now = stand_in_now_ms();
-    uint64_t pid_bits = (uint64_t)origin & 0x3fffffu;
-    uint64_t mine = ((uint64_t)forwarded << 63) | (pid_bits << 41) | now;
+    uint64_t mine = forwarded_signal_copy(origin, forwarded);
     uint64_t last = atomic_load(&stand_in_last[i]);
     for (;;) {
-        bool twin = last != 0 && (last >> 63) != (uint64_t)forwarded &&
-                    ((last >> 41) & 0x3fffffu) == pid_bits &&
-                    now - (last & ((1ULL << 41) - 1)) < STAND_IN_SAME_REQUEST_MS;
+        bool twin = forwarded_signal_is_twin(last, mine);
         if (atomic_compare_exchange_weak(&stand_in_last[i], &last, twin ? 0 : mine))
             return twin;
     }

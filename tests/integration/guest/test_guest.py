@@ -635,7 +635,8 @@ TWIN_WAIT = 1.2  # `cuprof run`'s copy comes within milliseconds; a twin would h
 
 def case_run_signals(f, a):
     """A signal sent to `cuprof run`, to its job or to each process reaches PROG's own handler
-    exactly once, showing the sender's pid; a program at the default ends with its snapshot."""
+    exactly once, showing the sender's pid, under two `cuprof run` too; a program at the default
+    ends with its snapshot."""
     me = os.getpid()
     for how, send in RUN_SENDS.items():
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -688,9 +689,30 @@ def case_run_signals(f, a):
                 f"run default: status {code} {os.listdir(tmp)} {err!r}")
         if os.listdir(tmp) == ["run-0.pickle"]:
             loads_ok(f, snap, "run default")
+    run_nested(f, a)
     run_python(f, a)
     run_first_process(f, a)
     run_static(f, a)
+
+
+def run_nested(f, a):
+    """`cuprof run` under `cuprof run`: the inner one passes a request on once, whether it came
+    from the outer one, directly, or both."""
+    me = os.getpid()
+    for how in ("cuprof alone", "whole job"):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            label = f"run nested, {how}, {sig.name}"
+            with tempfile.TemporaryDirectory() as tmp:
+                inner = [a.cuprof, "run", "-o", os.path.join(tmp, "inner-%n.pickle"), "--"]
+                run = Run(a, inner + [a.app, "counts"], tmp)
+                f.check("told: own" in run.lines and run.prog, f"{label}: {run.lines}")
+                RUN_SENDS[how](run, sig)
+                time.sleep(TWIN_WAIT)
+                code, lines, err = run.finish()
+                want = {n: (0, 0, 0) for n in ("SIGTERM", "SIGINT", "SIGHUP")}
+                want[sig.name] = (1, me, 0)
+                f.check(code == 0 and counted(lines) == want,
+                        f"{label}: status {code}, counted {counted(lines)}, want {want} {err!r}")
 
 
 def run_static(f, a):

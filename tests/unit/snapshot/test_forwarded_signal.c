@@ -1,12 +1,14 @@
 /* test_forwarded_signal.c: the value `cuprof run` gives a signal it passes on
  * (snapshot/forwarded_signal.h): the sender's pid and uid come back whole, through a real
- * sigqueue(3) to this process too, and a value of another sender's is never taken for one. */
+ * sigqueue(3) to this process too, and a value of another sender's is never taken for one; two
+ * copies of one request are told from two requests. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -73,11 +75,37 @@ test_through_sigqueue(void **state)
     assert_int_equal(sigprocmask(SIG_SETMASK, &old, NULL), 0);
 }
 
+/* Two copies of one request: the same sender, one passed on and one direct, within a second. */
+static void
+test_twins(void **state)
+{
+    (void)state;
+    uint64_t direct = forwarded_signal_copy(4242, false);
+    uint64_t passed = forwarded_signal_copy(4242, true);
+    assert_true(direct != 0 && passed != 0);
+    assert_false(forwarded_signal_is_twin(0, passed));
+    assert_true(forwarded_signal_is_twin(direct, passed));
+    assert_true(forwarded_signal_is_twin(passed, direct));
+    /* Both direct, or both passed on: two requests. */
+    assert_false(forwarded_signal_is_twin(direct, forwarded_signal_copy(4242, false)));
+    assert_false(forwarded_signal_is_twin(passed, forwarded_signal_copy(4242, true)));
+    /* Another sender; the kernel (pid 0) against a process. */
+    assert_false(forwarded_signal_is_twin(direct, forwarded_signal_copy(4243, true)));
+    assert_false(forwarded_signal_is_twin(forwarded_signal_copy(0, false), passed));
+    assert_true(
+        forwarded_signal_is_twin(forwarded_signal_copy(0, false), forwarded_signal_copy(0, true)));
+    /* A second later: a new request. */
+    struct timespec second = {1, 20 * 1000 * 1000};
+    nanosleep(&second, NULL);
+    assert_false(forwarded_signal_is_twin(direct, forwarded_signal_copy(4242, true)));
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_twins),
         cmocka_unit_test(test_other_values_refused),
         cmocka_unit_test(test_through_sigqueue),
     };
