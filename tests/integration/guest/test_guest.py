@@ -28,9 +28,10 @@ usage: test_guest.py CASE APP LIBCUPROF LD_LIBRARY_PATH CUPROF
             (signal, exit, under CUPROF_LOG=quiet too) in $TMPDIR with a line saying so, and in
             the folder again once it exists; `cuprof run` finds and summarizes the moved file
   quick     _exit and _Exit (Python's os._exit, which ends multiprocessing's fork and forkserver
-            children) write the exit snapshot first, keeping the status; a vfork child and a forked
-            child without a CUDA call write none, a forked child that used CUDA its own; _exit in a signal handler writes none and
-            says so in one line; without `exit` in CUPROF_DUMP_ON nothing is written
+            children) write the exit snapshot first, keeping the status; a vfork child and a
+            forked child without a CUDA call write none, a forked child that used CUDA its own;
+            _exit in a signal handler writes none and says so in one line; without `exit` in
+            CUPROF_DUMP_ON nothing is written
   primary   (APP is primary_app) a library's retain and release of the primary context leaves
             cuprof's cache alone; the release that destroys the context takes the cache with it
   lean      (LD_LIBRARY_PATH: lean/'s driver first; then ENTRY_POINTS_DEF SIM_LD_LIBRARY_PATH)
@@ -401,6 +402,13 @@ def case_stderr(f, a):
             loads_ok(f, os.path.join(tmp, n), f"stderr {n}")
 
 
+def live_sizes(f, path, label):
+    """The sizes of the snapshot's live blocks, sorted ([] when it does not load)."""
+    snap = loads_ok(f, path, label) or {}
+    return sorted(b["size"] for seg in snap.get("segments", []) for b in seg["blocks"]
+                  if b["state"] == "active_allocated")
+
+
 def end_without_input(prog):
     """Waits for the program's end with its stdin still open (at end of input it would exit by
     itself, racing the signal's snapshot); then as Program.finish."""
@@ -425,9 +433,7 @@ def ended_by(f, prog, sig, tmp, label, twice=False):
     f.check(f"snapshot written to {os.path.join(tmp, 'snap-0.pickle')} (ended by {name})"
             in stderr, f"{label}: no line for the snapshot: {stderr!r}")
     if snaps == ["snap-0.pickle"]:
-        snap = loads_ok(f, os.path.join(tmp, snaps[0]), label)
-        live = [b["size"] for seg in (snap or {}).get("segments", []) for b in seg["blocks"]
-                if b["state"] == "active_allocated"]
+        live = live_sizes(f, os.path.join(tmp, snaps[0]), label)
         f.check(live == [1 << 20], f"{label}: live blocks {live}")
 
 
@@ -633,11 +639,21 @@ RUN_SENDS = {
 TWIN_WAIT = 1.2  # `cuprof run`'s copy comes within milliseconds; a twin would have come by now
 
 
+def taken_once(f, run, sig, label):
+    """After a twin's wait, PROG's handler ran once for sig, from this process (SI_USER), and never
+    for the other two."""
+    time.sleep(TWIN_WAIT)
+    code, lines, err = run.finish()
+    want = {n: (0, 0, 0) for n in ("SIGTERM", "SIGINT", "SIGHUP")}
+    want[sig.name] = (1, os.getpid(), 0)
+    f.check(code == 0 and counted(lines) == want,
+            f"{label}: status {code}, counted {counted(lines)}, want {want} {err!r}")
+
+
 def case_run_signals(f, a):
     """A signal sent to `cuprof run`, to its job or to each process reaches PROG's own handler
     exactly once, showing the sender's pid, under two `cuprof run` too; a program at the default
     ends with its snapshot."""
-    me = os.getpid()
     for how, send in RUN_SENDS.items():
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             if how == "each process" and sig != signal.SIGTERM:
@@ -647,12 +663,7 @@ def case_run_signals(f, a):
                 run = Run(a, [a.app, "counts"], tmp)
                 f.check("told: own" in run.lines and run.prog, f"{label}: {run.lines}")
                 send(run, sig)
-                time.sleep(TWIN_WAIT)
-                code, lines, err = run.finish()
-                want = {n: (0, 0, 0) for n in ("SIGTERM", "SIGINT", "SIGHUP")}
-                want[sig.name] = (1, me, 0)  # SI_USER from this process
-                f.check(code == 0 and counted(lines) == want,
-                        f"{label}: status {code}, counted {counted(lines)}, want {want} {err!r}")
+                taken_once(f, run, sig, label)
     with tempfile.TemporaryDirectory() as tmp:
         # Two requests a little over a second apart are two requests.
         run = Run(a, [a.app, "counts"], tmp)
@@ -698,7 +709,6 @@ def case_run_signals(f, a):
 def run_nested(f, a):
     """`cuprof run` under `cuprof run`: the inner one passes a request on once, whether it came
     from the outer one, directly, or both."""
-    me = os.getpid()
     for how in ("cuprof alone", "whole job"):
         for sig in (signal.SIGTERM, signal.SIGINT):
             label = f"run nested, {how}, {sig.name}"
@@ -707,12 +717,7 @@ def run_nested(f, a):
                 run = Run(a, inner + [a.app, "counts"], tmp)
                 f.check("told: own" in run.lines and run.prog, f"{label}: {run.lines}")
                 RUN_SENDS[how](run, sig)
-                time.sleep(TWIN_WAIT)
-                code, lines, err = run.finish()
-                want = {n: (0, 0, 0) for n in ("SIGTERM", "SIGINT", "SIGHUP")}
-                want[sig.name] = (1, me, 0)
-                f.check(code == 0 and counted(lines) == want,
-                        f"{label}: status {code}, counted {counted(lines)}, want {want} {err!r}")
+                taken_once(f, run, sig, label)
 
 
 def run_static(f, a):
@@ -781,13 +786,6 @@ def run_first_process(f, a):
                 f"run first process: status {code} {os.listdir(tmp)} {err!r}")
 
 
-def live_sizes(f, path, label):
-    """The sizes of the snapshot's live blocks, sorted ([] when it does not load)."""
-    snap = loads_ok(f, path, label) or {}
-    return sorted(b["size"] for seg in snap.get("segments", []) for b in seg["blocks"]
-                  if b["state"] == "active_allocated")
-
-
 def quick_files(tmp):
     return sorted(os.listdir(tmp))
 
@@ -846,21 +844,8 @@ def case_quick(f, a):
     quick_python(f, a)
 
 
-PYTHON_CHILD = """
-import ctypes, multiprocessing, os, sys
-def work():
-    cudart = ctypes.CDLL("libcudart.so.13")
-    p = ctypes.c_void_p()
-    assert cudart.cudaMalloc(ctypes.byref(p), 3 << 20) == 0
-    print("child", os.getpid(), flush=True)
-    sys.exit(4)
-if __name__ == "__main__":
-    multiprocessing.set_start_method(sys.argv[1])
-    child = multiprocessing.Process(target=work)
-    child.start()
-    child.join()
-    print("exitcode", child.exitcode, flush=True)
-"""
+MULTIPROCESSING_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                     "multiprocessing_child.py")
 
 
 def quick_python(f, a):
@@ -870,19 +855,16 @@ def quick_python(f, a):
         with tempfile.TemporaryDirectory() as tmp:
             env = shimrun.env(a.ld_path, a.lib,
                               CUPROF_SNAPSHOT=os.path.join(tmp, "snap-%p.pickle"))
-            script = os.path.join(tmp, "child.py")  # forkserver's children import __main__
-            with open(script, "w", encoding="utf-8") as fh:
-                fh.write(PYTHON_CHILD)
-            p = subprocess.run([sys.executable, script, method], env=env, cwd=tmp,
+            p = subprocess.run([sys.executable, MULTIPROCESSING_CHILD, method], env=env, cwd=tmp,
                                capture_output=True, text=True, timeout=60)
             lines = p.stdout.splitlines()
             child = [line.split()[1] for line in lines if line.startswith("child ")]
             f.check(p.returncode == 0 and "exitcode 4" in lines and len(child) == 1,
                     f"quick python {method}: {p.returncode} {lines} {p.stderr!r}")
             want = [f"snap-{c}.pickle" for c in child]
-            f.check(quick_files(tmp) == sorted(want + ["child.py"]),
+            f.check(quick_files(tmp) == want,
                     f"quick python {method}: files {quick_files(tmp)}, want {want}")
-            if quick_files(tmp) == sorted(want + ["child.py"]) and want:
+            if quick_files(tmp) == want and want:
                 f.check(live_sizes(f, os.path.join(tmp, want[0]), f"quick python {method}") ==
                         [3 << 20], f"quick python {method}: the child's 3 MiB block is not live")
 
