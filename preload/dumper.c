@@ -439,6 +439,25 @@ dumper_end_program(struct cuprof_runtime *rt, int sig)
 }
 
 void
+dumper_before_exec(struct cuprof_runtime *rt, bool write)
+{
+    sigset_t old_mask;
+    bool xfsz_was_pending = dumper_block_xfsz(&old_mask);
+    pthread_mutex_lock(&dumper_lock); /* waits for a signal dump in flight */
+    if (write) {
+        int rc = dumper_dump_template(rt, NULL, 0, "before exec", DUMP_MAY_MOVE);
+        (void)rc; /* a failure was logged */
+    }
+    dumper_restore_xfsz(&old_mask, xfsz_was_pending); /* exec keeps the signal mask */
+}
+
+void
+dumper_exec_failed(void)
+{
+    pthread_mutex_unlock(&dumper_lock);
+}
+
+void
 dumper_exit(struct cuprof_runtime *rt, bool exit_dump)
 {
     /* An ending signal that came first, or comes during the exit dump, gets this snapshot. */

@@ -44,6 +44,12 @@ dumper_dump_named(struct cuprof_runtime *rt, const char *path, char *written, si
  * ends the program by that signal if one came. Dumps asked for by the program still run. */
 void dumper_exit(struct cuprof_runtime *rt, bool exit_dump);
 
+/* Before exec replaces the program: waits for a dump in flight, writes the image's snapshot with
+ * the template's next name when `write` ("before exec"), and keeps the dump lock, so that no dump
+ * starts that the exec would cut off; dumper_exec_failed() releases it. */
+void dumper_before_exec(struct cuprof_runtime *rt, bool write);
+void dumper_exec_failed(void);
+
 /* From end_signals' handler (async-signal-safe): asks the dumper thread for the snapshot of the
  * signal `sig` that ends the program, after which the thread ends it by `sig`. False when no
  * dumper thread runs in this process (the caller ends the program itself). */

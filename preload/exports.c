@@ -6,10 +6,15 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "preload/end_signals.h"
 #include "preload/entry_points.h"
+#include "preload/exec_dump.h"
 #include "preload/hooks.h"
 #include "preload/lifecycle.h"
 #include "preload/real_dl.h"
@@ -56,6 +61,106 @@ EXPORT REAL_DL_UNINSTRUMENTED void
 _Exit(int status)
 {
     lifecycle_immediate_exit(status, LIFECYCLE_EXIT_C99);
+}
+
+/* ---- The exec family: an exec skips exit's handlers too; the image's snapshot comes first
+ * (exec_dump.h). */
+EXPORT int
+execve(const char *path, char *const argv[], char *const envp[])
+{
+    return exec_dump_execve(path, argv, envp);
+}
+
+EXPORT int
+execv(const char *path, char *const argv[])
+{
+    return exec_dump_execv(path, argv);
+}
+
+EXPORT int
+execvp(const char *file, char *const argv[])
+{
+    return exec_dump_execvp(file, argv);
+}
+
+EXPORT int
+execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    return exec_dump_execvpe(file, argv, envp);
+}
+
+EXPORT int
+fexecve(int fd, char *const argv[], char *const envp[])
+{
+    return exec_dump_fexecve(fd, argv, envp);
+}
+
+EXPORT int
+execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+    return exec_dump_execveat(dirfd, path, argv, envp, flags);
+}
+
+/* The l forms' arguments up to the terminating NULL, as glibc counts them (E2BIG past INT_MAX). */
+#define EXEC_ARG_COUNT(first, argc)                                                                \
+    ptrdiff_t argc = 1;                                                                            \
+    do {                                                                                           \
+        va_list count_;                                                                            \
+        va_start(count_, first);                                                                   \
+        while (argc < INT_MAX && va_arg(count_, char *) != NULL)                                   \
+            argc++;                                                                                \
+        va_end(count_);                                                                            \
+        if (argc >= INT_MAX) {                                                                     \
+            errno = E2BIG;                                                                         \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+/* argv[0..argc] from the l form's arguments (argv[argc] is their NULL); `rest` then points past
+ * it, at execle's environment. */
+static void
+exports_gather_args(char **argv, ptrdiff_t argc, const char *first, va_list *rest)
+{
+    argv[0] = (char *)first;
+    for (ptrdiff_t i = 1; i <= argc; i++)
+        argv[i] = va_arg(*rest, char *);
+}
+
+EXPORT int
+execl(const char *path, const char *arg, ...)
+{
+    EXEC_ARG_COUNT(arg, argc);
+    char *argv[argc + 1];
+    va_list ap;
+    va_start(ap, arg);
+    exports_gather_args(argv, argc, arg, &ap);
+    va_end(ap);
+    return exec_dump_execv(path, argv);
+}
+
+EXPORT int
+execlp(const char *file, const char *arg, ...)
+{
+    EXEC_ARG_COUNT(arg, argc);
+    char *argv[argc + 1];
+    va_list ap;
+    va_start(ap, arg);
+    exports_gather_args(argv, argc, arg, &ap);
+    va_end(ap);
+    return exec_dump_execvp(file, argv);
+}
+
+EXPORT int
+execle(const char *path, const char *arg, ...)
+{
+    EXEC_ARG_COUNT(arg, argc);
+    char *argv[argc + 1];
+    va_list ap;
+    va_start(ap, arg);
+    exports_gather_args(argv, argc, arg, &ap);
+    char *const *envp = va_arg(ap, char *const *);
+    va_end(ap);
+    return exec_dump_execve(path, argv, envp);
 }
 
 /* ---- sigaction and signal(3)'s family: where cuprof's handler stands in for a default action

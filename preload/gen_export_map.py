@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes libcuprof.so's version script from preload/entry_points.def: cuprof's own API
-(cuprof_*), dlsym, dlclose, _exit and _Exit, sigaction and signal(3)'s family, NVTX's tool entry points (InitializeInjectionNvtx2 for the core API:
+(cuprof_*), dlsym, dlclose, _exit and _Exit, the exec family, sigaction and signal(3)'s family, NVTX's tool entry points (InitializeInjectionNvtx2 for the core API:
 preload/nvtx.c; InitializeInjectionNvtxExtension for its extensions: preload/nvtx_mem.c) and the exported
 name of every DRIVER_LOOKUP, DRIVER_WRAPPER and RUNTIME_WRAPPER row; everything else local. The script is anonymous so the exports stay
 unversioned and interpose versioned references (dlsym@GLIBC_2.34, cudaMalloc@libcudart.so.13).
@@ -20,6 +20,9 @@ NVTX_ENTRY_POINTS = ["InitializeInjectionNvtx2", "InitializeInjectionNvtxExtensi
 # A program asking for a signal's disposition gets the default where cuprof's handler stands in
 # for it (preload/end_signals.c).
 SIGNAL_SETTERS = ["sigaction", "signal", "bsd_signal", "sysv_signal"]
+# An exec ends the image without exit's handlers: its snapshot is written first (preload/exec_dump.c).
+EXEC_FAMILY = ["execve", "execv", "execvp", "execvpe", "execl", "execle", "execlp", "fexecve",
+               "execveat"]
 
 
 def exported_names(text):
@@ -47,6 +50,7 @@ def main():
     lines = ["/* Generated from preload/entry_points.def by preload/gen_export_map.py. */", "{",
              "  global:", "    cuprof_*;", "    dlsym;", "    dlclose;",
              "    _exit;", "    _Exit;"]
+    lines += [f"    {name};" for name in EXEC_FAMILY]
     lines += [f"    {name};" for name in SIGNAL_SETTERS]
     lines += [f"    {name};" for name in NVTX_ENTRY_POINTS]
     lines += [f"    {name};" for name in names]

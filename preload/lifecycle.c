@@ -1,4 +1,5 @@
-/* lifecycle.c: constructor, fork handlers and the exit dump of libcuprof (at exit and _exit). */
+/* lifecycle.c: constructor, fork handlers and the exit dump of libcuprof (at exit, _exit,
+ * quick_exit and exec). */
 #include "preload/lifecycle.h"
 
 #include <dlfcn.h>
@@ -14,6 +15,7 @@
 #include "preload/cuda_backend.h"
 #include "preload/dumper.h"
 #include "preload/end_signals.h"
+#include "preload/exec_dump.h"
 #include "preload/signal_stand_in.h"
 #include "preload/layers.h"
 #include "preload/library_usage.h"
@@ -43,6 +45,9 @@ static atomic_bool lifecycle_oom_claimed;
 /* A forked child that has not made an intercepted call writes no exit dump: a DataLoader-style
  * worker would otherwise write a copy of its parent's state at every exit. */
 static atomic_bool lifecycle_idle_child;
+/* The triggers whose dumps the end of the program concerns: with `signal` or `term` alone, the
+ * end still waits for a signal dump in flight and lets no later one start. */
+#define LIFECYCLE_END_TRIGGERS (CONFIG_DUMP_ON_EXIT | CONFIG_DUMP_ON_SIGNAL | CONFIG_DUMP_ON_TERM)
 
 /* Priority 101: the first constructor of libcuprof, so a bad CUPROF_* value stops the program
  * before anything is intercepted (a CUDA call from an earlier library's constructor parses the
@@ -58,6 +63,7 @@ lifecycle_constructor(void)
         memcpy(&fn, &sym, sizeof fn);
         atomic_store(&lifecycle_next_exit[i], fn);
     }
+    exec_dump_start();
     const struct cuprof_config *config = runtime_config();
     /* Another interposer preloaded ahead of us would otherwise see every call first and forward
      * it around us; off mode stays a pure pass-through. */
@@ -134,42 +140,91 @@ lifecycle_at_exit(void)
     dumper_exit(rt, lifecycle_wants_exit_dump(rt)); /* a failure was logged */
 }
 
-/* Before _exit: what exit's handlers would have done, where that cannot deadlock. */
-static void
-lifecycle_before_immediate_exit(void)
+/* Two constant lines (this may be a signal handler) for an image ending where no snapshot may be
+ * written: in a signal handler, or in code cuprof cannot unwind. */
+struct lifecycle_no_dump_lines {
+    const char *in_handler, *unknown;
+};
+#define LIFECYCLE_NO_DUMP(what)                                                                    \
+    {                                                                                              \
+        "cuprof: " what                                                                            \
+        " in a signal handler: no exit snapshot (writing one there could deadlock "                \
+        "the program)\n",                                                                          \
+            "cuprof: " what " from code cuprof cannot unwind: no exit snapshot (call "             \
+            "cuprof_dump_snapshot before " what ")\n"                                              \
+    }
+
+bool
+lifecycle_image_end_due(void)
 {
     struct cuprof_runtime *rt = atomic_load(&lifecycle_rt);
     /* A forked child that made no CUDA call (a subprocess whose exec failed) has nothing to do. */
-    if (rt == NULL || atomic_load(&lifecycle_pid) != getpid() ||
-        atomic_load(&lifecycle_idle_child) ||
-        (rt->config->dump_on &
-         (CONFIG_DUMP_ON_EXIT | CONFIG_DUMP_ON_SIGNAL | CONFIG_DUMP_ON_TERM)) == 0)
-        return;
+    return rt != NULL && atomic_load(&lifecycle_pid) == getpid() &&
+           !atomic_load(&lifecycle_idle_child) &&
+           (rt->config->dump_on & LIFECYCLE_END_TRIGGERS) != 0;
+}
+
+/* True when this image's end may do what exit's handlers would: lifecycle_image_end_due, on a
+ * stack without a signal frame. */
+static bool
+lifecycle_may_end_here(const struct lifecycle_no_dump_lines *lines)
+{
+    if (!lifecycle_image_end_due())
+        return false;
     /* A handler may have interrupted this very thread inside cuprof, malloc or the loader, whose
      * locks the dump takes: it runs only where the whole stack shows no signal frame. */
     enum unwind_context where = unwind_caller_context();
-    if (where == UNWIND_CONTEXT_PLAIN) {
+    if (where == UNWIND_CONTEXT_PLAIN)
+        return true;
+    if (lifecycle_wants_exit_dump(atomic_load(&lifecycle_rt)) && runtime_log_info()) {
+        const char *line =
+            where == UNWIND_CONTEXT_SIGNAL_HANDLER ? lines->in_handler : lines->unknown;
+        (void)stderr_out_write(line, strlen(line));
+    }
+    return false;
+}
+
+/* What exit's handlers would have done, where that cannot deadlock: _exit and quick_exit skip
+ * them. */
+static void
+lifecycle_end_without_exit_handlers(const struct lifecycle_no_dump_lines *lines)
+{
+    if (lifecycle_may_end_here(lines)) {
         lifecycle_at_exit();
         control_stop(); /* as its atexit handler would */
-        return;
     }
-    if (!lifecycle_wants_exit_dump(rt) || !runtime_log_info())
-        return;
-    /* Constant lines: this may be a signal handler. */
-    static const char in_handler[] = "cuprof: _exit in a signal handler: no exit snapshot (writing "
-                                     "one there could deadlock the program)\n";
-    static const char unknown[] = "cuprof: _exit from code cuprof cannot unwind: no exit snapshot "
-                                  "(call cuprof_dump_snapshot before _exit)\n";
-    if (where == UNWIND_CONTEXT_SIGNAL_HANDLER)
-        (void)stderr_out_write(in_handler, sizeof in_handler - 1);
-    else
-        (void)stderr_out_write(unknown, sizeof unknown - 1);
+}
+
+bool
+lifecycle_before_exec(void)
+{
+    static const struct lifecycle_no_dump_lines lines = LIFECYCLE_NO_DUMP("exec");
+    if (!lifecycle_may_end_here(&lines))
+        return false;
+    struct cuprof_runtime *rt = atomic_load(&lifecycle_rt);
+    dumper_before_exec(rt, lifecycle_wants_exit_dump(rt));
+    return true;
+}
+
+void
+lifecycle_exec_failed(void)
+{
+    dumper_exec_failed();
+}
+
+/* quick_exit runs its own handlers instead of exit's (C11 allows it in a signal handler). */
+static void
+lifecycle_at_quick_exit(void)
+{
+    static const struct lifecycle_no_dump_lines lines = LIFECYCLE_NO_DUMP("quick_exit");
+    lifecycle_end_without_exit_handlers(&lines);
 }
 
 void
 lifecycle_immediate_exit(int status, enum lifecycle_exit_kind kind)
 {
-    lifecycle_before_immediate_exit();
+    static const struct lifecycle_no_dump_lines lines = LIFECYCLE_NO_DUMP("_exit");
+    lifecycle_end_without_exit_handlers(&lines);
     lifecycle_exit_fn next = atomic_load(&lifecycle_next_exit[kind]);
     if (next != NULL)
         next(status);
@@ -182,16 +237,18 @@ lifecycle_register(struct cuprof_runtime *rt)
 {
     atomic_store(&lifecycle_pid, getpid());
     atomic_store(&lifecycle_rt, rt);
-    /* _exit's stack check needs cuprof's unwinder ready: loading it there could deadlock. */
-    if ((rt->config->dump_on & CONFIG_DUMP_ON_EXIT) != 0)
+    /* The stack check of _exit, quick_exit and exec needs cuprof's unwinder ready: loading it
+     * there could deadlock. */
+    if ((rt->config->dump_on & LIFECYCLE_END_TRIGGERS) != 0)
         (void)unwind_init();
     if (pthread_atfork(lifecycle_fork_prepare, lifecycle_fork_parent, lifecycle_fork_child) != 0)
         runtime_log("cuprof: pthread_atfork failed: a forked child may deadlock in cuprof");
-    /* With `signal` or `term` alone it still stops the signal dumps before _exit. */
-    if ((rt->config->dump_on &
-         (CONFIG_DUMP_ON_EXIT | CONFIG_DUMP_ON_SIGNAL | CONFIG_DUMP_ON_TERM)) != 0 &&
-        atexit(lifecycle_at_exit) != 0)
+    if ((rt->config->dump_on & LIFECYCLE_END_TRIGGERS) == 0)
+        return;
+    if (atexit(lifecycle_at_exit) != 0)
         runtime_log("cuprof: atexit failed: no snapshot will be written at exit");
+    if (at_quick_exit(lifecycle_at_quick_exit) != 0)
+        runtime_log("cuprof: at_quick_exit failed: no snapshot will be written at quick_exit");
 }
 
 void

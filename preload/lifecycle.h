@@ -1,6 +1,6 @@
 /* lifecycle.h: the process events around the runtime: the constructor (config before any
- *   interception), fork (locks, dumper thread, per-child names) and exit (the exit dump, at exit
- *   and at _exit).
+ *   interception), fork (locks, dumper thread, per-child names) and the program's end (the exit
+ *   dump at exit, _exit, quick_exit and before exec).
  * Locking: the fork handlers take the dump lock, every allocator device lock, then the side
  *   tables' locks (owned segments, VMM handles), in that order.
  * Hot path: lifecycle_resume_after_fork() is (one relaxed load while no fork happened). */
@@ -37,6 +37,19 @@ lifecycle_resume_after_fork(struct cuprof_runtime *rt)
  * thread (unwind_caller_context): then one line says there is none. Then the next _exit. */
 enum lifecycle_exit_kind { LIFECYCLE_EXIT_POSIX, LIFECYCLE_EXIT_C99 };
 __attribute__((noreturn)) void lifecycle_immediate_exit(int status, enum lifecycle_exit_kind kind);
+
+/* True when the end of this image has something to do: this is the process whose allocations
+ * cuprof holds (not a vfork child, not a forked child that made no CUDA call) and CUPROF_DUMP_ON
+ * has `exit`, `signal` or `term`. Async-signal-safe. */
+bool lifecycle_image_end_due(void);
+
+/* Before an exec that will replace this image (exec_dump.h), once lifecycle_image_end_due, outside
+ * a signal handler (else one line, as at _exit, and false): waits for a dump in flight, writes the
+ * image's snapshot with `exit` in CUPROF_DUMP_ON
+ * ("before exec"), and returns true with no later dump let start (the exec would cut it off): then
+ * call lifecycle_exec_failed() if the exec returns. */
+bool lifecycle_before_exec(void);
+void lifecycle_exec_failed(void);
 
 /* True exactly once per process (and once again in each forked child): the first OOM dumps. */
 bool lifecycle_claim_oom_dump(void);

@@ -28,7 +28,16 @@
  *   (waits for SIGTERM instead of a line); `vfork` and `fork-idle`: a vfork child, or a forked
  *   one that makes no CUDA call, calls _exit(5), the parent prints "child: exit 5" and returns 0;
  * `fork`: a forked child makes its own cudaMalloc, prints "child PID" and calls _exit(6); the
- * parent prints "child: exit 6" and returns 0. */
+ * parent prints "child: exit 6" and returns 0; `quick_exit` calls quick_exit(3); `qhandler`: its
+ * SIGTERM handler calls quick_exit(10).
+ * - exec HOW [ARG]: cudaMalloc (never freed), ready, wait for a line, then replace itself by
+ *   `guest_app exec-after` (which makes a 2 MiB cudaMalloc, prints "after PID" and returns 0)
+ *   with the exec function HOW (execv, execve, execl, execle, execvp, execvpe and execlp find
+ *   ARG on PATH, fexecve, execveat); `path`: execv of ARG; `handler`: its SIGTERM handler does the
+ *   execv (waits for SIGTERM instead of a line); `vfork`, `fork-idle`: a child without a CUDA call
+ *   execs ARG (no arguments), the parent prints "child: exit N"; `fork`: a forked child makes its
+ *   own cudaMalloc, prints "child PID" and execs ARG. An exec that returns prints
+ *   "exec failed: ERRNO-TEXT" and the program returns 0. */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -228,14 +237,21 @@ on_term_exit(int sig)
     _exit(9);
 }
 
+static void
+on_term_quick_exit(int sig)
+{
+    (void)sig;
+    quick_exit(10);
+}
+
 /* Ends without exit's handlers, where the exit snapshot is written. */
 static int
 quick(const char *how)
 {
-    if (strcmp(how, "handler") == 0) {
+    if (strcmp(how, "handler") == 0 || strcmp(how, "qhandler") == 0) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_term_exit;
+        sa.sa_handler = how[0] == 'q' ? on_term_quick_exit : on_term_exit;
         sigemptyset(&sa.sa_mask);
         if (sigaction(SIGTERM, &sa, NULL) != 0)
             return 1;
@@ -252,6 +268,8 @@ quick(const char *how)
         _exit(7);
     if (strcmp(how, "_Exit") == 0)
         _Exit(8);
+    if (strcmp(how, "quick_exit") == 0)
+        quick_exit(3);
     pid_t child = -1;
     if (strcmp(how, "vfork") == 0 || strcmp(how, "fork-idle") == 0) {
         child = how[0] == 'v' ? vfork() : fork();
@@ -269,6 +287,106 @@ quick(const char *how)
     if (child < 0)
         return 1;
     child_ended(child);
+    return 0;
+}
+
+static char *exec_self;
+
+static void
+on_term_exec(int sig)
+{
+    (void)sig;
+    char *const after[] = {exec_self, "exec-after", NULL};
+    execv(exec_self, after);
+}
+
+/* The image an exec starts: a block of its own, then the exit snapshot. */
+static int
+exec_after(void)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, 2 << 20) != cudaSuccess)
+        return 1;
+    printf("after %ld\n", (long)getpid());
+    return 0;
+}
+
+/* A child (vfork'ed, or forked with or without a CUDA call) that execs `program`. */
+static int
+exec_in_child(const char *how, const char *program)
+{
+    char *const argv[] = {(char *)program, NULL};
+    pid_t child = strcmp(how, "vfork") == 0 ? vfork() : fork();
+    if (child == 0) {
+        if (strcmp(how, "fork") == 0) {
+            (void)first_cuda_call();
+            printf("child %ld\n", (long)getpid());
+            fflush(stdout);
+        }
+        execv(program, argv);
+        _exit(127);
+    }
+    if (child < 0)
+        return 1;
+    child_ended(child);
+    return 0;
+}
+
+/* Replaces itself by `exec-after` with the exec function `how` (see the top of the file). */
+static int
+exec_mode(const char *how, const char *arg)
+{
+    extern char **environ;
+    char *const after[] = {exec_self, "exec-after", NULL};
+    if (strcmp(how, "handler") == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_term_exec;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGTERM, &sa, NULL) != 0)
+            return 1;
+        (void)first_cuda_call();
+        ready();
+        for (;;)
+            pause();
+    }
+    (void)first_cuda_call();
+    ready();
+    wait_line();
+    fflush(stdout);
+    if (strcmp(how, "vfork") == 0 || strcmp(how, "fork-idle") == 0 || strcmp(how, "fork") == 0)
+        return arg != NULL ? exec_in_child(how, arg) : 2;
+    const char *slash = strrchr(exec_self, '/');
+    if (strcmp(how, "execv") == 0) {
+        execv(exec_self, after);
+    } else if (strcmp(how, "execve") == 0) {
+        execve(exec_self, after, environ);
+    } else if (strcmp(how, "execl") == 0) {
+        execl(exec_self, exec_self, "exec-after", (char *)NULL);
+    } else if (strcmp(how, "execle") == 0) {
+        execle(exec_self, exec_self, "exec-after", (char *)NULL, environ);
+    } else if (strcmp(how, "execvp") == 0 && arg != NULL) {
+        execvp(arg, after);
+    } else if (strcmp(how, "execvpe") == 0 && arg != NULL) {
+        execvpe(arg, after, environ);
+    } else if (strcmp(how, "execlp") == 0 && arg != NULL) {
+        execlp(arg, arg, "exec-after", (char *)NULL);
+    } else if (strcmp(how, "fexecve") == 0) {
+        int fd = open(exec_self, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0)
+            fexecve(fd, after, environ);
+    } else if (strcmp(how, "execveat") == 0 && slash != NULL) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - exec_self), exec_self);
+        int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd >= 0)
+            execveat(dirfd, slash + 1, after, environ, 0);
+    } else if (strcmp(how, "path") == 0 && arg != NULL) {
+        execv(arg, after);
+    } else {
+        return 2;
+    }
+    printf("exec failed: %s\n", strerror(errno));
     return 0;
 }
 
@@ -337,6 +455,12 @@ main(int argc, char **argv)
         return fork_idle();
     if (strcmp(mode, "quick") == 0 && argc == 3)
         return quick(argv[2]);
+    if (strcmp(mode, "exec") == 0 && (argc == 3 || argc == 4)) {
+        exec_self = argv[0];
+        return exec_mode(argv[2], argc == 4 ? argv[3] : NULL);
+    }
+    if (strcmp(mode, "exec-after") == 0)
+        return exec_after();
     if (strcmp(mode, "counts") == 0)
         return counts(argc == 3 && strcmp(argv[2], "oneshot") == 0);
     if (strcmp(mode, "many") == 0 && argc == 3) {
