@@ -116,52 +116,37 @@ execveat(int dirfd, const char *path, char *const argv[], char *const envp[], in
         }                                                                                          \
     } while (0)
 
-/* argv[0..argc] from the l form's arguments (argv[argc] is their NULL); `rest` then points past
- * it, at execle's environment. */
+/* argv[0..argc] from the l form's arguments (argv[argc] is their NULL), then execle's
+ * environment into *envp when asked for. */
 static void
-exports_gather_args(char **argv, ptrdiff_t argc, const char *first, va_list *rest)
+exports_gather_args(char **argv, ptrdiff_t argc, const char *first, va_list *rest,
+                    char *const **envp)
 {
     argv[0] = (char *)first;
     for (ptrdiff_t i = 1; i <= argc; i++)
         argv[i] = va_arg(*rest, char *);
+    if (envp != NULL)
+        *envp = va_arg(*rest, char *const *);
 }
 
-EXPORT int
-execl(const char *path, const char *arg, ...)
-{
-    EXEC_ARG_COUNT(arg, argc);
-    char *argv[argc + 1];
-    va_list ap;
-    va_start(ap, arg);
-    exports_gather_args(argv, argc, arg, &ap);
-    va_end(ap);
-    return exec_dump_execv(path, argv);
-}
-
-EXPORT int
-execlp(const char *file, const char *arg, ...)
-{
-    EXEC_ARG_COUNT(arg, argc);
-    char *argv[argc + 1];
-    va_list ap;
-    va_start(ap, arg);
-    exports_gather_args(argv, argc, arg, &ap);
-    va_end(ap);
-    return exec_dump_execvp(file, argv);
-}
-
-EXPORT int
-execle(const char *path, const char *arg, ...)
-{
-    EXEC_ARG_COUNT(arg, argc);
-    char *argv[argc + 1];
-    va_list ap;
-    va_start(ap, arg);
-    exports_gather_args(argv, argc, arg, &ap);
-    char *const *envp = va_arg(ap, char *const *);
-    va_end(ap);
-    return exec_dump_execve(path, argv, envp);
-}
+/* An l form: its arguments gathered (with execle's environment when `with_env`), then `call`. */
+#define EXEC_L_FORM(name, with_env, call)                                                          \
+    EXPORT int name(const char *file, const char *arg, ...)                                        \
+    {                                                                                              \
+        EXEC_ARG_COUNT(arg, argc);                                                                 \
+        char *argv[argc + 1];                                                                      \
+        char *const *envp = NULL;                                                                  \
+        va_list ap;                                                                                \
+        va_start(ap, arg);                                                                         \
+        exports_gather_args(argv, argc, arg, &ap, (with_env) ? &envp : NULL);                      \
+        va_end(ap);                                                                                \
+        return call;                                                                               \
+    }
+EXEC_L_FORM(execl, false, exec_dump_execv(file, argv))
+EXEC_L_FORM(execlp, false, exec_dump_execvp(file, argv))
+EXEC_L_FORM(execle, true, exec_dump_execve(file, argv, envp))
+#undef EXEC_L_FORM
+#undef EXEC_ARG_COUNT
 
 /* ---- sigaction and signal(3)'s family: where cuprof's handler stands in for a default action
  * (end_signals.h) or for the program's own in `cuprof run` (signal_stand_in.h), the program is

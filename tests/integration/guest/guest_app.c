@@ -237,6 +237,32 @@ on_term_exit(int sig)
     _exit(9);
 }
 
+/* `handler` as SIGTERM's handler, a CUDA call, ready, then waits for the signal; 1 on failure. */
+static int
+wait_for_term(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) != 0)
+        return 1;
+    (void)first_cuda_call();
+    ready();
+    for (;;)
+        pause();
+}
+
+/* A CUDA call (its block never freed), ready, then waits for a line. */
+static void
+ready_then_wait(void)
+{
+    (void)first_cuda_call();
+    ready();
+    wait_line();
+    fflush(stdout);
+}
+
 static void
 on_term_quick_exit(int sig)
 {
@@ -248,22 +274,9 @@ on_term_quick_exit(int sig)
 static int
 quick(const char *how)
 {
-    if (strcmp(how, "handler") == 0 || strcmp(how, "qhandler") == 0) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = how[0] == 'q' ? on_term_quick_exit : on_term_exit;
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(SIGTERM, &sa, NULL) != 0)
-            return 1;
-        (void)first_cuda_call();
-        ready();
-        for (;;)
-            pause();
-    }
-    (void)first_cuda_call();
-    ready();
-    wait_line();
-    fflush(stdout);
+    if (strcmp(how, "handler") == 0 || strcmp(how, "qhandler") == 0)
+        return wait_for_term(how[0] == 'q' ? on_term_quick_exit : on_term_exit);
+    ready_then_wait();
     if (strcmp(how, "_exit") == 0)
         _exit(7);
     if (strcmp(how, "_Exit") == 0)
@@ -338,22 +351,9 @@ exec_mode(const char *how, const char *arg)
 {
     extern char **environ;
     char *const after[] = {exec_self, "exec-after", NULL};
-    if (strcmp(how, "handler") == 0) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_term_exec;
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(SIGTERM, &sa, NULL) != 0)
-            return 1;
-        (void)first_cuda_call();
-        ready();
-        for (;;)
-            pause();
-    }
-    (void)first_cuda_call();
-    ready();
-    wait_line();
-    fflush(stdout);
+    if (strcmp(how, "handler") == 0)
+        return wait_for_term(on_term_exec);
+    ready_then_wait();
     if (strcmp(how, "vfork") == 0 || strcmp(how, "fork-idle") == 0 || strcmp(how, "fork") == 0)
         return arg != NULL ? exec_in_child(how, arg) : 2;
     const char *slash = strrchr(exec_self, '/');
