@@ -22,6 +22,7 @@
 #include "preload/oom_log.h"
 #include "preload/nvtx.h"
 #include "preload/real_cuda.h"
+#include "preload/snapshot_place.h"
 #include "preload/stderr_out.h"
 #include "snapshot/label_table.h"
 #include "snapshot/program_pools.h"
@@ -75,6 +76,7 @@ runtime_config_init(void)
         (void)stderr_out_write(err, len + 1);
         _exit(2);
     }
+    snapshot_place_anchor(runtime_config_value.snapshot, sizeof runtime_config_value.snapshot);
     /* Another copy of libcuprof serves, or this one was dlopen'ed: pass everything through. */
     if (instance_inert() || !instance_preloaded())
         runtime_config_value.mode = CUPROF_MODE_OFF;

@@ -30,6 +30,25 @@ folder_of(const char *path, char *out, size_t out_len)
 }
 
 void
+snapshot_place_anchor(char *tmpl, size_t tmpl_len)
+{
+    char cwd[PATH_MAX], anchored[PATH_MAX * 2];
+    if (tmpl[0] == '/' || getcwd(cwd, sizeof cwd) == NULL || cwd[0] != '/')
+        return;
+    size_t at = 0;
+    for (const char *c = cwd; *c != '\0' && at + 2 < sizeof anchored; c++) {
+        if (*c == '%') /* a template escape otherwise */
+            anchored[at++] = '%';
+        anchored[at++] = *c;
+    }
+    int n = snprintf(anchored + at, sizeof anchored - at, "%s%s", strcmp(cwd, "/") == 0 ? "" : "/",
+                     tmpl);
+    if (n < 0 || (size_t)n >= sizeof anchored - at || at + (size_t)n >= tmpl_len)
+        return;
+    memcpy(tmpl, anchored, at + (size_t)n + 1);
+}
+
+void
 snapshot_place_start(const char *tmpl)
 {
     file_publish_fallback_folder(place_fallback_dir, sizeof place_fallback_dir);

@@ -987,6 +987,47 @@ def exec_python(f, a):
                     "exec python: the 3 MiB block is not live")
 
 
+CHDIR_JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "chdir_job.py")
+
+
+def case_chdir(f, a):
+    """A program that changes directory still writes where it was started (a relative template is
+    anchored there at start), where `cuprof run` finds it; a '%' in that folder's name is a
+    character, not an escape."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start = os.path.join(tmp, "start%p")
+        sub = os.path.join(start, "outputs")
+        os.makedirs(sub)
+        r = subprocess.run([a.cuprof, "run", "--", sys.executable, CHDIR_JOB, "outputs"],
+                           env=shimrun.env(a.ld_path), cwd=start, capture_output=True, text=True,
+                           timeout=60)
+        pid = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("pid ")]
+        want = [f"cuprof-{c}-0.pickle" for c in pid]
+        f.check(r.returncode == 0 and len(pid) == 1 and
+                sorted(n for n in os.listdir(start) if n.endswith(".pickle")) == want and
+                os.listdir(sub) == [], f"chdir run: {r.returncode} {r.stdout!r} "
+                f"{os.listdir(start)} {os.listdir(sub)} {r.stderr!r}")
+        if want:
+            f.check(f"cuprof: snapshot written to {os.path.join(start, want[0])}" in r.stderr and
+                    f"== {want[0]}" in r.stderr and "no snapshot was written" not in r.stderr,
+                    f"chdir run: the snapshot was not found or not summarized: {r.stderr!r}")
+            if os.path.exists(os.path.join(start, want[0])):
+                f.check(live_sizes(f, os.path.join(start, want[0]), "chdir run") == [3 << 20],
+                        "chdir run: the 3 MiB block is not live")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "snaps"))
+        os.makedirs(os.path.join(tmp, "outputs", "snaps"))
+        env = shimrun.env(a.ld_path, a.lib, CUPROF_SNAPSHOT="snaps/s-%p.pickle")
+        r = subprocess.run([sys.executable, CHDIR_JOB, "outputs"], env=env, cwd=tmp,
+                           capture_output=True, text=True, timeout=60)
+        pid = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("pid ")]
+        want = [f"s-{c}.pickle" for c in pid]
+        f.check(r.returncode == 0 and os.listdir(os.path.join(tmp, "snaps")) == want and
+                os.listdir(os.path.join(tmp, "outputs", "snaps")) == [],
+                f"chdir preload: {r.returncode} {os.listdir(os.path.join(tmp, 'snaps'))} "
+                f"{os.listdir(os.path.join(tmp, 'outputs', 'snaps'))} {r.stderr!r}")
+
+
 def case_fallback(f, a):
     with tempfile.TemporaryDirectory() as tmp:
         missing, fb = os.path.join(tmp, "missing"), os.path.join(tmp, "fb")
@@ -1174,7 +1215,7 @@ def case_lean(f, a):
 
 CASES = {"traps": case_traps, "dump-o": case_dump_o, "api": case_api, "modes": case_modes,
          "signals": case_signals, "closefds": case_closefds, "stderr": case_stderr, "term": case_term,
-         "quick": case_quick, "exec": case_exec,
+         "quick": case_quick, "exec": case_exec, "chdir": case_chdir,
          "fallback": case_fallback, "run-signals": case_run_signals,
          "primary": case_primary,
          "lean": case_lean}
