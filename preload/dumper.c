@@ -22,6 +22,7 @@
 #include "preload/path_template.h"
 #include "preload/snapshot_place.h"
 #include "preload/runtime.h"
+#include "preload/dump_signal.h"
 #include "preload/dumper_write.h"
 
 static pthread_mutex_t dumper_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -36,31 +37,20 @@ static atomic_bool dumper_armed; /* the semaphore is initialized and the thread 
 static _Atomic pid_t dumper_thread_pid;
 /* The signal that ends the program once its snapshot is written (end_signals.h), 0 if none. */
 static atomic_int dumper_end_signal;
-static struct sigaction dumper_old_action; /* written before our handler is installed */
-static struct cuprof_runtime *dumper_rt;   /* written once by dumper_start */
+static struct cuprof_runtime *dumper_rt; /* written once by dumper_start */
 /* Set at exit under dumper_lock: a signal dump started later could be cut off by _exit and leave
  * its temporary file behind. */
 static bool dumper_exiting;
 /* Under dumper_lock: the last snapshot (at exit, or of the ending signal) is written. */
 static bool dumper_last_written;
 
-/* Async-signal-safe only: one sem_post, then the program's own handler. */
-static void
-dumper_on_signal(int sig, siginfo_t *info, void *uctx)
+void
+dumper_wake_to_dump(void)
 {
     int saved_errno = errno;
     if (atomic_load_explicit(&dumper_armed, memory_order_relaxed))
         (void)sem_post(&dumper_wake); /* EOVERFLOW: plenty of dumps are pending already */
     errno = saved_errno;
-    if ((dumper_old_action.sa_flags & SA_SIGINFO) != 0) {
-        if (dumper_old_action.sa_sigaction != NULL)
-            dumper_old_action.sa_sigaction(sig, info, uctx);
-    } else if (dumper_old_action.sa_handler != SIG_DFL && dumper_old_action.sa_handler != SIG_IGN &&
-               dumper_old_action.sa_handler != NULL) {
-        dumper_old_action.sa_handler(sig);
-    }
-    /* A default or ignored disposition is not chained: the default of SIGUSR1 would kill the
-     * program whose snapshot was asked for. */
 }
 
 bool
@@ -120,21 +110,6 @@ dumper_start_thread(void)
     return rc == 0;
 }
 
-/* The flags our handler is installed with. A program's own handler keeps its flags (without
- * SA_RESTART its blocking read must still return EINTR) and its mask; SA_RESETHAND would take
- * cuprof's handler away with it, so it is left out. With no handler of the program's, SA_RESTART:
- * a program that never expected this signal never sees a call interrupted by it. */
-static int
-dumper_handler_flags(const struct sigaction *old)
-{
-    bool program_handler = (old->sa_flags & SA_SIGINFO) != 0
-                               ? old->sa_sigaction != NULL
-                               : old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN;
-    if (!program_handler)
-        return SA_SIGINFO | SA_RESTART | (old->sa_flags & SA_ONSTACK);
-    return SA_SIGINFO | (old->sa_flags & ~(SA_RESETHAND | SA_SIGINFO));
-}
-
 void
 dumper_start(struct cuprof_runtime *rt)
 {
@@ -154,16 +129,7 @@ dumper_start(struct cuprof_runtime *rt)
     atomic_store(&dumper_armed, true);
     if ((dump_on & CONFIG_DUMP_ON_TERM) != 0)
         end_signals_start();
-    if ((dump_on & CONFIG_DUMP_ON_SIGNAL) == 0)
-        return;
-    struct sigaction action;
-    memset(&action, 0, sizeof action);
-    if (sigaction(rt->config->signal, NULL, &dumper_old_action) != 0)
-        return;
-    action.sa_sigaction = dumper_on_signal;
-    action.sa_mask = dumper_old_action.sa_mask;
-    action.sa_flags = dumper_handler_flags(&dumper_old_action);
-    if (sigaction(rt->config->signal, &action, NULL) != 0)
+    if ((dump_on & CONFIG_DUMP_ON_SIGNAL) != 0 && !dump_signal_start(rt->config->signal))
         runtime_log("cuprof: cannot install the handler of signal %d: %s", rt->config->signal,
                     strerror(errno));
 }

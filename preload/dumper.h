@@ -12,9 +12,9 @@
 struct cuprof_runtime;
 
 /* With `signal` or `term` in CUPROF_DUMP_ON: starts the dumper thread (every signal blocked in
- * it), woken by a semaphore; `signal` installs the CUPROF_SIGNAL handler, which chains to the
- * program's previous handler; `term` the handlers of end_signals.h. Failures are logged; the
- * program runs on without the trigger. */
+ * it), woken by a semaphore; `signal` installs the CUPROF_SIGNAL handler (dump_signal.h), which
+ * runs the program's own handler too; `term` the handlers of end_signals.h. Failures are logged;
+ * the program runs on without the trigger. */
 void dumper_start(struct cuprof_runtime *rt);
 
 /* Writes one snapshot now. path NULL: the CUPROF_SNAPSHOT template, expanded, under a name that
@@ -49,6 +49,10 @@ void dumper_exit(struct cuprof_runtime *rt, bool exit_dump);
  * starts that the exec would cut off; dumper_exec_failed() releases it. */
 void dumper_before_exec(struct cuprof_runtime *rt, bool write);
 void dumper_exec_failed(void);
+
+/* From the CUPROF_SIGNAL handler (dump_signal.h; async-signal-safe, errno kept): asks the dumper
+ * thread for a snapshot, when it runs. */
+void dumper_wake_to_dump(void);
 
 /* From end_signals' handler (async-signal-safe): asks the dumper thread for the snapshot of the
  * signal `sig` that ends the program, after which the thread ends it by `sig`. False when no

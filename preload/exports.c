@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "preload/dump_signal.h"
 #include "preload/end_signals.h"
 #include "preload/entry_points.h"
 #include "preload/exec_dump.h"
@@ -149,13 +150,15 @@ EXEC_L_FORM(execle, true, exec_dump_execve(file, argv, envp))
 #undef EXEC_ARG_COUNT
 
 /* ---- sigaction and signal(3)'s family: where cuprof's handler stands in for a default action
- * (end_signals.h) or for the program's own in `cuprof run` (signal_stand_in.h), the program is
- * told its own. */
+ * (end_signals.h), for the program's own in `cuprof run` (signal_stand_in.h) or for
+ * CUPROF_SIGNAL's (dump_signal.h), the program is told its own. */
 EXPORT REAL_DL_UNINSTRUMENTED int
 sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     if (signal_stand_in_covers(sig))
         return signal_stand_in_sigaction(sig, act, old);
+    if (dump_signal_covers(sig))
+        return dump_signal_sigaction(sig, act, old);
     return end_signals_sigaction(sig, act, old);
 }
 
@@ -167,6 +170,8 @@ sigaction(int sig, const struct sigaction *act, struct sigaction *old)
         static end_signals_setter_fn next;                                                         \
         if (signal_stand_in_covers(sig))                                                           \
             return signal_stand_in_set_handler(sig, handler, sysv);                                \
+        if (dump_signal_covers(sig))                                                               \
+            return dump_signal_set_handler(sig, handler, sysv);                                    \
         return end_signals_set_handler(#name, &next, sig, handler);                                \
     }
 SIGNAL_SETTER(signal, false)

@@ -5,8 +5,7 @@
  *   the default action, with the snapshot of `term`), the other is dropped. The program is told
  *   its own dispositions, and its handlers see the sender's pid and uid, as without cuprof.
  *   Ignored signals stay ignored in the kernel.
- * Locking: writers take a spin flag with every signal blocked; the handler reads a disposition
- *   under its sequence count. Async-signal-safe.
+ * Locking: the dispositions' (signal_disposition.h). Async-signal-safe.
  * Hot path: no. */
 #ifndef CUPROF_SIGNAL_STAND_IN_H
 #define CUPROF_SIGNAL_STAND_IN_H

@@ -30,6 +30,10 @@
  * `fork`: a forked child makes its own cudaMalloc, prints "child PID" and calls _exit(6); the
  * parent prints "child: exit 6" and returns 0; `quick_exit` calls quick_exit(3); `qhandler`: its
  * SIGTERM handler calls quick_exit(10).
+ * - late HOW: cudaMalloc, prints how SIGUSR1 reads ("before: default"), then takes it: `sigaction`
+ *   (a SA_SIGINFO|SA_RESTART handler that counts deliveries), `resethand` (the same with
+ *   SA_RESETHAND) or `ignore` (signal(3), printing "previous: default"); prints "after: own" (or
+ *   "ignored"), ready, waits for a line, prints "handled N from PID" and how it reads now.
  * - exec HOW [ARG]: cudaMalloc (never freed), ready, wait for a line, then replace itself by
  *   `guest_app exec-after` (which makes a 2 MiB cudaMalloc, prints "after PID" and returns 0)
  *   with the exec function HOW (execv, execve, execl, execle, execvp, execvpe and execlp find
@@ -151,6 +155,57 @@ handlers(void)
         ;
     if (terminated)
         printf("handled SIGTERM\n");
+    cudaFree(p);
+    return 0;
+}
+
+static volatile sig_atomic_t late_count, late_pid;
+
+static void
+on_late(int sig, siginfo_t *info, void *uctx)
+{
+    (void)sig;
+    (void)uctx;
+    late_count++;
+    late_pid = info->si_pid;
+}
+
+/* "default", "ignored", "own" (on_late with SA_SIGINFO and `flags` among its flags), or "other":
+ * SIGUSR1's disposition as sigaction reports it. */
+static const char *
+late_told(int flags)
+{
+    struct sigaction now;
+    if (sigaction(SIGUSR1, NULL, &now) != 0)
+        return "error";
+    if ((now.sa_flags & SA_SIGINFO) != 0)
+        return now.sa_sigaction == on_late && (now.sa_flags & flags) == flags ? "own" : "other";
+    return now.sa_handler == SIG_DFL ? "default" : now.sa_handler == SIG_IGN ? "ignored" : "other";
+}
+
+/* A program that takes CUPROF_SIGNAL (SIGUSR1) after cuprof started (see the top of the file). */
+static int
+late(const char *how)
+{
+    void *p = first_cuda_call();
+    printf("before: %s\n", late_told(0));
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_late;
+    sigemptyset(&sa.sa_mask);
+    int flags = SA_SIGINFO | SA_RESTART | (strcmp(how, "resethand") == 0 ? SA_RESETHAND : 0);
+    sa.sa_flags = flags;
+    if (strcmp(how, "ignore") == 0) {
+        void (*previous)(int) = signal(SIGUSR1, SIG_IGN);
+        printf("previous: %s\n", previous == SIG_DFL ? "default" : "other");
+    } else if (sigaction(SIGUSR1, &sa, NULL) != 0) {
+        return 1;
+    }
+    printf("after: %s\n", late_told(flags));
+    ready();
+    wait_line();
+    printf("handled %d from %d\n", (int)late_count, (int)late_pid);
+    printf("now: %s\n", late_told(SA_SIGINFO | SA_RESTART));
     cudaFree(p);
     return 0;
 }
@@ -461,6 +516,8 @@ main(int argc, char **argv)
     }
     if (strcmp(mode, "exec-after") == 0)
         return exec_after();
+    if (strcmp(mode, "late") == 0 && argc == 3)
+        return late(argv[2]);
     if (strcmp(mode, "counts") == 0)
         return counts(argc == 3 && strcmp(argv[2], "oneshot") == 0);
     if (strcmp(mode, "many") == 0 && argc == 3) {

@@ -364,6 +364,47 @@ def case_signals(f, a):
                                         CUPROF_SNAPSHOT=os.path.join(tmp, "e-%n.pickle")))
             f.check(r.returncode == 0 and "dump: 0" in r.stdout,
                     f"CUPROF_SIGNAL={value}: {r.returncode} {r.stderr!r}")
+    late_signals(f, a)
+
+
+FAULTHANDLER_JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faulthandler_job.py")
+
+
+def late_signals(f, a):
+    """A program that takes CUPROF_SIGNAL after cuprof started keeps the dumps: cuprof's handler
+    stays, runs the program's own, and the program reads its own disposition back."""
+    me = os.getpid()
+    for how, after, handled, now in (("sigaction", "own", 1, "own"),
+                                     ("resethand", "own", 1, "default"),
+                                     ("ignore", "ignored", 0, "ignored")):
+        with tempfile.TemporaryDirectory() as tmp:
+            prog = Program(a, ["late", how], tmp)
+            tgkill(prog.pid, signal.SIGUSR1)
+            f.check(wait_file(os.path.join(tmp, "snap-0.pickle")),
+                    f"late {how}: the signal wrote no snapshot")
+            code, lines, stderr = prog.finish()
+            want = ["before: default", f"after: {after}",
+                    f"handled {handled} from {me if handled else 0}", f"now: {now}"]
+            if how == "ignore":
+                want.insert(1, "previous: default")
+            f.check(code == 0 and [line for line in lines if not line.startswith("ready ")] == want,
+                    f"late {how}: {code} {lines}, want {want} {stderr!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = shimrun.env(a.ld_path, a.lib, CUPROF_SNAPSHOT=os.path.join(tmp, "snap-%n.pickle"))
+        proc = subprocess.Popen([sys.executable, FAULTHANDLER_JOB], env=env, cwd=tmp,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        lines = read_until_ready(proc)
+        tgkill(proc.pid, signal.SIGUSR1)
+        f.check(wait_file(os.path.join(tmp, "snap-0.pickle")),
+                "late faulthandler: the signal wrote no snapshot")
+        time.sleep(0.2)  # the traceback is written by the handler, in the program's thread
+        out, err = proc.communicate("go\n", timeout=30)
+        lines += out.splitlines()
+        f.check(proc.returncode == 0 and "getsignal before default" in lines and
+                "getsignal after default" in lines and
+                "Stack (most recent call first):" in lines,
+                f"late faulthandler: {proc.returncode} {lines} {err!r}")
 
 
 def signals_then_exit(f, prog, tmp, signals, label):
