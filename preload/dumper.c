@@ -43,6 +43,27 @@ static struct cuprof_runtime *dumper_rt; /* written once by dumper_start */
 static bool dumper_exiting;
 /* Under dumper_lock: the last snapshot (at exit, or of the ending signal) is written. */
 static bool dumper_last_written;
+/* Under dumper_lock, held across an exec: the cancellation state to give back if it fails. */
+static int dumper_exec_cancel_state;
+
+/* The dump lock, with this thread's cancellation off until dumper_unlock: a thread cancelled at a
+ * write inside a dump would keep the lock forever, and every later dump, the exit's too, would
+ * wait for it (the program would hang at exit). Returns the state to give back. */
+static int
+dumper_lock_uncancellable(void)
+{
+    int cancel_state = PTHREAD_CANCEL_ENABLE;
+    (void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+    pthread_mutex_lock(&dumper_lock);
+    return cancel_state;
+}
+
+static void
+dumper_unlock(int cancel_state)
+{
+    pthread_mutex_unlock(&dumper_lock);
+    (void)pthread_setcancelstate(cancel_state, NULL);
+}
 
 void
 dumper_wake_to_dump(void)
@@ -306,7 +327,7 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, enum file_publis
         return -CUPROF_EINVAL;
     sigset_t old_mask;
     bool xfsz_was_pending = dumper_block_xfsz(&old_mask);
-    pthread_mutex_lock(&dumper_lock);
+    int cancel_state = dumper_lock_uncancellable();
     if ((flags & DUMP_ASYNC) != 0 && dumper_exiting) {
         /* the program is exiting: the exit dump (if any) has the newest state */
         rc = -CUPROF_EINVAL;
@@ -316,7 +337,7 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, enum file_publis
         char chosen[PATH_MAX + 16];
         rc = dumper_write_logged(rt, path, mode, written, written_len, chosen, sizeof chosen, why);
     }
-    pthread_mutex_unlock(&dumper_lock);
+    dumper_unlock(cancel_state);
     dumper_restore_xfsz(&old_mask, xfsz_was_pending);
     return rc;
 }
@@ -324,9 +345,9 @@ dumper_dump_locked(struct cuprof_runtime *rt, const char *path, enum file_publis
 int
 dumper_snapshot_pickle(struct cuprof_runtime *rt, unsigned char **out, size_t *len)
 {
-    pthread_mutex_lock(&dumper_lock);
+    int cancel_state = dumper_lock_uncancellable();
     int rc = dumper_write_memory(rt, out, len);
-    pthread_mutex_unlock(&dumper_lock);
+    dumper_unlock(cancel_state);
     return rc;
 }
 
@@ -379,7 +400,7 @@ dumper_last_dump(struct cuprof_runtime *rt, bool exiting, const char *why)
 {
     sigset_t old_mask;
     bool xfsz_was_pending = dumper_block_xfsz(&old_mask);
-    pthread_mutex_lock(&dumper_lock); /* waits for a signal dump in flight */
+    int cancel_state = dumper_lock_uncancellable(); /* waits for a signal dump in flight */
     /* Once the program exits, only the exit's own dump runs: _exit could cut off another. */
     bool may_write = why != NULL && !dumper_last_written && (exiting || !dumper_exiting);
     if (exiting)
@@ -389,7 +410,7 @@ dumper_last_dump(struct cuprof_runtime *rt, bool exiting, const char *why)
         (void)rc; /* a failure was logged */
         dumper_last_written = true;
     }
-    pthread_mutex_unlock(&dumper_lock);
+    dumper_unlock(cancel_state);
     dumper_restore_xfsz(&old_mask, xfsz_was_pending);
 }
 
@@ -409,7 +430,7 @@ dumper_before_exec(struct cuprof_runtime *rt, bool write)
 {
     sigset_t old_mask;
     bool xfsz_was_pending = dumper_block_xfsz(&old_mask);
-    pthread_mutex_lock(&dumper_lock); /* waits for a signal dump in flight */
+    dumper_exec_cancel_state = dumper_lock_uncancellable(); /* waits for a dump in flight */
     if (write) {
         int rc = dumper_dump_template(rt, NULL, 0, "before exec", DUMP_MAY_MOVE);
         (void)rc; /* a failure was logged */
@@ -420,7 +441,7 @@ dumper_before_exec(struct cuprof_runtime *rt, bool write)
 void
 dumper_exec_failed(void)
 {
-    pthread_mutex_unlock(&dumper_lock);
+    dumper_unlock(dumper_exec_cancel_state);
 }
 
 void

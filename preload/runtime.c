@@ -377,7 +377,12 @@ runtime_get_slow(void)
 {
     if (runtime_initializing || instance_inert())
         return NULL;
+    /* Not cancelled half-way (its lines and files are cancellation points): a cancelled init is
+     * run again from the start by the next caller, over state the first one left. */
+    int cancel_state = PTHREAD_CANCEL_ENABLE;
+    (void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     pthread_once(&runtime_once, runtime_init);
+    (void)pthread_setcancelstate(cancel_state, NULL);
     struct cuprof_runtime *rt = atomic_load_explicit(&runtime_ready_value, memory_order_acquire);
     if (rt != NULL)
         lifecycle_resume_after_fork(rt);

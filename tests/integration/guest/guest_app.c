@@ -30,6 +30,9 @@
  * `fork`: a forked child makes its own cudaMalloc, prints "child PID" and calls _exit(6); the
  * parent prints "child: exit 6" and returns 0; `quick_exit` calls quick_exit(3); `qhandler`: its
  * SIGTERM handler calls quick_exit(10).
+ * - cancel DIR: 50,000 cudaMalloc/cudaFree pairs, then a thread that writes snapshots into DIR
+ *   without end (cuprof_dump_snapshot, then pthread_testcancel) is cancelled after 0.3 s and
+ *   joined ("joined cancelled"); then one more snapshot, DIR/final.pickle ("final dump 0").
  * - late HOW: cudaMalloc, prints how SIGUSR1 reads ("before: default"), then takes it: `sigaction`
  *   (a SA_SIGINFO|SA_RESTART handler that counts deliveries), `resethand` (the same with
  *   SA_RESETHAND) or `ignore` (signal(3), printing "previous: default"); prints "after: own" (or
@@ -45,6 +48,7 @@
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -156,6 +160,47 @@ handlers(void)
     if (terminated)
         printf("handled SIGTERM\n");
     cudaFree(p);
+    return 0;
+}
+
+static const char *cancel_dir;
+
+/* Dumps into cancel_dir without end, a cancellation point between dumps. */
+static void *
+cancel_dumper(void *arg)
+{
+    (void)arg;
+    char path[4096];
+    for (int i = 0;; i++) {
+        snprintf(path, sizeof path, "%s/t-%d.pickle", cancel_dir, i % 4);
+        (void)cuprof_dump_snapshot(path);
+        pthread_testcancel();
+    }
+    return NULL;
+}
+
+/* A thread cancelled while it dumps (see the top of the file). */
+static int
+cancel_mode(const char *dir)
+{
+    cancel_dir = dir;
+    for (int i = 0; i < 50000; i++) { /* a history long enough that most time goes to writing */
+        void *q = NULL;
+        if (cudaMalloc(&q, 512) != cudaSuccess)
+            return 1;
+        cudaFree(q);
+    }
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, cancel_dumper, NULL) != 0)
+        return 1;
+    usleep(300000);
+    pthread_cancel(thread);
+    void *result = NULL;
+    pthread_join(thread, &result);
+    printf("joined %s\n", result == PTHREAD_CANCELED ? "cancelled" : "other");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/final.pickle", dir);
+    printf("final dump %d\n", cuprof_dump_snapshot(path));
     return 0;
 }
 
@@ -516,6 +561,8 @@ main(int argc, char **argv)
     }
     if (strcmp(mode, "exec-after") == 0)
         return exec_after();
+    if (strcmp(mode, "cancel") == 0 && argc == 3)
+        return cancel_mode(argv[2]);
     if (strcmp(mode, "late") == 0 && argc == 3)
         return late(argv[2]);
     if (strcmp(mode, "counts") == 0)
