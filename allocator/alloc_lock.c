@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 _Thread_local uint64_t alloc_lock_thread_id __attribute__((tls_model("initial-exec")));
+_Thread_local unsigned alloc_lock_depth __attribute__((tls_model("initial-exec")));
 
 static _Atomic uint64_t next_thread_id = 1;
 
@@ -72,6 +73,7 @@ alloc_lock_reset_after_fork(struct alloc_lock *lock)
 {
     uint32_t revocations = lock->revocations, grants = lock->grants;
     alloc_lock_init(lock);
+    alloc_lock_depth = 0; /* the child's one thread holds none of them now */
     lock->revocations = revocations;
     lock->grants = grants; /* grant numbers are never reused */
     /* Whether a child inherits the registration is the kernel's business: register again. */

@@ -55,6 +55,10 @@ struct alloc_lock {
 
 /* This thread's id for the bias: never 0, never reused within the process. */
 extern _Thread_local uint64_t alloc_lock_thread_id __attribute__((tls_model("initial-exec")));
+/* How many of cuprof's locks this thread holds or is taking (the device locks here; the history's
+ * rings count theirs in too): raised before a lock is taken, lowered once it is released. An exit
+ * in a signal handler that interrupted this thread must not wait for them (preload/lifecycle.c). */
+extern _Thread_local unsigned alloc_lock_depth __attribute__((tls_model("initial-exec")));
 uint64_t alloc_lock_new_thread_id(void);
 
 /* The mutex halves and the revocation (alloc_lock.c). */
@@ -76,6 +80,7 @@ alloc_lock_self(void)
 static inline void
 alloc_lock_acquire(struct alloc_lock *lock)
 {
+    alloc_lock_depth++;
     uint64_t self = alloc_lock_self();
     uint64_t grant = atomic_load_explicit(&lock->owner, memory_order_relaxed);
     if (grant >> ALLOC_LOCK_GRANT_BITS == self) {
@@ -111,9 +116,10 @@ alloc_lock_release(struct alloc_lock *lock)
         /* held_grant may stay set: whoever takes the lock next sets it. Release order: a
          * revoker that reads 0 here sees the whole critical section. */
         atomic_store_explicit(&lock->inside[number], 0, memory_order_release);
-        return;
+    } else {
+        alloc_lock_release_slow(lock);
     }
-    alloc_lock_release_slow(lock);
+    alloc_lock_depth--;
 }
 
 /* Debug builds: true when the calling thread holds `lock` (every `*_locked` helper asserts it

@@ -37,6 +37,10 @@ static atomic_bool dumper_armed; /* the semaphore is initialized and the thread 
 static _Atomic pid_t dumper_thread_pid;
 /* The signal that ends the program once its snapshot is written (end_signals.h), 0 if none. */
 static atomic_int dumper_end_signal;
+/* exit() called in a signal handler (dumper_exit_on_thread): 0 none, 1 the last dump without the
+ * exit's own, 2 with it; the dumper thread posts dumper_exit_done once it is written. */
+static atomic_int dumper_exit_request;
+static sem_t dumper_exit_done;
 static struct cuprof_runtime *dumper_rt; /* written once by dumper_start */
 /* Set at exit under dumper_lock: a signal dump started later could be cut off by _exit and leave
  * its temporary file behind. */
@@ -88,6 +92,7 @@ dumper_wake_to_end(int sig)
 
 static int dumper_dump_async(struct cuprof_runtime *rt);
 static void dumper_end_program(struct cuprof_runtime *rt, int sig);
+static void dumper_last_dump(struct cuprof_runtime *rt, bool exiting, const char *why);
 
 static void *
 dumper_thread(void *arg)
@@ -98,6 +103,15 @@ dumper_thread(void *arg)
             continue; /* EINTR: every signal is blocked here, but be safe */
         while (sem_trywait(&dumper_wake) == 0) {
             /* several signals pending: one dump has the newest state for all of them */
+        }
+        int exit_request = atomic_exchange(&dumper_exit_request, 0);
+        if (exit_request != 0) {
+            /* An ending signal that came first gets this snapshot (as at dumper_exit). */
+            bool write = exit_request == 2 || atomic_load(&dumper_end_signal) != 0;
+            dumper_write_without_device_calls(); /* the handler may have interrupted one */
+            dumper_last_dump(dumper_rt, true, write ? "" : NULL);
+            (void)sem_post(&dumper_exit_done);
+            continue;
         }
         int end = atomic_load(&dumper_end_signal);
         if (end != 0)
@@ -141,7 +155,8 @@ dumper_start(struct cuprof_runtime *rt)
         snapshot_place_start(rt->config->snapshot);
     if ((dump_on & (CONFIG_DUMP_ON_SIGNAL | CONFIG_DUMP_ON_TERM)) == 0)
         return;
-    if (sem_init(&dumper_wake, 0, 0) != 0 || !dumper_start_thread()) {
+    if (sem_init(&dumper_wake, 0, 0) != 0 || sem_init(&dumper_exit_done, 0, 0) != 0 ||
+        !dumper_start_thread()) {
         runtime_log("cuprof: cannot start the dumper thread (%s): neither CUPROF_SIGNAL nor "
                     "SIGTERM, SIGINT and SIGHUP write a snapshot",
                     strerror(errno));
@@ -171,8 +186,11 @@ void
 dumper_fork_child(void)
 {
     /* The child has one thread: the parent's dumper thread and its pending wake-ups stay there. */
-    if (atomic_load(&dumper_armed))
+    if (atomic_load(&dumper_armed)) {
         (void)sem_init(&dumper_wake, 0, 0);
+        (void)sem_init(&dumper_exit_done, 0, 0);
+    }
+    atomic_store(&dumper_exit_request, 0);
     atomic_store(&dumper_thread_pid, 0);
     atomic_store(&dumper_end_signal, 0);
     dumper_seq = 0;
@@ -442,6 +460,26 @@ void
 dumper_exec_failed(void)
 {
     dumper_unlock(dumper_exec_cancel_state);
+}
+
+bool
+dumper_exit_on_thread(bool exit_dump, unsigned timeout_s)
+{
+    if (atomic_load(&dumper_thread_pid) != getpid())
+        return false;
+    atomic_store(&dumper_exit_request, exit_dump ? 2 : 1);
+    if (sem_post(&dumper_wake) != 0)
+        return false;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)timeout_s;
+    while (sem_timedwait(&dumper_exit_done, &deadline) != 0)
+        if (errno != EINTR)
+            return false;
+    int end = atomic_load(&dumper_end_signal);
+    if (end != 0)
+        end_signals_end_now(end); /* the program ends as the signal would have ended it */
+    return true;
 }
 
 void

@@ -2,6 +2,7 @@
 #include "preload/dumper_write.h"
 
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -70,6 +71,14 @@ dumper_emit(struct cuprof_runtime *rt, const struct dump_info *info, const struc
     return rc;
 }
 
+static atomic_bool dumper_write_no_device;
+
+void
+dumper_write_without_device_calls(void)
+{
+    atomic_store(&dumper_write_no_device, true);
+}
+
 /* Gathers the cuprof section, then dumps to `to`. */
 static int
 dumper_write(struct cuprof_runtime *rt, const struct dumper_target *to)
@@ -121,7 +130,9 @@ dumper_write(struct cuprof_runtime *rt, const struct dumper_target *to)
     }
     info.libraries = libraries;
     info.footprints = footprints;
-    info.footprint_count = device_footprint_collect(footprints, (size_t)rt->device_count);
+    info.footprint_count = atomic_load(&dumper_write_no_device)
+                               ? 0
+                               : device_footprint_collect(footprints, (size_t)rt->device_count);
     /* Each OOM's message, to be placed beside its trace entry. */
     struct dump_oom_message *ooms = malloc(OOM_LOG_KEPT * sizeof(*ooms));
     char *texts = malloc((size_t)OOM_LOG_KEPT * OOM_LOG_MESSAGE_LEN);

@@ -24,4 +24,9 @@ __attribute__((warn_unused_result)) int dumper_write_snapshot(struct cuprof_runt
 __attribute__((warn_unused_result)) int dumper_write_memory(struct cuprof_runtime *rt,
                                                             unsigned char **out, size_t *len);
 
+/* From now on, the dumps leave the device footprint out (no driver call): set for the exit dump
+ * of exit() in a signal handler, which may have interrupted a driver call holding the driver's
+ * own locks. */
+void dumper_write_without_device_calls(void);
+
 #endif

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "allocator/alloc_lock.h"
 #include "allocator/allocator.h"
 #include "preload/config.h"
 #include "preload/control.h"
@@ -130,12 +131,50 @@ lifecycle_wants_exit_dump(const struct cuprof_runtime *rt)
     return (rt->config->dump_on & CONFIG_DUMP_ON_EXIT) != 0 && !atomic_load(&lifecycle_idle_child);
 }
 
+/* How long an exit in a signal handler waits for the dumper thread: ample for a full history
+ * (10^7 entries a second are written), bounded where the handler interrupted a lock it needs. */
+static unsigned
+lifecycle_handler_exit_timeout_s(const struct cuprof_runtime *rt)
+{
+    uint64_t entries =
+        rt->config->max_entries * (uint64_t)(rt->device_count > 0 ? rt->device_count : 1);
+    return 10u + (unsigned)(entries / 500000u);
+}
+
+/* exit() in a signal handler (a ^C handler that calls exit is common C): the handler may have
+ * interrupted this thread holding a lock the dump takes, and a dump here would wait for itself
+ * forever. Holding cuprof's (alloc_lock_depth): none. Otherwise (a lock of malloc's or the
+ * loader's is possible) the dumper thread writes it, with time to give up. */
+static void
+lifecycle_exit_in_handler(struct cuprof_runtime *rt)
+{
+    bool exit_dump = lifecycle_wants_exit_dump(rt);
+    static const char inside[] =
+        "cuprof: exit in a signal handler that interrupted cuprof: no exit "
+        "snapshot (the interrupted code holds a lock it needs)\n";
+    if (alloc_lock_depth != 0) {
+        if (exit_dump && runtime_log_info())
+            (void)stderr_out_write(inside, sizeof inside - 1);
+        return;
+    }
+    if (dumper_exit_on_thread(exit_dump, lifecycle_handler_exit_timeout_s(rt)) || !exit_dump)
+        return;
+    static const char failed[] = "cuprof: exit in a signal handler: no exit snapshot (the dumper "
+                                 "thread is off, or could not write it in time)\n";
+    if (runtime_log_info())
+        (void)stderr_out_write(failed, sizeof failed - 1);
+}
+
 /* Registered after the CUDA runtime's own start-up, so (atexit being LIFO) it runs before the
  * runtime's teardown releases contexts; it makes no device call either way. */
 static void
 lifecycle_at_exit(void)
 {
     struct cuprof_runtime *rt = atomic_load(&lifecycle_rt);
+    if (unwind_caller_context() == UNWIND_CONTEXT_SIGNAL_HANDLER) {
+        lifecycle_exit_in_handler(rt);
+        return;
+    }
     /* Written once: the dumper knows when the last snapshot is (at exit or by a signal). */
     dumper_exit(rt, lifecycle_wants_exit_dump(rt)); /* a failure was logged */
 }

@@ -18,8 +18,25 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "allocator/alloc_lock.h"
 #include "allocator/cuprof_errors.h"
 #include "snapshot/label_table.h"
+
+/* Every lock of the history counts in alloc_lock_depth (alloc_lock.h): an exit in a signal
+ * handler that interrupted its holder must not wait for it. */
+static inline void
+ring_mutex_lock(pthread_mutex_t *mutex)
+{
+    alloc_lock_depth++;
+    pthread_mutex_lock(mutex);
+}
+
+static inline void
+ring_mutex_unlock(pthread_mutex_t *mutex)
+{
+    pthread_mutex_unlock(mutex);
+    alloc_lock_depth--;
+}
 
 static_assert(sizeof(struct trace_record) == 40, "trace_record must stay 40 bytes");
 
@@ -179,7 +196,7 @@ now_us(void)
 static inline void
 ring_append(struct ring_device *dev, const struct trace_record *rec)
 {
-    pthread_mutex_lock(&dev->lock);
+    ring_mutex_lock(&dev->lock);
     if (dev->capacity > 0) {
         dev->buf[dev->next] = *rec;
         if (++dev->next == dev->capacity)
@@ -191,14 +208,14 @@ ring_append(struct ring_device *dev, const struct trace_record *rec)
         atomic_store_explicit(&dev->appended, dev->cleared + dev->dropped + dev->count,
                               memory_order_release);
     }
-    pthread_mutex_unlock(&dev->lock);
+    ring_mutex_unlock(&dev->lock);
 }
 
 /* Appends one annotation to a device's notes; never takes the allocator entries' lock. */
 static void
 ring_note_append(struct ring_device *dev, uint32_t label_id, int64_t time_us)
 {
-    pthread_mutex_lock(&dev->notes_lock);
+    ring_mutex_lock(&dev->notes_lock);
     if (dev->notes_capacity > 0) {
         struct ring_note *slot = &dev->notes[dev->notes_next];
         if (dev->notes_count == dev->notes_capacity) {
@@ -214,7 +231,7 @@ ring_note_append(struct ring_device *dev, uint32_t label_id, int64_t time_us)
         if (++dev->notes_next == dev->notes_capacity)
             dev->notes_next = 0;
     }
-    pthread_mutex_unlock(&dev->notes_lock);
+    ring_mutex_unlock(&dev->notes_lock);
 }
 
 void
@@ -270,15 +287,15 @@ trace_ring_sink(struct trace_ring *ring)
 static void
 ring_lock_both(struct ring_device *dev)
 {
-    pthread_mutex_lock(&dev->lock);
-    pthread_mutex_lock(&dev->notes_lock);
+    ring_mutex_lock(&dev->lock);
+    ring_mutex_lock(&dev->notes_lock);
 }
 
 static void
 ring_unlock_both(struct ring_device *dev)
 {
-    pthread_mutex_unlock(&dev->notes_lock);
-    pthread_mutex_unlock(&dev->lock);
+    ring_mutex_unlock(&dev->notes_lock);
+    ring_mutex_unlock(&dev->lock);
 }
 
 /* The merged history as held now. Allocator entries [a_oldest, a_end) and annotations
@@ -537,7 +554,7 @@ trace_ring_set_mode(struct trace_ring *ring, enum history_mode mode, size_t max_
 {
     if (ring == NULL || mode < HISTORY_ALL || mode > HISTORY_OFF)
         return -CUPROF_EINVAL;
-    pthread_mutex_lock(&ring->mode_lock);
+    ring_mutex_lock(&ring->mode_lock);
     size_t cap = ring_capacity_for(mode, max_entries);
     int n = ring->device_count;
     /* Allocate every new buffer before touching any ring, so a failure changes nothing. */
@@ -558,7 +575,7 @@ trace_ring_set_mode(struct trace_ring *ring, enum history_mode mode, size_t max_
         }
         free(fresh);
         free(fresh_notes);
-        pthread_mutex_unlock(&ring->mode_lock);
+        ring_mutex_unlock(&ring->mode_lock);
         return -CUPROF_EHOSTMEM;
     }
     if (mode == HISTORY_OFF)
@@ -596,7 +613,7 @@ trace_ring_set_mode(struct trace_ring *ring, enum history_mode mode, size_t max_
     free(fresh_notes);
     ring->max_entries = max_entries;
     atomic_store(&ring->mode, (int)mode);
-    pthread_mutex_unlock(&ring->mode_lock);
+    ring_mutex_unlock(&ring->mode_lock);
     return 0;
 }
 
@@ -618,9 +635,9 @@ trace_ring_capacity(struct trace_ring *ring)
     if (ring == NULL || ring->device_count == 0)
         return 0;
     struct ring_device *dev = &ring->devices[0];
-    pthread_mutex_lock(&dev->lock);
+    ring_mutex_lock(&dev->lock);
     size_t cap = dev->capacity;
-    pthread_mutex_unlock(&dev->lock);
+    ring_mutex_unlock(&dev->lock);
     return cap;
 }
 

@@ -30,6 +30,8 @@
  * `fork`: a forked child makes its own cudaMalloc, prints "child PID" and calls _exit(6); the
  * parent prints "child: exit 6" and returns 0; `quick_exit` calls quick_exit(3); `qhandler`: its
  * SIGTERM handler calls quick_exit(10).
+ * - exit-in-handler HOW: a SIGINT handler that calls exit(3), cudaMalloc (never freed), ready, then
+ *   `idle`: waits for signals; `alloc`: allocates ever larger blocks, never freed.
  * - cancel DIR: 50,000 cudaMalloc/cudaFree pairs, then a thread that writes snapshots into DIR
  *   without end (cuprof_dump_snapshot, then pthread_testcancel) is cancelled after 0.3 s and
  *   joined ("joined cancelled"); then one more snapshot, DIR/final.pickle ("final dump 0").
@@ -161,6 +163,37 @@ handlers(void)
         printf("handled SIGTERM\n");
     cudaFree(p);
     return 0;
+}
+
+static void
+on_int_exit(int sig)
+{
+    (void)sig;
+    exit(3); /* not async-signal-safe, and common: a ^C handler that ends the program */
+}
+
+/* A SIGINT handler that calls exit (see the top of the file). */
+static int
+exit_in_handler(const char *how)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_int_exit;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGINT, &sa, NULL) != 0)
+        return 1;
+    (void)first_cuda_call();
+    ready();
+    if (strcmp(how, "idle") == 0)
+        for (;;)
+            pause();
+    /* `alloc`: ever larger blocks, never freed: each one a new segment, made on the device with
+     * the device's lock held. */
+    for (size_t mib = 2;; mib++) {
+        void *p = NULL;
+        if (cudaMalloc(&p, mib << 20) != cudaSuccess)
+            return 1;
+    }
 }
 
 static const char *cancel_dir;
@@ -561,6 +594,8 @@ main(int argc, char **argv)
     }
     if (strcmp(mode, "exec-after") == 0)
         return exec_after();
+    if (strcmp(mode, "exit-in-handler") == 0 && argc == 3)
+        return exit_in_handler(argv[2]);
     if (strcmp(mode, "cancel") == 0 && argc == 3)
         return cancel_mode(argv[2]);
     if (strcmp(mode, "late") == 0 && argc == 3)

@@ -407,6 +407,32 @@ def late_signals(f, a):
                 f"late faulthandler: {proc.returncode} {lines} {err!r}")
 
 
+def case_handler_exit(f, a):
+    """exit() in a SIGINT handler: the handler may have interrupted cuprof holding its lock, and a
+    dump there would wait for itself forever. Idle: the dumper thread writes the exit snapshot.
+    Inside cuprof's lock (a device allocation slowed to 0.2 s): no snapshot, one line, no hang."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Program(a, ["exit-in-handler", "idle"], tmp,
+                       CUPROF_SNAPSHOT=os.path.join(tmp, "exit.pickle"))
+        tgkill(prog.pid, signal.SIGINT)
+        code, lines, stderr = end_without_input(prog)
+        f.check(code == 3 and os.listdir(tmp) == ["exit.pickle"] and "no exit snapshot" not in stderr,
+                f"handler exit idle: {code} {os.listdir(tmp)} {stderr!r}")
+        if os.listdir(tmp) == ["exit.pickle"]:
+            f.check(live_sizes(f, os.path.join(tmp, "exit.pickle"), "handler exit idle") == [1 << 20],
+                    "handler exit idle: the 1 MiB block is not live")
+    for attempt in range(2):
+        with tempfile.TemporaryDirectory() as tmp:
+            prog = Program(a, ["exit-in-handler", "alloc"], tmp, SIMCUDA_MALLOC_US=200000,
+                           CUPROF_SNAPSHOT=os.path.join(tmp, "exit.pickle"))
+            time.sleep(0.3)  # inside the next segment's allocation
+            tgkill(prog.pid, signal.SIGINT)
+            code, lines, stderr = end_without_input(prog)
+            f.check(code == 3 and os.listdir(tmp) == [] and
+                    "cuprof: exit in a signal handler that interrupted cuprof: no exit snapshot"
+                    in stderr, f"handler exit alloc {attempt}: {code} {os.listdir(tmp)} {stderr!r}")
+
+
 def case_cancel(f, a):
     """A thread cancelled while it writes a snapshot: the dump ends first, so no later dump (the
     exit's) waits forever for its lock and no temporary file is left."""
@@ -1286,7 +1312,7 @@ def case_lean(f, a):
 
 CASES = {"traps": case_traps, "dump-o": case_dump_o, "api": case_api, "modes": case_modes,
          "signals": case_signals, "closefds": case_closefds, "stderr": case_stderr, "term": case_term,
-         "quick": case_quick, "exec": case_exec, "chdir": case_chdir, "cancel": case_cancel,
+         "quick": case_quick, "exec": case_exec, "chdir": case_chdir, "cancel": case_cancel, "handler-exit": case_handler_exit,
          "fallback": case_fallback, "run-signals": case_run_signals,
          "primary": case_primary,
          "lean": case_lean}
