@@ -131,7 +131,42 @@ lifecycle_wants_exit_dump(const struct cuprof_runtime *rt)
     return (rt->config->dump_on & CONFIG_DUMP_ON_EXIT) != 0 && !atomic_load(&lifecycle_idle_child);
 }
 
-/* How long an exit in a signal handler waits for the dumper thread: ample for a full history
+/* The constant lines (this may be a signal handler) of an image's end that writes no snapshot,
+ * for the function `what` that ended it. */
+struct lifecycle_end_lines {
+    const char *in_handler, *unknown, *interrupted, *timed_out;
+};
+#define LIFECYCLE_END_LINES(what)                                                                  \
+    {                                                                                              \
+        "cuprof: " what " in a signal handler: no exit snapshot (writing one there could "         \
+        "deadlock the program)\n",                                                                 \
+            "cuprof: " what " from code cuprof cannot unwind: no exit snapshot (call "             \
+            "cuprof_dump_snapshot before " what ")\n",                                             \
+            "cuprof: " what " in a signal handler that interrupted cuprof: no exit snapshot (the " \
+            "interrupted code holds a lock it needs)\n",                                           \
+            "cuprof: " what                                                                        \
+            " in a signal handler: no exit snapshot (the dumper thread is off, or "                \
+            "could not write it in time)\n"                                                        \
+    }
+
+static void
+lifecycle_say(const struct cuprof_runtime *rt, const char *line)
+{
+    if (lifecycle_wants_exit_dump(rt) && runtime_log_info())
+        (void)stderr_out_write(line, strlen(line));
+}
+
+/* Registered after the CUDA runtime's own start-up, so (atexit being LIFO) it runs before the
+ * runtime's teardown releases contexts; it makes no device call either way. */
+static void
+lifecycle_exit_dump_here(void)
+{
+    struct cuprof_runtime *rt = atomic_load(&lifecycle_rt);
+    /* Written once: the dumper knows when the last snapshot is (at exit or by a signal). */
+    dumper_exit(rt, lifecycle_wants_exit_dump(rt)); /* a failure was logged */
+}
+
+/* How long an end in a signal handler waits for the dumper thread: ample for a full history
  * (10^7 entries a second are written), bounded where the handler interrupted a lock it needs. */
 static unsigned
 lifecycle_handler_exit_timeout_s(const struct cuprof_runtime *rt)
@@ -141,57 +176,31 @@ lifecycle_handler_exit_timeout_s(const struct cuprof_runtime *rt)
     return 10u + (unsigned)(entries / 500000u);
 }
 
-/* exit() in a signal handler (a ^C handler that calls exit is common C): the handler may have
- * interrupted this thread holding a lock the dump takes, and a dump here would wait for itself
- * forever. Holding cuprof's (alloc_lock_depth): none. Otherwise (a lock of malloc's or the
- * loader's is possible) the dumper thread writes it, with time to give up. */
+/* exit, _exit or quick_exit in a signal handler (a ^C handler that ends the program is common C):
+ * the handler may have interrupted this thread holding a lock the dump takes, and a dump here
+ * would wait for itself forever. Holding one of cuprof's (alloc_lock_depth): none. Otherwise (one
+ * of malloc's or the loader's is possible) the dumper thread writes it, with time to give up. */
 static void
-lifecycle_exit_in_handler(struct cuprof_runtime *rt)
+lifecycle_exit_in_handler(const struct lifecycle_end_lines *lines)
 {
-    bool exit_dump = lifecycle_wants_exit_dump(rt);
-    static const char inside[] =
-        "cuprof: exit in a signal handler that interrupted cuprof: no exit "
-        "snapshot (the interrupted code holds a lock it needs)\n";
-    if (alloc_lock_depth != 0) {
-        if (exit_dump && runtime_log_info())
-            (void)stderr_out_write(inside, sizeof inside - 1);
-        return;
-    }
-    if (dumper_exit_on_thread(exit_dump, lifecycle_handler_exit_timeout_s(rt)) || !exit_dump)
-        return;
-    static const char failed[] = "cuprof: exit in a signal handler: no exit snapshot (the dumper "
-                                 "thread is off, or could not write it in time)\n";
-    if (runtime_log_info())
-        (void)stderr_out_write(failed, sizeof failed - 1);
+    struct cuprof_runtime *rt = atomic_load(&lifecycle_rt);
+    if (alloc_lock_depth != 0)
+        lifecycle_say(rt, lines->interrupted);
+    else if (!dumper_exit_on_thread(lifecycle_wants_exit_dump(rt),
+                                    lifecycle_handler_exit_timeout_s(rt)))
+        lifecycle_say(rt, lines->timed_out);
 }
 
-/* Registered after the CUDA runtime's own start-up, so (atexit being LIFO) it runs before the
- * runtime's teardown releases contexts; it makes no device call either way. */
 static void
 lifecycle_at_exit(void)
 {
-    struct cuprof_runtime *rt = atomic_load(&lifecycle_rt);
-    if (unwind_caller_context() == UNWIND_CONTEXT_SIGNAL_HANDLER) {
-        lifecycle_exit_in_handler(rt);
-        return;
-    }
-    /* Written once: the dumper knows when the last snapshot is (at exit or by a signal). */
-    dumper_exit(rt, lifecycle_wants_exit_dump(rt)); /* a failure was logged */
+    static const struct lifecycle_end_lines lines = LIFECYCLE_END_LINES("exit");
+    /* Code cuprof cannot unwind (a JIT without unwind tables) is no handler as far as it knows. */
+    if (unwind_caller_context() == UNWIND_CONTEXT_SIGNAL_HANDLER)
+        lifecycle_exit_in_handler(&lines);
+    else
+        lifecycle_exit_dump_here();
 }
-
-/* Two constant lines (this may be a signal handler) for an image ending where no snapshot may be
- * written: in a signal handler, or in code cuprof cannot unwind. */
-struct lifecycle_no_dump_lines {
-    const char *in_handler, *unknown;
-};
-#define LIFECYCLE_NO_DUMP(what)                                                                    \
-    {                                                                                              \
-        "cuprof: " what                                                                            \
-        " in a signal handler: no exit snapshot (writing one there could deadlock "                \
-        "the program)\n",                                                                          \
-            "cuprof: " what " from code cuprof cannot unwind: no exit snapshot (call "             \
-            "cuprof_dump_snapshot before " what ")\n"                                              \
-    }
 
 bool
 lifecycle_image_end_due(void)
@@ -203,44 +212,37 @@ lifecycle_image_end_due(void)
            (rt->config->dump_on & LIFECYCLE_END_TRIGGERS) != 0;
 }
 
-/* True when this image's end may do what exit's handlers would: lifecycle_image_end_due, on a
- * stack without a signal frame. */
-static bool
-lifecycle_may_end_here(const struct lifecycle_no_dump_lines *lines)
+/* What exit's handlers would have done: _exit and quick_exit skip them. Where the stack cannot be
+ * walked, nothing: the code there may hold any lock. */
+static void
+lifecycle_end_without_exit_handlers(const struct lifecycle_end_lines *lines)
 {
     if (!lifecycle_image_end_due())
-        return false;
-    /* A handler may have interrupted this very thread inside cuprof, malloc or the loader, whose
-     * locks the dump takes: it runs only where the whole stack shows no signal frame. */
+        return;
     enum unwind_context where = unwind_caller_context();
     if (where == UNWIND_CONTEXT_PLAIN)
-        return true;
-    if (lifecycle_wants_exit_dump(atomic_load(&lifecycle_rt)) && runtime_log_info()) {
-        const char *line =
-            where == UNWIND_CONTEXT_SIGNAL_HANDLER ? lines->in_handler : lines->unknown;
-        (void)stderr_out_write(line, strlen(line));
-    }
-    return false;
-}
-
-/* What exit's handlers would have done, where that cannot deadlock: _exit and quick_exit skip
- * them. */
-static void
-lifecycle_end_without_exit_handlers(const struct lifecycle_no_dump_lines *lines)
-{
-    if (lifecycle_may_end_here(lines)) {
-        lifecycle_at_exit();
-        control_stop(); /* as its atexit handler would */
-    }
+        lifecycle_exit_dump_here();
+    else if (where == UNWIND_CONTEXT_SIGNAL_HANDLER)
+        lifecycle_exit_in_handler(lines);
+    else
+        lifecycle_say(atomic_load(&lifecycle_rt), lines->unknown);
+    control_stop(); /* as its atexit handler would */
 }
 
 bool
 lifecycle_before_exec(void)
 {
-    static const struct lifecycle_no_dump_lines lines = LIFECYCLE_NO_DUMP("exec");
-    if (!lifecycle_may_end_here(&lines))
+    static const struct lifecycle_end_lines lines = LIFECYCLE_END_LINES("exec");
+    if (!lifecycle_image_end_due())
         return false;
     struct cuprof_runtime *rt = atomic_load(&lifecycle_rt);
+    /* The dump lock stays held across the exec: not from a handler, whose thread may hold it. */
+    enum unwind_context where = unwind_caller_context();
+    if (where != UNWIND_CONTEXT_PLAIN) {
+        lifecycle_say(rt,
+                      where == UNWIND_CONTEXT_SIGNAL_HANDLER ? lines.in_handler : lines.unknown);
+        return false;
+    }
     dumper_before_exec(rt, lifecycle_wants_exit_dump(rt));
     return true;
 }
@@ -255,14 +257,14 @@ lifecycle_exec_failed(void)
 static void
 lifecycle_at_quick_exit(void)
 {
-    static const struct lifecycle_no_dump_lines lines = LIFECYCLE_NO_DUMP("quick_exit");
+    static const struct lifecycle_end_lines lines = LIFECYCLE_END_LINES("quick_exit");
     lifecycle_end_without_exit_handlers(&lines);
 }
 
 void
 lifecycle_immediate_exit(int status, enum lifecycle_exit_kind kind)
 {
-    static const struct lifecycle_no_dump_lines lines = LIFECYCLE_NO_DUMP("_exit");
+    static const struct lifecycle_end_lines lines = LIFECYCLE_END_LINES("_exit");
     lifecycle_end_without_exit_handlers(&lines);
     lifecycle_exit_fn next = atomic_load(&lifecycle_next_exit[kind]);
     if (next != NULL)

@@ -33,8 +33,10 @@ lifecycle_resume_after_fork(struct cuprof_runtime *rt)
 /* _exit and _Exit, as libcuprof exports them: Python's os._exit (which ends multiprocessing's
  * fork and forkserver children) and C's _exit skip the atexit handlers that write the exit
  * snapshot. In the process cuprof started or a forked child that used CUDA, with `exit` in
- * CUPROF_DUMP_ON, the exit snapshot is written first, unless a signal handler may run in this
- * thread (unwind_caller_context): then one line says there is none. Then the next _exit. */
+ * CUPROF_DUMP_ON, the exit snapshot is written first; in a signal handler (unwind_caller_context)
+ * by the dumper thread, unless the interrupted code holds one of cuprof's locks; where the stack
+ * cannot be walked, not at all; one line says when there is none. Then the next _exit. As for
+ * exit() in a signal handler and quick_exit. */
 enum lifecycle_exit_kind { LIFECYCLE_EXIT_POSIX, LIFECYCLE_EXIT_C99 };
 __attribute__((noreturn)) void lifecycle_immediate_exit(int status, enum lifecycle_exit_kind kind);
 
