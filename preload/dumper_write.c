@@ -1,10 +1,12 @@
 /* dumper_write.c: the cuprof section of a snapshot, and the hand-over to snapshot_dump_live. */
 #include "preload/dumper_write.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "allocator/cuprof_errors.h"
@@ -81,7 +83,7 @@ dumper_write_without_device_calls(void)
 
 /* Gathers the cuprof section, then dumps to `to`. */
 static int
-dumper_write(struct cuprof_runtime *rt, const struct dumper_target *to)
+dumper_write_gathered(struct cuprof_runtime *rt, const struct dumper_target *to)
 {
     static const char *const mode_names[] = {"cache", "trace", "off"};
     struct dump_setting settings[CONFIG_VAR_COUNT];
@@ -146,6 +148,58 @@ dumper_write(struct cuprof_runtime *rt, const struct dumper_target *to)
     free(libraries);
     free(footprints);
     free(cmdline);
+    return rc;
+}
+
+/* A program out of descriptors (a leak: the very thing a job is often being debugged for) would
+ * lose its snapshot: the file, /proc/self/cmdline, libdw and the modules the symbolizer reads
+ * each need one. When none is free, the soft RLIMIT_NOFILE is raised for the dump, up to the hard
+ * limit, and put back after unless the program set its own meanwhile. */
+struct dumper_fd_room {
+    bool raised;
+    rlim_t old_soft, raised_to;
+};
+
+static void
+dumper_fd_room_take(struct dumper_fd_room *room)
+{
+    room->raised = false;
+    int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (probe >= 0) {
+        close(probe);
+        return;
+    }
+    struct rlimit lim;
+    if (errno != EMFILE || getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY ||
+        lim.rlim_cur >= lim.rlim_max)
+        return;
+    struct rlimit more = {lim.rlim_max - lim.rlim_cur > 64 ? lim.rlim_cur + 64 : lim.rlim_max,
+                          lim.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &more) == 0)
+        *room = (struct dumper_fd_room){true, lim.rlim_cur, more.rlim_cur};
+}
+
+static void
+dumper_fd_room_give_back(const struct dumper_fd_room *room)
+{
+    struct rlimit lim;
+    if (!room->raised || getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur != room->raised_to)
+        return;
+    lim.rlim_cur = room->old_soft;
+    (void)setrlimit(RLIMIT_NOFILE, &lim);
+}
+
+static int
+dumper_write(struct cuprof_runtime *rt, const struct dumper_target *to)
+{
+    int saved_errno = errno;
+    struct dumper_fd_room room;
+    dumper_fd_room_take(&room);
+    errno = saved_errno;
+    int rc = dumper_write_gathered(rt, to);
+    saved_errno = errno; /* the caller reads why a write failed */
+    dumper_fd_room_give_back(&room);
+    errno = saved_errno;
     return rc;
 }
 

@@ -32,6 +32,10 @@
  * SIGTERM handler calls quick_exit(10).
  * - exit-in-handler HOW: a SIGINT handler that calls exit(3), cudaMalloc (never freed), ready, then
  *   `idle`: waits for signals; `alloc`: allocates ever larger blocks, never freed.
+ * - fdleak PATH: cudaMalloc (never freed), opens /dev/null until no descriptor is left ("leaked
+ * until EMFILE"), cuprof_dump_snapshot(PATH) ("dump: RC"), then whether one more open fails as
+ * before
+ *   ("after: EMFILE") and exits.
  * - cancel DIR: 50,000 cudaMalloc/cudaFree pairs, then a thread that writes snapshots into DIR
  *   without end (cuprof_dump_snapshot, then pthread_testcancel) is cancelled after 0.3 s and
  *   joined ("joined cancelled"); then one more snapshot, DIR/final.pickle ("final dump 0").
@@ -194,6 +198,21 @@ exit_in_handler(const char *how)
         if (cudaMalloc(&p, mib << 20) != cudaSuccess)
             return 1;
     }
+}
+
+/* Leaks descriptors until none is left, then asks for a snapshot (see the top of the file). */
+static int
+fd_leak(const char *path)
+{
+    (void)first_cuda_call();
+    int leaked = 0;
+    while (open("/dev/null", O_RDONLY) >= 0)
+        leaked++;
+    printf("leaked %s\n", errno == EMFILE && leaked > 0 ? "until EMFILE" : strerror(errno));
+    printf("dump: %d\n", cuprof_dump_snapshot(path));
+    int fd = open("/dev/null", O_RDONLY);
+    printf("after: %s\n", fd < 0 && errno == EMFILE ? "EMFILE" : "a descriptor");
+    return 0;
 }
 
 static const char *cancel_dir;
@@ -596,6 +615,8 @@ main(int argc, char **argv)
         return exec_after();
     if (strcmp(mode, "exit-in-handler") == 0 && argc == 3)
         return exit_in_handler(argv[2]);
+    if (strcmp(mode, "fdleak") == 0 && argc == 3)
+        return fd_leak(argv[2]);
     if (strcmp(mode, "cancel") == 0 && argc == 3)
         return cancel_mode(argv[2]);
     if (strcmp(mode, "late") == 0 && argc == 3)

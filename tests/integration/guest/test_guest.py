@@ -433,6 +433,29 @@ def case_handler_exit(f, a):
                     in stderr, f"handler exit alloc {attempt}: {code} {os.listdir(tmp)} {stderr!r}")
 
 
+def case_fdleak(f, a):
+    """A program out of descriptors (soft RLIMIT_NOFILE 64, hard above it) still gets its snapshots,
+    the one it asks for and the exit's; its own limit is as it was after each."""
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard <= 64:
+        print(f"fdleak: the hard limit is {hard}: skipped")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        asked = os.path.join(tmp, "asked.pickle")
+        r = subprocess.run([a.app, "fdleak", asked], capture_output=True, text=True, timeout=60,
+                           env=shimrun.env(a.ld_path, a.lib,
+                                           CUPROF_SNAPSHOT=os.path.join(tmp, "exit.pickle")),
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard)))
+        lines = r.stdout.splitlines()
+        f.check(r.returncode == 0 and lines == ["leaked until EMFILE", "dump: 0", "after: EMFILE"],
+                f"fdleak: {r.returncode} {lines} {r.stderr!r}")
+        for name in ("asked.pickle", "exit.pickle"):
+            path = os.path.join(tmp, name)
+            f.check(os.path.exists(path) and live_sizes(f, path, f"fdleak {name}") == [1 << 20],
+                    f"fdleak: {name} missing or without the 1 MiB block: {os.listdir(tmp)}")
+
+
 def case_cancel(f, a):
     """A thread cancelled while it writes a snapshot: the dump ends first, so no later dump (the
     exit's) waits forever for its lock and no temporary file is left."""
@@ -1317,7 +1340,7 @@ def case_lean(f, a):
 
 CASES = {"traps": case_traps, "dump-o": case_dump_o, "api": case_api, "modes": case_modes,
          "signals": case_signals, "closefds": case_closefds, "stderr": case_stderr, "term": case_term,
-         "quick": case_quick, "exec": case_exec, "chdir": case_chdir, "cancel": case_cancel, "handler-exit": case_handler_exit,
+         "quick": case_quick, "exec": case_exec, "chdir": case_chdir, "cancel": case_cancel, "fdleak": case_fdleak, "handler-exit": case_handler_exit,
          "fallback": case_fallback, "run-signals": case_run_signals,
          "primary": case_primary,
          "lean": case_lean}
