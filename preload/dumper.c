@@ -41,6 +41,11 @@ static atomic_int dumper_end_signal;
  * exit's own, 2 with it; the dumper thread posts dumper_exit_done once it is written. */
 static atomic_int dumper_exit_request;
 static sem_t dumper_exit_done;
+/* Why that last dump is written ("" or "ended by abort"), a constant; set with the request. */
+static _Atomic(const char *) dumper_exit_why;
+/* True on the dumper thread: a dump there that ends the program (an abort inside it) must not
+ * wait for itself. */
+static _Thread_local bool dumper_on_dumper_thread __attribute__((tls_model("initial-exec")));
 static struct cuprof_runtime *dumper_rt; /* written once by dumper_start */
 /* Set at exit under dumper_lock: a signal dump started later could be cut off by _exit and leave
  * its temporary file behind. */
@@ -98,6 +103,7 @@ static void *
 dumper_thread(void *arg)
 {
     (void)arg;
+    dumper_on_dumper_thread = true;
     for (;;) {
         if (sem_wait(&dumper_wake) != 0)
             continue; /* EINTR: every signal is blocked here, but be safe */
@@ -109,7 +115,7 @@ dumper_thread(void *arg)
             /* An ending signal that came first gets this snapshot (as at dumper_exit). */
             bool write = exit_request == 2 || atomic_load(&dumper_end_signal) != 0;
             dumper_write_without_device_calls(); /* the handler may have interrupted one */
-            dumper_last_dump(dumper_rt, true, write ? "" : NULL);
+            dumper_last_dump(dumper_rt, true, write ? atomic_load(&dumper_exit_why) : NULL);
             (void)sem_post(&dumper_exit_done);
             continue;
         }
@@ -463,10 +469,11 @@ dumper_exec_failed(void)
 }
 
 bool
-dumper_exit_on_thread(bool exit_dump, unsigned timeout_s)
+dumper_exit_on_thread(bool exit_dump, const char *why, unsigned timeout_s)
 {
-    if (atomic_load(&dumper_thread_pid) != getpid())
+    if (atomic_load(&dumper_thread_pid) != getpid() || dumper_on_dumper_thread)
         return false;
+    atomic_store(&dumper_exit_why, why);
     atomic_store(&dumper_exit_request, exit_dump ? 2 : 1);
     if (sem_post(&dumper_wake) != 0)
         return false;

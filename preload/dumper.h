@@ -55,10 +55,11 @@ void dumper_exec_failed(void);
 void dumper_wake_to_dump(void);
 
 /* dumper_exit for exit() called in a signal handler, which may have interrupted this thread
- * holding a lock the dump takes (malloc's, the loader's): the dumper thread writes it while this
- * one waits, at most `timeout_s` seconds. False when no dumper thread runs in this process or it
- * did not finish in time (the program then ends without it). */
-bool dumper_exit_on_thread(bool exit_dump, unsigned timeout_s);
+ * holding a lock the dump takes (malloc's, the loader's), or for abort: the dumper thread writes it
+ * (its log line ending with `why` in parentheses unless "", a constant) while this one waits, at
+ * most `timeout_s` seconds. False when no dumper thread runs in this process, this is it, or it did
+ * not finish in time (the program then ends without it). */
+bool dumper_exit_on_thread(bool exit_dump, const char *why, unsigned timeout_s);
 
 /* From end_signals' handler (async-signal-safe): asks the dumper thread for the snapshot of the
  * signal `sig` that ends the program, after which the thread ends it by `sig`. False when no

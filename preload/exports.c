@@ -64,6 +64,13 @@ _Exit(int status)
     lifecycle_immediate_exit(status, LIFECYCLE_EXIT_C99);
 }
 
+/* ---- abort: it skips exit's handlers too (lifecycle.h). */
+EXPORT REAL_DL_UNINSTRUMENTED void
+abort(void)
+{
+    lifecycle_abort();
+}
+
 /* ---- The exec family: an exec skips exit's handlers too; the image's snapshot comes first
  * (exec_dump.h). */
 EXPORT int

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes libcuprof.so's version script from preload/entry_points.def: cuprof's own API
-(cuprof_*), dlsym, dlclose, _exit and _Exit, the exec family, sigaction and signal(3)'s family, NVTX's tool entry points (InitializeInjectionNvtx2 for the core API:
+(cuprof_*), dlsym, dlclose, _exit, _Exit and abort, the exec family, sigaction and signal(3)'s family, NVTX's tool entry points (InitializeInjectionNvtx2 for the core API:
 preload/nvtx.c; InitializeInjectionNvtxExtension for its extensions: preload/nvtx_mem.c) and the exported
 name of every DRIVER_LOOKUP, DRIVER_WRAPPER and RUNTIME_WRAPPER row; everything else local. The script is anonymous so the exports stay
 unversioned and interpose versioned references (dlsym@GLIBC_2.34, cudaMalloc@libcudart.so.13).
@@ -49,7 +49,7 @@ def main():
         sys.exit(f"gen_export_map.py: no entry point rows in {sys.argv[1]}")
     lines = ["/* Generated from preload/entry_points.def by preload/gen_export_map.py. */", "{",
              "  global:", "    cuprof_*;", "    dlsym;", "    dlclose;",
-             "    _exit;", "    _Exit;"]
+             "    _exit;", "    _Exit;", "    abort;"]
     lines += [f"    {name};" for name in EXEC_FAMILY]
     lines += [f"    {name};" for name in SIGNAL_SETTERS]
     lines += [f"    {name};" for name in NVTX_ENTRY_POINTS]

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -42,6 +43,11 @@ static _Atomic pid_t lifecycle_pid;
 /* glibc's _exit and _Exit (or a later interposer's), found by the constructor. */
 typedef void (*lifecycle_exit_fn)(int);
 static _Atomic(lifecycle_exit_fn) lifecycle_next_exit[2];
+/* glibc's abort (or a later interposer's), found by the constructor. */
+typedef void (*lifecycle_abort_fn)(void);
+static _Atomic(lifecycle_abort_fn) lifecycle_next_abort;
+/* This thread is in abort already: an abort inside the dump goes straight to glibc's. */
+static _Thread_local bool lifecycle_aborting __attribute__((tls_model("initial-exec")));
 static atomic_bool lifecycle_oom_claimed;
 /* A forked child that has not made an intercepted call writes no exit dump: a DataLoader-style
  * worker would otherwise write a copy of its parent's state at every exit. */
@@ -64,6 +70,10 @@ lifecycle_constructor(void)
         memcpy(&fn, &sym, sizeof fn);
         atomic_store(&lifecycle_next_exit[i], fn);
     }
+    void *next_abort = real_dl_dlsym(RTLD_NEXT, "abort");
+    lifecycle_abort_fn abort_fn;
+    memcpy(&abort_fn, &next_abort, sizeof abort_fn);
+    atomic_store(&lifecycle_next_abort, abort_fn);
     exec_dump_start();
     const struct cuprof_config *config = runtime_config();
     /* Another interposer preloaded ahead of us would otherwise see every call first and forward
@@ -186,7 +196,7 @@ lifecycle_exit_in_handler(const struct lifecycle_end_lines *lines)
     struct cuprof_runtime *rt = atomic_load(&lifecycle_rt);
     if (alloc_lock_depth != 0)
         lifecycle_say(rt, lines->interrupted);
-    else if (!dumper_exit_on_thread(lifecycle_wants_exit_dump(rt),
+    else if (!dumper_exit_on_thread(lifecycle_wants_exit_dump(rt), "",
                                     lifecycle_handler_exit_timeout_s(rt)))
         lifecycle_say(rt, lines->timed_out);
 }
@@ -271,6 +281,36 @@ lifecycle_immediate_exit(int status, enum lifecycle_exit_kind kind)
         next(status);
     for (;;) /* called before the constructor, or no libc _exit to find: the system call */
         syscall(SYS_exit_group, status);
+}
+
+void
+lifecycle_abort(void)
+{
+    static const struct lifecycle_end_lines lines = {
+        NULL, NULL,
+        "cuprof: abort in a signal handler that interrupted cuprof: no snapshot (the interrupted "
+        "code holds a lock it needs)\n",
+        "cuprof: abort: no snapshot (the dumper thread is off, or could not write it in time)\n"};
+    if (!lifecycle_aborting && lifecycle_image_end_due()) {
+        lifecycle_aborting = true;
+        struct cuprof_runtime *rt = atomic_load(&lifecycle_rt);
+        /* The program is failing: its heap may be damaged, and this thread may hold a lock of
+         * malloc's. The dumper thread, with its own, writes while this one waits. */
+        if (alloc_lock_depth != 0)
+            lifecycle_say(rt, lines.interrupted);
+        else if (!dumper_exit_on_thread(lifecycle_wants_exit_dump(rt), "ended by abort",
+                                        lifecycle_handler_exit_timeout_s(rt)))
+            lifecycle_say(rt, lines.timed_out);
+        control_stop();
+    }
+    lifecycle_abort_fn next = atomic_load(&lifecycle_next_abort);
+    if (next != NULL)
+        next();
+    for (;;) { /* no glibc abort to find: SIGABRT at its default action */
+        signal(SIGABRT, SIG_DFL);
+        raise(SIGABRT);
+        syscall(SYS_exit_group, 128 + SIGABRT);
+    }
 }
 
 void

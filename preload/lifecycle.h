@@ -53,6 +53,13 @@ bool lifecycle_image_end_due(void);
 bool lifecycle_before_exec(void);
 void lifecycle_exec_failed(void);
 
+/* abort, as libcuprof exports it: uncaught C++ exceptions (std::terminate), failed checks that
+ * abort, Python's os.abort and fatal errors end the program without exit's handlers. With `exit`
+ * in CUPROF_DUMP_ON, in the process cuprof holds, the dumper thread writes the exit snapshot
+ * ("ended by abort") while this thread waits (the failing program's heap and locks are not to be
+ * trusted here), unless this thread holds one of cuprof's locks; then glibc's abort. */
+__attribute__((noreturn)) void lifecycle_abort(void);
+
 /* True exactly once per process (and once again in each forked child): the first OOM dumps. */
 bool lifecycle_claim_oom_dump(void);
 

@@ -30,8 +30,10 @@
  * `fork`: a forked child makes its own cudaMalloc, prints "child PID" and calls _exit(6); the
  * parent prints "child: exit 6" and returns 0; `quick_exit` calls quick_exit(3); `qhandler`: its
  * SIGTERM handler calls quick_exit(10).
- * - exit-in-handler HOW: a SIGINT handler that calls exit(3), cudaMalloc (never freed), ready, then
- *   `idle`: waits for signals; `alloc`: allocates ever larger blocks, never freed.
+ * - exit-in-handler HOW: a SIGINT handler that calls exit(3) (abort() for `abort-idle`,
+ *   `abort-alloc`), cudaMalloc (never freed), ready, then `idle`: waits for signals; `alloc`:
+ *   allocates ever larger blocks, never freed.
+ * - abort: cudaMalloc (never freed), ready, waits for a line, then abort().
  * - fdleak PATH: cudaMalloc (never freed), opens /dev/null until no descriptor is left ("leaked
  * until EMFILE"), cuprof_dump_snapshot(PATH) ("dump: RC"), then whether one more open fails as
  * before
@@ -176,13 +178,24 @@ on_int_exit(int sig)
     exit(3); /* not async-signal-safe, and common: a ^C handler that ends the program */
 }
 
-/* A SIGINT handler that calls exit (see the top of the file). */
+static void
+on_int_abort(int sig)
+{
+    (void)sig;
+    abort();
+}
+
+/* A SIGINT handler that calls exit, or abort with `abort-` before HOW (see the top of the
+ * file). */
 static int
 exit_in_handler(const char *how)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_int_exit;
+    bool aborts = strncmp(how, "abort-", 6) == 0;
+    sa.sa_handler = aborts ? on_int_abort : on_int_exit;
+    if (aborts)
+        how += 6;
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGINT, &sa, NULL) != 0)
         return 1;
@@ -615,6 +628,12 @@ main(int argc, char **argv)
         return exec_after();
     if (strcmp(mode, "exit-in-handler") == 0 && argc == 3)
         return exit_in_handler(argv[2]);
+    if (strcmp(mode, "abort") == 0) {
+        (void)first_cuda_call();
+        ready();
+        wait_line();
+        abort();
+    }
     if (strcmp(mode, "fdleak") == 0 && argc == 3)
         return fd_leak(argv[2]);
     if (strcmp(mode, "cancel") == 0 && argc == 3)

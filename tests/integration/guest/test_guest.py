@@ -456,6 +456,65 @@ def case_fdleak(f, a):
                     f"fdleak: {name} missing or without the 1 MiB block: {os.listdir(tmp)}")
 
 
+ABORT_PY = ("import ctypes, os\n"
+            "cudart = ctypes.CDLL('libcudart.so.13')\n"
+            "p = ctypes.c_void_p()\n"
+            "assert cudart.cudaMalloc(ctypes.byref(p), 3 << 20) == 0\n"
+            "os.abort()\n")
+
+
+def case_abort(f, a):
+    """abort (a failed check, std::terminate of an uncaught exception, os.abort) skips exit's
+    handlers: the dumper thread writes the exit snapshot, then the program dies by SIGABRT as it
+    would have. extra[0], when given: a C++ program that throws out of main after a 1 MiB cudaMalloc."""
+    def check_one(label, code, tmp, stderr, sizes):
+        files = sorted(os.listdir(tmp))
+        f.check(code == -signal.SIGABRT and files == ["exit.pickle"] and
+                f"snapshot written to {os.path.join(tmp, 'exit.pickle')} (ended by abort)" in stderr,
+                f"abort {label}: {code} {files} {stderr[-400:]!r}")
+        if files == ["exit.pickle"]:
+            f.check(live_sizes(f, os.path.join(tmp, "exit.pickle"), f"abort {label}") == sizes,
+                    f"abort {label}: the live blocks are not {sizes}")
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Program(a, ["abort"], tmp, CUPROF_SNAPSHOT=os.path.join(tmp, "exit.pickle"))
+        code, lines, stderr = prog.finish()
+        check_one("plain", code, tmp, stderr, [1 << 20])
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Program(a, ["exit-in-handler", "abort-idle"], tmp,
+                       CUPROF_SNAPSHOT=os.path.join(tmp, "exit.pickle"))
+        tgkill(prog.pid, signal.SIGINT)
+        code, lines, stderr = end_without_input(prog)
+        check_one("in a handler", code, tmp, stderr, [1 << 20])
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Program(a, ["exit-in-handler", "abort-alloc"], tmp, SIMCUDA_MALLOC_US=200000,
+                       CUPROF_SNAPSHOT=os.path.join(tmp, "exit.pickle"))
+        time.sleep(0.3)  # inside the next segment's allocation, the device lock held
+        tgkill(prog.pid, signal.SIGINT)
+        code, lines, stderr = end_without_input(prog)
+        f.check(code == -signal.SIGABRT and os.listdir(tmp) == [] and
+                "cuprof: abort in a signal handler that interrupted cuprof: no snapshot" in stderr,
+                f"abort interrupted: {code} {os.listdir(tmp)} {stderr!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Program(a, ["abort"], tmp, CUPROF_SNAPSHOT=os.path.join(tmp, "exit.pickle"),
+                       CUPROF_DUMP_ON="signal,oom")
+        code, lines, stderr = prog.finish()
+        f.check(code == -signal.SIGABRT and os.listdir(tmp) == [] and "snapshot" not in stderr,
+                f"abort without exit in CUPROF_DUMP_ON: {code} {os.listdir(tmp)} {stderr!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = shimrun.env(a.ld_path, a.lib, CUPROF_SNAPSHOT=os.path.join(tmp, "exit.pickle"))
+        p = subprocess.run([sys.executable, "-c", ABORT_PY], env=env, cwd=tmp, capture_output=True,
+                           text=True, timeout=60)
+        check_one("python", p.returncode, tmp, p.stderr, [3 << 20])
+    if a.extra:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = shimrun.env(a.ld_path, a.lib, CUPROF_SNAPSHOT=os.path.join(tmp, "exit.pickle"))
+            p = subprocess.run([a.extra[0]], env=env, cwd=tmp, capture_output=True, text=True,
+                               timeout=60)
+            f.check("terminate called after throwing" in p.stderr,
+                    f"abort c++: std::terminate did not run: {p.stderr!r}")
+            check_one("c++ uncaught exception", p.returncode, tmp, p.stderr, [1 << 20])
+
+
 def case_cancel(f, a):
     """A thread cancelled while it writes a snapshot: the dump ends first, so no later dump (the
     exit's) waits forever for its lock and no temporary file is left."""
@@ -1340,7 +1399,7 @@ def case_lean(f, a):
 
 CASES = {"traps": case_traps, "dump-o": case_dump_o, "api": case_api, "modes": case_modes,
          "signals": case_signals, "closefds": case_closefds, "stderr": case_stderr, "term": case_term,
-         "quick": case_quick, "exec": case_exec, "chdir": case_chdir, "cancel": case_cancel, "fdleak": case_fdleak, "handler-exit": case_handler_exit,
+         "quick": case_quick, "exec": case_exec, "chdir": case_chdir, "cancel": case_cancel, "fdleak": case_fdleak, "abort": case_abort, "handler-exit": case_handler_exit,
          "fallback": case_fallback, "run-signals": case_run_signals,
          "primary": case_primary,
          "lean": case_lean}

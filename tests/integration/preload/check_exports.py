@@ -16,6 +16,8 @@ CUDA_EXPORTS = {
     "dlsym", "dlclose",
     # the exit snapshot of a program ended by _exit (Python's os._exit, multiprocessing's children)
     "_exit", "_Exit",
+    # the snapshot of a program ended by abort (std::terminate, os.abort)
+    "abort",
     # the snapshot of an image an exec replaces
     "execve", "execv", "execvp", "execvpe", "execl", "execle", "execlp", "fexecve", "execveat",
     # signal dispositions as the program asks for them (cuprof's SIGTERM handler reads as default)
