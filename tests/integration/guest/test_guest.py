@@ -456,11 +456,7 @@ def case_fdleak(f, a):
                     f"fdleak: {name} missing or without the 1 MiB block: {os.listdir(tmp)}")
 
 
-ABORT_PY = ("import ctypes, os\n"
-            "cudart = ctypes.CDLL('libcudart.so.13')\n"
-            "p = ctypes.c_void_p()\n"
-            "assert cudart.cudaMalloc(ctypes.byref(p), 3 << 20) == 0\n"
-            "os.abort()\n")
+ABORT_JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "abort_job.py")
 
 
 def case_abort(f, a):
@@ -502,7 +498,7 @@ def case_abort(f, a):
                 f"abort without exit in CUPROF_DUMP_ON: {code} {os.listdir(tmp)} {stderr!r}")
     with tempfile.TemporaryDirectory() as tmp:
         env = shimrun.env(a.ld_path, a.lib, CUPROF_SNAPSHOT=os.path.join(tmp, "exit.pickle"))
-        p = subprocess.run([sys.executable, "-c", ABORT_PY], env=env, cwd=tmp, capture_output=True,
+        p = subprocess.run([sys.executable, ABORT_JOB], env=env, cwd=tmp, capture_output=True,
                            text=True, timeout=60)
         check_one("python", p.returncode, tmp, p.stderr, [3 << 20])
     if a.extra:
