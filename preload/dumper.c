@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "allocator/alloc_lock.h"
 #include "allocator/cuprof_errors.h"
 #include "preload/config.h"
 #include "preload/control.h"
@@ -57,12 +58,15 @@ static int dumper_exec_cancel_state;
 
 /* The dump lock, with this thread's cancellation off until dumper_unlock: a thread cancelled at a
  * write inside a dump would keep the lock forever, and every later dump, the exit's too, would
- * wait for it (the program would hang at exit). Returns the state to give back. */
+ * wait for it (the program would hang at exit). Counted in alloc_lock_depth, as cuprof's other
+ * locks are, for an exit in a signal handler that interrupted a dump. Returns the state to give
+ * back. */
 static int
 dumper_lock_uncancellable(void)
 {
     int cancel_state = PTHREAD_CANCEL_ENABLE;
     (void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+    alloc_lock_depth++;
     pthread_mutex_lock(&dumper_lock);
     return cancel_state;
 }
@@ -71,6 +75,7 @@ static void
 dumper_unlock(int cancel_state)
 {
     pthread_mutex_unlock(&dumper_lock);
+    alloc_lock_depth--;
     (void)pthread_setcancelstate(cancel_state, NULL);
 }
 
