@@ -166,8 +166,7 @@ lifecycle_say(const struct cuprof_runtime *rt, const char *line)
         (void)stderr_out_write(line, strlen(line));
 }
 
-/* Registered after the CUDA runtime's own start-up, so (atexit being LIFO) it runs before the
- * runtime's teardown releases contexts; it makes no device call either way. */
+/* What exit's handlers do, on this thread; it makes no device call. */
 static void
 lifecycle_exit_dump_here(void)
 {
@@ -201,6 +200,8 @@ lifecycle_exit_in_handler(const struct lifecycle_end_lines *lines)
         lifecycle_say(rt, lines->timed_out);
 }
 
+/* Registered after the CUDA runtime's own start-up, so (atexit being LIFO) it runs before the
+ * runtime's teardown releases contexts. */
 static void
 lifecycle_at_exit(void)
 {
