@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <stdatomic.h>
-#include <string.h>
 
 #include "preload/dumper.h"
 #include "preload/end_signals.h"
@@ -23,16 +22,12 @@ static void dump_signal_on_signal(int sig, siginfo_t *info, void *uctx);
 static int
 dump_signal_install(int sig, const struct sigaction *program)
 {
+    sigset_t none;
+    sigemptyset(&none);
     struct sigaction kernel;
-    memset(&kernel, 0, sizeof kernel);
-    kernel.sa_sigaction = dump_signal_on_signal;
-    if (signal_disposition_is(program, SIG_DFL) || signal_disposition_is(program, SIG_IGN)) {
-        kernel.sa_flags = SA_SIGINFO | SA_RESTART | (program->sa_flags & SA_ONSTACK);
-        sigemptyset(&kernel.sa_mask);
-    } else {
-        kernel.sa_flags = (program->sa_flags | SA_SIGINFO) & ~SA_RESETHAND;
-        kernel.sa_mask = program->sa_mask;
-    }
+    signal_disposition_kernel_action(program, dump_signal_on_signal,
+                                     SA_SIGINFO | SA_RESTART | (program->sa_flags & SA_ONSTACK),
+                                     &none, &kernel);
     return end_signals_real_sigaction(sig, &kernel, NULL);
 }
 

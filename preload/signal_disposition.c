@@ -77,6 +77,22 @@ signal_disposition_is(const struct sigaction *a, void (*handler)(int))
     return (a->sa_flags & SA_SIGINFO) == 0 && a->sa_handler == handler;
 }
 
+void
+signal_disposition_kernel_action(const struct sigaction *program,
+                                 void (*handler)(int, siginfo_t *, void *), int flags,
+                                 const sigset_t *mask, struct sigaction *kernel)
+{
+    memset(kernel, 0, sizeof *kernel);
+    kernel->sa_sigaction = handler;
+    if (signal_disposition_is(program, SIG_DFL) || signal_disposition_is(program, SIG_IGN)) {
+        kernel->sa_flags = flags;
+        kernel->sa_mask = *mask;
+    } else {
+        kernel->sa_flags = (program->sa_flags | SA_SIGINFO) & ~SA_RESETHAND;
+        kernel->sa_mask = program->sa_mask;
+    }
+}
+
 static bool
 disposition_is_owners(const struct sigaction *kernel, const struct signal_disposition_owner *owner)
 {

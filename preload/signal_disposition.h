@@ -34,6 +34,13 @@ struct signal_disposition_owner {
     signal_disposition_install_fn install;
 };
 
+/* The kernel's action when cuprof's `handler` stands in for the program's disposition `program`:
+ * for a handler of the program's, its flags (SA_RESETHAND left to the stand-in, which must stay)
+ * and mask; for the default or ignore, `flags` and `mask`, the stand-in's own. */
+void signal_disposition_kernel_action(const struct sigaction *program,
+                                      void (*handler)(int, siginfo_t *, void *), int flags,
+                                      const sigset_t *mask, struct sigaction *kernel);
+
 /* sigaction(2) for a signal cuprof stands in for: `act` becomes the program's disposition (the
  * kernel gets owner->install's), `old` the one it had: the kernel's own when something set it
  * around sigaction(2) (a raw system call, sigset), so that one holds. */

@@ -56,19 +56,15 @@ stand_in_install(int sig, const struct sigaction *program)
 {
     if (signal_disposition_is(program, SIG_IGN))
         return end_signals_real_sigaction(sig, program, NULL);
+    /* At the default, SA_RESTART: a program that never expected the signal sees no call
+     * interrupted. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (size_t i = 0; i < STAND_IN_COUNT; i++)
+        sigaddset(&mask, stand_in_signals[i]);
     struct sigaction kernel;
-    memset(&kernel, 0, sizeof kernel);
-    kernel.sa_sigaction = stand_in_on_signal;
-    if (signal_disposition_is(program, SIG_DFL)) {
-        /* SA_RESTART: a program that never expected the signal sees no call interrupted. */
-        kernel.sa_flags = SA_SIGINFO | SA_RESTART;
-        sigemptyset(&kernel.sa_mask);
-        for (size_t i = 0; i < STAND_IN_COUNT; i++)
-            sigaddset(&kernel.sa_mask, stand_in_signals[i]);
-    } else {
-        kernel.sa_flags = (program->sa_flags | SA_SIGINFO) & ~SA_RESETHAND;
-        kernel.sa_mask = program->sa_mask;
-    }
+    signal_disposition_kernel_action(program, stand_in_on_signal, SA_SIGINFO | SA_RESTART, &mask,
+                                     &kernel);
     return end_signals_real_sigaction(sig, &kernel, NULL);
 }
 
