@@ -183,13 +183,9 @@ stacks_unwinder(void)
  * (unw_flush_cache leaves it alone): after an unload, stacks through code mapped where the old
  * code was would follow the old code's frames. cuprof's unwinder can forget its rules, and
  * libgcc's looks every frame's FDE up anew. */
-bool
-stacks_forget_code(void)
+static void
+leave_libunwind(void)
 {
-    unwind_forget_rules();
-    if (!atomic_load(&g_chosen) || atomic_load(&g_unwinder) != STACKS_UNWINDER_LIBUNWIND)
-        return false;
-    pthread_once(&g_once, stacks_init); /* the choice is made: wait until it is published */
     if (unwind_init()) {
         atomic_store(&g_backtrace, unwind_backtrace);
         atomic_store(&g_unwinder, STACKS_UNWINDER_CUPROF);
@@ -197,6 +193,16 @@ stacks_forget_code(void)
         atomic_store(&g_backtrace, unwind_libc_backtrace());
         atomic_store(&g_unwinder, STACKS_UNWINDER_LIBGCC);
     }
+}
+
+bool
+stacks_forget_code(void)
+{
+    unwind_forget_rules();
+    if (!atomic_load(&g_chosen) || atomic_load(&g_unwinder) != STACKS_UNWINDER_LIBUNWIND)
+        return false;
+    pthread_once(&g_once, stacks_init); /* the choice is made: wait until it is published */
+    leave_libunwind();
     return true;
 }
 
@@ -470,8 +476,16 @@ stacks_frame_ns(void)
     return atomic_load(&g_frame_ns);
 }
 
+/* A thread of the parent may have been inside libunwind at the fork, holding one of its mutexes
+ * (its rule cache's, taken at every frame it has not seen): the child inherits it locked, with
+ * no thread to release it, and its first stack would wait forever. The child walks with cuprof's
+ * unwinder, which takes no lock, or libgcc's (whose locks glibc resets at fork). */
 void
 stacks_reset_after_fork(void)
 {
     pthread_mutex_init(&g_insert_lock, NULL);
+    if (atomic_load(&g_first_unwinder) == STACKS_UNWINDER_LIBUNWIND)
+        atomic_store(&g_first_unwinder, STACKS_UNWINDER_CUPROF);
+    if (atomic_load(&g_chosen) && atomic_load(&g_unwinder) == STACKS_UNWINDER_LIBUNWIND)
+        leave_libunwind();
 }

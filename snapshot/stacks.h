@@ -92,7 +92,8 @@ void stacks_warm_up(void);
  * stacks of up to 64 frames); 0 before it ran. For the log line that names a slow unwinder. */
 double stacks_frame_ns(void);
 
-/* In the child after fork(): re-initialises the insert mutex another thread may have held. */
+/* In the child after fork(): re-initialises the insert mutex another thread may have held, and
+ * leaves libunwind (whose mutexes a parent thread may have held) for cuprof's unwinder. */
 void stacks_reset_after_fork(void);
 
 #endif

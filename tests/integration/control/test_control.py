@@ -369,6 +369,31 @@ class ForkTests(unittest.TestCase):
         self.assertEqual(len(written_paths(r.stderr)), 2, r.stderr)
 
 
+    def test_child_walks_stacks_while_a_parent_thread_holds_libunwind(self):
+        # A thread inside libunwind at the fork leaves the child one of its mutexes locked; the
+        # program holds one there on purpose (control_fork_stall.c). The child's stacks must not
+        # wait for it: the child walks with cuprof's unwinder.
+        d = tempfile.mkdtemp(prefix="cuprof-control-")
+        self.addCleanup(shutil.rmtree, d, True)
+        r = run([prog("control_fork_stall")], env_for(CUPROF_SNAPSHOT=os.path.join(d, "s-%p.pickle")))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        info = dict(re.findall(r"^(\w+)=(-?\d+)$", r.stdout, re.M))
+        if info.get("libunwind") == "0":
+            self.skipTest("libunwind.so.8 is not installed: cuprof walks stacks without it")
+        self.assertEqual(info["stalled"], "1", r.stdout)
+        self.assertEqual((info["hung"], info["child_exited"], info["child_status"]), ("0", "1", "0"),
+                         r.stdout)
+        child = os.path.join(d, "s-%s.pickle" % info["child_pid"])
+        self.assertIn(child, written_paths(r.stderr))
+        snap = check_file(self, child, complete=False)
+        allocs = [e for t in snap["device_traces"] for e in t
+                  if e["action"] == "alloc" and e["size"] == 8192]
+        self.assertEqual(len(allocs), 1, allocs)
+        # The child's stack is whole: the program's main, in its own source file.
+        self.assertIn(("main", "control_fork_stall.c"),
+                      [(f["name"], os.path.basename(f["filename"])) for f in allocs[0]["frames"]])
+
+
 class ApiTests(unittest.TestCase):
     def values(self, out):
         return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -452,6 +454,30 @@ test_stacks_choice(void **state)
     printf("stacks unwinder: %s\n", want == STACKS_UNWINDER_LIBUNWIND ? "libunwind" : "cuprof");
 }
 
+/* A forked child walks with cuprof's unwinder whatever the parent used: a parent thread inside
+ * libunwind at the fork would leave the child one of its mutexes locked. */
+static void
+test_stacks_after_fork(void **state)
+{
+    (void)state;
+    uintptr_t ips[8];
+    assert_true(stacks_backtrace(0, ips, 8) > 0); /* the parent's choice is made */
+    enum stacks_unwinder parent = stacks_unwinder();
+    pid_t pid = fork();
+    if (pid == 0) {
+        stacks_reset_after_fork();
+        int bad = stacks_unwinder() != STACKS_UNWINDER_CUPROF;
+        bad |= (stacks_backtrace(0, ips, 8) == 0) << 1;
+        _exit(bad);
+    }
+    assert_true(pid > 0);
+    int status = -1;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(stacks_unwinder(), parent);
+}
+
 static int
 setup(void **state)
 {
@@ -482,6 +508,7 @@ main(void)
         cmocka_unit_test(test_thread),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_stacks_choice),
+        cmocka_unit_test(test_stacks_after_fork),
         cmocka_unit_test(test_caller_context),
 #ifdef UNWIND_RELOAD_A
         cmocka_unit_test(test_reload_same_address),
