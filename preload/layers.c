@@ -16,6 +16,8 @@
 
 #include "preload/real_dl.h"
 #include "preload/stderr_out.h"
+#include "snapshot/elf_imports.h"
+#include "snapshot/loader_gate.h"
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
@@ -53,10 +55,8 @@ layers_dlsym(void *handle, const char *name)
 enum { MAX_OBJECTS = 1024 };
 
 struct loaded_object {
-    ElfW(Addr) base;
-    const ElfW(Dyn) * dynamic;
-    uintptr_t lo, hi;             /* extent of its PT_LOAD segments */
-    uintptr_t relro_lo, relro_hi; /* PT_GNU_RELRO: read-only once relocated */
+    struct elf_image image;
+    uintptr_t lo, hi; /* extent of its PT_LOAD segments */
     const char *name;
 };
 
@@ -101,7 +101,7 @@ collect_object(struct dl_phdr_info *info, size_t size, void *data)
         return 1;
     struct loaded_object *o = &objects[object_count++];
     memset(o, 0, sizeof *o);
-    o->base = info->dlpi_addr;
+    elf_image_from_phdrs(info, &o->image);
     o->name = info->dlpi_name != NULL ? info->dlpi_name : "";
     o->lo = UINTPTR_MAX;
     for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
@@ -112,11 +112,6 @@ collect_object(struct dl_phdr_info *info, size_t size, void *data)
                 o->lo = start;
             if (start + ph->p_memsz > o->hi)
                 o->hi = start + ph->p_memsz;
-        } else if (ph->p_type == PT_DYNAMIC) {
-            o->dynamic = (const ElfW(Dyn) *)start;
-        } else if (ph->p_type == PT_GNU_RELRO) {
-            o->relro_lo = start;
-            o->relro_hi = start + ph->p_memsz;
         }
     }
     return 0;
@@ -150,113 +145,38 @@ never_rebound(const char *name)
     return false;
 }
 
-/* One GOT slot to `target`, unprotecting a RELRO page for the store. 0 or an errno. */
-static int
-write_slot(const struct loaded_object *o, void **slot, void *target)
-{
-    uintptr_t at = (uintptr_t)slot;
-    bool relro = at >= o->relro_lo && at < o->relro_hi;
-    uintptr_t page = at & ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
-    size_t len = at + sizeof(void *) - page;
-    if (relro && mprotect((void *)page, len, PROT_READ | PROT_WRITE) != 0)
-        return errno;
-    __atomic_store_n(slot, target, __ATOMIC_RELEASE);
-    if (relro && mprotect((void *)page, len, PROT_READ) != 0)
-        return errno;
-    return 0;
-}
-
-struct dyn_tables {
-    const ElfW(Sym) * symtab;
-    const char *strtab;
-    const ElfW(Rela) * jmprel, *rela;
-    size_t jmprel_size, rela_size;
-    bool plt_is_rela;
+struct rebind_walk {
+    const struct loaded_object *object;
+    struct rebind_result *result;
 };
-
-static struct dyn_tables
-read_dynamic(const struct loaded_object *o)
-{
-    struct dyn_tables t = {.plt_is_rela = true};
-    for (const ElfW(Dyn) *d = o->dynamic; d != NULL && d->d_tag != DT_NULL; d++) {
-        /* ld.so has relocated these entries on this architecture; be safe if it has not. */
-        ElfW(Addr) p = d->d_un.d_ptr < o->base ? d->d_un.d_ptr + o->base : d->d_un.d_ptr;
-        switch (d->d_tag) {
-        case DT_SYMTAB:
-            t.symtab = (const ElfW(Sym) *)p;
-            break;
-        case DT_STRTAB:
-            t.strtab = (const char *)p;
-            break;
-        case DT_JMPREL:
-            t.jmprel = (const ElfW(Rela) *)p;
-            break;
-        case DT_PLTRELSZ:
-            t.jmprel_size = d->d_un.d_val;
-            break;
-        case DT_RELA:
-            t.rela = (const ElfW(Rela) *)p;
-            break;
-        case DT_RELASZ:
-            t.rela_size = d->d_un.d_val;
-            break;
-        case DT_PLTREL:
-            t.plt_is_rela = d->d_un.d_val == DT_RELA;
-            break;
-        default:
-            break;
-        }
-    }
-    return t;
-}
-
-static bool
-is_binding_reloc(ElfW(Xword) info)
-{
-#if defined(__x86_64__)
-    return ELF64_R_TYPE(info) == R_X86_64_JUMP_SLOT || ELF64_R_TYPE(info) == R_X86_64_GLOB_DAT;
-#elif defined(__aarch64__)
-    return ELF64_R_TYPE(info) == R_AARCH64_JUMP_SLOT || ELF64_R_TYPE(info) == R_AARCH64_GLOB_DAT;
-#else
-    (void)info;
-    return false;
-#endif
-}
 
 /* Points o's imports of cuprof's names at cuprof where they are bound to the layer ahead, or not
  * bound yet (lazy binding: the slot still points into o's own PLT). */
-static void
-rebind_relocs(const struct loaded_object *o, const struct dyn_tables *t, const ElfW(Rela) * rel,
-              size_t size, struct rebind_result *r)
+static bool
+rebind_import(void **slot, const char *name, void *context)
 {
-    if (rel == NULL || t->symtab == NULL || t->strtab == NULL)
-        return;
-    for (size_t i = 0; i < size / sizeof *rel; i++) {
-        if (!is_binding_reloc(rel[i].r_info))
-            continue;
-        const ElfW(Sym) *sym = &t->symtab[ELF64_R_SYM(rel[i].r_info)];
-        const char *name = t->strtab + sym->st_name;
-        if (sym->st_shndx != SHN_UNDEF || (strncmp(name, "cu", 2) != 0 && strcmp(name, "dlsym")))
-            continue;
-        if (strncmp(name, "cuprof_", 7) == 0)
-            continue;
-        void *mine = real_dl_own_symbol(name);
-        if (mine == NULL)
-            continue;
-        void **slot = (void **)(o->base + rel[i].r_offset);
-        uintptr_t bound = (uintptr_t)__atomic_load_n(slot, __ATOMIC_ACQUIRE);
-        if (bound == (uintptr_t)mine)
-            continue;
-        if (!contains(o, bound) && !(bound >= layer_lo && bound < layer_hi))
-            continue; /* bound elsewhere on purpose (a version, DT_SYMBOLIC): left alone */
-        int error = write_slot(o, slot, mine);
-        if (error == 0) {
-            r->slots++;
-        } else if (r->error == 0) {
-            r->error = error;
-            r->error_object = o->name;
-        }
+    struct rebind_walk *w = context;
+    const struct loaded_object *o = w->object;
+    struct rebind_result *r = w->result;
+    if ((strncmp(name, "cu", 2) != 0 && strcmp(name, "dlsym") != 0) ||
+        strncmp(name, "cuprof_", 7) == 0)
+        return true;
+    void *mine = real_dl_own_symbol(name);
+    if (mine == NULL)
+        return true;
+    uintptr_t bound = (uintptr_t)__atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (bound == (uintptr_t)mine)
+        return true;
+    if (!contains(o, bound) && !(bound >= layer_lo && bound < layer_hi))
+        return true; /* bound elsewhere on purpose (a version, DT_SYMBOLIC): left alone */
+    int error = elf_imports_write(&o->image, slot, mine);
+    if (error == 0) {
+        r->slots++;
+    } else if (r->error == 0) {
+        r->error = error;
+        r->error_object = o->name;
     }
+    return true;
 }
 
 static bool
@@ -275,7 +195,7 @@ rebind_locked(size_t *objects_changed)
     struct rebind_result r = {0, 0, NULL};
     struct collect c = {0, false};
     object_count = 0;
-    dl_iterate_phdr(collect_object, &c);
+    loader_gate_iterate(collect_object, &c);
     seen_adds = c.adds;
     const struct loaded_object *self = object_at((uintptr_t)&layers_anchor);
     *objects_changed = 0;
@@ -287,15 +207,13 @@ rebind_locked(size_t *objects_changed)
             continue;
         }
         /* The program itself, and what follows libcuprof; never the preloads ahead of us. */
-        if ((i != 0 && !after_self) || never_rebound(o->name) || o->dynamic == NULL ||
-            already_bound(o->base) || bound_count == MAX_OBJECTS)
+        if ((i != 0 && !after_self) || never_rebound(o->name) || o->image.dynamic == NULL ||
+            already_bound(o->image.base) || bound_count == MAX_OBJECTS)
             continue;
-        bound_bases[bound_count++] = o->base;
-        struct dyn_tables t = read_dynamic(o);
+        bound_bases[bound_count++] = o->image.base;
         unsigned before = r.slots;
-        if (t.plt_is_rela)
-            rebind_relocs(o, &t, t.jmprel, t.jmprel_size, &r);
-        rebind_relocs(o, &t, t.rela, t.rela_size, &r);
+        struct rebind_walk walk = {o, &r};
+        elf_imports_each(&o->image, rebind_import, &walk);
         if (r.slots != before)
             (*objects_changed)++;
     }
@@ -330,7 +248,7 @@ layers_start(void)
     pthread_mutex_lock(&rebind_lock);
     struct collect c = {0, false};
     object_count = 0;
-    dl_iterate_phdr(collect_object, &c);
+    loader_gate_iterate(collect_object, &c);
     const struct loaded_object *self = object_at((uintptr_t)&layers_anchor);
     const struct loaded_object *layer = object_at((uintptr_t)first);
     /* A layer is ahead when its dlsym comes from an object loaded before libcuprof (glibc's
@@ -377,7 +295,7 @@ static void
 layers_rebind_new_objects_slow(void)
 {
     struct collect c = {0, true};
-    dl_iterate_phdr(collect_object, &c);
+    loader_gate_iterate(collect_object, &c);
     pthread_mutex_lock(&rebind_lock);
     if (c.adds == seen_adds) {
         pthread_mutex_unlock(&rebind_lock);

@@ -7,6 +7,7 @@
  * interpreter's library directories names its package (snapshot/python_paths.h); the user's own
  * Python file is its own row. */
 #include "preload/library_table.h"
+#include "snapshot/loader_gate.h"
 
 #include <errno.h>
 #include <link.h>
@@ -161,7 +162,7 @@ static struct module_range
 learn(uintptr_t ip)
 {
     struct object_query q = {.ip = ip};
-    dl_iterate_phdr(object_cb, &q);
+    loader_gate_iterate(object_cb, &q);
     if (q.found && q.is_program) {
         ssize_t n = readlink("/proc/self/exe", q.path, sizeof q.path - 1);
         q.path[n > 0 ? (size_t)n : 0] = '\0';

@@ -28,6 +28,7 @@
 #include "preload/runtime.h"
 #include "preload/shim_vmm.h"
 #include "preload/stream_id.h"
+#include "snapshot/loader_gate.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
@@ -83,7 +84,8 @@ lifecycle_constructor(void)
 }
 
 /* Fork: hold the dump lock and every device lock across fork() so the child's copies are
- * consistent and unlocked; no CUDA call is made in any of these handlers. */
+ * consistent and unlocked, and let no cuprof or libunwind loader walk be under way (glibc 2.36
+ * leaves the child the loader's lock held otherwise); no CUDA call is made in these handlers. */
 static void
 lifecycle_fork_prepare(void)
 {
@@ -94,12 +96,15 @@ lifecycle_fork_prepare(void)
     /* Leaf locks (never held across another lock), taken last. */
     cuda_backend_fork_prepare();
     shim_vmm_fork_prepare();
+    /* Last: the calls it waits for hold none of the locks above. */
+    loader_gate_close_for_fork();
 }
 
 static void
 lifecycle_fork_parent(void)
 {
     struct cuprof_runtime *rt = atomic_load(&lifecycle_rt);
+    loader_gate_open_after_fork();
     shim_vmm_fork_parent();
     cuda_backend_fork_parent();
     for (int d = rt->device_count - 1; d >= 0; d--)
@@ -122,6 +127,7 @@ lifecycle_fork_child(void)
     cuda_backend_reset_after_fork();
     shim_vmm_reset_after_fork();
     stream_id_reset_after_fork();
+    loader_gate_reset_after_fork();
     stacks_reset_after_fork();
     unloaded_modules_reset_after_fork();
     python_frames_reset_after_fork();

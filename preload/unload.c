@@ -3,6 +3,7 @@
 
 #include "preload/real_dl.h"
 #include "preload/runtime.h"
+#include "snapshot/loader_gate.h"
 #include "snapshot/stacks.h"
 #include "snapshot/unloaded_modules.h"
 
@@ -104,7 +105,7 @@ note_unloaded(struct objects *before)
 {
     if (before->failed)
         return;
-    dl_iterate_phdr(still_mapped_cb, before);
+    loader_gate_iterate(still_mapped_cb, before);
     for (size_t i = 0; i < before->n; i++) {
         const struct object *ob = &before->v[i];
         if (ob->present)
@@ -135,7 +136,7 @@ unload_dlclose(void *handle)
 {
     unsigned long long removed = objects_removed();
     struct objects before = {0};
-    dl_iterate_phdr(objects_cb, &before);
+    loader_gate_iterate(objects_cb, &before);
     int rc = real_dl_close(handle);
     int saved_errno = errno;
     /* A dlclose that only dropped a reference unmapped nothing: nothing to forget. */

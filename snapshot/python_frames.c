@@ -8,6 +8,7 @@
  * Python object. PyCode_Addr2Line only reads the code object's line table. Every pointer read is
  * type-checked (code, str) before its fields are used; an unexpected type ends the walk. */
 #include "snapshot/python_frames.h"
+#include "snapshot/loader_gate.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -218,7 +219,7 @@ static unsigned long long
 objects_loaded(void)
 {
     unsigned long long adds = 0;
-    dl_iterate_phdr(loads_cb, &adds);
+    loader_gate_iterate(loads_cb, &adds);
     return adds;
 }
 

@@ -7,6 +7,8 @@
 #define UNW_LOCAL_ONLY
 #include "snapshot/stacks.h"
 
+#include "snapshot/elf_imports.h"
+#include "snapshot/loader_gate.h"
 #include "snapshot/python_frames.h"
 #include "snapshot/unloaded_modules.h"
 #include "snapshot/unwind.h"
@@ -125,6 +127,47 @@ static _Atomic int g_unwinder = STACKS_UNWINDER_LIBGCC;
 static _Atomic int g_first_unwinder = STACKS_UNWINDER_LIBUNWIND;
 static _Atomic bool g_chosen;
 
+/* Whole walks go through loader_gate: libgcc's (dl_iterate_phdr at every frame where glibc is
+ * older than 2.35), and libunwind's when its dl_iterate_phdr could not be rebound. */
+static atomic_bool g_gate_walks;
+
+struct rebind_count {
+    struct elf_image image;
+    unsigned slots;
+    int error;
+};
+
+static bool
+gate_import(void **slot, const char *name, void *context)
+{
+    struct rebind_count *c = context;
+    if (strcmp(name, "dl_iterate_phdr") != 0)
+        return true;
+    loader_gate_iterate_fn gated = loader_gate_iterate;
+    void *target;
+    memcpy(&target, &gated, sizeof target);
+    int error = elf_imports_write(&c->image, slot, target);
+    if (error == 0)
+        c->slots++;
+    else
+        c->error = error;
+    return true;
+}
+
+/* libunwind asks dl_iterate_phdr about every address it has not seen: its calls go through
+ * loader_gate, so that a fork waits for them (loader_gate.h). Before anyone else uses it: a lazy
+ * binding resolved after this would put the loader's target back. */
+static bool
+gate_libunwind(void *lib)
+{
+    struct rebind_count c;
+    memset(&c, 0, sizeof c);
+    if (!elf_image_of_handle(lib, &c.image))
+        return false;
+    elf_imports_each(&c.image, gate_import, &c);
+    return c.slots > 0 && c.error == 0;
+}
+
 static bool
 load_libunwind(void)
 {
@@ -134,6 +177,8 @@ load_libunwind(void)
     void *sym = dlsym(lib, "unw_backtrace");
     if (sym == NULL)
         return false;
+    if (!gate_libunwind(lib))
+        atomic_store(&g_gate_walks, true);
     backtrace_fn fn;
     memcpy(&fn, &sym, sizeof(fn));
     atomic_store(&g_backtrace, fn);
@@ -151,6 +196,7 @@ load_unwinder(void)
         atomic_store(&g_backtrace, unwind_backtrace);
         atomic_store(&g_unwinder, STACKS_UNWINDER_CUPROF);
     } else {
+        atomic_store(&g_gate_walks, true);
         atomic_store(&g_backtrace, unwind_libc_backtrace());
     }
 }
@@ -169,7 +215,7 @@ stacks_init(void)
 {
     load_unwinder();
     atomic_store(&g_table, table_new(TABLE_INITIAL_SLOTS));
-    dl_iterate_phdr(own_range_cb, (void *)(uintptr_t)&stacks_init);
+    loader_gate_iterate(own_range_cb, (void *)(uintptr_t)&stacks_init);
 }
 
 enum stacks_unwinder
@@ -189,7 +235,9 @@ leave_libunwind(void)
     if (unwind_init()) {
         atomic_store(&g_backtrace, unwind_backtrace);
         atomic_store(&g_unwinder, STACKS_UNWINDER_CUPROF);
+        atomic_store(&g_gate_walks, false); /* its own slow path goes through the gate */
     } else {
+        atomic_store(&g_gate_walks, true);
         atomic_store(&g_backtrace, unwind_libc_backtrace());
         atomic_store(&g_unwinder, STACKS_UNWINDER_LIBGCC);
     }
@@ -352,8 +400,13 @@ capture_ips(unsigned skip, unsigned depth, uintptr_t *ips)
     /* Inside libcuprof.so, a few spare frames so that dropping cuprof's own innermost frames
      * still leaves `depth`; linked into the program, there is nothing to drop. */
     unsigned spare = g_own_hi != 0 ? SPARE_FRAMES : 0;
+    bool gate = atomic_load_explicit(&g_gate_walks, memory_order_relaxed);
+    if (gate)
+        loader_gate_enter();
     int n =
         atomic_load_explicit(&g_backtrace, memory_order_relaxed)(buf, (int)(first + depth + spare));
+    if (gate)
+        loader_gate_leave();
     if (n <= (int)first)
         return 0;
     /* Everything at or inside the outermost cuprof frame is cuprof's doing: a runtime wrapper of

@@ -2,6 +2,8 @@
  * most recent last; lookups walk it backwards. */
 #include "snapshot/unloaded_modules.h"
 
+#include "snapshot/loader_gate.h"
+
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -116,7 +118,7 @@ unloaded_modules_find(uintptr_t addr, struct unloaded_module *out)
     if (!found)
         return false;
     struct overlap_query q = {out->lo, out->hi, false};
-    dl_iterate_phdr(overlap_cb, &q);
+    loader_gate_iterate(overlap_cb, &q);
     return !q.overlaps;
 }
 
@@ -135,7 +137,7 @@ void
 unloaded_modules_loader_counts(unsigned long long *adds, unsigned long long *subs)
 {
     unsigned long long counts[2] = {0, 0};
-    dl_iterate_phdr(loader_counts_cb, counts);
+    loader_gate_iterate(loader_counts_cb, counts);
     *adds = counts[0];
     *subs = counts[1];
 }

@@ -14,6 +14,7 @@
 #include "snapshot/unwind.h"
 
 #include "snapshot/cfi.h"
+#include "snapshot/loader_gate.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -246,7 +247,10 @@ static uint64_t
 rule_fill(uintptr_t pc, uintptr_t ip, uint32_t gen)
 {
     struct dwarf_eh_bases b;
+    loader_gate_enter(); /* libgcc may ask dl_iterate_phdr (it does where glibc is older than 2.35)
+                          */
     const void *fde = g_find_fde((void *)pc, &b);
+    loader_gate_leave();
     if (fde == NULL)
         return RULE_LIBGCC;
     struct cfi_bases bases = {(uintptr_t)b.tbase, (uintptr_t)b.dbase};
@@ -359,7 +363,9 @@ unwind_backtrace(void **buf, int max)
         return n;
     /* libgcc's walk: its first frame is this one, dropped. */
     void *all[FRAMES_MAX + 1];
+    loader_gate_enter();
     n = g_libc_backtrace(all, max + 1);
+    loader_gate_leave();
     atomic_fetch_add_explicit(&g_fallbacks, 1, memory_order_relaxed);
     if (n <= 1)
         return 0;

@@ -1,10 +1,16 @@
-/* control_fork_stall.c: forks while another thread holds a mutex of libunwind's, then has the
- * child allocate (one stack walk) and exit. The program exports its own pthread_mutex_lock,
- * which libunwind (dlopen'ed by cuprof) binds to: the first lock libunwind takes once armed is
- * held until after the fork, as a thread preempted there at the fork holds it. The mutex held
- * is one libunwind took for the main thread's walks, which the child's walk takes again.
- * Usage: control_fork_stall
- * Prints libunwind=0 when libunwind.so.8 is not loaded (nothing to hold), else stalled=, then
+/* control_fork_stall.c: forks while another thread is stopped where a fork must not catch it,
+ * then has the child allocate (one stack walk) and exit (the exit snapshot).
+ * Usage: control_fork_stall mutex   the other thread holds a mutex of libunwind's across the
+ *                                   fork. The program exports its own pthread_mutex_lock, which
+ *                                   libunwind (dlopen'ed by cuprof) binds to: the first lock
+ *                                   libunwind takes once armed, of those it took for the main
+ *                                   thread's walks (which the child's walk takes again), is held
+ *                                   until after the fork.
+ *        control_fork_stall loader  the other thread's first stack walk stops for 300 ms inside
+ *                                   dl_iterate_phdr, holding the loader's lock (the program
+ *                                   exports its own dl_iterate_phdr, which libunwind and cuprof
+ *                                   bind to); the fork comes 10 ms into it.
+ * Prints libunwind=0 when libunwind.so.8 is not loaded (nothing to stop in), else stalled=, then
  * child_pid=, child_exited=, child_status= and hung= (a child still running after 20 s). */
 #include <dlfcn.h>
 #include <link.h>
@@ -54,6 +60,48 @@ is_noted(pthread_mutex_t *mutex)
     return false;
 }
 static sem_t lock_held, lock_release;
+
+/* ---- loader mode */
+#define LOADER_STALL_MS 300
+typedef int (*iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
+static atomic_bool loader_armed;
+static pthread_t stalling_thread;
+
+struct stalled_walk {
+    int (*callback)(struct dl_phdr_info *, size_t, void *);
+    void *data;
+    bool stopped;
+};
+
+static int
+stall_once(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct stalled_walk *w = data;
+    if (!w->stopped) {
+        w->stopped = true;
+        sem_post(&lock_held);
+        struct timespec ts = {0, LOADER_STALL_MS * 1000L * 1000L};
+        nanosleep(&ts, NULL);
+    }
+    return w->callback(info, size, w->data);
+}
+
+/* Also called by a sanitizer runtime's start-up, before its shadow memory exists: nothing in
+ * here may be instrumented. */
+__attribute__((visibility("default"), no_sanitize("address", "undefined"))) int
+dl_iterate_phdr(int (*callback)(struct dl_phdr_info *, size_t, void *), void *data)
+{
+    union {
+        void *sym;
+        iterate_fn fn;
+    } real = {dlsym(RTLD_NEXT, "dl_iterate_phdr")};
+    if (atomic_load(&loader_armed) && pthread_equal(pthread_self(), stalling_thread) &&
+        atomic_exchange(&loader_armed, false)) {
+        struct stalled_walk w = {callback, data, false};
+        return real.fn(stall_once, &w);
+    }
+    return real.fn(callback, data);
+}
 
 static mutex_lock_fn
 resolve_real_lock(void)
@@ -111,6 +159,15 @@ fresh_thread(void *arg)
     return NULL;
 }
 
+/* The same, once the main thread has armed the loader stall for it. */
+static void *
+fresh_thread_after(void *start)
+{
+    pthread_mutex_lock(start);
+    pthread_mutex_unlock(start);
+    return fresh_thread(NULL);
+}
+
 static bool
 wait_child(pid_t pid, int *status)
 {
@@ -126,8 +183,9 @@ wait_child(pid_t pid, int *status)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
+    bool loader = argc > 1 && strcmp(argv[1], "loader") == 0;
     resolve_real_lock();
     control_cuda_init();
     control_cuda_free(control_cuda_alloc(1u << 20)); /* cuprof has chosen its unwinder */
@@ -141,15 +199,29 @@ main(void)
     atomic_store(&learning, false);
     sem_init(&lock_held, 0, 0);
     sem_init(&lock_release, 0, 0);
-    atomic_store(&armed, true);
     pthread_t thread;
-    pthread_create(&thread, NULL, fresh_thread, NULL);
+    if (loader) {
+        /* Armed for the new thread only, once it exists. */
+        pthread_mutex_t start = PTHREAD_MUTEX_INITIALIZER;
+        resolve_real_lock()(&start);
+        pthread_create(&thread, NULL, fresh_thread_after, &start);
+        stalling_thread = thread;
+        atomic_store(&loader_armed, true);
+        pthread_mutex_unlock(&start);
+    } else {
+        atomic_store(&armed, true);
+        pthread_create(&thread, NULL, fresh_thread, NULL);
+    }
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += DEADLINE_S;
     bool stalled = sem_timedwait(&lock_held, &deadline) == 0;
     printf("libunwind=1\nstalled=%d\n", stalled);
     fflush(stdout);
+    if (loader) {
+        struct timespec ts = {0, 10 * 1000L * 1000L};
+        nanosleep(&ts, NULL);
+    }
     pid_t pid = fork();
     if (pid == 0) {
         control_cuda_free(control_cuda_alloc(8192));

@@ -369,13 +369,11 @@ class ForkTests(unittest.TestCase):
         self.assertEqual(len(written_paths(r.stderr)), 2, r.stderr)
 
 
-    def test_child_walks_stacks_while_a_parent_thread_holds_libunwind(self):
-        # A thread inside libunwind at the fork leaves the child one of its mutexes locked; the
-        # program holds one there on purpose (control_fork_stall.c). The child's stacks must not
-        # wait for it: the child walks with cuprof's unwinder.
+    def stalled_fork(self, mode):
         d = tempfile.mkdtemp(prefix="cuprof-control-")
         self.addCleanup(shutil.rmtree, d, True)
-        r = run([prog("control_fork_stall")], env_for(CUPROF_SNAPSHOT=os.path.join(d, "s-%p.pickle")))
+        r = run([prog("control_fork_stall"), mode],
+                env_for(CUPROF_SNAPSHOT=os.path.join(d, "s-%p.pickle")))
         self.assertEqual(r.returncode, 0, r.stderr)
         info = dict(re.findall(r"^(\w+)=(-?\d+)$", r.stdout, re.M))
         if info.get("libunwind") == "0":
@@ -392,6 +390,18 @@ class ForkTests(unittest.TestCase):
         # The child's stack is whole: the program's main, in its own source file.
         self.assertIn(("main", "control_fork_stall.c"),
                       [(f["name"], os.path.basename(f["filename"])) for f in allocs[0]["frames"]])
+
+    def test_child_walks_stacks_while_a_parent_thread_holds_libunwind(self):
+        # A thread inside libunwind at the fork leaves the child one of its mutexes locked; the
+        # program holds one there on purpose (control_fork_stall.c). The child's stacks must not
+        # wait for it: the child walks with cuprof's unwinder.
+        self.stalled_fork("mutex")
+
+    def test_fork_waits_for_a_loader_walk_under_way(self):
+        # A thread inside dl_iterate_phdr at the fork (libunwind's, for an address it has not
+        # seen) leaves glibc 2.36's child the loader's lock held: the child's exit snapshot (and
+        # its dlopen, its exceptions) would wait forever. The fork waits for the walk instead.
+        self.stalled_fork("loader")
 
 
 class ApiTests(unittest.TestCase):

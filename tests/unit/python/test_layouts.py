@@ -25,7 +25,8 @@ for inc in dirs:
         exe = os.path.join(tmp, "layout_check")
         build = subprocess.run([cc, "-std=gnu11", "-D_GNU_SOURCE", "-w", "-I", inc, "-I", os.path.join(inc, "internal"),
                                 "-I", root, os.path.join(here, "layout_check.c"),
-                                os.path.join(root, "snapshot", "python_frames.c"), "-o", exe,
+                                os.path.join(root, "snapshot", "python_frames.c"),
+                                os.path.join(root, "snapshot", "loader_gate.c"), "-o", exe,
                                 "-ldl", "-lpthread"], capture_output=True, text=True)
         if build.returncode != 0:
             failed.append(inc)
