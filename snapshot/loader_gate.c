@@ -5,6 +5,7 @@
 #include "snapshot/loader_gate.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,12 +19,16 @@ static atomic_bool g_closed;      /* a fork is under way */
  * itself. */
 static _Thread_local unsigned t_depth __attribute__((tls_model("initial-exec")));
 
+/* Not a cancellation point: the gate is on the program's allocation calls' path, and so is
+ * their errno. */
 static void
 nap(void)
 {
-    int saved_errno = errno; /* the gate is on the program's allocation calls' path */
+    int saved_errno = errno, cancel_state;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     struct timespec ts = {0, NAP_US * 1000L};
     nanosleep(&ts, NULL);
+    pthread_setcancelstate(cancel_state, NULL);
     errno = saved_errno;
 }
 
