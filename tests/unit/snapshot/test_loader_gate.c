@@ -23,12 +23,14 @@ static sem_t g_inside;
 static atomic_bool g_walk_done;
 static atomic_int g_stall_ms;
 
+/* Milliseconds since `start` (CLOCK_MONOTONIC). */
 static double
-now_ms(void)
+ms_since(const struct timespec *start)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) * 1e3 +
+           (double)(now.tv_nsec - start->tv_nsec) / 1e6;
 }
 
 static void
@@ -115,9 +117,10 @@ fork_from_inside_cb(struct dl_phdr_info *info, size_t size, void *data)
     (void)info;
     (void)size;
     (void)data;
-    double t0 = now_ms();
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     loader_gate_close_for_fork();
-    g_close_ms = now_ms() - t0;
+    g_close_ms = ms_since(&t0);
     loader_gate_open_after_fork();
     return 1;
 }
@@ -137,9 +140,10 @@ test_fork_waits_no_longer_than_the_bound(void **state)
     (void)state;
     pthread_t thread;
     start_slow_walk(&thread, LOADER_GATE_WAIT_MS * 3);
-    double t0 = now_ms();
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     loader_gate_close_for_fork();
-    double waited = now_ms() - t0;
+    double waited = ms_since(&t0);
     assert_false(atomic_load(&g_walk_done));
     assert_true(waited >= LOADER_GATE_WAIT_MS * 0.9);
     loader_gate_open_after_fork();
