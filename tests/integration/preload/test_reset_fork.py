@@ -21,7 +21,8 @@ import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402 (tests/integration/)
+import shimrun  # noqa: E402 (tests/integration/)
+from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402
 
 GRAN = 2 << 20
 
@@ -95,6 +96,14 @@ def test_reset(a, checker, check):
 
 
 def test_fork(a, checker, check):
+    if shimrun.sanitized():
+        # GCC 12's libasan takes no allocator lock around fork. A fork that catches another
+        # thread inside ASan's allocator (cuprof's dumper thread starting: ASan's ThreadStart
+        # frees and refills a size class) leaves the child waiting on that mutex forever (gdb:
+        # SizeClassAllocator64::GetFromAllocator in the child; 4 runs in 4 at a time hung here).
+        # The plain build runs this test every time.
+        print("SKIP: ASan's allocator is not fork-safe in a threaded program")
+        sys.exit(77)
     with tempfile.TemporaryDirectory() as tmp:
         env = {"CUPROF_MODE": a.mode, "CUPROF_SNAPSHOT": os.path.join(tmp, "f-%p-%n.pickle")}
         r = run_shim([a.app], a.ld_path, preload=a.lib, extra_env=env)
