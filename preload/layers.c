@@ -3,16 +3,12 @@
 #include "preload/layers.h"
 
 #include <dlfcn.h>
-#include <elf.h>
-#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "preload/real_dl.h"
 #include "preload/stderr_out.h"

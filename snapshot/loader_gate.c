@@ -32,12 +32,16 @@ nap(void)
     errno = saved_errno;
 }
 
-static uint64_t
-now_us(void)
+/* Starts a wait's clock at its first call (deadline 0); true once LOADER_GATE_WAIT_MS passed. */
+static bool
+waited_enough(uint64_t *deadline)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    if (*deadline == 0)
+        *deadline = now + LOADER_GATE_WAIT_MS * 1000u;
+    return now >= *deadline;
 }
 
 void
@@ -46,12 +50,7 @@ loader_gate_enter(void)
     uint64_t deadline = 0;
     for (;;) {
         atomic_fetch_add(&g_inside, 1);
-        if (t_depth > 0 || !atomic_load(&g_closed))
-            break;
-        uint64_t now = now_us();
-        if (deadline == 0)
-            deadline = now + LOADER_GATE_WAIT_MS * 1000u;
-        else if (now >= deadline)
+        if (t_depth > 0 || !atomic_load(&g_closed) || waited_enough(&deadline))
             break;
         atomic_fetch_sub(&g_inside, 1);
         nap();
@@ -82,14 +81,8 @@ loader_gate_close_for_fork(void)
 {
     atomic_store(&g_closed, true);
     uint64_t deadline = 0;
-    while (atomic_load(&g_inside) > t_depth) {
-        uint64_t now = now_us();
-        if (deadline == 0)
-            deadline = now + LOADER_GATE_WAIT_MS * 1000u;
-        else if (now >= deadline)
-            return;
+    while (atomic_load(&g_inside) > t_depth && !waited_enough(&deadline))
         nap();
-    }
 }
 
 void

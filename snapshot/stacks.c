@@ -185,20 +185,26 @@ load_libunwind(void)
     return true;
 }
 
+/* cuprof's unwinder where allowed and it runs (its own slow path goes through loader_gate), else
+ * libgcc's through glibc's backtrace (whole walks through the gate). */
+static void
+use_own_or_libgcc(bool own_allowed)
+{
+    bool own = own_allowed && unwind_init();
+    atomic_store(&g_backtrace, own ? unwind_backtrace : unwind_libc_backtrace());
+    atomic_store(&g_gate_walks, !own);
+    atomic_store(&g_unwinder, own ? STACKS_UNWINDER_CUPROF : STACKS_UNWINDER_LIBGCC);
+}
+
 static void
 load_unwinder(void)
 {
     atomic_store(&g_chosen, true);
     int first = atomic_load(&g_first_unwinder);
-    if (first <= STACKS_UNWINDER_LIBUNWIND && load_libunwind()) {
+    if (first <= STACKS_UNWINDER_LIBUNWIND && load_libunwind())
         atomic_store(&g_unwinder, STACKS_UNWINDER_LIBUNWIND);
-    } else if (first <= STACKS_UNWINDER_CUPROF && unwind_init()) {
-        atomic_store(&g_backtrace, unwind_backtrace);
-        atomic_store(&g_unwinder, STACKS_UNWINDER_CUPROF);
-    } else {
-        atomic_store(&g_gate_walks, true);
-        atomic_store(&g_backtrace, unwind_libc_backtrace());
-    }
+    else
+        use_own_or_libgcc(first <= STACKS_UNWINDER_CUPROF);
 }
 
 int
@@ -229,20 +235,6 @@ stacks_unwinder(void)
  * (unw_flush_cache leaves it alone): after an unload, stacks through code mapped where the old
  * code was would follow the old code's frames. cuprof's unwinder can forget its rules, and
  * libgcc's looks every frame's FDE up anew. */
-static void
-leave_libunwind(void)
-{
-    if (unwind_init()) {
-        atomic_store(&g_backtrace, unwind_backtrace);
-        atomic_store(&g_unwinder, STACKS_UNWINDER_CUPROF);
-        atomic_store(&g_gate_walks, false); /* its own slow path goes through the gate */
-    } else {
-        atomic_store(&g_gate_walks, true);
-        atomic_store(&g_backtrace, unwind_libc_backtrace());
-        atomic_store(&g_unwinder, STACKS_UNWINDER_LIBGCC);
-    }
-}
-
 bool
 stacks_forget_code(void)
 {
@@ -250,7 +242,7 @@ stacks_forget_code(void)
     if (!atomic_load(&g_chosen) || atomic_load(&g_unwinder) != STACKS_UNWINDER_LIBUNWIND)
         return false;
     pthread_once(&g_once, stacks_init); /* the choice is made: wait until it is published */
-    leave_libunwind();
+    use_own_or_libgcc(true);
     return true;
 }
 
@@ -540,5 +532,5 @@ stacks_reset_after_fork(void)
     if (atomic_load(&g_first_unwinder) == STACKS_UNWINDER_LIBUNWIND)
         atomic_store(&g_first_unwinder, STACKS_UNWINDER_CUPROF);
     if (atomic_load(&g_chosen) && atomic_load(&g_unwinder) == STACKS_UNWINDER_LIBUNWIND)
-        leave_libunwind();
+        use_own_or_libgcc(true);
 }
