@@ -30,6 +30,7 @@ struct alloc_segment {
     bool expandable; /* expandable_segments: grows and shrinks by mapping pages */
     size_t page;     /* expandable: bytes per mapped page (2 MiB small pool, 20 MiB large) */
     uint64_t serial; /* expandable: creation order on its device (PyTorch's expandable_segments_) */
+    uint64_t context; /* external: the tag of the context it belongs to (0: untagged) */
 };
 
 /* A stream use (PyTorch's stream_uses entry) or, once recorded, an outstanding event. */

@@ -247,6 +247,13 @@ int
 allocator_track_external(struct allocator *alloc, int device, uint64_t addr, size_t size,
                          uint64_t stream, uint8_t pool, uint32_t stack_id)
 {
+    return allocator_track_external_in(alloc, device, addr, size, stream, pool, stack_id, 0);
+}
+
+int
+allocator_track_external_in(struct allocator *alloc, int device, uint64_t addr, size_t size,
+                            uint64_t stream, uint8_t pool, uint32_t stack_id, uint64_t context)
+{
     struct alloc_device *dev = device_at(alloc, device);
     struct alloc_block *b = NULL;
     if (dev == NULL || addr == 0)
@@ -255,6 +262,8 @@ allocator_track_external(struct allocator *alloc, int device, uint64_t addr, siz
     if (rc != 0)
         return rc;
     rc = alloc_malloc_whole_segment_locked(dev, size, addr, stream, pool, stack_id, &b);
+    if (rc == 0)
+        b->seg->context = context;
     size_t grow = rc == 0 && block_map_insert(&dev->map, b) ? block_map_grow_count(&dev->map) : 0;
     alloc_lock_release(&dev->lock);
     if (grow)
@@ -399,8 +408,33 @@ allocator_empty_cache(struct allocator *alloc, int device)
     return 0;
 }
 
-void
-allocator_forget_device(struct allocator *alloc, int device)
+/* Whether a context's end drops `seg`: its tagged external memory, and with the cache everything
+ * untagged (the cache's segments, external memory nobody tagged). */
+static bool
+forgotten_with(const struct alloc_segment *seg, uint64_t context, bool with_cache)
+{
+    if (seg->external && seg->context != 0)
+        return seg->context == context;
+    return with_cache;
+}
+
+/* The first segment of the device a context's end drops, or NULL. */
+static struct alloc_segment *
+first_forgotten_locked(struct alloc_device *dev, uint64_t context, bool with_cache, bool all)
+{
+    ALLOC_ASSERT_HELD(&dev->lock);
+    for (struct avl_node *n = avl_first(&dev->segments); n != NULL; n = avl_next(n)) {
+        struct alloc_segment *seg =
+            (struct alloc_segment *)(void *)((char *)n - offsetof(struct alloc_segment, node));
+        if (all || forgotten_with(seg, context, with_cache))
+            return seg;
+    }
+    return NULL;
+}
+
+/* allocator_forget_device (all) and allocator_forget_context. */
+static void
+forget_segments(struct allocator *alloc, int device, uint64_t context, bool with_cache, bool all)
 {
     struct alloc_device *dev = device_at(alloc, device);
     if (dev == NULL)
@@ -408,13 +442,17 @@ allocator_forget_device(struct allocator *alloc, int device)
     alloc_lock_acquire(&dev->lock);
     /* The history must still replay (MemoryViz undoes it from the segments), so everything the
      * driver dropped is recorded as freed: pending frees complete, then each live block is freed
-     * and each segment released, with the stats moving exactly as on those paths. */
-    alloc_free_forget_events_locked(dev);
-    struct avl_node *n;
-    while ((n = avl_first(&dev->segments)) != NULL)
-        alloc_free_forget_segment_locked(
-            dev,
-            (struct alloc_segment *)(void *)((char *)n - offsetof(struct alloc_segment, node)));
+     * and each segment released, with the stats moving exactly as on those paths. Forgetting one
+     * segment may merge and drop others' spare records, so each search starts again. */
+    if (with_cache)
+        alloc_free_forget_events_locked(dev);
+    struct alloc_segment *seg;
+    while ((seg = first_forgotten_locked(dev, context, with_cache, all)) != NULL)
+        alloc_free_forget_segment_locked(dev, seg);
+    if (!with_cache) {
+        alloc_lock_release(&dev->lock);
+        return;
+    }
     dev->stream_count = 0;
     dev->streams_overflow = false;
     /* Peer access is the contexts': gone both ways with this device's. */
@@ -428,6 +466,18 @@ allocator_forget_device(struct allocator *alloc, int device)
         alloc_expand_drop_peer_locked(other, device);
         alloc_lock_release(&other->lock);
     }
+}
+
+void
+allocator_forget_device(struct allocator *alloc, int device)
+{
+    forget_segments(alloc, device, 0, true, true);
+}
+
+void
+allocator_forget_context(struct allocator *alloc, int device, uint64_t context, bool with_cache)
+{
+    forget_segments(alloc, device, context, with_cache, false);
 }
 
 void

@@ -68,6 +68,10 @@ __attribute__((warn_unused_result)) int allocator_record_stream(struct allocator
  * (the driver's answer cannot be right: nothing recorded), or another -CUPROF_E*. */
 int allocator_track_external(struct allocator *alloc, int device, uint64_t addr, size_t size,
                              uint64_t stream, uint8_t pool, uint32_t stack_id);
+/* allocator_track_external for memory of one of the program's contexts (`context`: a nonzero tag
+ * the caller picks): allocator_forget_context drops it when that context ends. */
+int allocator_track_external_in(struct allocator *alloc, int device, uint64_t addr, size_t size,
+                                uint64_t stream, uint8_t pool, uint32_t stack_id, uint64_t context);
 /* Forgets an external allocation (free_requested + free_completed + segment_free). Returns
  * -CUPROF_ENOTOWNED when addr is not a tracked external allocation. */
 int allocator_untrack_external(struct allocator *alloc, uint64_t addr, uint32_t stack_id);
@@ -108,6 +112,11 @@ int allocator_empty_cache(struct allocator *alloc, int device);
  * the free stack), every segment segment_free; the stats move as on the free and release paths
  * (num_device_free counts the segments too: the device no longer holds them). */
 void allocator_forget_device(struct allocator *alloc, int device);
+/* One context of `device` ended: drops, as allocator_forget_device drops everything, the external
+ * memory tagged `context` and, with `with_cache` (the cache held that context's memory), the rest
+ * of the device but the external memory tagged with other contexts, which lives on. */
+void allocator_forget_context(struct allocator *alloc, int device, uint64_t context,
+                              bool with_cache);
 /* The program is destroying `stream`: no device records free_sync:events' events on it any more
  * (call it before the real destroy; a free holding a device's lock finishes with it first). */
 void allocator_forget_stream(struct allocator *alloc, uint64_t stream);

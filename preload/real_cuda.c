@@ -166,6 +166,7 @@ struct needed_entry {
         need, offsetof(struct real_cuda, field), #field                                            \
     }
 static const struct needed_entry needed_entries[] = {
+    NEEDED(REAL_CUDA_NEED_TRACE, cuCtxGetCurrent),
     NEEDED(REAL_CUDA_NEED_TRACE, cuCtxGetDevice),
     NEEDED(REAL_CUDA_NEED_TRACE, cuDeviceGet),
     NEEDED(REAL_CUDA_NEED_TRACE, cuDeviceGetCount),

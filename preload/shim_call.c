@@ -6,6 +6,7 @@
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
 #include "preload/call_tag.h"
+#include "preload/ctx_owner.h"
 #include "preload/cuda_backend.h"
 #include "preload/device_footprint.h"
 #include "preload/library_usage.h"
@@ -23,12 +24,13 @@ shim_call_begin(struct shim_call *call, enum shim_call_kind kind, const void *ca
     if (guard_active() || runtime_config()->mode == CUPROF_MODE_OFF)
         return false;
     const struct real_cuda *real = real_cuda_get();
-    if (real == NULL || real->cuCtxGetDevice == NULL)
+    if (real == NULL || real->cuCtxGetDevice == NULL || real->cuCtxGetCurrent == NULL)
         return false;
     /* The device comes from the calling thread's current context. Without one (or before
      * cuInit) the real call must produce its own error, and cuprof must not initialise. */
-    CUdevice dev;
-    if (real->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+    int dev;
+    CUcontext ctx;
+    if (!ctx_owner_current(real, &ctx, &dev))
         return false;
     guard_enter();
     struct cuprof_runtime *rt = runtime_get();
@@ -41,6 +43,7 @@ shim_call_begin(struct shim_call *call, enum shim_call_kind kind, const void *ca
         atomic_store_explicit(&shim_call_ready_runtime, rt, memory_order_release);
     call->rt = rt;
     call->device = dev;
+    call->context = ctx;
     call->stack_id = shim_call_stack(kind);
     device_footprint_note_start(dev);
     call->owner = 0;
@@ -75,8 +78,9 @@ void
 shim_call_track_external(const struct shim_call *call, int device, uint64_t addr, size_t size,
                          uint64_t stream, uint8_t pool, const char *api)
 {
-    if (allocator_track_external(call->rt->alloc, device, addr, size, stream, pool,
-                                 call->stack_id) == -CUPROF_EDRIVER)
+    if (allocator_track_external_in(call->rt->alloc, device, addr, size, stream, pool,
+                                    call->stack_id,
+                                    ctx_owner_tag(call->context)) == -CUPROF_EDRIVER)
         shim_call_log_bad_answer(api);
 }
 

@@ -12,12 +12,14 @@
 #include <stdint.h>
 
 #include "preload/call_tag.h"
+#include "preload/ctx_owner.h"
 #include "preload/runtime.h"
 #include "snapshot/stacks.h"
 
 struct shim_call {
     struct cuprof_runtime *rt;
     int device;        /* the calling thread's current device (from its current context) */
+    CUcontext context; /* the calling thread's current context */
     uint32_t stack_id; /* 0 = none (CUPROF_STACKS) */
     uint16_t owner;    /* allocating calls: the calling library (library_table.h), the blocks'
                           owner tag */
@@ -64,10 +66,20 @@ shim_call_stack(enum shim_call_kind kind)
 
 void shim_call_log_bad_answer(const char *api);
 
-/* allocator_track_external for a pointer the driver handed the program; a range the allocator
- * refuses (-CUPROF_EDRIVER) goes unrecorded, logged once. The program's answer is unchanged. */
+/* allocator_track_external for a pointer the driver handed the program, tagged with the calling
+ * thread's context (whose end drops it); a range the allocator refuses (-CUPROF_EDRIVER) goes
+ * unrecorded, logged once. The program's answer is unchanged. */
 void shim_call_track_external(const struct shim_call *call, int device, uint64_t addr, size_t size,
                               uint64_t stream, uint8_t pool, const char *api);
+
+/* True when the cache may hand this allocation its memory: the calling thread's context owns the
+ * device's cache (or nobody did, and now it does). Else the driver serves the call and it is
+ * recorded as that context's external memory (ctx_owner.h). */
+static inline bool
+shim_call_cache_serves(const struct shim_call *call)
+{
+    return ctx_owner_claim(call->device, call->context);
+}
 
 /* cuprof's int result (0, -CUPROF_E*, positive CUresult) as the CUresult the program sees. On
  * -CUPROF_ENOMEM it first lets the runtime write its OOM dump. */

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 
 #include "allocator/allocator.h"
+#include "preload/ctx_owner.h"
 #include "preload/cuda_backend.h"
 #include "preload/double_free.h"
 #include "preload/guard.h"
@@ -13,8 +14,9 @@
 #include "preload/runtime.h"
 #include "preload/stream_id.h"
 
-/* The program is tearing a context down: hand the device's free cached segments back while the
- * context still exists (recorded as segment_free), so only blocks it still holds are dropped. */
+/* The program is tearing down the context that owns the device's cache: hand the free cached
+ * segments back while the context still exists (recorded as segment_free), so only blocks it
+ * still holds are dropped. */
 static void
 release_cache(int device)
 {
@@ -29,35 +31,75 @@ release_cache(int device)
     guard_leave();
 }
 
+/* The driver is about to free (or has freed) every allocation of `ctx`, a context of `device`:
+ * its external memory is forgotten, and the cache too when ctx owned it (never cuMemFree'd
+ * later, never handed out again). `ctx` NULL: a context cuprof cannot name; everything of the
+ * device goes. */
 static void
-forget_only(int device)
+forget_context(int device, CUcontext ctx)
 {
     struct cuprof_runtime *rt = shim_call_runtime_if_ready();
     if (guard_active() || rt == NULL || rt->alloc == NULL || device < 0 ||
         device >= allocator_device_count(rt->alloc))
         return;
     guard_enter();
-    /* The driver is about to free every allocation of the device: never cuMemFree them later,
-     * never hand them out again. */
+    bool with_cache = ctx == NULL || ctx_owner_is(device, ctx);
     unsigned reset = double_free_reset_begin(device);
-    allocator_forget_device(rt->alloc, device);
+    if (ctx == NULL)
+        allocator_forget_device(rt->alloc, device);
+    else
+        allocator_forget_context(rt->alloc, device, ctx_owner_tag(ctx), with_cache);
     double_free_reset_end(reset);
-    cuda_backend_forget_device(device);
+    if (with_cache) {
+        cuda_backend_forget_device(device);
+        ctx_owner_clear(device);
+    }
     guard_leave();
 }
 
-void
-shim_ctx_forget_device(int device)
+/* The primary context of `dev` while it is active, else NULL (also when the driver cannot say).
+ * Retained and released at once: the caller holds it active. */
+static CUcontext
+active_primary(const struct real_cuda *real, CUdevice dev)
 {
-    release_cache(device);
-    forget_only(device);
+    unsigned int flags = 0;
+    int active = 0;
+    CUcontext ctx = NULL;
+    if (real->cuDevicePrimaryCtxGetState == NULL ||
+        real->cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active ||
+        real->cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
+        return NULL;
+    (void)real->cuDevicePrimaryCtxRelease_v2(dev);
+    return ctx;
+}
+
+void
+shim_ctx_forget_primary(int device)
+{
+    const struct real_cuda *real = real_cuda_get();
+    if (real == NULL || shim_call_runtime_if_ready() == NULL)
+        return;
+    CUcontext primary = active_primary(real, device);
+    /* Inactive: nothing of it lives (its last release forgot it). Unknown: as before contexts
+     * were told apart, the whole device. */
+    if (primary == NULL && real->cuDevicePrimaryCtxGetState != NULL)
+        return;
+    CUcontext popped;
+    if (primary == NULL) {
+        release_cache(device);
+    } else if (ctx_owner_is(device, primary) &&
+               real->cuCtxPushCurrent_v2(primary) == CUDA_SUCCESS) {
+        release_cache(device); /* with the primary current: its memory, whatever else is */
+        (void)real->cuCtxPopCurrent_v2(&popped);
+    }
+    forget_context(device, primary);
 }
 
 CUresult
 shim_ctx_primary_reset(CUdevice dev)
 {
     REAL_CUDA_OR_FAIL(real, cuDevicePrimaryCtxReset_v1)
-    shim_ctx_forget_device(dev);
+    shim_ctx_forget_primary(dev);
     return real->cuDevicePrimaryCtxReset_v1(dev);
 }
 
@@ -65,24 +107,14 @@ CUresult
 shim_ctx_primary_reset_v2(CUdevice dev)
 {
     REAL_CUDA_OR_FAIL(real, cuDevicePrimaryCtxReset_v2)
-    shim_ctx_forget_device(dev);
+    shim_ctx_forget_primary(dev);
     return real->cuDevicePrimaryCtxReset_v2(dev);
-}
-
-/* Only the last release destroys the context; the driver's state tells whether it did. */
-static void
-forget_if_inactive(const struct real_cuda *real, CUdevice dev)
-{
-    unsigned int flags = 0;
-    int active = 1;
-    if (real->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
-        forget_only(dev);
 }
 
 /* Both ABIs of cuDevicePrimaryCtxRelease (same C signature): `release` is the real one. The
  * runtime and every library that carries NVIDIA's runtime statically (cuBLAS, cuDNN, cuFFT)
- * retain and release the primary context themselves: only the release that destroys it takes the
- * cache with it, so a library letting go changes nothing the program or its snapshot sees. */
+ * retain and release the primary context themselves: only the release that destroys it takes its
+ * memory with it, so a library letting go changes nothing the program or its snapshot sees. */
 static CUresult
 primary_release(const struct real_cuda *real, PFN_cuDevicePrimaryCtxRelease_v11000 release,
                 CUdevice dev)
@@ -97,9 +129,14 @@ primary_release(const struct real_cuda *real, PFN_cuDevicePrimaryCtxRelease_v110
         release_cache(dev);
         return release(dev);
     }
+    /* Named before the release: after the last one it is gone. */
+    CUcontext primary = shim_call_runtime_if_ready() != NULL ? active_primary(real, dev) : NULL;
     CUresult result = release(dev);
-    if (result == CUDA_SUCCESS)
-        forget_if_inactive(real, dev);
+    unsigned int flags = 0;
+    int active = 1;
+    if (result == CUDA_SUCCESS && primary != NULL &&
+        real->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
+        forget_context(dev, primary);
     return result;
 }
 
@@ -121,15 +158,17 @@ CUresult
 shim_ctx_destroy(CUcontext ctx)
 {
     REAL_CUDA_OR_FAIL(real, cuCtxDestroy_v2)
-    /* cuprof's cache is per device: forgetting it may leak (never corrupt) memory that lives in
-     * another context of the same device. */
+    /* Only ctx's memory goes: the cache's when ctx owns it, handed back while ctx is current. */
     CUcontext popped;
     CUdevice dev;
-    if (ctx != NULL && real->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
+    if (ctx != NULL && shim_call_runtime_if_ready() != NULL &&
+        real->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
         CUresult r = real->cuCtxGetDevice(&dev);
+        if (r == CUDA_SUCCESS && ctx_owner_is(dev, ctx))
+            release_cache(dev);
         (void)real->cuCtxPopCurrent_v2(&popped);
         if (r == CUDA_SUCCESS)
-            shim_ctx_forget_device(dev);
+            forget_context(dev, ctx);
     }
     return real->cuCtxDestroy_v2(ctx);
 }

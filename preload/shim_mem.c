@@ -38,7 +38,7 @@ shim_mem_alloc(CUdeviceptr *dptr, size_t size)
     /* NULL pointer or size 0: the driver's own CUDA_ERROR_INVALID_VALUE. */
     if (dptr == NULL || size == 0 || !SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return real->cuMemAlloc_v2(dptr, size);
-    if (capture_forbids_cache()) {
+    if (capture_forbids_cache() || !shim_call_cache_serves(&call)) {
         CUresult result = real->cuMemAlloc_v2(dptr, size);
         if (result == CUDA_SUCCESS)
             shim_call_track_external(&call, call.device, *dptr, size, 0, TRACE_POOL_TRACE,
@@ -164,7 +164,8 @@ shim_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t heig
     size_t row = 0;
     int rc = -CUPROF_EDRIVER;
     if (call.rt->mode == CUPROF_MODE_CACHE && !capture_forbids_cache() &&
-        pitch_for(real, call.device, width, &row) && height <= SIZE_MAX / row) {
+        shim_call_cache_serves(&call) && pitch_for(real, call.device, width, &row) &&
+        height <= SIZE_MAX / row) {
         uint64_t addr = 0;
         rc = allocator_malloc_owned(call.rt->alloc, call.device, row * height, 0, call.stack_id,
                                     call.owner, &addr);
@@ -179,8 +180,8 @@ shim_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t heig
     if (rc != -CUPROF_EDRIVER) {
         result = shim_call_result(&call, rc);
     } else {
-        /* Trace mode, a request cuprof cannot size, or one a capture keeps from the cache:
-         * the driver's own answer, recorded. */
+        /* Trace mode, a request cuprof cannot size, one a capture keeps from the cache or one
+         * of a context that does not own it: the driver's own answer, recorded. */
         result = real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
         if (result == CUDA_SUCCESS && *pitch != 0 && height <= SIZE_MAX / *pitch)
             shim_call_track_external(&call, call.device, *dptr, *pitch * height, 0,
@@ -224,6 +225,30 @@ capturing(const struct real_cuda *real, CUstream stream, bool ptsz, CUresult *re
     return r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+/* A stream-ordered allocation takes memory from its device's current pool. The cache stands in
+ * for the default pool only: a program that made another pool current (cudaDeviceSetMemPool)
+ * gets that pool's memory, with the attributes it gave the pool. The default pool of a device
+ * never changes: asked once. */
+static _Atomic(CUmemoryPool) default_pools[64];
+
+static bool
+default_pool_current(const struct real_cuda *real, int device)
+{
+    if (real->cuDeviceGetMemPool == NULL || real->cuDeviceGetDefaultMemPool == NULL || device < 0 ||
+        device >= 64)
+        return true;
+    CUmemoryPool current = NULL;
+    if (real->cuDeviceGetMemPool(&current, device) != CUDA_SUCCESS)
+        return true;
+    CUmemoryPool fallback = atomic_load_explicit(&default_pools[device], memory_order_relaxed);
+    if (fallback == NULL) {
+        if (real->cuDeviceGetDefaultMemPool(&fallback, device) != CUDA_SUCCESS)
+            return true;
+        atomic_store_explicit(&default_pools[device], fallback, memory_order_relaxed);
+    }
+    return current == fallback;
+}
+
 static CUresult
 alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdeviceptr *dptr,
             size_t size, CUstream stream, bool ptsz)
@@ -235,7 +260,8 @@ alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdevic
     uint64_t sid = stream_id_from_cu(stream, ptsz);
     CUresult refusal = CUDA_SUCCESS;
     if (call.rt->mode == CUPROF_MODE_CACHE && !capturing(real, stream, ptsz, &refusal) &&
-        refusal == CUDA_SUCCESS) {
+        refusal == CUDA_SUCCESS && default_pool_current(real, call.device) &&
+        shim_call_cache_serves(&call)) {
         uint64_t addr = 0;
         int rc = allocator_malloc_owned(call.rt->alloc, call.device, size, sid, call.stack_id,
                                         call.owner, &addr);
@@ -249,7 +275,8 @@ alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdevic
         result = shim_call_result(&call, rc);
     } else {
         /* Trace mode, or in cache mode a capture (or the legacy stream a capture makes unusable:
-         * the driver refuses and invalidates). A graph allocation is recorded where the program
+         * the driver refuses and invalidates), a pool of the program's own made current, or a
+         * context that does not own the cache. A graph allocation is recorded where the program
          * made it (its address is the graph's for the graph's life; its memory is the graph
          * pool's, device_footprint's graph_reserved_bytes_at_dump). */
         result = fn(dptr, size, stream);

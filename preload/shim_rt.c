@@ -163,7 +163,7 @@ typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
 struct fast_path {
     struct cuprof_runtime *rt;
     struct allocator *alloc;
-    CUresult (*ctx_get_device)(CUdevice *);
+    const struct real_cuda *driver;
     cudaError_t (*peek_error)(void);
 };
 static struct fast_path fast_path_value;
@@ -194,10 +194,10 @@ fast_path_decide(void)
         memcpy(&fast_path_value.peek_error, &peek_sym, sizeof peek_sym);
         fast_path_value.rt = rt;
         fast_path_value.alloc = rt->alloc;
-        fast_path_value.ctx_get_device = driver->cuCtxGetDevice;
+        fast_path_value.driver = driver;
         if (rt->mode == CUPROF_MODE_CACHE && rt->alloc != NULL && driver->cuCtxGetDevice != NULL &&
-            fast_path_value.peek_error != NULL && get_version != NULL &&
-            get_version(&version) == cudaSuccess && version >= 12000) {
+            driver->cuCtxGetCurrent != NULL && fast_path_value.peek_error != NULL &&
+            get_version != NULL && get_version(&version) == cudaSuccess && version >= 12000) {
             atomic_store_explicit(&shim_rt_route_cudaMalloc, shim_rt_malloc_cached,
                                   memory_order_release);
             atomic_store_explicit(&shim_rt_route_cudaFree, shim_rt_free_cached,
@@ -273,11 +273,13 @@ fast_malloc(void **ptr, size_t size, const void *caller)
 {
     uint32_t stack_id = 0;
     bool has_stack = false;
-    CUdevice dev;
-    /* While a capture is under way the long way decides (shim_capture.h). */
+    int dev;
+    CUcontext ctx;
+    /* While a capture is under way the long way decides (shim_capture.h); so does a context that
+     * does not own its device's cache (ctx_owner.h). */
     if (ptr != NULL && size != 0 && !shim_capture_any() &&
         fast_path_value.peek_error() == cudaSuccess &&
-        fast_path_value.ctx_get_device(&dev) == CUDA_SUCCESS) {
+        ctx_owner_current(fast_path_value.driver, &ctx, &dev) && ctx_owner_is(dev, ctx)) {
         guard_enter();
         lifecycle_resume_after_fork(fast_path_value.rt);
         stack_id = shim_call_stack(SHIM_CALL_ALLOC);
@@ -433,13 +435,13 @@ shim_rt_device_reset(void)
     SHIM_RT_REAL(real, RT_cudaDeviceReset, rt_device_reset_fn)
     if (guard_active())
         return real();
-    /* Drop the current device's cache before the runtime resets its context (the driver-level
-     * reset it makes drops it again: forgetting is idempotent). */
+    /* Drop the memory of the current device's primary context before the runtime resets it (the
+     * driver-level reset it makes drops it again: forgetting is idempotent). */
     const struct real_cuda *driver = real_cuda_get();
     CUdevice dev;
     if (shim_call_runtime_if_ready() != NULL && driver != NULL &&
         driver->cuCtxGetDevice(&dev) == CUDA_SUCCESS)
-        shim_ctx_forget_device(dev);
+        shim_ctx_forget_primary(dev);
     struct call_tag saved = rt_enter(RT_cudaDeviceReset, __builtin_return_address(0));
     cudaError_t result = real();
     call_tag_pop(saved);

@@ -226,6 +226,57 @@ contender(void *arg)
     return NULL;
 }
 
+/* One context's end: its tagged external memory goes; the cache and untagged external memory go
+ * only with the cache's own context; another context's tagged memory stays live. */
+static void
+test_forget_context(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    const uint64_t ctx_a = 0xa0, ctx_b = 0xb0;
+    uint64_t p1 = must_malloc(a, 0, 1000, 0); /* the cache: small segment at B */
+    assert_int_equal(allocator_track_external_in(a, 0, X, 4096, 0, TRACE_POOL_TRACE, 3, ctx_b), 0);
+    assert_int_equal(
+        allocator_track_external_in(a, 0, X + 2 * MIB, 8192, 0, TRACE_POOL_TRACE, 4, ctx_b), 0);
+    assert_int_equal(allocator_track_external(a, 0, X + 4 * MIB, 512, 0, TRACE_POOL_MANAGED, 5), 0);
+    assert_int_equal(
+        allocator_track_external_in(a, 0, X + 6 * MIB, 1024, 0, TRACE_POOL_TRACE, 6, ctx_a), 0);
+    const struct fake_device *f = &fx->fake;
+    size_t t0 = f->trace_count;
+    long frees = fx->fake.segment_frees;
+
+    /* B ends without the cache: exactly its two allocations, nothing else, no device call. */
+    allocator_forget_context(a, 0, ctx_b, false);
+    assert_int_equal(f->trace_count - t0, 6);
+    expect_event(f, t0 + 0, TRACE_FREE_REQUESTED, TRACE_POOL_TRACE, X, 4096, 3);
+    expect_event(f, t0 + 2, TRACE_SEGMENT_FREE, TRACE_POOL_TRACE, X, 4096, 3);
+    expect_event(f, t0 + 3, TRACE_FREE_REQUESTED, TRACE_POOL_TRACE, X + 2 * MIB, 8192, 4);
+    expect_event(f, t0 + 5, TRACE_SEGMENT_FREE, TRACE_POOL_TRACE, X + 2 * MIB, 8192, 4);
+    assert_int_equal(fx->fake.segment_frees, frees);
+    struct live_block lb;
+    int d = allocator_lock_live_block(a, p1, &lb);
+    assert_int_equal(d, 0);
+    allocator_unlock_device(a, d);
+    assert_int_equal(allocator_untrack_external(a, X, 9), -CUPROF_ENOTOWNED);
+
+    /* A ends and owned the cache: the cache's segment, the untagged external memory and A's. */
+    t0 = f->trace_count;
+    allocator_forget_context(a, 0, ctx_a, true);
+    assert_int_equal(f->trace_count - t0, 9);
+    expect_event(f, t0 + 0, TRACE_FREE_REQUESTED, TRACE_POOL_DEFAULT, p1, 1000, 7);
+    expect_event(f, t0 + 2, TRACE_SEGMENT_FREE, TRACE_POOL_DEFAULT, B, 2 * MIB, 7);
+    expect_event(f, t0 + 5, TRACE_SEGMENT_FREE, TRACE_POOL_MANAGED, X + 4 * MIB, 512, 5);
+    expect_event(f, t0 + 8, TRACE_SEGMENT_FREE, TRACE_POOL_TRACE, X + 6 * MIB, 1024, 6);
+    assert_int_equal(fx->fake.segment_frees, frees);
+    assert_int_equal(allocator_lock_live_block(a, p1, &lb), -1);
+    struct memory_stats st;
+    allocator_get_stats(a, 0, &st);
+    assert_int_equal(st.reserved_bytes[STAT_ALL].current, 0);
+    assert_int_equal(st.allocated_bytes[STAT_ALL].current, 0);
+    fixture_free(fx);
+}
+
 static void
 test_reset_after_fork(void **state)
 {
@@ -274,6 +325,7 @@ main(void)
         cmocka_unit_test(test_forget_live_blocks_between_gaps),
         cmocka_unit_test(test_destroy_idle_events),
         cmocka_unit_test(test_forget_trace_mode_one_device),
+        cmocka_unit_test(test_forget_context),
         cmocka_unit_test(test_reset_after_fork),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
