@@ -22,6 +22,7 @@
 
 #include "preload/config.h"
 #include "preload/control_reply.h"
+#include "preload/helper_thread.h"
 #include "preload/control_sample.h"
 #include "preload/runtime.h"
 #include "snapshot/control_socket.h"
@@ -484,18 +485,7 @@ control_start(struct cuprof_runtime *rt)
     control.listen_lost = false;
     control.next_accept_ms = 0;
     (void)control_sample_start(rt); /* without memory for it `top` shows no history */
-    sigset_t all, old;
-    pthread_t thread;
-    pthread_attr_t attr;
-    sigfillset(&all);
-    int rc = pthread_attr_init(&attr);
-    if (rc == 0) {
-        (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_sigmask(SIG_SETMASK, &all, &old); /* no signal is ever delivered to it */
-        rc = pthread_create(&thread, &attr, control_thread, rt);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-    }
+    int rc = helper_thread_start("cuprof-control", control_thread, rt);
     if (rc != 0) {
         runtime_log("cuprof: cannot start the control thread: %s", strerror(rc));
         struct control_socket_id fd_id, file_id;
@@ -505,7 +495,6 @@ control_start(struct cuprof_runtime *rt)
         atomic_store(&control.listen.fd, -1);
         return;
     }
-    (void)pthread_setname_np(thread, "cuprof-control");
     if (!atomic_exchange(&control_exit_registered, true) && atexit(control_stop) != 0)
         runtime_log("cuprof: atexit failed: %s stays after exit", control.path);
     if (runtime_log_debug())

@@ -24,6 +24,7 @@
 #include "preload/snapshot_place.h"
 #include "preload/runtime.h"
 #include "preload/dump_signal.h"
+#include "preload/helper_thread.h"
 #include "preload/dumper_write.h"
 
 static pthread_mutex_t dumper_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -133,25 +134,13 @@ dumper_thread(void *arg)
     return NULL;
 }
 
-/* Starts the waiting thread with every signal blocked, so no signal is ever delivered to it. */
+/* Starts the waiting thread (helper_thread.h: every signal blocked, running on return). */
 static bool
 dumper_start_thread(void)
 {
-    sigset_t all, old;
-    pthread_t thread;
-    pthread_attr_t attr;
-    if (pthread_attr_init(&attr) != 0)
-        return false;
-    (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&thread, &attr, dumper_thread, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (rc == 0) {
-        (void)pthread_setname_np(thread, "cuprof-dumper");
+    int rc = helper_thread_start("cuprof-dumper", dumper_thread, NULL);
+    if (rc == 0)
         atomic_store(&dumper_thread_pid, getpid());
-    }
     errno = rc;
     return rc == 0;
 }
