@@ -6,12 +6,13 @@
  *   device is current goes to the driver and is recorded as external memory tagged with its
  *   context, so that the end of either context drops exactly its own memory.
  * Locking: lock-free (one atomic per device).
- * Hot path: ctx_owner_current is on every allocation and free: one driver query (the current
- *   context, standing in for cuCtxGetDevice) and a scan of the owners. */
+ * Hot path: a cached cudaMalloc asks the driver for the current context (standing in for
+ *   cuCtxGetDevice) and ctx_owner_device_of scans the owners (one, usually). */
 #ifndef CUPROF_CTX_OWNER_H
 #define CUPROF_CTX_OWNER_H
 
 #include <cuda.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -23,6 +24,22 @@
 /* The calling thread's current context and its device. False without a current context (the
  * real call then reports its own error). */
 bool ctx_owner_current(const struct real_cuda *real, CUcontext *ctx, int *device);
+
+/* Device 0's owner: read inline on the hot path (one device, usually). */
+extern _Atomic(CUcontext) ctx_owner_of_device[CTX_OWNER_DEVICES];
+
+/* ctx_owner_device_of for the devices past 0. */
+int ctx_owner_device_of_others(CUcontext ctx);
+
+/* The device whose cache `ctx` owns, or -1 (NULL, or no cache's owner). Inline: the hot path's
+ * test, with no driver query. */
+static inline int
+ctx_owner_device_of(CUcontext ctx)
+{
+    if (atomic_load_explicit(&ctx_owner_of_device[0], memory_order_relaxed) == ctx && ctx != NULL)
+        return 0;
+    return ctx_owner_device_of_others(ctx);
+}
 
 /* True when the cache of `device` hands out memory of `ctx`: ctx owns it, or nobody did and ctx
  * now does. */

@@ -163,7 +163,7 @@ typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
 struct fast_path {
     struct cuprof_runtime *rt;
     struct allocator *alloc;
-    const struct real_cuda *driver;
+    CUresult (*ctx_get_current)(CUcontext *);
     cudaError_t (*peek_error)(void);
 };
 static struct fast_path fast_path_value;
@@ -194,7 +194,7 @@ fast_path_decide(void)
         memcpy(&fast_path_value.peek_error, &peek_sym, sizeof peek_sym);
         fast_path_value.rt = rt;
         fast_path_value.alloc = rt->alloc;
-        fast_path_value.driver = driver;
+        fast_path_value.ctx_get_current = driver->cuCtxGetCurrent;
         if (rt->mode == CUPROF_MODE_CACHE && rt->alloc != NULL && driver->cuCtxGetDevice != NULL &&
             driver->cuCtxGetCurrent != NULL && fast_path_value.peek_error != NULL &&
             get_version != NULL && get_version(&version) == cudaSuccess && version >= 12000) {
@@ -276,10 +276,11 @@ fast_malloc(void **ptr, size_t size, const void *caller)
     int dev;
     CUcontext ctx;
     /* While a capture is under way the long way decides (shim_capture.h); so does a context that
-     * does not own its device's cache (ctx_owner.h). */
+     * does not own a device's cache (ctx_owner.h). */
     if (ptr != NULL && size != 0 && !shim_capture_any() &&
         fast_path_value.peek_error() == cudaSuccess &&
-        ctx_owner_current(fast_path_value.driver, &ctx, &dev) && ctx_owner_is(dev, ctx)) {
+        fast_path_value.ctx_get_current(&ctx) == CUDA_SUCCESS &&
+        (dev = ctx_owner_device_of(ctx)) >= 0) {
         guard_enter();
         lifecycle_resume_after_fork(fast_path_value.rt);
         stack_id = shim_call_stack(SHIM_CALL_ALLOC);
