@@ -18,8 +18,12 @@ enum free_sync {
 };
 
 struct alloc_config {
-    bool caching;          /* false: every request is its own device allocation (trace mode) */
-    size_t max_split_size; /* SIZE_MAX when unset (PyTorch's default) */
+    bool caching; /* false: every request is its own device allocation (trace mode) */
+    /* cuprof's shim only, not a CUPROF_ALLOC_CONF key (PyTorch has no such step, and replays
+     * must not take it): when the segment PyTorch's rules ask for cannot be had even after the
+     * release and retry, one more try with a segment of just the rounded request before OOM. */
+    bool fit_segment_on_oom;
+    size_t max_split_size;              /* SIZE_MAX when unset (PyTorch's default) */
     size_t max_non_split_rounding_size; /* default 20 MiB */
     uint32_t roundup_power2_divisions[ALLOC_CONFIG_ROUNDUP_INTERVALS];
     double garbage_collection_threshold; /* 0 = off */
@@ -32,7 +36,8 @@ struct alloc_config {
     char raw[512]; /* the settings string as given (allocator_settings) */
 };
 
-/* PyTorch's defaults (caching on, no max split, no rounding divisions, no GC, no fraction). */
+/* PyTorch's defaults (caching on, no max split, no rounding divisions, no GC, no fraction, no
+ * fit_segment_on_oom). */
 void alloc_config_defaults(struct alloc_config *config);
 
 /* Parses PyTorch's `key:value,key:value` syntax into *config (starting from the defaults).

@@ -39,24 +39,15 @@ new_segment_stats_locked(struct alloc_device *dev, enum stat_pool sp, size_t siz
         memory_stats_increase(&dev->stats.oversize_segments, 1);
 }
 
-/* PyTorch's alloc_block: a new segment of alloc_size, as one free block not in the pool; with
- * expandable segments, pages mapped for the rounded `size` instead. */
+/* A new segment of exactly alloc_size from the device, as one free block not in the pool:
+ * cudaMalloc, stats and the segment_alloc entry of PyTorch's alloc_block. */
 static int
-alloc_block_locked(struct alloc_device *dev, struct alloc_pool *pool, size_t size,
-                   size_t alloc_size, uint64_t stream, uint32_t stack_id, bool is_retry,
-                   struct alloc_block **out)
+device_segment_locked(struct alloc_device *dev, struct alloc_pool *pool, size_t alloc_size,
+                      uint64_t stream, uint32_t stack_id, struct alloc_block **out)
 {
     ALLOC_ASSERT_HELD(&dev->lock);
     uint64_t addr = 0;
     bool is_small = pool->is_small;
-    if (is_retry)
-        dev->stats.num_alloc_retries++;
-    /* PyTorch: the fraction limit fails the request without asking the device (checked against
-     * the segment size even when expandable segments map less). */
-    if (dev->set_fraction && dev->total_allocated + alloc_size > dev->allowed_max)
-        return -CUPROF_ENOMEM;
-    if (dev->expandable)
-        return alloc_expand_allocate_locked(dev, pool, stream, size, stack_id, out);
     int rc = dev->ops->segment_alloc(dev->ops->ctx, dev->index, alloc_size, &addr);
     if (rc != 0)
         return rc;
@@ -72,6 +63,56 @@ alloc_block_locked(struct alloc_device *dev, struct alloc_pool *pool, size_t siz
                               stream, stack_id, 0, dev->request_owner);
     *out = b;
     return 0;
+}
+
+/* PyTorch's alloc_block: a new segment of alloc_size, as one free block not in the pool; with
+ * expandable segments, pages mapped for the rounded `size` instead. */
+static int
+alloc_block_locked(struct alloc_device *dev, struct alloc_pool *pool, size_t size,
+                   size_t alloc_size, uint64_t stream, uint32_t stack_id, bool is_retry,
+                   struct alloc_block **out)
+{
+    ALLOC_ASSERT_HELD(&dev->lock);
+    if (is_retry)
+        dev->stats.num_alloc_retries++;
+    /* PyTorch: the fraction limit fails the request without asking the device (checked against
+     * the segment size even when expandable segments map less). */
+    if (dev->set_fraction && dev->total_allocated + alloc_size > dev->allowed_max)
+        return -CUPROF_ENOMEM;
+    if (dev->expandable)
+        return alloc_expand_allocate_locked(dev, pool, stream, size, stack_id, out);
+    return device_segment_locked(dev, pool, alloc_size, stream, stack_id, out);
+}
+
+/* Not PyTorch: cuprof's shim (config->fit_segment_on_oom) must never be why a program runs out
+ * of memory, and the segment PyTorch asks for (2 MiB for 512 B, 20 MiB for 1-10 MiB, 20 MiB
+ * pages with expandable segments) can fail where the program's own cudaMalloc would not. After
+ * PyTorch's last retry failed, one ordinary segment of just the rounded request: with the default
+ * rounding that is what the program itself would have asked (the driver aligns to 512 B anyway).
+ * The small pool too: the driver packs small allocations into pages it already holds, so 512 B
+ * can succeed where 2 MiB cannot. Counted as any new segment (num_device_alloc, segment,
+ * reserved_bytes); not as another num_alloc_retries (the retry that released the cache was
+ * counted once) nor, when it succeeds, as an OOM. */
+static int
+alloc_fit_block_locked(struct alloc_device *dev, struct alloc_pool *pool, size_t size,
+                       size_t alloc_size, uint64_t stream, uint32_t stack_id,
+                       struct alloc_block **out)
+{
+    ALLOC_ASSERT_HELD(&dev->lock);
+    if (!dev->config->fit_segment_on_oom || (size == alloc_size && !dev->expandable))
+        return -CUPROF_ENOMEM; /* nothing smaller to ask for */
+    if (dev->set_fraction && dev->total_allocated + size > dev->allowed_max)
+        return -CUPROF_ENOMEM;
+    if (!alloc_device_spares_ready_locked(dev, 0)) {
+        /* Failed expandable growth may have used the spare segment on a reservation; without
+         * host memory for another, the OOM stands. */
+        uint16_t owner = dev->request_owner;
+        int rc = alloc_device_refill_unlocking(dev, 0);
+        dev->request_owner = owner;
+        if (rc != 0)
+            return -CUPROF_ENOMEM;
+    }
+    return device_segment_locked(dev, pool, size, stream, stack_id, out);
 }
 
 /* PyTorch's alloc_found_block: split if asked, mark allocated, trace, stats. `pool` is b's
@@ -215,6 +256,8 @@ malloc_locked(struct alloc_device *dev, size_t orig_size, uint64_t stream, uint3
             alloc_free_release_cached_locked(dev);
             rc = alloc_block_locked(dev, pool, size, alloc_size, stream, stack_id, true, &b);
         }
+        if (rc == -CUPROF_ENOMEM)
+            rc = alloc_fit_block_locked(dev, pool, size, alloc_size, stream, stack_id, &b);
         if (rc == -CUPROF_ENOMEM)
             return report_oom_locked(dev, size, alloc_size, stream, stack_id);
         if (rc != 0)

@@ -1,6 +1,7 @@
 /* alloc_malloc.h: PyTorch's malloc side over one device: get_free_block, alloc_block, the retry
- *   order (garbage collection, release_available_cached_blocks, release_cached_blocks), the OOM
- *   event and message, alloc_found_block (split), and the one-block segments of trace mode.
+ *   order (garbage collection, release_available_cached_blocks, release_cached_blocks, then for
+ *   the shim only a segment of just the request: fit_segment_on_oom), the OOM event and message,
+ *   alloc_found_block (split), and the one-block segments of trace mode.
  * Locking: alloc_malloc_on_device takes dev->lock itself; *_locked functions need it held.
  * Hot path: alloc_malloc_on_device (no malloc under the lock, no I/O). */
 #ifndef CUPROF_ALLOC_MALLOC_H
