@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""cuprof is never why a program runs out of memory: near_oom_app on a 256 MiB simulated device
+with 8 MiB left after its fill asks for 3 MiB, 1.5 MiB twice, 512 B and 4 KiB, which the driver
+grants, and 64 MiB, which it does not. PyTorch's rules would ask 20 MiB and 2 MiB segments (out
+of memory from the first request on); the shim then asks a segment of just the request. The
+program must print exactly what it prints without cuprof (each call's error and the free memory
+after it) in cache mode, with expandable segments and in trace mode. The cache-mode snapshot
+records the segments actually made (segment_alloc of each request's own size), one oom entry
+(the 64 MiB) and passes the independent checker; `cuprof replay` of it on the same device stays
+PyTorch's (no such step): it runs out of memory where the recording did not.
+
+Usage: test_near_oom.py --lib LIB --ld-path PATH --cuprof CUPROF --checker CHECKER APP
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+import shimrun  # noqa: E402 (tests/integration/)
+
+MiB = 1 << 20
+# What the simulated driver answers (tests/sim/README.md: 2 MiB pages for requests of 2 MiB or
+# more, smaller ones 512-byte aligned and packed into pages already charged).
+WANT = ("fill=cudaSuccess\n"
+        "3MiB=cudaSuccess free_mib=4\n"
+        "1.5MiB=cudaSuccess free_mib=2\n"
+        "1.5MiB_again=cudaSuccess free_mib=0\n"
+        "512B=cudaSuccess free_mib=0\n"
+        "4KiB=cudaSuccess free_mib=0\n"
+        "64MiB=cudaErrorMemoryAllocation free_mib=0\n")
+SIM = {"SIMCUDA_MEM": "256M"}
+
+
+def check_snapshot(check, a, path, fill):
+    checker = shimrun.load_checker(a.checker)
+    snap = checker.load(path)
+    problems = checker.check(snap, complete_history=True)
+    check(not problems, f"check_snapshot: {problems[:5]}")
+    trace = snap["device_traces"][0]
+    sizes = [e["size"] for e in trace if e["action"] == "segment_alloc"]
+    check(sizes == [fill, 3 * MiB, 3 * MiB // 2, 3 * MiB // 2, 512, 4096],
+          f"segment_alloc sizes {sizes}")
+    ooms = [e for e in trace if e["action"] == "oom"]
+    check(len(ooms) == 1 and ooms[0]["size"] == 64 * MiB and trace[-1]["action"] == "oom",
+          f"oom entries {ooms}")
+    stats = snap["cuprof"]["stats"][0]
+    # Every request after the fill reached PyTorch's release-and-retry once; one real OOM.
+    check(stats["num_ooms"] == 1 and stats["num_alloc_retries"] == 6
+          and stats["num_device_alloc"] == 6 and stats["segment.all.current"] == 6,
+          f"stats {({k: v for k, v in stats.items() if k.startswith(('num_', 'segment.'))})}")
+    rows = snap["cuprof"].get("oom_messages") or []
+    check(len(rows) == 1 and "Tried to allocate 64.00 MiB" in rows[0]["message"],
+          f"oom messages {rows}")
+
+
+def check_replay(check, a, path):
+    """The replay emulates PyTorch, which has no smaller segment: on the recorded 256 MiB device
+    it runs out of memory at requests the recording served."""
+    p = subprocess.run([a.cuprof, "replay", "--memory", "256MiB", "--json", path],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"replay: exit {p.returncode}: {p.stderr!r}")
+    try:
+        row = json.loads(p.stdout)["settings"][0]
+    except (ValueError, KeyError, IndexError):
+        check(False, f"replay output {p.stdout!r}")
+        return
+    check(row["recorded_ooms"] == 1 and row["ooms"] > 1, f"replay {row}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--ld-path", required=True)
+    ap.add_argument("--cuprof", required=True)
+    ap.add_argument("--checker", required=True)
+    ap.add_argument("app")
+    a = ap.parse_args()
+    check = shimrun.Checks()
+    plain = shimrun.run_shim([a.app, "8"], a.ld_path, extra_env=SIM, timeout=60)
+    check(plain.returncode == 0 and plain.stdout == WANT,
+          f"without cuprof: exit {plain.returncode}: {plain.stdout!r} {plain.stderr!r}")
+    runs = [("cache", {"CUPROF_MODE": "cache"}),
+            ("expandable", {"CUPROF_MODE": "cache",
+                            "CUPROF_ALLOC_CONF": "expandable_segments:True"}),
+            ("trace", {"CUPROF_MODE": "trace"})]
+    for what, extra in runs:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(SIM, CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"),
+                       CUPROF_DUMP_ON="exit", CUPROF_LOG="quiet", **extra)
+            r = shimrun.run_shim([a.app, "8"], a.ld_path, preload=a.lib, extra_env=env,
+                                 timeout=60)
+            check(r.returncode == 0 and r.stdout == plain.stdout,
+                  f"{what}: exit {r.returncode}: {r.stdout!r}, without cuprof {plain.stdout!r}; "
+                  f"stderr {r.stderr!r}")
+            files = shimrun.dumps(tmp, "s-*.pickle")
+            check(len(files) == 1, f"{what}: snapshots {files}")
+            if what == "cache" and len(files) == 1:
+                fill = (256 - 8) * MiB
+                check_snapshot(check, a, files[0], fill)
+                check_replay(check, a, files[0])
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
