@@ -379,6 +379,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (c & 32)
         cfg.garbage_collection_threshold = (double)(1 + take(&f, 1) % 98) / 100.0;
     cfg.free_sync = (enum free_sync)((c >> 6) % 3);
+    cfg.fit_segment_on_oom = (c & 0x8000) != 0; /* the shim's smaller segment before an OOM */
     for (int d = 0; d < NDEV; d++) {
         f.dev[d].next = 0x100000000000ull * (uint64_t)(d + 1);
         f.dev[d].capacity = (size_t)(64 + (take(&f, 1) % 8) * 64) << 20;
