@@ -182,13 +182,20 @@ bool sim_mem_is_device_va(uintptr_t ptr);
 void sim_device_sync(struct sim_device *dev);
 size_t sim_device_free_owned(struct sim_device *dev, struct CUctx_st *ctx);
 
-/* sim_host.c: the page-locked host block (allocated or registered) holding p, if any. */
-bool sim_host_find(uintptr_t p, uintptr_t *base, size_t *size);
+/* CU_POINTER_ATTRIBUTE_BUFFER_ID of a new allocation (device, host, mapping): unique within the
+ * process, as cuda.h promises, counted from 1, never reused (an allocation made where a freed
+ * one was gets a new ID). */
+uint64_t sim_mem_new_buffer_id(void);
 
-/* sim_vmm.c: a mapped, accessible VMM range holding [ptr, ptr+len). */
+/* sim_host.c: the page-locked host block (allocated or registered) holding p, if any; `id` (may be
+ * NULL) receives its buffer ID. */
+bool sim_host_find(uintptr_t p, uintptr_t *base, size_t *size, uint64_t *id);
+
+/* sim_vmm.c: a mapped, accessible VMM range holding [ptr, ptr+len); `id` (may be NULL) receives
+ * the buffer ID of the mapping holding ptr. */
 bool sim_vmm_reserved(uintptr_t ptr);
 CUresult sim_vmm_lookup(uintptr_t ptr, size_t len, struct sim_device **dev, uintptr_t *base,
-                        size_t *size) __attribute__((warn_unused_result));
+                        size_t *size, uint64_t *id) __attribute__((warn_unused_result));
 /* Whether `device` may read (write: and write) every VMM mapping overlapping [ptr, ptr+len), as
  * cuMemSetAccess said: CUDA_ERROR_ILLEGAL_ADDRESS where it may not (the real device faults); no
  * mapping there is no VMM memory, CUDA_SUCCESS. */

@@ -21,6 +21,7 @@ struct sim_heap_seg {
     bool free_queued;                   /* a cuMemFreeAsync is pending on this segment */
     const void *graph;                  /* the graph that owns this allocation, else NULL */
     bool graph_live;                    /* a graph allocation the program holds now */
+    uint64_t buffer_id;                 /* CU_POINTER_ATTRIBUTE_BUFFER_ID (set by the caller) */
     struct sim_heap_seg *prev, *next;   /* address order, all segments */
     struct sim_heap_seg *fprev, *fnext; /* free segments only */
     struct sim_heap_seg *hnext;         /* hash chain of used segments by start */

@@ -12,6 +12,7 @@ struct sim_host_block {
     size_t size;
     unsigned flags;  /* CU_MEMHOSTALLOC_* or CU_MEMHOSTREGISTER_* as given */
     bool registered; /* cuMemHostRegister'ed program memory, not ours to unmap */
+    uint64_t id;     /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
     struct sim_host_block *next;
 };
 
@@ -40,13 +41,15 @@ block_containing_locked(uintptr_t p)
 }
 
 bool
-sim_host_find(uintptr_t p, uintptr_t *base, size_t *size)
+sim_host_find(uintptr_t p, uintptr_t *base, size_t *size, uint64_t *id)
 {
     pthread_mutex_lock(&host_lock);
     struct sim_host_block *b = block_containing_locked(p);
     if (b) {
         *base = b->start;
         *size = b->size;
+        if (id != NULL)
+            *id = b->id;
     }
     pthread_mutex_unlock(&host_lock);
     return b != NULL;
@@ -106,6 +109,7 @@ cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
     b->start = (uintptr_t)p;
     b->size = bytesize;
     b->flags = Flags;
+    b->id = sim_mem_new_buffer_id();
     (void)block_add(b); /* a fresh mapping overlaps nothing we know */
     *pp = p;
     return CUDA_SUCCESS;
@@ -160,7 +164,7 @@ cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
         return r;
     uintptr_t base;
     size_t size;
-    if (!pdptr || Flags != 0 || !sim_host_find((uintptr_t)p, &base, &size))
+    if (!pdptr || Flags != 0 || !sim_host_find((uintptr_t)p, &base, &size, NULL))
         return CUDA_ERROR_INVALID_VALUE;
     *pdptr = (CUdeviceptr)(uintptr_t)p; /* unified addressing: the same address */
     return CUDA_SUCCESS;
@@ -183,7 +187,11 @@ host_register(void *p, size_t bytesize, unsigned flags)
     struct sim_host_block *b = calloc(1, sizeof(*b));
     if (!b)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *b = (struct sim_host_block){(uintptr_t)p, bytesize, flags, true, NULL};
+    *b = (struct sim_host_block){.start = (uintptr_t)p,
+                                 .size = bytesize,
+                                 .flags = flags,
+                                 .registered = true,
+                                 .id = sim_mem_new_buffer_id()};
     if (!block_add(b)) {
         free(b);
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;

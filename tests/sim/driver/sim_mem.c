@@ -41,7 +41,17 @@ sim_mem_owner(uintptr_t ptr, size_t len)
     }
     uintptr_t base;
     size_t size;
-    return sim_vmm_lookup(ptr, len, &d, &base, &size) == CUDA_SUCCESS ? d : NULL;
+    return sim_vmm_lookup(ptr, len, &d, &base, &size, NULL) == CUDA_SUCCESS ? d : NULL;
+}
+
+/* The real driver's IDs are unique within the process, not per address: one counter for every
+ * kind of allocation. */
+static _Atomic uint64_t buffer_ids;
+
+uint64_t
+sim_mem_new_buffer_id(void)
+{
+    return atomic_fetch_add_explicit(&buffer_ids, 1, memory_order_relaxed) + 1;
 }
 
 CUresult
@@ -68,6 +78,7 @@ sim_mem_alloc(struct CUctx_st *ctx, size_t size, enum sim_kind kind,
         seg->owner = ctx->dev == dev ? ctx : &dev->primary;
         seg->kind = kind;
         seg->pool = pool;
+        seg->buffer_id = sim_mem_new_buffer_id();
         if (pool) {
             pool->used += size;
             if (pool->used > pool->used_high)
@@ -301,7 +312,8 @@ cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     return CUDA_SUCCESS;
 }
 
-/* Finds the allocation holding ptr: heap segment or mapped VMM range. */
+/* Finds the allocation holding ptr: heap segment or mapped VMM range (`copy` is zeroed for a
+ * VMM range but for its buffer_id). */
 static bool
 find_range(uintptr_t ptr, struct sim_device **dev, uintptr_t *base, size_t *size,
            struct sim_heap_seg *copy)
@@ -321,7 +333,7 @@ find_range(uintptr_t ptr, struct sim_device **dev, uintptr_t *base, size_t *size
         return true;
     }
     memset(copy, 0, sizeof(*copy));
-    return sim_vmm_lookup(ptr, 0, dev, base, size) == CUDA_SUCCESS;
+    return sim_vmm_lookup(ptr, 0, dev, base, size, &copy->buffer_id) == CUDA_SUCCESS;
 }
 
 CUresult
@@ -377,8 +389,9 @@ pointer_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr, bool pl
     uintptr_t base = 0;
     size_t size = 0;
     struct sim_heap_seg seg;
+    uint64_t host_id = 0;
     bool is_dev = find_range(ptr, &dev, &base, &size, &seg);
-    bool is_host = !is_dev && sim_host_find(ptr, &base, &size);
+    bool is_host = !is_dev && sim_host_find(ptr, &base, &size, &host_id);
     *known = is_dev || is_host;
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
@@ -415,7 +428,7 @@ pointer_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr, bool pl
         *(unsigned int *)data = is_dev && seg.kind == SIM_KIND_DEVICE;
         break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-        *(unsigned long long *)data = *known ? (unsigned long long)base : 0;
+        *(unsigned long long *)data = is_dev ? seg.buffer_id : host_id;
         break;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         if (*known) /* a pointer to nothing leaves the range unwritten */

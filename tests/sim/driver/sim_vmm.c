@@ -27,6 +27,7 @@ struct sim_vmm_map {
     size_t size;
     struct sim_vmm_handle *h;
     uint64_t readable, writable; /* device ordinals (bit d), as cuMemSetAccess set them */
+    uint64_t id;                 /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
     struct sim_vmm_map *next;
 };
 
@@ -166,7 +167,8 @@ sim_vmm_check_access(uintptr_t ptr, size_t len, int device, bool write)
 /* Like the driver, an access may run across mappings that lie back to back in one reserved
  * range (an expandable segment maps one handle per page): every byte must be mapped. */
 CUresult
-sim_vmm_lookup(uintptr_t ptr, size_t len, struct sim_device **dev, uintptr_t *base, size_t *size)
+sim_vmm_lookup(uintptr_t ptr, size_t len, struct sim_device **dev, uintptr_t *base, size_t *size,
+               uint64_t *id)
 {
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&vmm_lock);
@@ -184,6 +186,8 @@ sim_vmm_lookup(uintptr_t ptr, size_t len, struct sim_device **dev, uintptr_t *ba
             *dev = first->h->dev;
             *base = first->start;
             *size = first->size;
+            if (id != NULL)
+                *id = first->id;
             r = CUDA_SUCCESS;
         }
     }
@@ -368,6 +372,7 @@ cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHand
         /* Inaccessible until cuMemSetAccess, like the real driver. */
         m->start = ptr;
         m->size = size;
+        m->id = sim_mem_new_buffer_id();
         m->h = h;
         h->refs++;
         m->next = maps;

@@ -206,6 +206,71 @@ test_range_and_attributes(void **state)
     assert_int_equal(cuMemGetAddressRange(&base, &size, p), CUDA_ERROR_NOT_FOUND);
 }
 
+static unsigned long long
+buffer_id(CUdeviceptr p)
+{
+    unsigned long long id = 0;
+    assert_int_equal(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p), CUDA_SUCCESS);
+    return id;
+}
+
+/* cuda.h: BUFFER_ID is "guaranteed to be unique within the process". Every allocation (device,
+ * host, a VMM mapping) gets a new one, and one made where a freed allocation was gets a new one
+ * too: the driver numbers allocations, not addresses. */
+static void
+test_buffer_ids(void **state)
+{
+    (void)state;
+    CUdeviceptr a, b, c;
+    assert_int_equal(cuMemAlloc(&a, 1000), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc(&b, 1000), CUDA_SUCCESS);
+    unsigned long long ia = buffer_id(a), ib = buffer_id(b);
+    assert_true(ia != 0 && ib != 0 && ia != ib);
+    assert_true(buffer_id(a + 999) == ia);
+    unsigned long long plural = 0;
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_BUFFER_ID;
+    void *data = &plural;
+    assert_int_equal(cuPointerGetAttributes(1, &attr, &data, b + 1), CUDA_SUCCESS);
+    assert_true(plural == ib);
+    assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc(&c, 1000), CUDA_SUCCESS);
+    assert_int_equal(c, a); /* first fit: the freed address again */
+    unsigned long long ic = buffer_id(c);
+    assert_true(ic != 0 && ic != ia && ic != ib);
+    void *h = NULL;
+    assert_int_equal(cuMemHostAlloc(&h, 4096, 0), CUDA_SUCCESS);
+    unsigned long long ih = buffer_id((CUdeviceptr)(uintptr_t)h + 10);
+    assert_true(ih != 0 && ih != ia && ih != ib && ih != ic);
+    /* A pointer to nothing: the plural call writes 0. */
+    int local = 0;
+    plural = 7;
+    assert_int_equal(cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)(uintptr_t)&local),
+                     CUDA_SUCCESS);
+    assert_true(plural == 0);
+    /* Two mappings of one VMM handle are two buffers. */
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle mh;
+    CUdeviceptr va;
+    assert_int_equal(cuMemCreate(&mh, 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemAddressReserve(&va, 4 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va, 2 * MiB, 0, mh, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va + 2 * MiB, 2 * MiB, 0, mh, 0), CUDA_SUCCESS);
+    CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    assert_int_equal(cuMemSetAccess(va, 4 * MiB, &acc, 1), CUDA_SUCCESS);
+    unsigned long long iv0 = buffer_id(va), iv1 = buffer_id(va + 2 * MiB + 5);
+    assert_true(iv0 != 0 && iv1 != 0 && iv0 != iv1);
+    assert_true(iv0 != ia && iv0 != ib && iv0 != ic && iv0 != ih);
+    assert_true(iv1 != ia && iv1 != ib && iv1 != ic && iv1 != ih);
+    assert_int_equal(cuMemUnmap(va, 4 * MiB), CUDA_SUCCESS);
+    assert_int_equal(cuMemAddressFree(va, 4 * MiB), CUDA_SUCCESS);
+    assert_int_equal(cuMemRelease(mh), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeHost(h), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree(b), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree(c), CUDA_SUCCESS);
+}
+
 static void
 test_pitch_managed_host(void **state)
 {
@@ -666,6 +731,7 @@ main(int argc, char **argv)
         cmocka_unit_test(test_mem_info_steps),
         cmocka_unit_test(test_free_errors),
         cmocka_unit_test(test_range_and_attributes),
+        cmocka_unit_test(test_buffer_ids),
         cmocka_unit_test(test_pitch_managed_host),
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_free_async_when_reached),
