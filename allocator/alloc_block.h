@@ -54,6 +54,9 @@ struct alloc_block {
     uint64_t stream;
     struct alloc_aux *stream_uses;
     uint64_t gc_count_base;
+    uint64_t buffer_id;     /* CU_POINTER_ATTRIBUTE_BUFFER_ID of the allocation it serves now: 0
+                               until the first query draws one (allocator_range_of); zeroed at
+                               every handout */
     uint32_t stack_id;      /* malloc's stack */
     uint32_t free_stack_id; /* free's stack, for a free_completed that comes later */
     int event_count;

@@ -341,6 +341,7 @@ alloc_malloc_on_device(struct alloc_device *dev, enum alloc_reach reach, size_t 
             alloc_malloc_whole_segment_locked(dev, size, 0, stream, TRACE_POOL_TRACE, stack_id, &b);
     size_t grow = 0;
     if (rc == 0) {
+        b->buffer_id = 0;
         if (block_map_insert(&dev->map, b))
             grow = block_map_grow_count(&dev->map);
         *addr = b->addr;

@@ -262,8 +262,10 @@ allocator_track_external_in(struct allocator *alloc, int device, uint64_t addr, 
     if (rc != 0)
         return rc;
     rc = alloc_malloc_whole_segment_locked(dev, size, addr, stream, pool, stack_id, &b);
-    if (rc == 0)
+    if (rc == 0) {
         b->seg->context = context;
+        b->buffer_id = 0;
+    }
     size_t grow = rc == 0 && block_map_insert(&dev->map, b) ? block_map_grow_count(&dev->map) : 0;
     alloc_lock_release(&dev->lock);
     if (grow)
@@ -334,9 +336,12 @@ lock_block_at(struct allocator *alloc, uint64_t addr, struct alloc_block **out)
     return NULL;
 }
 
+/* The cache's buffer IDs drawn so far, counted from ALLOC_BUFFER_ID_FIRST: process-wide (IDs are
+ * unique in the process, and tests run several allocators), touched only by queries. */
+static _Atomic uint64_t buffer_ids_drawn;
+
 enum alloc_range
-allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base, size_t *size,
-                   uint64_t *segment)
+allocator_range_of(struct allocator *alloc, uint64_t addr, struct alloc_range_block *block)
 {
     struct alloc_block *b = NULL;
     struct alloc_device *dev = lock_block_at(alloc, addr, &b);
@@ -344,10 +349,17 @@ allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base, size_
         return ALLOC_RANGE_NOT_OURS;
     enum alloc_range range = ALLOC_RANGE_NONE;
     if (b->allocated && addr - b->addr < b->requested_size) {
-        *base = b->addr;
-        *size = b->requested_size;
-        if (segment != NULL)
-            *segment = b->seg->addr;
+        bool whole = b->seg->external || b->seg->pool == TRACE_POOL_TRACE;
+        /* Drawn here rather than at malloc: the hot path only zeroes it. */
+        if (!whole && b->buffer_id == 0)
+            b->buffer_id = ALLOC_BUFFER_ID_FIRST +
+                           atomic_fetch_add_explicit(&buffer_ids_drawn, 1, memory_order_relaxed);
+        if (block != NULL)
+            *block = (struct alloc_range_block){.base = b->addr,
+                                                .size = b->requested_size,
+                                                .segment = b->seg->addr,
+                                                .whole = whole,
+                                                .buffer_id = whole ? 0 : b->buffer_id};
         range = ALLOC_RANGE_BLOCK;
     }
     alloc_lock_release(&dev->lock);

@@ -90,9 +90,25 @@ enum alloc_range {
     ALLOC_RANGE_NONE,     /* in a segment, outside every live block's requested bytes (cached,
                              freed, or a block's rounding): there is no allocation there */
 };
-/* `segment` (may be NULL) receives the base of the segment a block was cut from. */
-enum alloc_range allocator_range_of(struct allocator *alloc, uint64_t addr, uint64_t *base,
-                                    size_t *size, uint64_t *segment);
+/* The buffer IDs of blocks the cache serves (CU_POINTER_ATTRIBUTE_BUFFER_ID) count up from here,
+ * one process-wide counter. Below it lies every ID a driver can be expected to hand out: a count
+ * of its allocations would need 2^63 of them (centuries at a billion a second), and an ID made
+ * from an address stays below 2^57, the top of any canonical user address. */
+#define ALLOC_BUFFER_ID_FIRST (UINT64_C(1) << 63)
+/* What allocator_range_of says about the live block holding the address (ALLOC_RANGE_BLOCK). */
+struct alloc_range_block {
+    uint64_t base;      /* the block's address */
+    size_t size;        /* the bytes asked for */
+    uint64_t segment;   /* the address of the segment it was cut from */
+    bool whole;         /* a driver allocation of its own, freed with the block (trace mode,
+                           external memory): the driver's answers about it are right */
+    uint64_t buffer_id; /* !whole: the allocation's own ID, drawn at its first query from
+                           ALLOC_BUFFER_ID_FIRST up: unique in the process, new for each
+                           allocation (a cached reuse of the same block too); whole: 0 */
+};
+/* Fills *block for ALLOC_RANGE_BLOCK (block may be NULL when only the kind is wanted). */
+enum alloc_range allocator_range_of(struct allocator *alloc, uint64_t addr,
+                                    struct alloc_range_block *block);
 
 /* A live block as the program's own pools see it (NVTX heaps, snapshot/program_pools.h). */
 struct live_block {

@@ -29,32 +29,47 @@ static atomic_bool ipc_refusal_logged; /* one line per process */
 /* Where ptr falls among the blocks cuprof handed out (allocator_range_of): each block answers
  * as an allocation of its own, of the size the program asked for. */
 static enum alloc_range
-range_in(CUdeviceptr ptr, uint64_t *base, size_t *size, uint64_t *segment)
+range_of(CUdeviceptr ptr, struct alloc_range_block *block)
 {
     struct cuprof_runtime *rt = shim_call_runtime_if_ready();
     if (guard_active() || rt == NULL || rt->alloc == NULL)
         return ALLOC_RANGE_NOT_OURS;
-    return allocator_range_of(rt->alloc, ptr, base, size, segment);
+    return allocator_range_of(rt->alloc, ptr, block);
 }
 
-static enum alloc_range
-range_of(CUdeviceptr ptr, uint64_t *base, size_t *size)
+/* The attributes a block of the cache answers itself, in place of the segment's (the driver's):
+ * its range and its own buffer ID. False for the others. */
+static bool
+block_attribute(void *data, CUpointer_attribute attribute, const struct alloc_range_block *block)
 {
-    return range_in(ptr, base, size, NULL);
+    switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (CUdeviceptr)block->base;
+        return true;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = block->size;
+        return true;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        if (block->whole)
+            return false;
+        *(unsigned long long *)data = block->buffer_id;
+        return true;
+    default:
+        return false;
+    }
 }
 
 CUresult
 shim_query_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
 {
     REAL_CUDA_OR_FAIL(real, cuMemGetAddressRange_v2)
-    uint64_t block_base;
-    size_t block_size;
-    switch (range_of(dptr, &block_base, &block_size)) {
+    struct alloc_range_block block;
+    switch (range_of(dptr, &block)) {
     case ALLOC_RANGE_BLOCK:
         if (base != NULL)
-            *base = (CUdeviceptr)block_base;
+            *base = (CUdeviceptr)block.base;
         if (size != NULL)
-            *size = block_size;
+            *size = block.size;
         return CUDA_SUCCESS;
     case ALLOC_RANGE_NONE:
         return real->cuMemGetAddressRange_v2(base, size, NOWHERE);
@@ -63,35 +78,16 @@ shim_query_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
     }
 }
 
-static bool
-is_range_attribute(CUpointer_attribute attribute)
-{
-    return attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
-           attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE;
-}
-
-static void
-write_range(void *data, CUpointer_attribute attribute, uint64_t base, size_t size)
-{
-    if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
-        *(CUdeviceptr *)data = (CUdeviceptr)base;
-    else
-        *(size_t *)data = size;
-}
-
 CUresult
 shim_query_pointer_attribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
     REAL_CUDA_OR_FAIL(real, cuPointerGetAttribute)
-    uint64_t base;
-    size_t size;
-    enum alloc_range range = data != NULL ? range_of(ptr, &base, &size) : ALLOC_RANGE_NOT_OURS;
+    struct alloc_range_block block;
+    enum alloc_range range = data != NULL ? range_of(ptr, &block) : ALLOC_RANGE_NOT_OURS;
     if (range == ALLOC_RANGE_NONE)
         return real->cuPointerGetAttribute(data, attribute, NOWHERE);
-    if (range == ALLOC_RANGE_BLOCK && is_range_attribute(attribute)) {
-        write_range(data, attribute, base, size);
+    if (range == ALLOC_RANGE_BLOCK && block_attribute(data, attribute, &block))
         return CUDA_SUCCESS;
-    }
     return real->cuPointerGetAttribute(data, attribute, ptr);
 }
 
@@ -100,11 +96,10 @@ shim_query_pointer_attributes(unsigned int count, CUpointer_attribute *attribute
                               CUdeviceptr ptr)
 {
     REAL_CUDA_OR_FAIL(real, cuPointerGetAttributes)
-    uint64_t base;
-    size_t size;
+    struct alloc_range_block block;
     enum alloc_range range =
-        attributes != NULL && data != NULL ? range_of(ptr, &base, &size) : ALLOC_RANGE_NOT_OURS;
-    /* The driver answers every attribute (and validates them); only the range is corrected. */
+        attributes != NULL && data != NULL ? range_of(ptr, &block) : ALLOC_RANGE_NOT_OURS;
+    /* The driver answers every attribute (and validates them); a block's own are corrected. */
     CUresult result = real->cuPointerGetAttributes(count, attributes, data,
                                                    range == ALLOC_RANGE_NONE ? NOWHERE : ptr);
     if (result != CUDA_SUCCESS || range == ALLOC_RANGE_NOT_OURS)
@@ -112,8 +107,8 @@ shim_query_pointer_attributes(unsigned int count, CUpointer_attribute *attribute
     for (unsigned int i = 0; i < count; i++) {
         if (data[i] == NULL)
             continue;
-        if (range == ALLOC_RANGE_BLOCK && is_range_attribute(attributes[i]))
-            write_range(data[i], attributes[i], base, size);
+        if (range == ALLOC_RANGE_BLOCK)
+            (void)block_attribute(data[i], attributes[i], &block);
         /* A pointer to nothing is its own host pointer (NVIDIA's driver 580 says so). */
         if (range == ALLOC_RANGE_NONE && attributes[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER &&
             *(void **)data[i] == (void *)NOWHERE)
@@ -126,13 +121,12 @@ CUresult
 shim_query_ipc_handle(CUipcMemHandle *handle, CUdeviceptr dptr)
 {
     REAL_CUDA_OR_FAIL(real, cuIpcGetMemHandle)
-    uint64_t base = 0, segment = 0;
-    size_t size;
-    switch (range_in(dptr, &base, &size, &segment)) {
+    struct alloc_range_block block;
+    switch (range_of(dptr, &block)) {
     case ALLOC_RANGE_NONE:
         return real->cuIpcGetMemHandle(handle, NOWHERE);
     case ALLOC_RANGE_BLOCK:
-        if (base == segment)
+        if (block.base == block.segment)
             break; /* the segment opens where the block starts */
         /* The driver's handle names the whole segment, which another process opens at its
          * start, not at this block: it would read and write the wrong memory. Measured with

@@ -1,7 +1,8 @@
 /* shim_query.h: the query wrappers that must see through sub-allocation: cuMemGetInfo_v2 (the
  *   device's truth), cuMemGetAddressRange_v2 and cuPointerGetAttribute(s): a block answers as an
- *   allocation of its own of the size asked for, and cuprof's memory outside every block the
- *   program holds (cached, freed, a block's rounding) as the driver answers where nothing is;
+ *   allocation of its own of the size asked for, with a buffer ID of its own, and cuprof's memory
+ *   outside every block the program holds (cached, freed, a block's rounding) as the driver
+ *   answers where nothing is;
  *   cuIpcGetMemHandle, whose handle names a whole driver allocation.
  * Locking: allocator_range_of takes the device lock of the device holding the address.
  * Hot path: no. */

@@ -351,29 +351,79 @@ test_range_of(void **state)
     uint64_t first = must_malloc(a, 0, 3000, 0); /* 3072 bytes at the start of a 2 MiB segment */
     uint64_t second = must_malloc(a, 0, 1000, 0);
     assert_true(first == B && second == B + 3072);
-    uint64_t base = 0, segment = 0;
-    size_t size = 0;
-    assert_int_equal(allocator_range_of(a, first + 2999, &base, &size, &segment),
-                     ALLOC_RANGE_BLOCK);
-    assert_true(base == first && size == 3000 && segment == B);
-    assert_int_equal(allocator_range_of(a, first + 3000, &base, &size, NULL), ALLOC_RANGE_NONE);
-    assert_int_equal(allocator_range_of(a, first + 3071, &base, &size, NULL), ALLOC_RANGE_NONE);
-    segment = 0;
-    assert_int_equal(allocator_range_of(a, second, &base, &size, &segment), ALLOC_RANGE_BLOCK);
-    assert_true(base == second && size == 1000 && segment == B);
-    assert_int_equal(allocator_range_of(a, B + 2 * MIB - 1, &base, &size, NULL),
+    struct alloc_range_block block = {0};
+    assert_int_equal(allocator_range_of(a, first + 2999, &block), ALLOC_RANGE_BLOCK);
+    assert_true(block.base == first && block.size == 3000 && block.segment == B);
+    assert_false(block.whole);
+    assert_int_equal(allocator_range_of(a, first + 3000, &block), ALLOC_RANGE_NONE);
+    assert_int_equal(allocator_range_of(a, first + 3071, NULL), ALLOC_RANGE_NONE);
+    block.segment = 0;
+    assert_int_equal(allocator_range_of(a, second, &block), ALLOC_RANGE_BLOCK);
+    assert_true(block.base == second && block.size == 1000 && block.segment == B);
+    assert_int_equal(allocator_range_of(a, B + 2 * MIB - 1, NULL),
                      ALLOC_RANGE_NONE); /* the cached remainder */
-    assert_int_equal(allocator_range_of(a, B + 2 * MIB, &base, &size, NULL), ALLOC_RANGE_NOT_OURS);
-    assert_int_equal(allocator_range_of(a, 12345, &base, &size, NULL), ALLOC_RANGE_NOT_OURS);
+    assert_int_equal(allocator_range_of(a, B + 2 * MIB, NULL), ALLOC_RANGE_NOT_OURS);
+    assert_int_equal(allocator_range_of(a, 12345, NULL), ALLOC_RANGE_NOT_OURS);
     must_free(a, second);
-    assert_int_equal(allocator_range_of(a, second, &base, &size, NULL), ALLOC_RANGE_NONE);
+    assert_int_equal(allocator_range_of(a, second, NULL), ALLOC_RANGE_NONE);
     uint64_t ext = 0x100000000ULL; /* external memory: one block, its own segment */
     assert_int_equal(allocator_track_external(a, 0, ext, 4096, 0, TRACE_POOL_MANAGED, 0), 0);
-    assert_int_equal(allocator_range_of(a, ext + 100, &base, &size, &segment), ALLOC_RANGE_BLOCK);
-    assert_true(base == ext && size == 4096 && segment == ext);
-    assert_int_equal(allocator_range_of(NULL, first, &base, &size, NULL), ALLOC_RANGE_NOT_OURS);
+    assert_int_equal(allocator_range_of(a, ext + 100, &block), ALLOC_RANGE_BLOCK);
+    assert_true(block.base == ext && block.size == 4096 && block.segment == ext);
+    assert_true(block.whole && block.buffer_id == 0);
+    assert_int_equal(allocator_range_of(NULL, first, &block), ALLOC_RANGE_NOT_OURS);
     expect_invariants(a);
     fixture_free(fx);
+}
+
+static uint64_t
+buffer_id_of(struct allocator *a, uint64_t addr)
+{
+    struct alloc_range_block block = {0};
+    assert_int_equal(allocator_range_of(a, addr, &block), ALLOC_RANGE_BLOCK);
+    return block.buffer_id;
+}
+
+/* cuda.h's BUFFER_ID is unique within the process: each block the cache hands out answers an ID
+ * of its own (not its segment's), kept while it lives, and a new one when the cache hands the
+ * same block out again; every one lies above the driver's (ALLOC_BUFFER_ID_FIRST), even across
+ * allocators. Trace mode's and external blocks are whole driver allocations: the driver's ID. */
+static void
+test_buffer_ids(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t first = must_malloc(a, 0, 1000, 0);
+    uint64_t second = must_malloc(a, 0, 1000, 0);
+    assert_true(first == B && second == B + 1024); /* one segment */
+    uint64_t i1 = buffer_id_of(a, first), i2 = buffer_id_of(a, second + 999);
+    assert_true(i1 >= ALLOC_BUFFER_ID_FIRST && i2 >= ALLOC_BUFFER_ID_FIRST && i1 != i2);
+    assert_true(buffer_id_of(a, first + 10) == i1); /* the same allocation, the same ID */
+    must_free(a, first);
+    uint64_t again = must_malloc(a, 0, 1000, 0);
+    assert_true(again == first); /* the cached block again: a new allocation */
+    uint64_t i3 = buffer_id_of(a, again);
+    assert_true(i3 >= ALLOC_BUFFER_ID_FIRST && i3 != i1 && i3 != i2);
+    struct alloc_fixture *other = fixture_new("", 1ULL << 30, 1);
+    uint64_t elsewhere = must_malloc(other->alloc, 0, 1000, 0);
+    uint64_t i4 = buffer_id_of(other->alloc, elsewhere);
+    assert_true(i4 >= ALLOC_BUFFER_ID_FIRST && i4 != i1 && i4 != i2 && i4 != i3);
+    fixture_free(other);
+    uint64_t ext = 0x100000000ULL;
+    assert_int_equal(allocator_track_external(a, 0, ext, 4096, 0, TRACE_POOL_TRACE, 0), 0);
+    assert_true(buffer_id_of(a, ext) == 0);
+    expect_invariants(a);
+    fixture_free(fx);
+    struct alloc_fixture *trace = fixture_new("", 1ULL << 30, 1);
+    allocator_destroy(trace->alloc);
+    trace->config.caching = false; /* trace mode */
+    trace->alloc = allocator_create(&trace->config, &trace->ops, &trace->sink, 1);
+    uint64_t own = must_malloc(trace->alloc, 0, 1000, 0);
+    struct alloc_range_block block = {0};
+    assert_int_equal(allocator_range_of(trace->alloc, own, &block), ALLOC_RANGE_BLOCK);
+    assert_true(block.whole && block.buffer_id == 0);
+    fixture_free(trace);
 }
 
 /* External memory: tracked as a one-block segment with its pool tag, never cached or freed by
@@ -526,6 +576,7 @@ main(void)
         cmocka_unit_test(test_trace_mode),
         cmocka_unit_test(test_external_and_ownership),
         cmocka_unit_test(test_range_of),
+        cmocka_unit_test(test_buffer_ids),
         cmocka_unit_test(test_backend_error),
         cmocka_unit_test(test_interleaved_devices),
     };
