@@ -65,7 +65,8 @@ struct alloc_block {
     bool allocated;
     bool is_small;
     bool in_pool;
-    bool unmapped; /* expandable segments: free address space with no memory behind it */
+    bool unmapped;       /* expandable segments: free address space with no memory behind it */
+    bool stream_ordered; /* handed out for a stream-ordered request (cudaMallocAsync) */
 };
 
 #endif

@@ -316,7 +316,8 @@ alloc_malloc_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_
 
 int
 alloc_malloc_on_device(struct alloc_device *dev, enum alloc_reach reach, size_t size,
-                       uint64_t stream, uint32_t stack_id, uint16_t owner, uint64_t *addr)
+                       uint64_t stream, uint32_t stack_id, uint16_t owner, bool stream_ordered,
+                       uint64_t *addr)
 {
     struct alloc_block *b = NULL;
     /* Expandable segments may map pages to serve even a cached block. */
@@ -342,6 +343,7 @@ alloc_malloc_on_device(struct alloc_device *dev, enum alloc_reach reach, size_t 
     size_t grow = 0;
     if (rc == 0) {
         b->buffer_id = 0;
+        b->stream_ordered = stream_ordered;
         if (block_map_insert(&dev->map, b))
             grow = block_map_grow_count(&dev->map);
         *addr = b->addr;

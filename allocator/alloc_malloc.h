@@ -26,13 +26,14 @@ enum alloc_reach {
 /* allocator_malloc on one device (size > 0): refuses 1 EiB and more as PyTorch does, takes the
  * lock, serves the request as `reach` says, enters the block in the pointer map, unlocks, and
  * grows the map afterwards when it is crowded. One function, so that the hit path is one call
- * frame. The block gets a new allocation's identity: no buffer ID yet. Returns 0, -CUPROF_ENOMEM
- * (message in dev->oom_message), -CUPROF_EUNCACHED (only for ALLOC_REACH_CACHED_ONLY),
- * -CUPROF_EHOSTMEM, -CUPROF_EDRIVER or a positive backend error. */
+ * frame. The block gets a new allocation's identity: no buffer ID yet, and `stream_ordered`.
+ * Returns 0, -CUPROF_ENOMEM (message in dev->oom_message), -CUPROF_EUNCACHED (only for
+ * ALLOC_REACH_CACHED_ONLY), -CUPROF_EHOSTMEM, -CUPROF_EDRIVER or a positive backend error. */
 __attribute__((warn_unused_result)) int alloc_malloc_on_device(struct alloc_device *dev,
                                                                enum alloc_reach reach, size_t size,
                                                                uint64_t stream, uint32_t stack_id,
-                                                               uint16_t owner, uint64_t *addr);
+                                                               uint16_t owner, bool stream_ordered,
+                                                               uint64_t *addr);
 
 /* Trace mode and external memory: one block per segment of exactly `size`, never cached.
  * `addr` 0 asks the device for the memory (trace mode); otherwise it is the external address.

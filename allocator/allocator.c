@@ -165,7 +165,8 @@ allocator_malloc(struct allocator *alloc, int device, size_t size, uint64_t stre
  * `alloc` is not NULL. */
 static int
 malloc_reaching(struct allocator *alloc, int device, size_t size, uint64_t stream,
-                uint32_t stack_id, uint16_t owner, enum alloc_reach reach, uint64_t *addr)
+                uint32_t stack_id, uint16_t owner, enum alloc_reach reach, bool stream_ordered,
+                uint64_t *addr)
 {
     if ((unsigned)device >= (unsigned)alloc->device_count || addr == NULL)
         return -CUPROF_EINVAL;
@@ -173,7 +174,7 @@ malloc_reaching(struct allocator *alloc, int device, size_t size, uint64_t strea
     if (size == 0) /* PyTorch: malloc(0) hands out NULL and records nothing */
         return 0;
     return CHECKED(alloc, alloc_malloc_on_device(&alloc->devices[device], reach, size, stream,
-                                                 stack_id, owner, addr));
+                                                 stack_id, owner, stream_ordered, addr));
 }
 
 int
@@ -183,7 +184,19 @@ allocator_malloc_owned(struct allocator *alloc, int device, size_t size, uint64_
     if (alloc == NULL)
         return -CUPROF_EINVAL;
     return malloc_reaching(alloc, device, size, stream, stack_id, owner,
-                           alloc->config.caching ? ALLOC_REACH_CACHE : ALLOC_REACH_SEGMENT, addr);
+                           alloc->config.caching ? ALLOC_REACH_CACHE : ALLOC_REACH_SEGMENT, false,
+                           addr);
+}
+
+int
+allocator_malloc_stream_ordered(struct allocator *alloc, int device, size_t size, uint64_t stream,
+                                uint32_t stack_id, uint16_t owner, uint64_t *addr)
+{
+    if (alloc == NULL)
+        return -CUPROF_EINVAL;
+    return malloc_reaching(alloc, device, size, stream, stack_id, owner,
+                           alloc->config.caching ? ALLOC_REACH_CACHE : ALLOC_REACH_SEGMENT, true,
+                           addr);
 }
 
 int
@@ -193,7 +206,7 @@ allocator_malloc_cached(struct allocator *alloc, int device, size_t size, uint64
     if (alloc == NULL || !alloc->config.caching)
         return -CUPROF_EUNCACHED;
     return malloc_reaching(alloc, device, size, stream, stack_id, owner, ALLOC_REACH_CACHED_ONLY,
-                           addr);
+                           false, addr);
 }
 
 int
@@ -265,6 +278,7 @@ allocator_track_external_in(struct allocator *alloc, int device, uint64_t addr, 
     if (rc == 0) {
         b->seg->context = context;
         b->buffer_id = 0;
+        b->stream_ordered = false;
     }
     size_t grow = rc == 0 && block_map_insert(&dev->map, b) ? block_map_grow_count(&dev->map) : 0;
     alloc_lock_release(&dev->lock);
@@ -359,6 +373,7 @@ allocator_range_of(struct allocator *alloc, uint64_t addr, struct alloc_range_bl
                                                 .size = b->requested_size,
                                                 .segment = b->seg->addr,
                                                 .whole = whole,
+                                                .stream_ordered = b->stream_ordered,
                                                 .buffer_id = whole ? 0 : b->buffer_id};
         range = ALLOC_RANGE_BLOCK;
     }

@@ -39,6 +39,11 @@ __attribute__((warn_unused_result)) int allocator_malloc_owned(struct allocator 
                                                                size_t size, uint64_t stream,
                                                                uint32_t stack_id, uint16_t owner,
                                                                uint64_t *addr);
+/* allocator_malloc_owned for a stream-ordered request (cuMemAllocAsync, cudaMallocAsync): the
+ * block remembers it (alloc_range_block.stream_ordered) until it is freed. */
+__attribute__((warn_unused_result)) int
+allocator_malloc_stream_ordered(struct allocator *alloc, int device, size_t size, uint64_t stream,
+                                uint32_t stack_id, uint16_t owner, uint64_t *addr);
 /* allocator_malloc_owned served only from blocks the cache holds: when that needs the device (a
  * new segment, an OOM and its retries, expandable pages, trace mode, 1 EiB or more) it returns
  * -CUPROF_EUNCACHED and nothing was recorded or counted, so the caller can ask again through a
@@ -97,14 +102,15 @@ enum alloc_range {
 #define ALLOC_BUFFER_ID_FIRST (UINT64_C(1) << 63)
 /* What allocator_range_of says about the live block holding the address (ALLOC_RANGE_BLOCK). */
 struct alloc_range_block {
-    uint64_t base;      /* the block's address */
-    size_t size;        /* the bytes asked for */
-    uint64_t segment;   /* the address of the segment it was cut from */
-    bool whole;         /* a driver allocation of its own, freed with the block (trace mode,
-                           external memory): the driver's answers about it are right */
-    uint64_t buffer_id; /* !whole: the allocation's own ID, drawn at its first query from
-                           ALLOC_BUFFER_ID_FIRST up: unique in the process, new for each
-                           allocation (a cached reuse of the same block too); whole: 0 */
+    uint64_t base;       /* the block's address */
+    size_t size;         /* the bytes asked for */
+    uint64_t segment;    /* the address of the segment it was cut from */
+    bool whole;          /* a driver allocation of its own, freed with the block (trace mode,
+                            external memory): the driver's answers about it are right */
+    bool stream_ordered; /* allocator_malloc_stream_ordered served it */
+    uint64_t buffer_id;  /* !whole: the allocation's own ID, drawn at its first query from
+                            ALLOC_BUFFER_ID_FIRST up: unique in the process, new for each
+                            allocation (a cached reuse of the same block too); whole: 0 */
 };
 /* Fills *block for ALLOC_RANGE_BLOCK (block may be NULL when only the kind is wanted). */
 enum alloc_range allocator_range_of(struct allocator *alloc, uint64_t addr,

@@ -263,8 +263,8 @@ alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdevic
         refusal == CUDA_SUCCESS && default_pool_current(real, call.device) &&
         shim_call_cache_serves(&call)) {
         uint64_t addr = 0;
-        int rc = allocator_malloc_owned(call.rt->alloc, call.device, size, sid, call.stack_id,
-                                        call.owner, &addr);
+        int rc = allocator_malloc_stream_ordered(call.rt->alloc, call.device, size, sid,
+                                                 call.stack_id, call.owner, &addr);
         if (rc == -CUPROF_EDRIVER) {
             shim_call_end(&call);
             shim_call_log_bad_answer("cuMemAlloc_v2");

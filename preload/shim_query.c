@@ -37,8 +37,25 @@ range_of(CUdeviceptr ptr, struct alloc_range_block *block)
     return allocator_range_of(rt->alloc, ptr, block);
 }
 
+/* What cuIpcGetMemHandle answers for a block cuprof cut from its own segment: the driver's
+ * handle only where the block starts the segment (the handle names the whole segment, opened at
+ * its start elsewhere); stream-ordered memory is never legacy-IPC capable: the driver refuses it
+ * with CUDA_ERROR_INVALID_VALUE, and cudaIpcGetMemHandle with cudaErrorInvalidValue. */
+enum ipc_answer { IPC_DRIVER, IPC_STREAM_ORDERED, IPC_CUT };
+
+static enum ipc_answer
+ipc_answer(const struct alloc_range_block *block)
+{
+    if (block->whole)
+        return IPC_DRIVER;
+    if (block->stream_ordered)
+        return IPC_STREAM_ORDERED;
+    return block->base == block->segment ? IPC_DRIVER : IPC_CUT;
+}
+
 /* The attributes a block of the cache answers itself, in place of the segment's (the driver's):
- * its range and its own buffer ID. False for the others. */
+ * its range, its own buffer ID, and legacy IPC capability as cuIpcGetMemHandle would grant it.
+ * False for the others. */
 static bool
 block_attribute(void *data, CUpointer_attribute attribute, const struct alloc_range_block *block)
 {
@@ -53,6 +70,11 @@ block_attribute(void *data, CUpointer_attribute attribute, const struct alloc_ra
         if (block->whole)
             return false;
         *(unsigned long long *)data = block->buffer_id;
+        return true;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        if (ipc_answer(block) == IPC_DRIVER)
+            return false;
+        *(unsigned int *)data = 0; /* NVIDIA's driver 580 writes 4 bytes (measured) */
         return true;
     default:
         return false;
@@ -126,8 +148,10 @@ shim_query_ipc_handle(CUipcMemHandle *handle, CUdeviceptr dptr)
     case ALLOC_RANGE_NONE:
         return real->cuIpcGetMemHandle(handle, NOWHERE);
     case ALLOC_RANGE_BLOCK:
-        if (block.base == block.segment)
-            break; /* the segment opens where the block starts */
+        if (ipc_answer(&block) == IPC_DRIVER)
+            break; /* the driver's own allocation, or the segment opens where the block starts */
+        if (ipc_answer(&block) == IPC_STREAM_ORDERED)
+            return CUDA_ERROR_INVALID_VALUE; /* as the driver answers without cuprof */
         /* The driver's handle names the whole segment, which another process opens at its
          * start, not at this block: it would read and write the wrong memory. Measured with
          * PyTorch's shared CUDA tensors on an H200. Refused, loudly. */

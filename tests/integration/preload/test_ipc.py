@@ -3,8 +3,11 @@
 in cache mode a block cut from the middle of a cuprof segment would open at the segment's start
 in the other process (PyTorch's shared CUDA tensors read other tensors' bytes on an H200), so
 cuprof refuses it with CUDA_ERROR_NOT_SUPPORTED and one log line; a block at its segment's start
-keeps the driver's handle. Without cuprof, in trace and in off mode every live block gets its
-handle.
+keeps the driver's handle. Stream-ordered memory (cudaMallocAsync) is never legacy-IPC capable:
+the driver refuses its handle with CUDA_ERROR_INVALID_VALUE, and so does cuprof for a block its
+cache served to such a request, even one that starts its segment. In every case
+CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, alone and among others, says what the handle's
+answer says. Without cuprof, in trace and in off mode every live cudaMalloc block gets its handle.
 
 Usage: test_ipc.py --lib LIB --ld-path PATH APP
 """
@@ -17,16 +20,23 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 import shimrun  # noqa: E402 (tests/integration/)
 
-ALONE = ("first=cudaSuccess names_start=1 last=cudaSuccess\n"
-         "second=cudaSuccess names_start=1 last=cudaSuccess\n"
-         "second_again=cudaSuccess names_start=1 last=cudaSuccess\n"
-         "inside_first=cudaSuccess names_start=0 last=cudaSuccess\n"
-         "freed=cudaErrorInvalidValue names_start=0 last=cudaErrorInvalidValue\n")
-CACHE = ALONE.replace("second=cudaSuccess names_start=1 last=cudaSuccess",
-                      "second=cudaErrorNotSupported names_start=0 last=cudaErrorNotSupported")
-CACHE = CACHE.replace("second_again=cudaSuccess names_start=1 last=cudaSuccess",
+ALONE = ("first=cudaSuccess names_start=1 last=cudaSuccess capable=1 plural=0/1\n"
+         "second=cudaSuccess names_start=1 last=cudaSuccess capable=1 plural=0/1\n"
+         "second_again=cudaSuccess names_start=1 last=cudaSuccess capable=1 plural=0/1\n"
+         "inside_first=cudaSuccess names_start=0 last=cudaSuccess capable=1 plural=0/1\n"
+         "freed=cudaErrorInvalidValue names_start=0 last=cudaErrorInvalidValue capable=error1 "
+         "plural=0/0\n"
+         "async_own_stream=cudaErrorInvalidValue names_start=0 last=cudaErrorInvalidValue "
+         "capable=0 plural=0/0\n"
+         "async_legacy_stream=cudaErrorInvalidValue names_start=0 last=cudaErrorInvalidValue "
+         "capable=0 plural=0/0\n")
+CACHE = ALONE.replace("second=cudaSuccess names_start=1 last=cudaSuccess capable=1 plural=0/1",
+                      "second=cudaErrorNotSupported names_start=0 last=cudaErrorNotSupported "
+                      "capable=0 plural=0/0")
+CACHE = CACHE.replace("second_again=cudaSuccess names_start=1 last=cudaSuccess capable=1 "
+                      "plural=0/1",
                       "second_again=cudaErrorNotSupported names_start=0 "
-                      "last=cudaErrorNotSupported")
+                      "last=cudaErrorNotSupported capable=0 plural=0/0")
 REFUSAL = "cache mode cut this block from a larger allocation"
 
 

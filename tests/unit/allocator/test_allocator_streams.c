@@ -370,7 +370,7 @@ test_range_of(void **state)
     assert_int_equal(allocator_track_external(a, 0, ext, 4096, 0, TRACE_POOL_MANAGED, 0), 0);
     assert_int_equal(allocator_range_of(a, ext + 100, &block), ALLOC_RANGE_BLOCK);
     assert_true(block.base == ext && block.size == 4096 && block.segment == ext);
-    assert_true(block.whole && block.buffer_id == 0);
+    assert_true(block.whole && block.buffer_id == 0 && !block.stream_ordered);
     assert_int_equal(allocator_range_of(NULL, first, &block), ALLOC_RANGE_NOT_OURS);
     expect_invariants(a);
     fixture_free(fx);
@@ -424,6 +424,40 @@ test_buffer_ids(void **state)
     assert_int_equal(allocator_range_of(trace->alloc, own, &block), ALLOC_RANGE_BLOCK);
     assert_true(block.whole && block.buffer_id == 0);
     fixture_free(trace);
+}
+
+/* A block served for a stream-ordered request remembers it while it lives (the IPC wrapper
+ * refuses it as the driver refuses pool memory); the same block served again to cudaMalloc does
+ * not. */
+static void
+test_stream_ordered_blocks(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t plain = must_malloc(a, 0, 1000, 0);
+    uint64_t ordered = 0;
+    assert_int_equal(allocator_malloc_stream_ordered(a, 0, 1000, 0, 0, 0, &ordered), 0);
+    assert_true(plain == B && ordered == B + 1024);
+    struct alloc_range_block block = {0};
+    assert_int_equal(allocator_range_of(a, plain, &block), ALLOC_RANGE_BLOCK);
+    assert_false(block.stream_ordered);
+    assert_int_equal(allocator_range_of(a, ordered + 5, &block), ALLOC_RANGE_BLOCK);
+    assert_true(block.stream_ordered && block.base == ordered);
+    assert_int_equal(allocator_free_on_stream(a, ordered, 0, 0), 0);
+    uint64_t reused = must_malloc(a, 0, 1000, 0);
+    assert_true(reused == ordered);
+    assert_int_equal(allocator_range_of(a, reused, &block), ALLOC_RANGE_BLOCK);
+    assert_false(block.stream_ordered);
+    must_free(a, reused);
+    assert_int_equal(allocator_malloc_stream_ordered(a, 0, 1000, 0, 0, 0, &ordered), 0);
+    assert_true(ordered == reused);
+    assert_int_equal(allocator_range_of(a, ordered, &block), ALLOC_RANGE_BLOCK);
+    assert_true(block.stream_ordered);
+    assert_int_equal(allocator_malloc_stream_ordered(NULL, 0, 1000, 0, 0, 0, &ordered),
+                     -CUPROF_EINVAL);
+    expect_invariants(a);
+    fixture_free(fx);
 }
 
 /* External memory: tracked as a one-block segment with its pool tag, never cached or freed by
@@ -577,6 +611,7 @@ main(void)
         cmocka_unit_test(test_external_and_ownership),
         cmocka_unit_test(test_range_of),
         cmocka_unit_test(test_buffer_ids),
+        cmocka_unit_test(test_stream_ordered_blocks),
         cmocka_unit_test(test_backend_error),
         cmocka_unit_test(test_interleaved_devices),
     };
