@@ -109,10 +109,34 @@ free_common(const struct real_cuda *real, struct shim_call *call, CUdeviceptr dp
     return free_unknown(real, call, dptr, async, stream, ptsz);
 }
 
+/* shim_mem_free_answer_next's answer; `set` false when there is none. */
+struct free_answer {
+    CUdeviceptr dptr;
+    CUresult result;
+    bool set;
+};
+static _Thread_local struct free_answer free_answer __attribute__((tls_model("initial-exec")));
+
+void
+shim_mem_free_answer_next(CUdeviceptr dptr, CUresult result)
+{
+    free_answer = (struct free_answer){.dptr = dptr, .result = result, .set = true};
+}
+
+void
+shim_mem_free_answer_clear(void)
+{
+    free_answer.set = false;
+}
+
 CUresult
 shim_mem_free(CUdeviceptr dptr)
 {
     REAL_CUDA_OR_FAIL(real, cuMemFree_v2)
+    if (__builtin_expect(free_answer.set, 0) && free_answer.dptr == dptr) {
+        free_answer.set = false;
+        return free_answer.result;
+    }
     struct shim_call call;
     if (dptr == 0 || !SHIM_CALL_BEGIN(&call, SHIM_CALL_FREE))
         return real->cuMemFree_v2(dptr);

@@ -9,6 +9,12 @@
 
 CUresult shim_mem_alloc(CUdeviceptr *dptr, size_t size);
 CUresult shim_mem_free(CUdeviceptr dptr);
+/* The answer this thread's next cuMemFree_v2 of dptr gets from cuprof's wrapper, at once and
+ * untouched by cuprof: cudaFree's cached fast path (shim_rt.c) tried the free itself and failed,
+ * and hands the call to the runtime so that the runtime records the error as its own, without a
+ * second try. shim_mem_free_answer_clear drops an answer no call took. Thread-local. */
+void shim_mem_free_answer_next(CUdeviceptr dptr, CUresult result);
+void shim_mem_free_answer_clear(void);
 CUresult shim_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                               unsigned int element_size);
 CUresult shim_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned int flags);

@@ -22,6 +22,7 @@
 #include "preload/shim_call.h"
 #include "preload/shim_capture.h"
 #include "preload/shim_ctx.h"
+#include "preload/shim_mem.h"
 #include "preload/shim_peer.h"
 
 _Thread_local struct call_tag call_tag_current __attribute__((tls_model("initial-exec")));
@@ -149,7 +150,11 @@ typedef cudaError_t (*rt_enable_peer_fn)(int, unsigned int);
  * gives the same answer from the same cache; skipping the runtime and the second wrapper layer
  * is most of the shim's cost per call. Anything else (a miss, a pointer cuprof does not hold, no
  * current context, trace or off mode, before initialisation, a runtime older than 12, whose
- * cudaSetDevice switched contexts lazily, an error the runtime holds) goes the long way. */
+ * cudaSetDevice switched contexts lazily, an error the runtime holds) goes the long way. The fast
+ * path answers only successes itself: the runtime's last error (cudaGetLastError,
+ * cudaPeekAtLastError) and sticky error are the runtime's, and a success leaves them as they
+ * were, since the fast path answers only while the runtime holds none. A free that fails goes
+ * through the runtime with its answer (rt_free_answered). */
 
 /* What the fast path reads, in one place, published by pointing cudaMalloc's and cudaFree's
  * routes at their cached entries once it may answer:
@@ -265,6 +270,21 @@ rt_free_forward(void *ptr, const void *caller, uint32_t stack_id, bool has_stack
     return result;
 }
 
+/* The fast path's free failed with `rc`: the runtime's cudaFree answers the program, so that it
+ * records the error as it records any driver error (cudaGetLastError, cudaPeekAtLastError, a
+ * sticky error), and the cuMemFree_v2 it makes is answered with rc's CUresult by cuprof's wrapper
+ * without a second try (the driver already refused once: a second refused synchronization, or a
+ * second free of a segment that failed, is not what the program did). */
+__attribute__((noinline, cold)) static cudaError_t
+rt_free_answered(void *ptr, const void *caller, uint32_t stack_id, int rc)
+{
+    struct shim_call as_driver = {.rt = fast_path_value.rt, .device = -1};
+    shim_mem_free_answer_next((CUdeviceptr)(uintptr_t)ptr, shim_call_result(&as_driver, rc));
+    cudaError_t result = rt_free_forward(ptr, caller, stack_id, true);
+    shim_mem_free_answer_clear();
+    return result;
+}
+
 /* A NULL pointer or size 0 gets the runtime's own answer; so does a thread without a current
  * context (the runtime has its own work to do: initialise, make the primary context current).
  * fast_path_value is read field by field, never kept in a register across the calls. */
@@ -323,9 +343,9 @@ fast_free(void *ptr, const void *caller)
     /* external memory, a stale pointer, the driver's: the long way decides */
     if (rc == -CUPROF_ENOTOWNED)
         return rt_free_forward(ptr, caller, stack_id, true);
-    /* A device error while recording the block's streams' events comes back as the driver's
-     * code, which the runtime's codes share for those errors. */
-    return rc > 0 ? (cudaError_t)rc : cudaErrorInvalidValue;
+    /* The driver refused the synchronization (a capture forbids it), or freeing a segment of its
+     * own failed: the runtime answers with that error and records it. */
+    return rt_free_answered(ptr, caller, stack_id, rc);
 }
 
 /* cudaMalloc and cudaFree's routes until the fast path may answer (and in trace mode): the long

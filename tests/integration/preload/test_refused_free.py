@@ -2,7 +2,8 @@
 """cudaFree in cache mode when the device refuses the synchronization cuprof makes first
 (refused_free_app.c under SIMCUDA_FAIL=sync:nth=1, standing in for a CUDA graph capture that
 forbids the call): the free fails with the driver's error and changes nothing, so the same
-pointer frees once later and only once.
+pointer frees once later and only once; the runtime holds the error as its last error
+(cudaPeekAtLastError, cudaGetLastError), although cuprof's fast path met the call.
 
 Usage: test_refused_free.py --lib LIB --ld-path PATH APP
 """
@@ -16,7 +17,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 import shimrun  # noqa: E402 (tests/integration/)
 
 WANT = ("malloc=cudaSuccess\n"
-        "free1=cudaErrorStreamCaptureUnsupported\n"
+        "free1=cudaErrorStreamCaptureUnsupported peek=cudaErrorStreamCaptureUnsupported "
+        "last=cudaErrorStreamCaptureUnsupported then=cudaSuccess\n"
         "free2=cudaSuccess\n"
         "free3=cudaErrorInvalidValue\n")
 
