@@ -14,6 +14,9 @@
 #define CONFIG_MAX_TEXT   4096
 #define CONFIG_MAX_TOKENS 512
 
+/* An item quoted whole, plus the message around it and the list of keys. */
+_Static_assert(ALLOC_CONFIG_ERR_LEN >= CONFIG_MAX_TEXT + 1024, "alloc_config: err too short");
+
 struct config_parse {
     char text[CONFIG_MAX_TEXT]; /* the input without spaces, tokens NUL-separated */
     const char *tok[CONFIG_MAX_TOKENS];
@@ -89,7 +92,7 @@ item_text(const struct config_parse *p, const char *key, size_t from, size_t to,
 static void
 bad_value(struct config_parse *p, const char *key, size_t from, size_t to, const char *what)
 {
-    char item[256];
+    char item[CONFIG_MAX_TEXT];
     item_text(p, key, from, to, item, sizeof(item));
     snprintf(p->err, p->err_len, "bad value \"%s\": expected %s", item, what);
 }
@@ -444,7 +447,7 @@ alloc_config_parse(const char *text, struct alloc_config *config, char *err, siz
         i++;
         rc = found->parse(p, key, &i, found->what, config);
         if (rc == 0 && i < p->count && strcmp(p->tok[i], ",") != 0) {
-            char item[256];
+            char item[CONFIG_MAX_TEXT];
             item_text(p, key, key_at + 2, i, item, sizeof(item));
             snprintf(err, err_len, "expected \",\" after \"%s\"", item);
             rc = -CUPROF_EINVAL;

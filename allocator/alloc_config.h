@@ -40,6 +40,10 @@ struct alloc_config {
  * fit_segment_on_oom). */
 void alloc_config_defaults(struct alloc_config *config);
 
+/* An `err` of this many bytes holds any message whole (the longest quote an item as long as the
+ * longest settings string accepted, then list every key). */
+#define ALLOC_CONFIG_ERR_LEN 5120
+
 /* Parses PyTorch's `key:value,key:value` syntax into *config (starting from the defaults).
  * Returns 0, or -CUPROF_EINVAL with one line in `err` naming the bad item and what is accepted,
  * e.g. `bad value "max_split_size_mb:abc": expected an integer number of MiB >= 20`. */

@@ -114,14 +114,21 @@ int
 cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    char text[1024];
+    /* Sized to the message, which may quote a long argument or list every key: never cut. */
     va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (text != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(text, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
     /* The message may quote the command line: shown escaped like any text from outside. */
     fprintf(stderr, "cuprof: %s: ", cmd);
-    cli_fputs_term(text, stderr);
+    cli_fputs_term(text != NULL ? text : fmt, stderr);
     fprintf(stderr, " (see `cuprof %s --help`)\n", cmd);
+    free(text);
     return CLI_BADUSE;
 }
 

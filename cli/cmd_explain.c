@@ -128,7 +128,7 @@ cmd_explain(int argc, char **argv)
     const struct snapshot *snap = in.snap[0];
     int status = analysis_check_device(in.paths[0], snap, args.req.device);
     struct explain x;
-    char err[256] = "", safe[1024];
+    char err[1024] = "", safe[1024];
     if (status == CLI_OK && explain_compute(snap, &args.req, &x, err, sizeof err) != 0) {
         fprintf(stderr, "cuprof: %s: %s\n", cli_term(in.paths[0], safe, sizeof safe), err);
         status = CLI_BADUSE;

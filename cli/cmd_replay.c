@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator/alloc_config.h"
 #include "allocator/alloc_policy.h"
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
@@ -136,7 +137,7 @@ print_table(const struct replay_result *res, const char *const *confs, size_t n)
 static int
 check_confs(const struct replay_args *a)
 {
-    char err[256];
+    char err[ALLOC_CONFIG_ERR_LEN];
     struct alloc_config probe;
     for (size_t i = 1; i < a->nconf; i++)
         if (alloc_config_parse(a->confs[i], &probe, err, sizeof(err)) != 0)

@@ -283,7 +283,7 @@ cmd_tune(int argc, char **argv)
     args.req.progress = true; /* on stderr, only when it is a terminal */
     int status = analysis_check_device(in.paths[0], snap, args.req.device);
     struct tune t;
-    char err[256] = "", safe[1024];
+    char err[1024] = "", safe[1024];
     if (status == CLI_OK && tune_compute(snap, &args.req, &t, err, sizeof err) != 0) {
         fprintf(stderr, "cuprof: %s: %s\n", cli_term(in.paths[0], safe, sizeof safe), err);
         status = CLI_BADUSE;

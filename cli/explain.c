@@ -258,7 +258,7 @@ static int
 fill_recorded(struct explain *x, const char *path_conf, struct alloc_config *recorded)
 {
     snprintf(x->recorded_conf, sizeof x->recorded_conf, "%s", path_conf);
-    char err[256];
+    char err[ALLOC_CONFIG_ERR_LEN];
     if (alloc_config_parse(x->recorded_conf, recorded, err, sizeof err) != 0) {
         x->recorded_conf[0] = '\0';
         alloc_config_defaults(recorded);

@@ -198,7 +198,7 @@ int
 explain_whatif(struct explain *x, const struct explain_request *req)
 {
     struct alloc_config recorded;
-    char err[256];
+    char err[ALLOC_CONFIG_ERR_LEN];
     if (alloc_config_parse(x->recorded_conf, &recorded, err, sizeof err) != 0)
         alloc_config_defaults(&recorded);
     x->whatifs = calloc(WHATIF_MAX, sizeof(*x->whatifs));

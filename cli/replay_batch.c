@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "allocator/alloc_config.h"
 #include "allocator/trace_sink.h"
 #include "cli/analysis.h"
 #include "cli/cli_util.h"
@@ -96,12 +97,14 @@ replay_recorded_conf(const struct snapshot *snap, const char *path)
     const char *conf = snap->has_allocator_settings && snap->allocator_settings.alloc_conf
                            ? snap->allocator_settings.alloc_conf
                            : "";
-    char err[256];
+    char err[ALLOC_CONFIG_ERR_LEN];
     struct alloc_config probe;
     if (alloc_config_parse(conf, &probe, err, sizeof(err)) != 0) {
-        char safe[1024], why[512];
-        fprintf(stderr, "cuprof: %s: the recorded settings do not parse (%s): using defaults\n",
-                cli_term(path, safe, sizeof safe), cli_term(err, why, sizeof why));
+        char safe[1024];
+        fprintf(stderr, "cuprof: %s: the recorded settings do not parse (",
+                cli_term(path, safe, sizeof safe));
+        cli_fputs_term(err, stderr);
+        fputs("): using defaults\n", stderr);
         conf = "";
     }
     return conf;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator/alloc_config.h"
 #include "allocator/alloc_policy.h"
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
@@ -368,10 +369,11 @@ static bool
 replay_config(const struct snapshot *snap, const char *conf, bool recorded,
               struct alloc_config *config)
 {
-    char err[256];
+    char err[ALLOC_CONFIG_ERR_LEN];
     if (alloc_config_parse(conf, config, err, sizeof(err)) != 0) {
-        char safe[512];
-        fprintf(stderr, "cuprof: replay: %s\n", cli_term(err, safe, sizeof safe));
+        fputs("cuprof: replay: ", stderr);
+        cli_fputs_term(err, stderr);
+        fputc('\n', stderr);
         return false;
     }
     config->free_sync = FREE_SYNC_NONE;

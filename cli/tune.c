@@ -49,7 +49,7 @@ paste_lines(struct tune_row *r)
         snprintf(r->pytorch, sizeof r->pytorch, "%s", tmp);
     }
     struct alloc_config c;
-    char err[256];
+    char err[ALLOC_CONFIG_ERR_LEN];
     r->fraction =
         alloc_config_parse(r->conf, &c, err, sizeof err) == 0 ? c.per_process_memory_fraction : 0.0;
 }
@@ -59,7 +59,7 @@ static bool
 same_setting(const char *a, const char *b)
 {
     struct alloc_config x, y;
-    char err[256];
+    char err[ALLOC_CONFIG_ERR_LEN];
     if (alloc_config_parse(a, &x, err, sizeof err) != 0 ||
         alloc_config_parse(b, &y, err, sizeof err) != 0)
         return false;
@@ -277,7 +277,7 @@ tune_compute(const struct snapshot *snap, const struct tune_request *req, struct
         return -1;
     }
     struct grid g = {.t = t};
-    char perr[256];
+    char perr[ALLOC_CONFIG_ERR_LEN];
     if (alloc_config_parse(recorded_conf, &g.recorded, perr, sizeof perr) != 0)
         alloc_config_defaults(&g.recorded);
     build_grid(&g, recorded_conf);

@@ -313,7 +313,8 @@ static bool
 config_store_alloc_conf(const struct config_entry *e, const char *value, struct alloc_config *out,
                         char *err, size_t err_len)
 {
-    char why[300];
+    /* Room for any message about a value that fits `raw`: the value quoted, then every key. */
+    char why[sizeof(out->raw) + 512];
     if (strlen(value) >= sizeof(out->raw)) {
         char expected[64];
         snprintf(expected, sizeof expected, "at most %zu bytes", sizeof(out->raw) - 1);

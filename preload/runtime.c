@@ -68,7 +68,7 @@ runtime_labels(void)
 static void
 runtime_config_init(void)
 {
-    char err[1024];
+    char err[2048];
     if (config_parse(environ, &runtime_config_value, err, sizeof err) != 0) {
         /* Before main (or inside another library's constructor): no atexit handler, no stdio. */
         size_t len = strnlen(err, sizeof err - 1);

@@ -414,6 +414,21 @@ class BadInput(Base):
             self.assertIn(name, p.stderr)
         self.assertFalse(os.path.exists(os.path.join(WORK, "bad.html")))
 
+    def test_messages_whole(self):
+        """A message comes out whole however long it is (the list of keys was cut at 256 bytes)."""
+        good = write("whole.pickle", S.pytorch_snapshot())
+        keys = ("max_split_size_mb, roundup_power2_divisions, max_non_split_rounding_mb, "
+                "garbage_collection_threshold, per_process_memory_fraction, expandable_segments, "
+                "release_lock_on_cudamalloc, release_threshold_mb, free_sync, backend")
+        for key in ("bogus", "k" * 3000):
+            p = run("replay", good, "--alloc-conf", key + ":1", check_rc=2)
+            self.assertEqual(p.stderr, 'cuprof: replay: --alloc-conf: unknown key "%s": expected '
+                             'one of %s (see `cuprof replay --help`)\n' % (key, keys))
+        value = "[%s]x" % ",".join(["1:2"] * 100)
+        p = run("replay", good, "--alloc-conf", "roundup_power2_divisions:" + value, check_rc=2)
+        self.assertEqual(p.stderr, 'cuprof: replay: --alloc-conf: expected "," after '
+                         '"roundup_power2_divisions:%s" (see `cuprof replay --help`)\n' % value[:-1])
+
     def test_bad_usage(self):
         for args in (["summary"], ["leaks", "a", "b"], ["stats", "--device", "x", "f"],
                      ["flamegraph", "--at", "middle", "f"], ["nosuch"], ["diff", "a"],
