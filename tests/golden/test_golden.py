@@ -5,7 +5,7 @@ accept (protocol 4, MEMOIZE/BINGET only, batches <= 1000, shared frame objects),
 hold the same content, (3) check_snapshot.py finds no problem, and (4) the normalised content
 (addresses relative to the first segment, times, pid, host and version dropped, frame
 file names reduced to their base name) equals
-expected/NAME.json. CUPROF_GOLDEN_UPDATE=1 rewrites the expectation instead (review the diff!).
+expected/NAME.json. GOLDEN_UPDATE=1 rewrites the expectation instead (review the diff!).
 
 Usage: test_golden.py PROGRAM NAME EXPECTED_DIR OUTDIR [PROGRAM ARGS...]"""
 import json
@@ -121,7 +121,7 @@ def main(argv):
     problems += check_snapshot.check(pk, complete_history=True)
     got = normalise(pk)
     exp_path = os.path.join(expected_dir, name + ".json")
-    if os.environ.get("CUPROF_GOLDEN_UPDATE") == "1":
+    if os.environ.get("GOLDEN_UPDATE") == "1":
         with open(exp_path, "w", encoding="utf-8") as f:
             json.dump(got, f, indent=1, ensure_ascii=False)
             f.write("\n")

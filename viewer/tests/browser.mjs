@@ -3,7 +3,7 @@
 import { chromium } from 'playwright-core';
 import { existsSync } from 'node:fs';
 
-export const CHROMIUM = process.env.CUPROF_CHROMIUM || '/usr/bin/chromium';
+export const CHROMIUM = process.env.VIEWER_CHROMIUM || '/usr/bin/chromium';
 
 export function chromiumMissing() {
   return !existsSync(CHROMIUM);

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "integration", "cli")
 import report_data  # noqa: E402
 import snapshots as S  # noqa: E402
 
-CHROMIUM = os.environ.get("CUPROF_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = os.environ.get("VIEWER_CHROMIUM", "/usr/bin/chromium")
 MiB = S.MiB
 F = S.frame
 MACHINERY = [F("cudaMalloc", "/usr/local/cuda/lib64/libcudart.so.13", 0),

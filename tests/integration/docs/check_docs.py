@@ -2,7 +2,8 @@
 """The documentation and the program agree, and the Markdown stays readable:
 - docs/reference/environment.md holds preload/config_table.py's output (the one list of CUPROF_*
   variables, from preload/config.def) and a section for every CUPROF_ALLOC_CONF key
-  (allocator/alloc_config.def); every CUPROF_* and SIMCUDA_* name the pages mention exists;
+  (allocator/alloc_config.def); every CUPROF_* and SIMCUDA_* name the pages mention exists, and
+  every CUPROF_* name the project's scripts and tests read from the environment is a variable;
 - docs/reference/commands.md has a section and a `--help` example for every subcommand
   `cuprof --help` lists, and no section for one it does not; every `--option` written after
   `cuprof SUBCOMMAND` in the pages is one that subcommand's `--help` lists;
@@ -88,6 +89,22 @@ def main():
         if f"### `{key}`" not in texts.get(env_page, ""):
             problems.append(f"docs/reference/environment.md has no section for CUPROF_ALLOC_CONF "
                             f"key {key}")
+    # The shim refuses to start on a CUPROF_* name it does not know: a knob of the project's own
+    # tests or scripts under that prefix would stop `cuprof run` wherever it is exported.
+    tree = subprocess.run(["git", "-C", root, "ls-files", "scripts", "tests", "viewer/tests"],
+                          capture_output=True, text=True).stdout.split()
+    reads = re.compile(r"environ(?:\.get\(|\[) *[\"'](CUPROF_\w+)|process\.env\.(CUPROF_\w+)|"
+                       r"\$\{?(CUPROF_\w+)|getenv\(\"(CUPROF_\w+)\"|\"(CUPROF_\w+)\" in os\.environ")
+    for rel_path in tree:
+        try:
+            text = open(os.path.join(root, rel_path), errors="replace").read()
+        except (IsADirectoryError, FileNotFoundError):
+            continue
+        for m in reads.finditer(text):
+            name = next(g for g in m.groups() if g)
+            if name not in known_vars:
+                problems.append(f"{rel_path}: reads {name}, which the shim refuses as an unknown "
+                                "variable (name it outside CUPROF_)")
     sim_names = set()
     for top, _dirs, names in os.walk(os.path.join(root, "tests", "sim")):
         for n in names:
