@@ -19,6 +19,9 @@ enum cli_exit {
     CLI_OK = 0,     /* done, nothing found */
     CLI_FOUND = 1,  /* done, found a problem (leaks, replay differences) */
     CLI_BADUSE = 2, /* bad usage or unreadable input */
+    /* `cuprof run`'s PROG could not start, with a shell's statuses: */
+    CLI_PROG_NOT_RUNNABLE = 126, /* a directory, not executable, not a format the kernel runs */
+    CLI_PROG_NOT_FOUND = 127,    /* no such file, or not in PATH */
 };
 
 /* Byte counts in signed arithmetic that saturates: a hostile snapshot (sizes near 2^57 added

@@ -30,9 +30,10 @@ static const char run_text[] =
     "a value another tool put there is left, with a note). The shim names each snapshot\n"
     "as it writes it; when PROG exits cuprof prints a one-screen summary of the last one on\n"
     "stderr (and names the snapshots itself under CUPROF_LOG=quiet), and exits with PROG's exit\n"
-    "status (128+N when a signal N killed it). SIGTERM, SIGHUP and SIGINT sent to cuprof itself\n"
-    "are passed on to PROG (`docker stop`, `kill` of cuprof's pid); a request that reached PROG\n"
-    "directly too (^C, timeout, Slurm) reaches it once, as it would without cuprof.\n"
+    "status (128+N when a signal N killed it; a PROG that cannot start gets one line and a\n"
+    "shell's status: 127 not found, 126 not runnable). SIGTERM, SIGHUP and SIGINT sent to\n"
+    "cuprof itself are passed on to PROG (`docker stop`, `kill` of cuprof's pid); a request that\n"
+    "reached PROG directly too (^C, timeout, Slurm) reaches it once, as it would without cuprof.\n"
     "Options set the matching CUPROF_* variables for PROG; a value the shim would refuse, in an\n"
     "option or in a CUPROF_* variable already set, stops cuprof before PROG starts:\n\n";
 
@@ -397,6 +398,10 @@ cmd_run(int argc, char **argv)
     /* The CUPROF_* variables the user set are PROG's too: checked before anything runs. */
     if (run_env_check() != 0)
         return CLI_BADUSE;
+    /* Said before anything else (the device note, the missing snapshot) in one clear line. */
+    int startable = run_wait_check(in.paths[0]);
+    if (startable != CLI_OK)
+        return startable;
     static struct run_paths paths;
     find_paths(&paths);
     if (paths.lib[0] == '\0') {

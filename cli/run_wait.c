@@ -14,8 +14,52 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli_util.h"
 #include "cli/run_env.h"
+#include "cli/static_cudart.h"
 #include "snapshot/forwarded_signal.h"
+
+/* One line about prog, which cannot start; returns `status`. */
+static int
+run_wait_refuse(const char *prog, int status, const char *what)
+{
+    char safe[1024];
+    fprintf(stderr, "cuprof: run: %s: %s\n", cli_term(prog, safe, sizeof safe), what);
+    return status;
+}
+
+int
+run_wait_check(const char *prog)
+{
+    char found[PATH_MAX];
+    struct stat st;
+    if (strchr(prog, '/') == NULL) {
+        if (static_cudart_resolve(prog, found, sizeof found))
+            return CLI_OK;
+        /* execvp searches PATH only: a program in this folder needs its ./ as in a shell. */
+        if (stat(prog, &st) == 0 && !S_ISDIR(st.st_mode)) {
+            char what[PATH_MAX + 100], safe[1024];
+            snprintf(what, sizeof what,
+                     "not found in PATH (for the file in this folder, write ./%s)",
+                     cli_term(prog, safe, sizeof safe));
+            return run_wait_refuse(prog, CLI_PROG_NOT_FOUND, what);
+        }
+        return run_wait_refuse(prog, CLI_PROG_NOT_FOUND,
+                               "not found in PATH (check the name, or give the program's path)");
+    }
+    if (stat(prog, &st) != 0)
+        return run_wait_refuse(
+            prog, errno == ENOENT || errno == ENOTDIR ? CLI_PROG_NOT_FOUND : CLI_PROG_NOT_RUNNABLE,
+            errno == ENOENT ? "no such file (check the path)" : strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return run_wait_refuse(prog, CLI_PROG_NOT_RUNNABLE,
+                               "is a directory (give the program inside it)");
+    if (!S_ISREG(st.st_mode) || access(prog, X_OK) != 0)
+        return run_wait_refuse(prog, CLI_PROG_NOT_RUNNABLE,
+                               "is not executable (chmod +x it, or run it with its interpreter, "
+                               "e.g. cuprof run -- python3 script.py)");
+    return CLI_OK;
+}
 
 /* True when `lib` is mapped in process pid, by its path or by its device and inode (a file of
  * an overlay shows under either, depending on the kernel). */
@@ -120,7 +164,7 @@ run_wait(char **prog, const char *lib, pid_t *pid_out, int *status)
         sigprocmask(SIG_SETMASK, &before, NULL);
         execvp(prog[0], prog);
         fprintf(stderr, "cuprof: run: %s: %s\n", prog[0], strerror(errno));
-        _exit(errno == ENOENT ? 127 : 126);
+        _exit(errno == ENOENT ? CLI_PROG_NOT_FOUND : CLI_PROG_NOT_RUNNABLE);
     }
     *pid_out = pid;
     for (;;) {

@@ -12,6 +12,10 @@
 
 #include <sys/types.h>
 
+/* Whether prog can be started as execvp would find it: CLI_OK, or CLI_PROG_NOT_FOUND /
+ * CLI_PROG_NOT_RUNNABLE after one line naming prog, what is wrong and what to do. */
+__attribute__((warn_unused_result)) int run_wait_check(const char *prog);
+
 /* Runs prog (prog[0] found on PATH) with CUPROF_RUN_PID set to this process, lib being the
  * libcuprof.so it is preloaded with, and waits for it: *pid gets its pid, *status its wait
  * status. 0, or -1 with one line when it could not be started (a program that cannot be run

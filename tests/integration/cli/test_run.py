@@ -100,9 +100,28 @@ def main():
                            capture_output=True, text=True, env=env, cwd=work, timeout=60)
         assert p.returncode == code, (script, p.returncode, p.stderr)
         assert "no snapshot was written" in p.stderr, p.stderr
-    p = subprocess.run([cuprof, "run", "--sim", "--", "/nonexistent/prog"], capture_output=True,
-                       text=True, env=env, cwd=work, timeout=60)
-    assert p.returncode == 127 and "/nonexistent/prog" in p.stderr, p.stderr
+    # A PROG that cannot start: one line naming it, what is wrong and what to do, before the
+    # device note; a shell's status.
+    here = os.path.join(work, "here_prog")
+    with open(here, "w") as f:
+        f.write("#!/bin/sh\nexit 0\n")
+    os.chmod(here, 0o755)
+    plain = os.path.join(work, "plain.txt")
+    open(plain, "w").close()
+    for prog, code, line in (
+            ("/nonexistent/prog", 127, "/nonexistent/prog: no such file (check the path)"),
+            (work, 126, "%s: is a directory (give the program inside it)" % work),
+            ("here_prog", 127,
+             "here_prog: not found in PATH (for the file in this folder, write ./here_prog)"),
+            ("no_such_prog_xyz", 127,
+             "no_such_prog_xyz: not found in PATH (check the name, or give the program's path)"),
+            (plain, 126, "%s: is not executable (chmod +x it, or run it with its interpreter, "
+             "e.g. cuprof run -- python3 script.py)" % plain)):
+        for sim in (["--sim"], []):
+            p = subprocess.run([cuprof, "run", *sim, "-q", "--", prog], capture_output=True,
+                               text=True, env=env, cwd=work, timeout=60)
+            assert (p.returncode, p.stderr) == (code, "cuprof: run: %s\n" % line), \
+                (prog, p.returncode, p.stderr)
     # A snapshot file written by PROG is found through the template and summarized.
     snap = os.path.join(work, "made-by-prog.json")
     if os.path.exists(snap):
