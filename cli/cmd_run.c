@@ -39,8 +39,8 @@ static const char run_text[] =
 
 static const struct cli_option run_options[] = {
     {"output", 'o', "FILE",
-     "CUPROF_SNAPSHOT: snapshot path template (%p pid, %r rank, %h host, %n dump number, %t "
-     "time; .json for JSON, else pickle)",
+     "CUPROF_SNAPSHOT: snapshot path template ending in .pickle or .pkl (pickle) or .json "
+     "(JSON); %p pid, %r rank, %h host, %n dump number, %t time, %% a percent sign",
      0},
     {"mode", 0, "MODE", "CUPROF_MODE: cache (default), trace or off", 'm'},
     {"alloc-conf", 0, "CONF",
