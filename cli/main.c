@@ -1,4 +1,5 @@
 /* main.c: `cuprof SUBCOMMAND ...`: dispatch, global usage, --version. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,10 +41,71 @@ usage(FILE *out)
                  "ones PyTorch's torch.cuda.memory._dump_snapshot writes).\n\nsubcommands:\n");
     for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
         fprintf(out, "  %-11s %s\n", subcommands[i].name, subcommands[i].what);
-    fprintf(out, "\n`cuprof SUBCOMMAND --help` describes each one.\n"
+    fprintf(out, "\n`cuprof SUBCOMMAND --help` (or `cuprof help SUBCOMMAND`) describes each one.\n"
                  "Exit status: 0 ok, 1 a problem was found (leaks, replay differences, a budget\n"
                  "crossed), 2 bad usage or unreadable input; `run` exits with the program's\n"
                  "status.\n");
+}
+
+/* Edits (insert, delete, replace, swap two neighbours) from a to b; large past 32 characters. */
+static size_t
+edit_distance(const char *a, const char *b)
+{
+    enum { MAX = 32 };
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > MAX || lb > MAX)
+        return SIZE_MAX;
+    size_t d[MAX + 1][MAX + 1];
+    for (size_t i = 0; i <= la; i++)
+        for (size_t j = 0; j <= lb; j++) {
+            if (i == 0 || j == 0) {
+                d[i][j] = i + j;
+                continue;
+            }
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+/* One line for a name that is no subcommand, with the closest one when a typo explains it. */
+static int
+unknown_subcommand(const char *name)
+{
+    const char *closest = NULL;
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++) {
+        size_t d = edit_distance(name, subcommands[i].name);
+        if (d < best) {
+            best = d;
+            closest = subcommands[i].name;
+        }
+    }
+    char safe[1024];
+    fprintf(stderr, "cuprof: unknown subcommand \"%s\"", cli_term(name, safe, sizeof safe));
+    /* Two edits at most, and fewer than half the name: `ps` is no typo of `top`. */
+    if (closest != NULL && best <= 2 && best * 2 < strlen(closest))
+        fprintf(stderr, ": did you mean `%s`? (`cuprof --help` lists them all)\n", closest);
+    else
+        fprintf(stderr, " (`cuprof --help` lists them all)\n");
+    return CLI_BADUSE;
+}
+
+/* The subcommand called `name`, or NULL. */
+static const struct subcommand *
+find_subcommand(const char *name)
+{
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+        if (strcmp(name, subcommands[i].name) == 0)
+            return &subcommands[i];
+    return NULL;
 }
 
 int
@@ -55,6 +117,15 @@ main(int argc, char **argv)
         usage(stderr);
         return CLI_BADUSE;
     }
+    /* `cuprof help CMD` is `cuprof CMD --help`. */
+    if (strcmp(argv[1], "help") == 0 && argc > 2) {
+        const struct subcommand *sub = find_subcommand(argv[2]);
+        if (sub == NULL)
+            return unknown_subcommand(argv[2]);
+        char *help_argv[] = {argv[2], "--help", NULL};
+        int status = sub->run(2, help_argv);
+        return out_file_stdout_done() == 0 ? status : CLI_BADUSE;
+    }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         usage(stdout);
@@ -64,16 +135,13 @@ main(int argc, char **argv)
         printf("cuprof %s\n", CUPROF_VERSION);
         return out_file_stdout_done() == 0 ? CLI_OK : CLI_BADUSE;
     }
-    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++) {
-        if (strcmp(argv[1], subcommands[i].name) != 0)
-            continue;
-        int status = subcommands[i].run(argc - 1, argv + 1);
-        /* Output lost on the way (a full disk, a closed pipe) is a failure, said in one line;
-         * `run` still exits with PROG's status. */
-        if (out_file_stdout_done() != 0 && subcommands[i].run != cmd_run)
-            status = CLI_BADUSE;
-        return status;
-    }
-    fprintf(stderr, "cuprof: unknown subcommand \"%s\" (see `cuprof --help`)\n", argv[1]);
-    return CLI_BADUSE;
+    const struct subcommand *sub = find_subcommand(argv[1]);
+    if (sub == NULL)
+        return unknown_subcommand(argv[1]);
+    int status = sub->run(argc - 1, argv + 1);
+    /* Output lost on the way (a full disk, a closed pipe) is a failure, said in one line;
+     * `run` still exits with PROG's status. */
+    if (out_file_stdout_done() != 0 && sub->run != cmd_run)
+        status = CLI_BADUSE;
+    return status;
 }

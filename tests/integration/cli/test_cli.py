@@ -450,6 +450,26 @@ class Help(Base):
             self.assertIn("\n  -h, --help  ", p.stdout, c)
             self.assertLessEqual(max(len(line) for line in p.stdout.splitlines()), 100, c)
 
+    def test_help_subcommand(self):
+        """`cuprof help CMD` is `cuprof CMD --help`; `cuprof help` is `cuprof --help`."""
+        out = run("--help", check_rc=0).stdout
+        self.assertEqual(run("help", check_rc=0).stdout, out)
+        for c in re.findall(r"^  (\w+) ", out, re.M):
+            self.assertEqual(run("help", c, check_rc=0).stdout, run(c, "--help").stdout, c)
+
+    def test_unknown_subcommand(self):
+        """One line: the closest subcommand when a typo explains the name, and where the list is."""
+        hint = "(`cuprof --help` lists them all)"
+        for args, line in (
+                (["sumary"], '"sumary": did you mean `summary`? ' + hint),
+                (["flamegrpah", "f"], '"flamegrpah": did you mean `flamegraph`? ' + hint),
+                (["help", "lekas"], '"lekas": did you mean `leaks`? ' + hint),
+                (["xyz"], '"xyz" ' + hint),
+                (["summary-all"], '"summary-all" ' + hint)):
+            p = run(*args, check_rc=2)
+            self.assertEqual((p.stdout, p.stderr),
+                             ("", "cuprof: unknown subcommand %s\n" % line), args)
+
     def test_unknown_option_everywhere(self):
         out = run("--help", check_rc=0).stdout
         for c in re.findall(r"^  (\w+) ", out, re.M):
