@@ -140,6 +140,8 @@ bool cli_parse_u64(const char *text, uint64_t *value);
 bool cli_parse_size(const char *text, uint64_t *bytes);
 
 /* What cli_parse_size accepts, for error messages. */
-#define CLI_SIZE_ACCEPTED "a size such as 4096, 300M, 300MiB, 1.5GiB or 80GB"
+#define CLI_SIZE_ACCEPTED                                                                          \
+    "a size such as 4096, 300M, 300MiB or 1.5GiB (K, M, G and KiB, MiB, GiB are powers of 1024; "  \
+    "KB, MB, GB of 1000)"
 
 #endif

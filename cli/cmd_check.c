@@ -25,7 +25,8 @@ static const char check_text[] =
     "(against the baseline; without one, the largest), the call site of the largest leak, or\n"
     "the first OOM's; a last line sums up. Peaks are those of `cuprof summary` and `cuprof diff`:\n"
     "allocated bytes are requested sizes of allocations not yet freed, reserved bytes segment\n"
-    "bytes, both from the history. Sizes take units (4096, 300M, 300MiB, 1.5GiB, 80GB).\n\n";
+    "bytes, both from the history. Sizes take units (4096, 300M, 300MiB, 1.5GiB): K, M, G and\n"
+    "KiB, MiB, GiB are powers of 1024, KB, MB, GB powers of 1000 (80GB is 74.51 GiB).\n\n";
 
 static const char check_epilog[] =
     "Example, in a CI step after the tests wrote their snapshot:\n"

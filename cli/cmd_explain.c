@@ -52,7 +52,9 @@ static const struct cli_option explain_options[] = {
      0},
     {"device", 'd', "N", "the device (default 0)", 0},
     {"memory", 'm', "SIZE",
-     "the card's capacity when FILE does not record it (PyTorch's files), e.g. 80GB or 24GiB", 0},
+     "the card's capacity when FILE does not record it (PyTorch's files), e.g. 80GiB or 24G (K, "
+     "M, G are powers of 1024: 80GB is 74.51 GiB)",
+     0},
     {"top", 't', "N", "call sites and segments listed (default 5)", 0},
     {"json", 'j', NULL, "one JSON object (described above), bytes exact", 0},
     {"all-frames", 0, NULL,

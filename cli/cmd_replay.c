@@ -47,8 +47,8 @@ static const struct cli_option replay_options[] = {
      "list the first differences; exit 1 when N < M",
      0},
     {"memory", 'm', "SIZE",
-     "device capacity, e.g. 80GB or 300MiB (default: from the first OOM's free bytes, else "
-     "none)",
+     "device capacity, e.g. 80GiB or 300M (K, M, G are powers of 1024: 80GB is 74.51 GiB; "
+     "default: from the first OOM's free bytes, else none)",
      0},
     {"device", 'd', "N", "the device to replay (default 0)", 0},
     {"json", 'j', NULL, "the figures as one JSON object (described above), bytes exact", 0},

@@ -40,7 +40,9 @@ static const char tune_text[] =
 
 static const struct cli_option tune_options[] = {
     {"memory", 'm', "SIZE",
-     "the bytes the allocator may reserve, e.g. 80GB or 24GiB (default: the device in FILE)", 0},
+     "the bytes the allocator may reserve, e.g. 80GiB or 24G (K, M, G are powers of 1024: 80GB "
+     "is 74.51 GiB; default: the device in FILE)",
+     0},
     {"objective", 'o', "WHAT",
      "reserved (default: the lowest peak reserved) or calls (the fewest device allocations and "
      "frees)",

@@ -302,7 +302,8 @@ class Errors(unittest.TestCase):
                 (("--at", "soon"), 'cuprof: explain: --at: bad value "soon": expected oom, peak '
                                    'or an entry number'),
                 (("--memory", "lots"), 'cuprof: explain: --memory: bad value "lots": expected a '
-                                       'size such as 4096, 300M, 300MiB, 1.5GiB or 80GB'),
+                                       'size such as 4096, 300M, 300MiB or 1.5GiB (K, M, G and '
+                                       'KiB, MiB, GiB are powers of 1024; KB, MB, GB of 1000)'),
                 (("--top", "0"), 'cuprof: explain: --top: bad value "0": expected 1 to 1000'),
                 (("--device", "x"), 'cuprof: explain: --device: bad value "x": expected a '
                                     'number')):

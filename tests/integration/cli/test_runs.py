@@ -417,7 +417,8 @@ class Check(unittest.TestCase):
         for args, words in (
                 (["--max-peak-reserved", "10XB"],
                  ['--max-peak-reserved: bad value "10XB": expected a size such as 4096, 300M, '
-                  '300MiB, 1.5GiB or 80GB']),
+                  '300MiB or 1.5GiB (K, M, G and KiB, MiB, GiB are powers of 1024; KB, MB, GB '
+                  'of 1000)']),
                 (["--max-peak-allocated", "-1"], ['--max-peak-allocated: bad value "-1"']),
                 (["--baseline", pa, "--max-growth", "5x%"],
                  ['--max-growth: bad value "5x%": expected a percentage such as 5% or a size']),

@@ -180,7 +180,8 @@ class Recorded(unittest.TestCase):
         for args, line in ((("--objective", "speed"), '--objective: bad value "speed": expected '
                                                        'reserved or calls'),
                            (("--memory", "0"), '--memory: bad value "0": expected a size such as '
-                                               '4096, 300M, 300MiB, 1.5GiB or 80GB'),
+                                               '4096, 300M, 300MiB or 1.5GiB (K, M, G and KiB, MiB, '
+                                               'GiB are powers of 1024; KB, MB, GB of 1000)'),
                            (("--jobs", "0"), '--jobs: bad value "0": expected 1 to 1024'),
                            (("--top", "x"), '--top: bad value "x": expected a number >= 1')):
             p = A.cuprof("tune", *args, path, rc=2)
