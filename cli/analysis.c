@@ -782,3 +782,16 @@ analysis_segment_spans(const struct snapshot *snap, size_t device, struct analys
     *n = s.n;
     return 0;
 }
+
+const char *
+analysis_history_not_kept(const struct snapshot *snap)
+{
+    for (size_t i = 0; i < snap->cuprof.config_count; i++) {
+        const struct snap_setting *c = &snap->cuprof.config[i];
+        if (c->key != NULL && c->value != NULL && strcmp(c->key, "CUPROF_HISTORY") == 0)
+            return strcmp(c->value, "state") == 0 ? "state"
+                   : strcmp(c->value, "off") == 0 ? "off"
+                                                  : NULL;
+    }
+    return NULL;
+}

@@ -137,4 +137,8 @@ bool analysis_time_at(const struct snapshot *snap, size_t device, size_t at, int
 void analysis_where(char *buf, size_t len, const struct snapshot *snap, size_t device, size_t at,
                     const int64_t *t0);
 
+/* "state" or "off" when cuprof recorded the snapshot with CUPROF_HISTORY set so (no trace kept:
+ * PyTorch's "state" keeps one entry), else NULL: its history's peaks are not the run's. */
+const char *analysis_history_not_kept(const struct snapshot *snap);
+
 #endif

@@ -122,7 +122,7 @@ cmd_ps(int argc, char **argv)
         return in.status;
     struct control_process *list;
     size_t count, removed;
-    if (control_client_list(&list, &count, &removed) != 0) {
+    if (control_client_list("ps", &list, &count, &removed) != 0) {
         fprintf(stderr, "cuprof: ps: out of host memory\n");
         return CLI_BADUSE;
     }

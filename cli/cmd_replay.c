@@ -30,8 +30,9 @@ static const char replay_text[] =
     "show (unsplit remainders of live blocks) is learnt from the recording's later decisions;\n"
     "that state was made under the recorded settings, so its blocks keep their recorded sizes\n"
     "and every other setting applies from the first entry on (as a setting changed at run time).\n"
-    "Output: the table (text), or with --json one object: file, device, capacity (bytes, or\n"
-    "null when unknown), with --check `check` {reproduced, checked, start_misses, differences:\n"
+    "Output: the device memory it ran with and where that figure came from, then the table\n"
+    "(text); or with --json one object: file, device, capacity (bytes, or null when\n"
+    "unlimited), with --check `check` {reproduced, checked, start_misses, differences:\n"
     "the first ones, each entry, size, stream, recorded_addr, recorded_segment, replay_addr,\n"
     "replay_segment}, and `settings`, one object per setting: setting, recorded, peak_reserved,\n"
     "peak_allocated, segments_at_peak, segments_allocated, alloc_retries, ooms, recorded_ooms\n"
@@ -102,35 +103,60 @@ const struct cli_command cmd_replay_command = {
     .read = 1,
 };
 
+/* Each column is as wide as its setting (22 at least), so no setting is cut. */
 static void
 print_table(const struct replay_result *res, const char *const *confs, size_t n)
 {
     char s[32], label[256];
+    int width[REPLAY_MAX_CONFS + 1];
     printf("%-26s", "setting");
-    for (size_t i = 0; i < n; i++)
-        printf(" %22.22s", confs[i][0] ? cli_term(confs[i], label, sizeof label) : "(defaults)");
+    for (size_t i = 0; i < n; i++) {
+        const char *name = confs[i][0] ? cli_term(confs[i], label, sizeof label) : "(defaults)";
+        size_t len = strlen(name);
+        width[i] = len > 22 ? (int)len : 22;
+        printf(" %*s", width[i], name);
+    }
     printf("\n%-26s", "peak reserved");
     for (size_t i = 0; i < n; i++)
-        printf(" %22s", cli_size((uint64_t)res[i].stats.reserved_bytes[STAT_ALL].peak, s, 32));
+        printf(" %*s", width[i],
+               cli_size((uint64_t)res[i].stats.reserved_bytes[STAT_ALL].peak, s, 32));
     printf("\n%-26s", "peak allocated");
     for (size_t i = 0; i < n; i++)
-        printf(" %22s", cli_size((uint64_t)res[i].stats.allocated_bytes[STAT_ALL].peak, s, 32));
-    printf("\n%-26s", "segments at peak");
+        printf(" %*s", width[i],
+               cli_size((uint64_t)res[i].stats.allocated_bytes[STAT_ALL].peak, s, 32));
+    /* PyTorch's segment.peak: the most segments held at once (an expandable segment's pages
+     * are not counted as segments, as in PyTorch's stats). */
+    printf("\n%-26s", "most segments at once");
     for (size_t i = 0; i < n; i++)
-        printf(" %22" PRId64, res[i].stats.segment[STAT_ALL].peak);
+        printf(" %*" PRId64, width[i], res[i].stats.segment[STAT_ALL].peak);
     printf("\n%-26s", "segments allocated");
     for (size_t i = 0; i < n; i++)
-        printf(" %22" PRId64, res[i].stats.num_device_alloc);
+        printf(" %*" PRId64, width[i], res[i].stats.num_device_alloc);
     printf("\n%-26s", "alloc retries");
     for (size_t i = 0; i < n; i++)
-        printf(" %22" PRId64, res[i].stats.num_alloc_retries);
+        printf(" %*" PRId64, width[i], res[i].stats.num_alloc_retries);
     printf("\n%-26s", "OOMs (recorded)");
     for (size_t i = 0; i < n; i++) {
         char cell[64];
         snprintf(cell, sizeof(cell), "%zu (%zu)", res[i].ooms, res[i].recorded_ooms);
-        printf(" %22s", cell);
+        printf(" %*s", width[i], cell);
     }
     printf("\n");
+}
+
+/* Which device memory the replay ran with, and where that figure came from. */
+static void
+print_capacity(const struct replay_args *a, uint64_t capacity)
+{
+    char s[32];
+    printf("device %" PRIu64 " memory: ", a->device);
+    if (capacity >= REPLAY_UNLIMITED)
+        printf("unlimited (no --memory and no OOM recorded: no setting runs out)\n\n");
+    else if (a->memory != 0)
+        printf("%s (--memory)\n\n", cli_size(capacity, s, sizeof s));
+    else
+        printf("%s (the first recorded OOM's reserved plus free bytes; --memory sets it)\n\n",
+               cli_size(capacity, s, sizeof s));
 }
 
 /* The settings given, each of which must parse, before the file is read. */
@@ -186,8 +212,11 @@ print_diffs(const struct replay_result *res)
 
 /* The --check count, then the table; CLI_FOUND when the replay differs from the recording. */
 static int
-print_results(const struct replay_result *res, const char *const *confs, size_t n, bool check)
+print_results(const struct replay_result *res, const struct replay_args *a, uint64_t capacity)
 {
+    const char *const *confs = a->confs;
+    size_t n = a->nconf;
+    bool check = a->check;
     if (check) {
         print_diffs(&res[0]);
         printf("reproduced %zu/%zu allocations", res[0].reproduced, res[0].checked);
@@ -196,6 +225,7 @@ print_results(const struct replay_result *res, const char *const *confs, size_t 
                    res[0].prelude_misses);
         printf("\n\n");
     }
+    print_capacity(a, capacity);
     print_table(res, confs, n);
     return check && res[0].reproduced < res[0].checked ? CLI_FOUND : CLI_OK;
 }
@@ -295,7 +325,7 @@ cmd_replay(int argc, char **argv)
                  : args.check && res[0].reproduced < res[0].checked ? CLI_FOUND
                                                                     : CLI_OK;
     else if (status == CLI_OK)
-        status = print_results(res, args.confs, args.nconf, args.check);
+        status = print_results(res, &args, capacity);
     free(res);
     cli_input_free(&in);
     return status;

@@ -238,18 +238,30 @@ summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief
     if (device < snap->device_count && snap->device_traces[device].count > 0 &&
         snap->device_traces[device].entries[0].has_time)
         t0 = snap->device_traces[device].entries[0].time_us;
-    fprintf(out, "history: %zu trace entries", a.count);
-    if (a.dropped > 0)
-        fprintf(out, ", %" PRIu64 " older entries dropped by the ring", a.dropped);
-    if (a.mid_run)
-        fprintf(out, "; starts mid-run with %s live and %s reserved",
-                cli_size(a.start_live, s1, sizeof(s1)), cli_size(a.start_reserved, s2, sizeof(s2)));
-    fprintf(out, "\n");
-    fprintf(out, "peak reserved: %s ", cli_size(a.peak_reserved, s1, sizeof(s1)));
-    print_when(out, snap, device, a.peak_reserved_at, t0);
-    fprintf(out, "\npeak live:     %s ", cli_size(a.peak_live, s1, sizeof(s1)));
-    print_when(out, snap, device, a.peak_live_at, t0);
-    fprintf(out, "; reserved then %s\n", cli_size(a.reserved_at_peak_live, s2, sizeof(s2)));
+    /* Without a history (CUPROF_HISTORY=state or off) its peaks would be the dump's state,
+     * named as the run's: only the counters know the run's peaks. */
+    const char *not_kept = analysis_history_not_kept(snap);
+    if (not_kept != NULL) {
+        fprintf(out,
+                "history: not kept (CUPROF_HISTORY=%s: the blocks live at the dump and their "
+                "stacks; %zu entr%s, %" PRIu64 " dropped); the run's peaks are the counters "
+                "below; CUPROF_HISTORY=all records when and where\n",
+                not_kept, a.count, a.count == 1 ? "y" : "ies", a.dropped);
+    } else {
+        fprintf(out, "history: %zu trace entries", a.count);
+        if (a.dropped > 0)
+            fprintf(out, ", %" PRIu64 " older entries dropped by the ring", a.dropped);
+        if (a.mid_run)
+            fprintf(out, "; starts mid-run with %s live and %s reserved",
+                    cli_size(a.start_live, s1, sizeof(s1)),
+                    cli_size(a.start_reserved, s2, sizeof(s2)));
+        fprintf(out, "\n");
+        fprintf(out, "peak reserved: %s ", cli_size(a.peak_reserved, s1, sizeof(s1)));
+        print_when(out, snap, device, a.peak_reserved_at, t0);
+        fprintf(out, "\npeak live:     %s ", cli_size(a.peak_live, s1, sizeof(s1)));
+        print_when(out, snap, device, a.peak_live_at, t0);
+        fprintf(out, "; reserved then %s\n", cli_size(a.reserved_at_peak_live, s2, sizeof(s2)));
+    }
     fprintf(out, "peak counters: allocated_bytes.all.peak %s, reserved_bytes.all.peak %s%s\n",
             cli_size((uint64_t)st.allocated_bytes[STAT_ALL].peak, s1, sizeof(s1)),
             cli_size((uint64_t)st.reserved_bytes[STAT_ALL].peak, s2, sizeof(s2)),
@@ -259,8 +271,10 @@ summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief
             cli_size(a.table_allocated, s2, sizeof(s2)), cli_size(a.end_live, s3, sizeof(s3)));
     uint64_t frag_peak =
         a.reserved_at_peak_live > a.peak_live ? a.reserved_at_peak_live - a.peak_live : 0;
-    fprintf(out, "fragmentation: reserved - live at the live peak %s; at the end %s cached free",
-            cli_size(frag_peak, s1, sizeof(s1)), cli_size(a.free_total, s2, sizeof(s2)));
+    fprintf(out, "fragmentation: ");
+    if (not_kept == NULL)
+        fprintf(out, "reserved - live at the live peak %s; ", cli_size(frag_peak, s1, sizeof(s1)));
+    fprintf(out, "at the end %s cached free", cli_size(a.free_total, s2, sizeof(s2)));
     if (a.free_total > 0)
         fprintf(out, ", largest free block %s (%.1f%% of free)",
                 cli_size(a.largest_free, s3, sizeof(s3)),
@@ -275,7 +289,7 @@ summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief
     fprintf(out, "top call sites by live bytes at the end:\n");
     if (print_sites(out, snap, device, a.count, top, frames) != 0)
         goto oom;
-    if (a.peak_live_at != a.count) {
+    if (a.peak_live_at != a.count && not_kept == NULL) {
         fprintf(out, "top call sites at the live peak (entry %zu):\n",
                 a.peak_live_at ? a.peak_live_at - 1 : 0);
         if (print_sites(out, snap, device, a.peak_live_at, top, frames) != 0)

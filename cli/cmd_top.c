@@ -358,7 +358,7 @@ pick_process(int argc, char **argv, char *path, size_t len, pid_t *pid)
     }
     struct control_process *list;
     size_t count, removed;
-    if (control_client_list(&list, &count, &removed) != 0)
+    if (control_client_list("top", &list, &count, &removed) != 0)
         return CLI_BADUSE;
     int rc = CLI_OK;
     if (count != 1) {

@@ -106,8 +106,24 @@ by_rank_then_pid(const void *a, const void *b)
     return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
+/* Why a socket directory that exists cannot be listed, on stderr: a directory that is absent
+ * holds nothing of ours and is not worth a line. */
+static bool
+dir_usable(const char *who, const char *dir)
+{
+    char err[512];
+    struct stat st;
+    if (lstat(dir, &st) != 0 && errno == ENOENT)
+        return false;
+    if (control_socket_check_dir(dir, false, err, sizeof(err)) != 0) {
+        fprintf(stderr, "cuprof: %s: not looking in %s: %s\n", who, dir, err);
+        return false;
+    }
+    return true;
+}
+
 int
-control_client_list(struct control_process **out, size_t *count, size_t *removed)
+control_client_list(const char *who, struct control_process **out, size_t *count, size_t *removed)
 {
     *out = NULL;
     *count = 0;
@@ -116,11 +132,13 @@ control_client_list(struct control_process **out, size_t *count, size_t *removed
     char dirs[2][256], err[512];
     size_t ndirs = control_socket_dirs(dirs, 2);
     for (size_t d = 0; d < ndirs; d++) {
-        if (control_socket_check_dir(dirs[d], false, err, sizeof(err)) != 0)
-            continue; /* absent, or not ours: nothing of ours is in it */
-        DIR *dir = opendir(dirs[d]);
-        if (dir == NULL)
+        if (!dir_usable(who, dirs[d]))
             continue;
+        DIR *dir = opendir(dirs[d]);
+        if (dir == NULL) {
+            fprintf(stderr, "cuprof: %s: cannot list %s: %s\n", who, dirs[d], strerror(errno));
+            continue;
+        }
         struct dirent *e;
         while ((e = readdir(dir)) != NULL) {
             pid_t pid = control_socket_pid_of(e->d_name);
@@ -137,8 +155,13 @@ control_client_list(struct control_process **out, size_t *count, size_t *removed
             struct control_reply info;
             int rc = control_client_ask(path, "INFO", &info, err, sizeof(err));
             if (rc != 0) {
-                if (stale(pid, rc) && unlink(path) == 0)
-                    (*removed)++;
+                if (stale(pid, rc)) {
+                    if (unlink(path) == 0)
+                        (*removed)++;
+                } else { /* err is already escaped where the process wrote it */
+                    fprintf(stderr, "cuprof: %s: process %ld did not answer: %s\n", who, (long)pid,
+                            err);
+                }
                 continue;
             }
             if (*count == cap) {

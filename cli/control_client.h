@@ -41,8 +41,11 @@ struct control_process {
 };
 
 /* Every process of this user that answers INFO, sorted by rank then pid. Sockets of processes
- * that are gone are removed (`removed` counts them). Returns 0, or -1 when out of memory. */
-int control_client_list(struct control_process **out, size_t *count, size_t *removed);
+ * that are gone are removed (`removed` counts them). A socket directory that exists but is
+ * refused or unreadable, and a live process that does not answer, get one line on stderr each,
+ * prefixed `cuprof: WHO: `. Returns 0, or -1 when out of memory. */
+int control_client_list(const char *who, struct control_process **out, size_t *count,
+                        size_t *removed);
 void control_client_list_free(struct control_process *list, size_t count);
 
 /* The socket of `pid` in the user's directories, or -1 with one line in err. */

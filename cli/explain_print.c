@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/analysis.h"
 #include "cli/cli_util.h"
 
 /* The width of the device lines' labels. */
@@ -41,6 +42,13 @@ print_heading(FILE *out, const char *path, const struct explain *x)
     cli_fputs_term(path, out);
     fprintf(out, ", device %zu: %s, %s of %zu entries\n", x->device, instant_name(x), where,
             x->count);
+    const char *not_kept = analysis_history_not_kept(x->snap);
+    if (not_kept != NULL && !x->is_oom)
+        fprintf(out,
+                "note: recorded with CUPROF_HISTORY=%s, which keeps at most the last entry: this "
+                "is the state around it, not the run's peak; record with CUPROF_HISTORY=all to "
+                "explain that\n",
+                not_kept);
 }
 
 static void

@@ -173,6 +173,31 @@ class Summary(unittest.TestCase):
                          % S.format_size(int(res["leaked_bytes"])))
         self.assertRegex(end[2].strip(), r"^main \(.*tests/apps/train_loop\.c:%d\)$" % line)
 
+    def test_state_history_is_not_called_the_run(self):
+        # CUPROF_HISTORY=state keeps one entry (PyTorch's "state"): its "peak" is the end of the
+        # run, so summary names only the counters' peaks and explain says what it shows.
+        path, snap, res = record("train_loop", "summary-state", CUPROF_HISTORY="state")
+        self.assertEqual(len(snap["device_traces"][0]), 1)
+        dropped = snap["cuprof"]["dropped_entries"][0]
+        st = snap["cuprof"]["stats"][0]
+        out = cuprof("summary", path, rc=0).stdout
+        self.assertIn("history: not kept (CUPROF_HISTORY=state: the blocks live at the dump and "
+                      "their stacks; 1 entry, %d dropped); the run's peaks are the counters below"
+                      % dropped, out)
+        self.assertIn("peak counters: allocated_bytes.all.peak %s, reserved_bytes.all.peak %s"
+                      % (S.format_size(st["allocated_bytes.all.peak"]),
+                         S.format_size(st["reserved_bytes.all.peak"])), out)
+        for line in ("peak reserved:", "peak live:", "at the live peak"):
+            self.assertNotIn(line, out)
+        out = cuprof("explain", path, rc=0).stdout
+        self.assertEqual(out.splitlines()[1],
+                         "note: recorded with CUPROF_HISTORY=state, which keeps at most the last "
+                         "entry: this is the state around it, not the run's peak; record with "
+                         "CUPROF_HISTORY=all to explain that")
+        # The default history names the peaks and needs no note.
+        path, _, _ = record("train_loop", "summary-all")
+        self.assertNotIn("note: recorded with", cuprof("explain", path, rc=0).stdout)
+
 
 class Stats(unittest.TestCase):
     def test_counters_of_each_app(self):
@@ -261,7 +286,7 @@ class Replay(unittest.TestCase):
                                        SIMCUDA_MEM="1100M")
                 p = replay_check(self, path, snap, (app, conf))
                 row = re.search(r"(?m)^setting +(.+)$", p.stdout).group(1).strip()
-                self.assertEqual(row, (conf or "(defaults)")[:22])  # the column's width
+                self.assertEqual(row, conf or "(defaults)")  # never cut to the column's width
                 stats = snap["cuprof"]["stats"][0]
                 for row_name, key in (("peak reserved", "reserved_bytes.all.peak"),
                                       ("peak allocated", "allocated_bytes.all.peak")):

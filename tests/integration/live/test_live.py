@@ -133,6 +133,29 @@ def case_ps(f, a):
                 f"ps: table rows {rows}")
         for p in progs:
             f.check(p.finish() == 0, f"ps: program exit {p.lines} {p.stderr!r}")
+        # A stopped program cannot answer: ps says so, and keeps its socket (it is not stale).
+        prog = Program(a, 30, tmp)
+        wait_listed(a, [prog.pid])
+        os.kill(prog.pid, signal.SIGSTOP)
+        try:
+            r = cuprof(a, "ps")
+            f.check(f"cuprof: ps: process {prog.pid} did not answer: " in r.stderr and
+                    "no answer within 5 s" in r.stderr and
+                    os.path.exists(os.path.join(socket_dir(prog.env), f"{prog.pid}.sock")),
+                    f"ps: a stopped program: {r.stderr!r}")
+        finally:
+            os.kill(prog.pid, signal.SIGCONT)
+            prog.proc.kill()
+            prog.proc.wait()
+        # A socket directory others may write to is refused, and ps says why instead of
+        # reporting nobody.
+        refused = os.path.join(tmp, "open")
+        os.mkdir(refused)
+        os.chmod(refused, 0o755)
+        r = cuprof(a, "ps", env={"CUPROF_SOCKET_DIR": refused})
+        f.check(r.returncode == 0 and r.stderr == f"cuprof: ps: not looking in {refused}: "
+                f"{refused} is open to other users (mode 755; 700 expected)\n",
+                f"ps: a refused directory: {r.returncode} {r.stderr!r}")
 
 
 def case_dump(f, a):
