@@ -8,6 +8,7 @@ A test in a subfolder imports it with:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
     import shimrun
 """
+import argparse
 import collections
 import contextlib
 import functools
@@ -100,6 +101,37 @@ def run(cmd, environment, timeout=120, cwd=None, stdin=None):
 def run_shim(cmd, ld_path, preload=None, extra_env=None, timeout=120):
     """run() in env(ld_path, preload, **extra_env)."""
     return run(cmd, env(ld_path, preload, **(extra_env or {})), timeout=timeout)
+
+
+def app_arguments(description=None):
+    """The command line of a test that runs one program under the shim: --lib LIB --ld-path
+    PATH APP."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--ld-path", required=True)
+    ap.add_argument("app")
+    return ap.parse_args()
+
+
+def answers_in_every_mode(check, a, want, cache_want=None, also=None):
+    """a.app alone, then under a.lib in cache, trace and off mode: exit 0 and stdout `want` each
+    time (`cache_want` in cache mode, when cache mode answers something else on purpose).
+    also(name, result), when given, checks more of each run. Returns the results by run name."""
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [("alone", None, {})]
+        runs += [(mode, a.lib, {"CUPROF_MODE": mode,
+                                "CUPROF_SNAPSHOT": os.path.join(tmp, mode + ".pickle")})
+                 for mode in ("cache", "trace", "off")]
+        for name, lib, extra in runs:
+            expected = cache_want if name == "cache" and cache_want is not None else want
+            got = run_shim([a.app], a.ld_path, preload=lib, extra_env=extra)
+            check(got.returncode == 0, f"{name}: exit {got.returncode}: {got.stderr[-500:]}")
+            check(got.stdout == expected, f"{name}: got\n{got.stdout}want\n{expected}")
+            if also is not None:
+                also(name, got)
+            results[name] = got
+    return results
 
 
 def dumps(directory, pattern="*"):

@@ -7,10 +7,8 @@ in every mode.
 
 Usage: test_capture_free.py --lib LIB --ld-path PATH APP
 """
-import argparse
 import os
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
@@ -27,21 +25,9 @@ WANT = ("begin=cudaSuccess last=cudaSuccess\n"
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--ld-path", required=True)
-    ap.add_argument("app")
-    a = ap.parse_args()
+    a = shimrun.app_arguments()
     check = shimrun.Checks()
-    with tempfile.TemporaryDirectory() as tmp:
-        runs = [("alone", None, {})]
-        runs += [(mode, a.lib, {"CUPROF_MODE": mode,
-                                "CUPROF_SNAPSHOT": os.path.join(tmp, mode + ".pickle")})
-                 for mode in ("cache", "trace", "off")]
-        for name, lib, extra in runs:
-            got = shimrun.run_shim([a.app], a.ld_path, preload=lib, extra_env=extra)
-            check(got.returncode == 0, f"{name}: exit {got.returncode}: {got.stderr[-500:]}")
-            check(got.stdout == WANT, f"{name}: got\n{got.stdout}want\n{WANT}")
+    shimrun.answers_in_every_mode(check, a, WANT)
     check.finish()
 
 

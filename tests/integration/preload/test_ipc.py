@@ -11,10 +11,8 @@ answer says. Without cuprof, in trace and in off mode every live cudaMalloc bloc
 
 Usage: test_ipc.py --lib LIB --ld-path PATH APP
 """
-import argparse
 import os
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
@@ -41,29 +39,19 @@ REFUSAL = "cache mode cut this block from a larger allocation"
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--ld-path", required=True)
-    ap.add_argument("app")
-    a = ap.parse_args()
+    a = shimrun.app_arguments()
     check = shimrun.Checks()
-    with tempfile.TemporaryDirectory() as tmp:
-        runs = [("alone", None, {}, ALONE)]
-        runs += [(mode, a.lib, {"CUPROF_MODE": mode,
-                                "CUPROF_SNAPSHOT": os.path.join(tmp, mode + ".pickle")},
-                  CACHE if mode == "cache" else ALONE) for mode in ("cache", "trace", "off")]
-        for name, lib, extra, want in runs:
-            got = shimrun.run_shim([a.app], a.ld_path, preload=lib, extra_env=extra)
-            check(got.returncode == 0, f"{name}: exit {got.returncode}: {got.stderr[-500:]}")
-            check(got.stdout == want, f"{name}: got\n{got.stdout}want\n{want}")
-            refusals = [l for l in got.stderr.splitlines() if REFUSAL in l]
-            check(len(refusals) == (1 if name == "cache" else 0),
-                  f"{name}: {len(refusals)} refusal lines: {got.stderr[-800:]}")
-            if name == "cache" and refusals:
-                line = refusals[0]
-                check(line.startswith("cuprof: cuIpcGetMemHandle(0x") and
-                      "CUDA_ERROR_NOT_SUPPORTED" in line and "CUPROF_MODE=trace" in line,
-                      f"refusal line: {line}")
+
+    def refusals(name, got):
+        lines = [l for l in got.stderr.splitlines() if REFUSAL in l]
+        check(len(lines) == (1 if name == "cache" else 0),
+              f"{name}: {len(lines)} refusal lines: {got.stderr[-800:]}")
+        if name == "cache" and lines:
+            check(lines[0].startswith("cuprof: cuIpcGetMemHandle(0x") and
+                  "CUDA_ERROR_NOT_SUPPORTED" in lines[0] and "CUPROF_MODE=trace" in lines[0],
+                  f"refusal line: {lines[0]}")
+
+    shimrun.answers_in_every_mode(check, a, ALONE, CACHE, also=refusals)
     check.finish()
 
 

@@ -7,7 +7,6 @@ pointer frees once later and only once; the runtime holds the error as its last 
 
 Usage: test_refused_free.py --lib LIB --ld-path PATH APP
 """
-import argparse
 import os
 import sys
 import tempfile
@@ -24,11 +23,7 @@ WANT = ("malloc=cudaSuccess\n"
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--ld-path", required=True)
-    ap.add_argument("app")
-    a = ap.parse_args()
+    a = shimrun.app_arguments()
     check = shimrun.Checks()
     with tempfile.TemporaryDirectory() as tmp:
         got = shimrun.run_shim([a.app], a.ld_path, preload=a.lib, extra_env={
