@@ -160,8 +160,19 @@ print_row(const struct tune *t, size_t rank, const struct tune_row *r)
            calls >= TUNE_CALLS_WARN ? "!" : " ", cli_term(r->label, label, sizeof label));
 }
 
+/* True when some replay ran out of memory: the device's size mattered, and with it cuprof's last
+ * step before an OOM, which PyTorch's allocator lacks. */
+static bool
+near_capacity(const struct tune *t)
+{
+    for (size_t i = 0; i < t->nrows; i++)
+        if (t->rows[i].ooms > 0)
+            return true;
+    return false;
+}
+
 static void
-print_best(const struct tune *t)
+print_best(const struct tune *t, bool fit_segment_on_oom)
 {
     const struct tune_row *b = &t->rows[t->best];
     char label[160], s1[32], s2[32];
@@ -180,6 +191,9 @@ print_best(const struct tune *t)
                "to milliseconds on a real device\n",
                calls, b->device_allocs + b->device_frees,
                t->rows[0].device_allocs + t->rows[0].device_frees);
+    if (fit_segment_on_oom && near_capacity(t))
+        printf("  (replayed with cuprof's last step before an OOM, which PyTorch lacks: for "
+               "PyTorch, tune a snapshot of PyTorch's own)\n");
     printf("  PYTORCH_CUDA_ALLOC_CONF=%s\n", cli_term(b->pytorch, label, sizeof label));
     if (b->fraction > 0.0)
         printf("  torch.cuda.set_per_process_memory_fraction(%g)\n", b->fraction);
@@ -187,7 +201,7 @@ print_best(const struct tune *t)
 }
 
 static void
-print_text(const char *path, const struct tune *t, uint64_t top)
+print_text(const char *path, const struct snapshot *snap, const struct tune *t, uint64_t top)
 {
     printf("tune: ");
     cli_fputs_term(path, stdout);
@@ -210,7 +224,7 @@ print_text(const char *path, const struct tune *t, uint64_t top)
            "recording served; calls: device allocations and frees; !: %gx the recorded calls or "
            "more)\n",
            TUNE_CALLS_WARN);
-    print_best(t);
+    print_best(t, snap->cuprof.fit_segment_on_oom);
 }
 
 static bool
@@ -293,7 +307,7 @@ cmd_tune(int argc, char **argv)
         if (args.json)
             status = print_json(in.paths[0], &t) ? CLI_OK : CLI_BADUSE;
         else
-            print_text(in.paths[0], &t, args.top);
+            print_text(in.paths[0], snap, &t, args.top);
         tune_free(&t);
     }
     cli_input_free(&in);

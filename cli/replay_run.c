@@ -377,6 +377,9 @@ replay_config(const struct snapshot *snap, const char *conf, bool recorded,
         return false;
     }
     config->free_sync = FREE_SYNC_NONE;
+    /* The allocator that made the recording, whatever the setting: cuprof's cache asks a segment
+     * of just the request before an OOM (the snapshot says so), PyTorch's never does. */
+    config->fit_segment_on_oom = snap->cuprof.fit_segment_on_oom;
     /* The recording's own settings include its mode: trace mode never caches. */
     if (recorded && recorded_trace_mode(snap))
         config->caching = false;

@@ -118,6 +118,7 @@ dumper_write_gathered(struct cuprof_runtime *rt, const struct dumper_target *to)
         .argv = argv,
         .argc = dumper_write_argv(cmdline, DUMPER_CMDLINE_MAX, argv, DUMPER_ARGV_MAX),
         .alloc_config = &rt->config->alloc_conf,
+        .fit_segment_on_oom = RUNTIME_FIT_SEGMENT_ON_OOM,
         .symbolizer = dumper_symbolizer,
         .pools = rt->pools,
     };

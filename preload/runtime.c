@@ -336,8 +336,8 @@ runtime_init(void)
     if (rt->mode == CUPROF_MODE_TRACE)
         alloc_conf.caching = false; /* trace: one device allocation per request */
     /* The cache must never be why the program runs out of memory: a smaller segment before an
-     * OOM (replays leave this off, as PyTorch has no such step). */
-    alloc_conf.fit_segment_on_oom = true;
+     * OOM. Snapshots say so (dumper_write.c), so that replays take the step for them only. */
+    alloc_conf.fit_segment_on_oom = RUNTIME_FIT_SEGMENT_ON_OOM;
     struct trace_sink sink = trace_ring_sink(rt->ring);
     /* NVTX heaps' events go to the ring; the allocator's pass by them (a heap's block freed). */
     rt->pools = program_pools_create(rt->device_count, sink);

@@ -11,6 +11,10 @@
 #include "preload/lifecycle.h"
 #include "snapshot/trace_ring.h"
 
+/* Every allocator the runtime makes asks a segment of just the request before an OOM
+ * (alloc_config.fit_segment_on_oom); its snapshots say so (cuprof.fit_segment_on_oom). */
+#define RUNTIME_FIT_SEGMENT_ON_OOM true
+
 struct allocator;
 struct program_pools;
 struct trace_ring;

@@ -343,6 +343,7 @@ add_cuprof(struct snapshot *snap, const struct dump_info *info)
     c->host = snapshot_intern(snap, info->host ? info->host : "");
     c->pid = info->pid;
     c->rank = info->rank;
+    c->fit_segment_on_oom = info->fit_segment_on_oom;
     if (c->mode == NULL || c->host == NULL)
         return -CUPROF_EHOSTMEM;
     for (size_t i = 0; i < info->config_count; i++)

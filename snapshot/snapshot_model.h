@@ -136,6 +136,9 @@ struct snap_cuprof {
     bool present;
     const char *version;
     const char *mode; /* "cache", "trace" or "off" */
+    /* The cache asked a segment of just the request before an OOM (alloc_config.h): a replay of
+     * this recording takes the same step. False in older files and PyTorch's. */
+    bool fit_segment_on_oom;
     const char *host;
     int64_t pid;
     int64_t rank; /* -1 when no rank variable was set */

@@ -285,6 +285,8 @@ emit_cuprof(const struct snapshot *snap, struct emitter *e)
     emitter_end(e);
     emitter_key(e, "trace_alloc_overflowed");
     emitter_bool(e, overflowed);
+    emitter_key(e, "fit_segment_on_oom");
+    emitter_bool(e, c->fit_segment_on_oom);
     if (c->python.present) {
         emitter_key(e, "python");
         emitter_begin_dict(e);

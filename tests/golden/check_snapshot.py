@@ -329,6 +329,9 @@ def _check_cuprof(snap, segs, ndev, problems):
         problems.append(f"cuprof.dropped_entries: expected {ndev} ints")
     elif c.get("trace_alloc_overflowed") != any(d > 0 for d in drops):
         problems.append("cuprof.trace_alloc_overflowed disagrees with dropped_entries")
+    # Since 2026-12: whether the allocator took a smaller segment before an OOM (absent before).
+    if "fit_segment_on_oom" in c and not isinstance(c["fit_segment_on_oom"], bool):
+        problems.append("cuprof.fit_segment_on_oom: not a bool")
     stats = c.get("stats", [])
     if len(stats) != ndev:
         problems.append(f"cuprof.stats: {len(stats)} dicts for {ndev} devices")

@@ -6,14 +6,17 @@ of memory from the first request on); the shim then asks a segment of just the r
 program must print exactly what it prints without cuprof (each call's error and the free memory
 after it) in cache mode, with expandable segments and in trace mode. The cache-mode snapshot
 records the segments actually made (segment_alloc of each request's own size), one oom entry
-(the 64 MiB) and passes the independent checker; `cuprof replay` of it on the same device stays
-PyTorch's (no such step): it runs out of memory where the recording did not.
+(the 64 MiB) and passes the independent checker; it says the cache takes that step
+(cuprof.fit_segment_on_oom), so `cuprof replay --check` of it reproduces every placement, while
+the same history without that key (PyTorch's allocator) runs out of memory where the recording
+did not.
 
 Usage: test_near_oom.py --lib LIB --ld-path PATH --cuprof CUPROF --checker CHECKER APP
 """
 import argparse
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -57,18 +60,41 @@ def check_snapshot(check, a, path, fill):
           f"oom messages {rows}")
 
 
-def check_replay(check, a, path):
-    """The replay emulates PyTorch, which has no smaller segment: on the recorded 256 MiB device
-    it runs out of memory at requests the recording served."""
-    p = subprocess.run([a.cuprof, "replay", "--memory", "256MiB", "--json", path],
+def replay(check, a, path, *args):
+    p = subprocess.run([a.cuprof, "replay", "--json", *args, path],
                        capture_output=True, text=True, timeout=60)
-    check(p.returncode == 0, f"replay: exit {p.returncode}: {p.stderr!r}")
     try:
-        row = json.loads(p.stdout)["settings"][0]
-    except (ValueError, KeyError, IndexError):
-        check(False, f"replay output {p.stdout!r}")
-        return
-    check(row["recorded_ooms"] == 1 and row["ooms"] > 1, f"replay {row}")
+        return p.returncode, json.loads(p.stdout)
+    except ValueError:
+        check(False, f"replay {args}: exit {p.returncode}: {p.stdout!r} {p.stderr!r}")
+        return p.returncode, None
+
+
+def check_replay(check, a, path, tmp):
+    """The snapshot says its allocator took the smaller segment (cuprof.fit_segment_on_oom), so a
+    replay of it takes the step too and reproduces every placement and the one OOM. The same
+    history without that key (PyTorch's allocator, which has no such step) runs out of memory on
+    the same device at requests the recording served."""
+    checker = shimrun.load_checker(a.checker)
+    snap = checker.load(path)
+    check(snap["cuprof"].get("fit_segment_on_oom") is True,
+          f"cuprof.fit_segment_on_oom: {snap['cuprof'].get('fit_segment_on_oom')!r}")
+    # The device as the recording saw it: the OOM's reserved plus free bytes (the simulated
+    # driver keeps some of its 256 MiB for the context).
+    rc, got = replay(check, a, path, "--check")
+    if got is not None:
+        row, checked = got["settings"][0], got["check"]
+        check(rc == 0 and checked["reproduced"] == checked["checked"] == 6 and
+              row["ooms"] == row["recorded_ooms"] == 1, f"replay --check: {rc} {got}")
+    del snap["cuprof"]["fit_segment_on_oom"]
+    pytorch_style = os.path.join(tmp, "without-fit.pickle")
+    with open(pytorch_style, "wb") as f:
+        pickle.dump(snap, f)
+    rc, got = replay(check, a, pytorch_style, "--memory", "256MiB")
+    if got is not None:
+        row = got["settings"][0]
+        check(rc == 0 and row["recorded_ooms"] == 1 and row["ooms"] > 1,
+              f"replay without the key: {rc} {row}")
 
 
 def main():
@@ -101,7 +127,7 @@ def main():
             if what == "cache" and len(files) == 1:
                 fill = (256 - 8) * MiB
                 check_snapshot(check, a, files[0], fill)
-                check_replay(check, a, files[0])
+                check_replay(check, a, files[0], tmp)
     check.finish()
 
 
