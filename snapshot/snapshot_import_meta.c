@@ -139,8 +139,8 @@ snapshot_import_cuprof(struct snapshot_fields *f, const struct sval *c)
                                  &snap->cuprof.pid)) < 0 ||
         (rc = snapshot_field_i64(f, w, c, "rank", -1, INT64_MAX, "ignored", &snap->cuprof.rank)) <
             0 ||
-        (rc = snapshot_field_bool(f, w, c, "fit_segment_on_oom", &snap->cuprof.fit_segment_on_oom)) <
-            0)
+        (rc = snapshot_field_bool(f, w, c, "fit_segment_on_oom",
+                                  &snap->cuprof.fit_segment_on_oom)) < 0)
         return rc;
     if ((rc = import_python(f, sval_get(c, "python"))) < 0)
         return rc;
