@@ -44,8 +44,8 @@ struct dump_info {
     const char *const *argv;
     size_t argc;
     const struct alloc_config *alloc_config; /* allocator_settings; NULL: PyTorch's defaults */
-    bool fit_segment_on_oom; /* the allocator takes that step (cuprof.fit_segment_on_oom) */
-    struct symbolizer *symbolizer;        /* reused across dumps (its cache); NULL: one per dump */
+    bool fit_segment_on_oom;       /* the allocator takes that step (cuprof.fit_segment_on_oom) */
+    struct symbolizer *symbolizer; /* reused across dumps (its cache); NULL: one per dump */
     const struct snap_library *libraries; /* cuprof.libraries (snapshot_usage.h) */
     size_t library_count;
     const struct snap_footprint *footprints; /* cuprof.device_footprint */
