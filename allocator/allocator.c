@@ -436,10 +436,14 @@ allocator_empty_cache(struct allocator *alloc, int device)
 }
 
 /* Whether a context's end drops `seg`: its tagged external memory, and with the cache everything
- * untagged (the cache's segments, external memory nobody tagged). */
+ * untagged (the cache's segments, external memory nobody tagged). Never virtual-memory or
+ * stream-ordered memory the driver handed out: cuda.h's cuCtxDestroy does not destroy what
+ * cuMemCreate, cuMemAllocAsync and cuMemAllocFromPoolAsync made. */
 static bool
 forgotten_with(const struct alloc_segment *seg, uint64_t context, bool with_cache)
 {
+    if (seg->external && (seg->pool == TRACE_POOL_VMM || seg->pool == TRACE_POOL_ASYNC))
+        return false;
     if (seg->external && seg->context != 0)
         return seg->context == context;
     return with_cache;

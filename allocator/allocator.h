@@ -136,7 +136,8 @@ int allocator_empty_cache(struct allocator *alloc, int device);
 void allocator_forget_device(struct allocator *alloc, int device);
 /* One context of `device` ended: drops, as allocator_forget_device drops everything, the external
  * memory tagged `context` and, with `with_cache` (the cache held that context's memory), the rest
- * of the device but the external memory tagged with other contexts, which lives on. */
+ * of the device but the external memory tagged with other contexts, which lives on. External
+ * memory of pools TRACE_POOL_VMM and TRACE_POOL_ASYNC outlives every context (cuda.h). */
 void allocator_forget_context(struct allocator *alloc, int device, uint64_t context,
                               bool with_cache);
 /* The program is destroying `stream`: no device records free_sync:events' events on it any more

@@ -121,5 +121,40 @@ main(void)
     say_rt("pool_sync", cudaDeviceSynchronize());
     say_rt("pool_unset", cudaDeviceSetMemPool(0, fallback));
     say_rt("pool_destroy", cudaMemPoolDestroy(pool));
+
+    /* 5. Stream-ordered and virtual-memory allocations outlive the context that made them (cuda.h,
+     * cuCtxDestroy: "will not destroy memory allocations by cuMemCreate(), cuMemAllocAsync() and
+     * cuMemAllocFromPoolAsync()"): made in C, used and freed from the primary after C's end. */
+    CUcontext c = NULL;
+    CUdeviceptr c_async = 0, c_va = 0;
+    CUmemGenericAllocationHandle c_phys = 0;
+    CUmemAllocationProp vprops;
+    memset(&vprops, 0, sizeof vprops);
+    vprops.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    vprops.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    vprops.location.id = 0;
+    size_t gran = 0;
+    say("c_create", cuCtxCreate(&c, NULL, 0, dev));
+    say("c_async_alloc", cuMemAllocAsync(&c_async, 4096, NULL));
+    say("c_sync", cuCtxSynchronize());
+    say("c_granularity",
+        cuMemGetAllocationGranularity(&gran, &vprops, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    say("c_create_phys", cuMemCreate(&c_phys, gran, &vprops, 0));
+    say("c_reserve", cuMemAddressReserve(&c_va, gran, 0, 0, 0));
+    say("c_map", cuMemMap(c_va, gran, 0, c_phys, 0));
+    CUmemAccessDesc access;
+    memset(&access, 0, sizeof access);
+    access.location = vprops.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    say("c_access", cuMemSetAccess(c_va, gran, &access, 1));
+    say("c_destroy", cuCtxDestroy(c));
+    say("primary_last", cuCtxSetCurrent(primary));
+    fill_and_read("c_async", c_async, 17);
+    fill_and_read("c_vmm", c_va, 19);
+    say("c_async_free", cuMemFreeAsync(c_async, NULL));
+    say("c_async_sync", cuCtxSynchronize());
+    say("c_unmap", cuMemUnmap(c_va, gran));
+    say("c_release", cuMemRelease(c_phys));
+    say("c_address_free", cuMemAddressFree(c_va, gran));
     return 0;
 }

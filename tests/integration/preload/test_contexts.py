@@ -20,6 +20,21 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402 (tests/integration/)
 
 
+def source_line(text):
+    """The line of contexts_app.c that holds `text` (once)."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "contexts_app.c")) as f:
+        hits = [i + 1 for i, line in enumerate(f) if text in line]
+    assert len(hits) == 1, (text, hits)
+    return hits[0]
+
+
+def freed_at(trace, size):
+    """The line of contexts_app.c in the stack of the last free_requested of `size` bytes."""
+    frees = [e for e in trace if e["action"] == "free_requested" and e["size"] == size]
+    frames = frees[-1].get("frames", []) if frees else []
+    return next((fr["line"] for fr in frames if fr["filename"].endswith("contexts_app.c")), None)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -35,7 +50,8 @@ def main():
           f"the simulated device itself does not keep contexts apart: {base}")
     for mode in ("cache", "trace"):
         with tempfile.TemporaryDirectory() as tmp:
-            env = {"CUPROF_MODE": mode, "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle")}
+            env = {"CUPROF_MODE": mode, "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle"),
+                   "CUPROF_STACKS": "all"}
             shim = run_shim([a.program], a.ld_path, preload=a.lib, extra_env=env)
             check(shim.returncode == 0, f"{mode}: exit {shim.returncode}: {shim.stderr!r}")
             differ = [f"  without: {b!r}\n  with:    {s!r}"
@@ -53,6 +69,12 @@ def main():
                     if b["state"] == "active_allocated"]
             check(not live, f"{mode}: blocks live at exit, every one was freed or went with its "
                             f"context: {live}")
+            # Step 5: C's stream-ordered and VMM memory outlived C and were freed where the
+            # program freed them, not at cuCtxDestroy (cuda.h).
+            trace = snap["device_traces"][0]
+            got = (freed_at(trace, 4096), freed_at(trace, 2 << 20))
+            want = (source_line("cuMemFreeAsync(c_async"), source_line("cuMemUnmap(c_va"))
+            check(got == want, f"{mode}: C's async and VMM memory freed at lines {got}, not {want}")
             print(f"contexts_app/{mode}: same output, snapshot consistent")
     check.finish()
 

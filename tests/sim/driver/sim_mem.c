@@ -196,6 +196,11 @@ size_t
 sim_device_free_owned(struct sim_device *dev, struct CUctx_st *ctx)
 {
     pthread_mutex_lock(&dev->lock);
+    /* cuda.h, cuCtxDestroy: stream-ordered memory (cuMemAllocAsync, cuMemAllocFromPoolAsync) is
+     * not destroyed with its context: the device's from now on. (VMM memory has no owner.) */
+    for (struct sim_heap_seg *s = dev->heap.first; s; s = s->next)
+        if (s->used && s->owner == ctx && s->kind == SIM_KIND_ASYNC)
+            s->owner = &dev->primary;
     for (struct sim_heap_seg *s = dev->heap.first; s; s = s->next)
         if (s->used && s->owner == ctx && s->pool)
             ((struct CUmemPoolHandle_st *)s->pool)->used -= s->req;

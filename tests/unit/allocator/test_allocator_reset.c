@@ -242,6 +242,11 @@ test_forget_context(void **state)
     assert_int_equal(allocator_track_external(a, 0, X + 4 * MIB, 512, 0, TRACE_POOL_MANAGED, 5), 0);
     assert_int_equal(
         allocator_track_external_in(a, 0, X + 6 * MIB, 1024, 0, TRACE_POOL_TRACE, 6, ctx_a), 0);
+    /* B's virtual-memory and stream-ordered memory outlive B and A (cuda.h, cuCtxDestroy). */
+    assert_int_equal(
+        allocator_track_external_in(a, 0, X + 8 * MIB, 2 * MIB, 0, TRACE_POOL_VMM, 10, ctx_b), 0);
+    assert_int_equal(
+        allocator_track_external_in(a, 0, X + 10 * MIB, 4096, 0, TRACE_POOL_ASYNC, 11, ctx_b), 0);
     const struct fake_device *f = &fx->fake;
     size_t t0 = f->trace_count;
     long frees = fx->fake.segment_frees;
@@ -270,6 +275,9 @@ test_forget_context(void **state)
     expect_event(f, t0 + 8, TRACE_SEGMENT_FREE, TRACE_POOL_TRACE, X + 6 * MIB, 1024, 6);
     assert_int_equal(fx->fake.segment_frees, frees);
     assert_int_equal(allocator_lock_live_block(a, p1, &lb), -1);
+    /* The program frees them later, as its own. */
+    assert_int_equal(allocator_untrack_external(a, X + 8 * MIB, 12), 0);
+    assert_int_equal(allocator_untrack_external(a, X + 10 * MIB, 13), 0);
     struct memory_stats st;
     allocator_get_stats(a, 0, &st);
     assert_int_equal(st.reserved_bytes[STAT_ALL].current, 0);

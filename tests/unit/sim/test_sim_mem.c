@@ -495,6 +495,18 @@ test_context_footprint(void **state)
     assert_int_equal(cuCtxSetCurrent(primary), CUDA_SUCCESS);
     /* The destroyed context's allocation went with it. */
     assert_int_equal(free_mem(), 60 * MiB);
+    /* Stream-ordered memory does not (cuda.h, cuCtxDestroy): it stays, usable and freeable. */
+    CUdeviceptr q;
+    assert_int_equal(cuCtxCreate(&created, NULL, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocAsync(&q, 2 * MiB, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(cuCtxDestroy(created), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 58 * MiB);
+    assert_int_equal(cuMemsetD8(q, 7, 100), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(q, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 60 * MiB);
     /* A context needs room like any allocation: with 8 MiB left two more fit, a third does not. */
     assert_int_equal(cuMemAlloc(&p, 52 * MiB), CUDA_SUCCESS);
     assert_int_equal(free_mem(), 8 * MiB);
