@@ -177,26 +177,31 @@ malloc_reaching(struct allocator *alloc, int device, size_t size, uint64_t strea
                                                  stack_id, owner, stream_ordered, addr));
 }
 
-int
-allocator_malloc_owned(struct allocator *alloc, int device, size_t size, uint64_t stream,
-                       uint32_t stack_id, uint16_t owner, uint64_t *addr)
+/* A request as the configuration serves it: from the cache, or (trace mode) a segment of its
+ * own. */
+static int
+malloc_as_configured(struct allocator *alloc, int device, size_t size, uint64_t stream,
+                     uint32_t stack_id, uint16_t owner, bool stream_ordered, uint64_t *addr)
 {
     if (alloc == NULL)
         return -CUPROF_EINVAL;
     return malloc_reaching(alloc, device, size, stream, stack_id, owner,
-                           alloc->config.caching ? ALLOC_REACH_CACHE : ALLOC_REACH_SEGMENT, false,
-                           addr);
+                           alloc->config.caching ? ALLOC_REACH_CACHE : ALLOC_REACH_SEGMENT,
+                           stream_ordered, addr);
+}
+
+int
+allocator_malloc_owned(struct allocator *alloc, int device, size_t size, uint64_t stream,
+                       uint32_t stack_id, uint16_t owner, uint64_t *addr)
+{
+    return malloc_as_configured(alloc, device, size, stream, stack_id, owner, false, addr);
 }
 
 int
 allocator_malloc_stream_ordered(struct allocator *alloc, int device, size_t size, uint64_t stream,
                                 uint32_t stack_id, uint16_t owner, uint64_t *addr)
 {
-    if (alloc == NULL)
-        return -CUPROF_EINVAL;
-    return malloc_reaching(alloc, device, size, stream, stack_id, owner,
-                           alloc->config.caching ? ALLOC_REACH_CACHE : ALLOC_REACH_SEGMENT, true,
-                           addr);
+    return malloc_as_configured(alloc, device, size, stream, stack_id, owner, true, addr);
 }
 
 int
