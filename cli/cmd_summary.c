@@ -212,6 +212,37 @@ print_phases(FILE *out, const struct snapshot *snap, size_t device, const struct
     return 0;
 }
 
+/* The history's extent and its peaks, with when they came. Without a history
+ * (CUPROF_HISTORY=state or off) those peaks would be the dump's state named as the run's: only
+ * the counters, printed after, know the run's peaks. */
+static void
+print_history(FILE *out, const struct snapshot *snap, size_t device,
+              const struct device_analysis *a, int64_t t0, const char *not_kept)
+{
+    char s1[32], s2[32];
+    if (not_kept != NULL) {
+        fprintf(out,
+                "history: not kept (CUPROF_HISTORY=%s: the blocks live at the dump and their "
+                "stacks; %zu entr%s, %" PRIu64 " dropped); the run's peaks are the counters "
+                "below; CUPROF_HISTORY=all records when and where\n",
+                not_kept, a->count, a->count == 1 ? "y" : "ies", a->dropped);
+    } else {
+        fprintf(out, "history: %zu trace entries", a->count);
+        if (a->dropped > 0)
+            fprintf(out, ", %" PRIu64 " older entries dropped by the ring", a->dropped);
+        if (a->mid_run)
+            fprintf(out, "; starts mid-run with %s live and %s reserved",
+                    cli_size(a->start_live, s1, sizeof(s1)),
+                    cli_size(a->start_reserved, s2, sizeof(s2)));
+        fprintf(out, "\n");
+        fprintf(out, "peak reserved: %s ", cli_size(a->peak_reserved, s1, sizeof(s1)));
+        print_when(out, snap, device, a->peak_reserved_at, t0);
+        fprintf(out, "\npeak live:     %s ", cli_size(a->peak_live, s1, sizeof(s1)));
+        print_when(out, snap, device, a->peak_live_at, t0);
+        fprintf(out, "; reserved then %s\n", cli_size(a->reserved_at_peak_live, s2, sizeof(s2)));
+    }
+}
+
 static int
 summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief, size_t top)
 {
@@ -238,30 +269,8 @@ summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief
     if (device < snap->device_count && snap->device_traces[device].count > 0 &&
         snap->device_traces[device].entries[0].has_time)
         t0 = snap->device_traces[device].entries[0].time_us;
-    /* Without a history (CUPROF_HISTORY=state or off) its peaks would be the dump's state,
-     * named as the run's: only the counters know the run's peaks. */
     const char *not_kept = analysis_history_not_kept(snap);
-    if (not_kept != NULL) {
-        fprintf(out,
-                "history: not kept (CUPROF_HISTORY=%s: the blocks live at the dump and their "
-                "stacks; %zu entr%s, %" PRIu64 " dropped); the run's peaks are the counters "
-                "below; CUPROF_HISTORY=all records when and where\n",
-                not_kept, a.count, a.count == 1 ? "y" : "ies", a.dropped);
-    } else {
-        fprintf(out, "history: %zu trace entries", a.count);
-        if (a.dropped > 0)
-            fprintf(out, ", %" PRIu64 " older entries dropped by the ring", a.dropped);
-        if (a.mid_run)
-            fprintf(out, "; starts mid-run with %s live and %s reserved",
-                    cli_size(a.start_live, s1, sizeof(s1)),
-                    cli_size(a.start_reserved, s2, sizeof(s2)));
-        fprintf(out, "\n");
-        fprintf(out, "peak reserved: %s ", cli_size(a.peak_reserved, s1, sizeof(s1)));
-        print_when(out, snap, device, a.peak_reserved_at, t0);
-        fprintf(out, "\npeak live:     %s ", cli_size(a.peak_live, s1, sizeof(s1)));
-        print_when(out, snap, device, a.peak_live_at, t0);
-        fprintf(out, "; reserved then %s\n", cli_size(a.reserved_at_peak_live, s2, sizeof(s2)));
-    }
+    print_history(out, snap, device, &a, t0, not_kept);
     fprintf(out, "peak counters: allocated_bytes.all.peak %s, reserved_bytes.all.peak %s%s\n",
             cli_size((uint64_t)st.allocated_bytes[STAT_ALL].peak, s1, sizeof(s1)),
             cli_size((uint64_t)st.reserved_bytes[STAT_ALL].peak, s2, sizeof(s2)),

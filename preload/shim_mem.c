@@ -151,12 +151,15 @@ shim_mem_free(CUdeviceptr dptr)
  * cuprof cannot know the pitch (the probe failed, its answer is no power of two up to 1 MiB, or
  * the row would not fit in a size_t): the driver then serves the request itself. */
 #define PITCH_ALIGN_MAX ((size_t)1 << 20)
-static _Atomic size_t pitch_alignment[64];
+/* Per-device memos (pitch alignment, default pool); past this many devices the alignment is
+ * probed at each call and the default pool is taken as current. */
+#define SHIM_MEM_DEVICES 64
+static _Atomic size_t pitch_alignment[SHIM_MEM_DEVICES];
 
 static bool
 pitch_for(const struct real_cuda *real, int device, size_t width, size_t *pitch)
 {
-    size_t align = device < 64 ? atomic_load(&pitch_alignment[device]) : 0;
+    size_t align = device < SHIM_MEM_DEVICES ? atomic_load(&pitch_alignment[device]) : 0;
     if (align == 0) {
         CUdeviceptr probe = 0;
         if (real->cuMemAllocPitch_v2(&probe, &align, 1, 1, 4) != CUDA_SUCCESS)
@@ -164,7 +167,7 @@ pitch_for(const struct real_cuda *real, int device, size_t width, size_t *pitch)
         (void)real->cuMemFree_v2(probe);
         if (align == 0 || align > PITCH_ALIGN_MAX || (align & (align - 1)) != 0)
             return false;
-        if (device < 64)
+        if (device < SHIM_MEM_DEVICES)
             atomic_store(&pitch_alignment[device], align);
     }
     /* A width near SIZE_MAX would wrap to a tiny row (and a division by zero below). */
@@ -253,13 +256,13 @@ capturing(const struct real_cuda *real, CUstream stream, bool ptsz, CUresult *re
  * for the default pool only: a program that made another pool current (cudaDeviceSetMemPool)
  * gets that pool's memory, with the attributes it gave the pool. The default pool of a device
  * never changes: asked once. */
-static _Atomic(CUmemoryPool) default_pools[64];
+static _Atomic(CUmemoryPool) default_pools[SHIM_MEM_DEVICES];
 
 static bool
 default_pool_current(const struct real_cuda *real, int device)
 {
     if (real->cuDeviceGetMemPool == NULL || real->cuDeviceGetDefaultMemPool == NULL || device < 0 ||
-        device >= 64)
+        device >= SHIM_MEM_DEVICES)
         return true;
     CUmemoryPool current = NULL;
     if (real->cuDeviceGetMemPool(&current, device) != CUDA_SUCCESS)
