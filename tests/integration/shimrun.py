@@ -91,6 +91,18 @@ def private_sockets(prefix="cuprof-test-"):
                     os.environ[k] = v
 
 
+# The tests/apps programs at a lighter workload than their defaults, for the tests about which
+# calls a program makes and how cuprof answers them rather than how many: the same calls, paths
+# and kind of output line. The simulated device fills host memory, so train_loop's default 20
+# steps take seconds, and these tests run each program many times.
+LIGHT_ARGS = {"train_loop": ["6"], "threads": ["4", "30"]}
+
+
+def light(prog):
+    """The command line of prog at its light workload (prog alone when it has none)."""
+    return [prog] + LIGHT_ARGS.get(os.path.basename(prog), [])
+
+
 def run(cmd, environment, timeout=120, cwd=None, stdin=None):
     """Runs cmd to its end; returns a Result with its text output."""
     p = subprocess.run(cmd, env=environment, cwd=cwd, stdin=stdin, capture_output=True, text=True,

@@ -37,6 +37,16 @@ def sanitizer_preload():
             "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"}
 
 
+def cut_step(plain, sanitized):
+    """How far apart the cuts of a history replayed from many starting points lie: every
+    `plain`-th cut, every `sanitized`-th under ASan (slow, and checking memory rather than
+    decisions), every cut with EVERY_CUT=1 (scripts/stress). Each cut is one `cuprof replay`, so
+    every cut of every history made these the slowest tests of scripts/test."""
+    if os.environ.get("EVERY_CUT") == "1":
+        return 1
+    return sanitized if os.environ.get("SANITIZER_BUILD") else plain
+
+
 def env(run=False, **extra):
     e = dict(os.environ, **(sanitizer_preload() if run else {}))
     e.update(extra)
@@ -334,7 +344,7 @@ class MidRun(unittest.TestCase):
         for conf in ("", "max_split_size_mb:64", "roundup_power2_divisions:4"):
             _, snap, _ = record("train_loop", "cut-train_loop", "6",
                                 options=("--alloc-conf", conf))
-            self.check_cuts(snap, 3, ("train_loop", conf))
+            self.check_cuts(snap, cut_step(3, 3), ("train_loop", conf))
 
     def test_threads_cuts(self):
         # threads: five threads on their own streams plus stream 0, blocks freed across
@@ -342,14 +352,13 @@ class MidRun(unittest.TestCase):
         # leave a live large block holding an unsplit remainder (up to 1 MiB) that no entry shows,
         # in front of a free block larger than 1 MiB: the replay learns the smallest remainder
         # the recorded decisions prove (the hand-built case is in test_replay.py). Three recorded
-        # runs, one per setting: every cut of the first, every other cut of the others, all M/M.
-        # Under ASan (slow, and checking memory rather than decisions) fewer cuts.
-        steps = (5, 7, 7) if os.environ.get("SANITIZER_BUILD") else (1, 2, 2)
-        for k, conf in enumerate(("", "max_split_size_mb:64", "roundup_power2_divisions:4")):
+        # runs, one per setting, each cut at every fourth entry (every cut in scripts/stress),
+        # all M/M.
+        for conf in ("", "max_split_size_mb:64", "roundup_power2_divisions:4"):
             _, snap, res = record("threads", "cut-threads", "5", "120",
                                   options=("--alloc-conf", conf))
             self.assertEqual(res["allocs"], "600")
-            self.check_cuts(snap, steps[k], ("threads", conf))
+            self.check_cuts(snap, cut_step(4, 7), ("threads", conf))
 
 class MidRunExpandable(unittest.TestCase):
     # Histories recorded with expandable_segments:True, cut at many points and through small
@@ -357,19 +366,19 @@ class MidRunExpandable(unittest.TestCase):
     # every decision (address, pages mapped) is reproduced.
     CONF = ("--alloc-conf", "expandable_segments:True")
 
-    # train_loop: every cut. threads: six streams (five threads and stream 0), twelve
+    # train_loop: every other cut. threads: six streams (five threads and stream 0), twelve
     # reservations, an interleaving that differs from run to run; a cut often leaves two live
     # blocks of one stream back to back, each holding a free piece of 1 MiB or less behind it
     # until the starting state stands (they once gave them back in the wrong order): every
-    # fifth cut of two recorded runs, each checked exactly. empty_cache: every cut, among them
+    # seventh cut of two recorded runs, each checked exactly. empty_cache: every cut, among them
     # those that start with a free 512 KiB piece at the start of a large-pool run right after
     # an unmapped page (rebuilt by mapping that page too and unmapping it again), and those
-    # where the program empties the cache right before a request that maps. Under ASan fewer.
+    # where the program empties the cache right before a request that maps. Under ASan fewer;
+    # every cut of each in scripts/stress.
     def test_every_cut(self):
-        asan = bool(os.environ.get("SANITIZER_BUILD"))
-        for app, args, step, runs in (("train_loop", ("6",), 7 if asan else 1, 1),
-                                      ("threads", ("5", "120"), 29 if asan else 5, 2),
-                                      ("empty_cache", (), 5 if asan else 1, 1)):
+        for app, args, step, runs in (("train_loop", ("6",), cut_step(2, 7), 1),
+                                      ("threads", ("5", "120"), cut_step(7, 29), 2),
+                                      ("empty_cache", (), cut_step(1, 5), 1)):
             for run in range(runs):
                 _, snap, _ = record(app, "cutx-" + app, *args, options=self.CONF)
                 self.assertTrue(all(s["is_expandable"] for s in snap["segments"]))

@@ -1358,8 +1358,11 @@ def case_lean(f, a):
     shard, shards = (int(x) for x in (a.extra[2] if len(a.extra) > 2 else "0/1").split("/"))
     names = names[shard::shards]
     configs = [("cache", ""), ("trace", ""), ("off", ""), ("cache", "expandable_segments:True")]
+    # threads with 2 threads of 30 steps: streams, both allocation calls, cross-iteration frees,
+    # at a quarter of its default work (255 runs of it).
+    app = [a.app, "2", "30"]
     for name in names:
-        base = shimrun.run([a.app], shimrun.env(a.ld_path, LEAN_DRIVER_HIDE=name))
+        base = shimrun.run(app, shimrun.env(a.ld_path, LEAN_DRIVER_HIDE=name))
         f.check(base.returncode >= 0, f"lean {name}: the program alone died: {base}")
         for mode, conf in configs:
             label = f"lean {name} {mode} {conf}".strip()
@@ -1367,7 +1370,7 @@ def case_lean(f, a):
                 env = shimrun.env(a.ld_path, a.lib, LEAN_DRIVER_HIDE=name, CUPROF_MODE=mode,
                                   CUPROF_ALLOC_CONF=conf,
                                   CUPROF_SNAPSHOT=os.path.join(tmp, "l-%n.pickle"))
-                r = shimrun.run([a.app], env)
+                r = shimrun.run(app, env)
                 # A failing multi-threaded program prints its failure from each thread that
                 # meets it before exit() (even half a line): its first line is the answer.
                 same = r.stdout == base.stdout or (

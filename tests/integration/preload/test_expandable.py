@@ -16,7 +16,7 @@ import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402 (tests/integration/)
+from shimrun import Checks, dumps, light, load_checker, run_shim  # noqa: E402 (tests/integration/)
 
 
 def main():
@@ -29,7 +29,7 @@ def main():
     checker = load_checker(a.checker)
     check = Checks()
     for prog in a.programs:
-        base = run_shim([prog], a.ld_path, timeout=300)
+        base = run_shim(light(prog), a.ld_path, timeout=300)
         check(base.returncode == 0, f"{prog}: fails without cuprof: {base}")
         for fail in ("", "create:nth=2", "create:every=7"):
             name = f"{os.path.basename(prog)}/{fail or 'no faults'}"
@@ -38,7 +38,7 @@ def main():
                        "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle")}
                 if fail:
                     env["SIMCUDA_FAIL"] = fail
-                shim = run_shim([prog], a.ld_path, preload=a.lib, extra_env=env, timeout=300)
+                shim = run_shim(light(prog), a.ld_path, preload=a.lib, extra_env=env, timeout=300)
                 check(shim.returncode == 0, f"{name}: exit {shim.returncode}: {shim.stderr!r}")
                 check(shim.stdout == base.stdout,
                       f"{name}: output differs:\n  without: {base.stdout!r}\n  with: "

@@ -22,7 +22,7 @@ import tempfile
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402 (tests/integration/)
+from shimrun import Checks, dumps, light, load_checker, run_shim  # noqa: E402 (tests/integration/)
 from test_modes import expected_counts  # noqa: E402
 
 
@@ -57,12 +57,12 @@ def main():
     check = Checks()
     for prog in a.programs:
         name = f"{os.path.basename(prog)}/free_sync:{a.sync}"
-        base = run_shim([prog], a.ld_path, timeout=300)
+        base = run_shim(light(prog), a.ld_path, timeout=300)
         check(base.returncode == 0, f"{name}: fails without cuprof: {base}")
         with tempfile.TemporaryDirectory() as tmp:
             env = {"CUPROF_MODE": "cache", "CUPROF_ALLOC_CONF": "free_sync:" + a.sync,
                    "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle")}
-            shim = run_shim([prog], a.ld_path, preload=a.lib, extra_env=env, timeout=300)
+            shim = run_shim(light(prog), a.ld_path, preload=a.lib, extra_env=env, timeout=300)
             check(shim.returncode == 0, f"{name}: exit {shim.returncode}: {shim.stderr!r}")
             check(shim.stdout == base.stdout,
                   f"{name}: output differs:\n  without: {base.stdout!r}\n  with: {shim.stdout!r}")

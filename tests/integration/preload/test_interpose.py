@@ -16,7 +16,7 @@ import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-from shimrun import Checks, dumps, load_checker, run_shim  # noqa: E402 (tests/integration/)
+from shimrun import Checks, dumps, light, load_checker, run_shim  # noqa: E402 (tests/integration/)
 
 DEBUG_RE = re.compile(r"cuprof: debug: driver lookups: cuGetProcAddress=(\d+) hooked=(\d+) "
                       r"dlsym_hooked=(\d+)")
@@ -52,9 +52,9 @@ def case_lookups(a, f, mode_env):
     """Every driver lookup the program makes reaches cuprof's cuGetProcAddress."""
     for prog in a.programs:
         name = os.path.basename(prog)
-        base = run_shim([prog], a.ld_path)
-        spy = run_shim([prog], a.ld_path, preload=a.spy)
-        shim = run_shim([prog], a.ld_path, preload=a.lib,
+        base = run_shim(light(prog), a.ld_path)
+        spy = run_shim(light(prog), a.ld_path, preload=a.spy)
+        shim = run_shim(light(prog), a.ld_path, preload=a.lib,
                         extra_env={"CUPROF_LOG": "debug", **mode_env})
         same_ending(f, name, base, shim)
         same_ending(f, name + " (spy)", base, spy)
@@ -70,8 +70,8 @@ def case_same(a, f, mode_env):
     """The program prints and ends exactly as without the shim."""
     for prog in a.programs:
         name = os.path.basename(prog)
-        same_ending(f, name, run_shim([prog], a.ld_path),
-                    run_shim([prog], a.ld_path, preload=a.lib, extra_env=mode_env))
+        same_ending(f, name, run_shim(light(prog), a.ld_path),
+                    run_shim(light(prog), a.ld_path, preload=a.lib, extra_env=mode_env))
 
 
 def probe_fields(out):
@@ -81,8 +81,8 @@ def probe_fields(out):
 
 def case_probe(a, f, mode_env):
     prog = a.programs[0]
-    base = run_shim([prog], a.ld_path)
-    shim = run_shim([prog], a.ld_path, preload=a.lib, extra_env=mode_env)
+    base = run_shim(light(prog), a.ld_path)
+    shim = run_shim(light(prog), a.ld_path, preload=a.lib, extra_env=mode_env)
     f.check(base[0] == 0 and shim[0] == 0, f"gpa_probe failed: {base} / {shim}")
     b, s = probe_fields(base[1]), probe_fields(shim[1])
     f.check(b and s, f"no gpa_probe line: {base[1]!r} / {shim[1]!r}")
@@ -136,13 +136,13 @@ def case_memprobe(a, f, mode_env):
     is recorded with its pool tag; a double free is one log line with the stacks."""
     checker = load_checker(a.checker)
     prog = a.programs[0]
-    base = run_shim([prog], a.ld_path)
+    base = run_shim(light(prog), a.ld_path)
     f.check(base[0] == 0 and "mem_probe: range_ok=1 attr_ok=1 attrs_ok=1" in base[1],
             f"mem_probe without cuprof: {base}")
     for mode in ("cache", "trace"):
         with tempfile.TemporaryDirectory() as tmp:
             env = {"CUPROF_MODE": mode, "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle")}
-            shim = run_shim([prog], a.ld_path, preload=a.lib, extra_env=env)
+            shim = run_shim(light(prog), a.ld_path, preload=a.lib, extra_env=env)
             same_ending(f, f"mem_probe/{mode}", base, shim)
             lines = [l for l in shim[2].splitlines() if "double free" in l]
             f.check(len(lines) == 1, f"{mode}: want one double-free line, got {lines}")
@@ -177,8 +177,9 @@ def case_selfish(a, f, mode_env):
     for mode in ("cache", "trace", "off"):
         for prog in a.programs:
             name = f"{os.path.basename(prog)}/{mode}"
-            base = run_shim([prog], a.ld_path)
-            shim = run_shim([prog], a.ld_path, preload=a.lib, extra_env={"CUPROF_MODE": mode})
+            base = run_shim(light(prog), a.ld_path)
+            shim = run_shim(light(prog), a.ld_path, preload=a.lib,
+                            extra_env={"CUPROF_MODE": mode})
             f.check("meminfo=0" not in base[1], f"{name}: the driver has cuMemGetInfo: {base}")
             same_ending(f, name, base, shim)
             lines = [l for l in shim[2].splitlines() if "hands out cuprof's own cuMemGetInfo_v2" in l]
@@ -191,12 +192,13 @@ def case_quota(a, f, mode_env):
     the out-of-memory the layer answered."""
     quota = 1 << 30
     for prog in a.programs:
-        alone = run_shim([prog], a.ld_path, preload=a.layer, extra_env={"LAYER_QUOTA": quota})
+        alone = run_shim(light(prog), a.ld_path, preload=a.layer,
+                         extra_env={"LAYER_QUOTA": quota})
         for order in ("before", "after"):
             name = f"{os.path.basename(prog)} (layer {order})"
             preload = f"{a.layer}:{a.lib}" if order == "before" else f"{a.lib}:{a.layer}"
             with tempfile.TemporaryDirectory() as tmp:
-                shim = run_shim([prog], a.ld_path, preload=preload,
+                shim = run_shim(light(prog), a.ld_path, preload=preload,
                                 extra_env={"LAYER_QUOTA": quota,
                                            "CUPROF_SNAPSHOT": os.path.join(tmp, "s-%n.pickle")})
                 same_ending(f, name, alone, shim)
@@ -217,12 +219,12 @@ def case_layer_lookups(a, f, mode_env):
     for prog in a.programs:
         name = os.path.basename(prog)
         env = {"CUPROF_LOG": "debug", **mode_env}
-        alone = run_shim([prog], a.ld_path, preload=a.lib, extra_env=env)
+        alone = run_shim(light(prog), a.ld_path, preload=a.lib, extra_env=env)
         want = cuprof_counts(f, name, alone[2])
         f.check(want[0] > 0 and want[1] >= 3, f"{name}: cuprof alone saw {want}")
         for order in ("before", "after"):
             preload = f"{a.layer}:{a.lib}" if order == "before" else f"{a.lib}:{a.layer}"
-            got = run_shim([prog], a.ld_path, preload=preload, extra_env=env)
+            got = run_shim(light(prog), a.ld_path, preload=preload, extra_env=env)
             same_ending(f, f"{name} (layer {order})", alone, got)
             counts = cuprof_counts(f, name, got[2])
             f.check(counts[:2] == want[:2], f"{name} (layer {order}): cuprof saw {counts[:2]} "

@@ -25,7 +25,7 @@ import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-from shimrun import Checks, dumps, load_checker, run_shim, sanitized  # noqa: E402 (tests/integration/)
+from shimrun import Checks, dumps, light, load_checker, run_shim, sanitized  # noqa: E402 (tests/integration/)
 
 
 def fields(line):
@@ -113,18 +113,18 @@ def main():
         preload = f"{copy}:{a.lib}"
     for i, prog in enumerate(a.programs):
         name = os.path.basename(prog) + (f" (layer {a.order})" if a.layer else "")
-        base = run_shim([prog], a.ld_path, timeout=300)
+        base = run_shim(light(prog), a.ld_path, timeout=300)
         check(base[0] == 0, f"{name}: fails without cuprof: {base}")
         with tempfile.TemporaryDirectory() as tmp:
             ext = "pickle" if i % 2 == 0 else "json"  # both writers, read back independently
             env = {"CUPROF_MODE": a.mode, "CUPROF_SNAPSHOT": os.path.join(tmp, f"s-%n.{ext}")}
             log_path = os.path.join(tmp, "layer.log")
             if a.layer:
-                alone = run_shim([prog], a.ld_path, preload=a.layer, timeout=300,
+                alone = run_shim(light(prog), a.ld_path, preload=a.layer, timeout=300,
                                  extra_env={"LAYER_LOG": log_path + ".alone"})
                 check(alone[:2] == base[:2], f"{name}: the layer alone changes the program")
                 env["LAYER_LOG"] = log_path
-            shim = run_shim([prog], a.ld_path, preload=preload, extra_env=env, timeout=300)
+            shim = run_shim(light(prog), a.ld_path, preload=preload, extra_env=env, timeout=300)
             if a.layer and a.order == "before" and a.mode != "off":
                 check("reach cuprof first" in shim[2],
                       f"{name}: no word from cuprof about the layer ahead of it: {shim[2]!r}")
