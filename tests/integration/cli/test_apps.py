@@ -16,6 +16,8 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import shimrun  # noqa: E402 (tests/integration/)
 import snapshots as S  # noqa: E402
 
 CUPROF = WORK = APPS = DUMP_TWICE = SRC = None
@@ -81,6 +83,12 @@ def record(app, name, *args, options=(), **extra):
     with open(path, "rb") as f:
         snap = pickle.load(f)
     return path, snap, result
+
+
+def light(app):
+    """APP's arguments for a light workload (shimrun.light), where the number of steps does not
+    matter: each history still holds more entries than a ring of 300."""
+    return shimrun.light(app)[1:]
 
 
 def source_line(name, text):
@@ -292,8 +300,8 @@ class Replay(unittest.TestCase):
         for app in APP_NAMES:
             for conf in self.CONFS:
                 name = "replay-%s-%d" % (app, self.CONFS.index(conf))
-                path, snap, _ = record(app, name, options=("--alloc-conf", conf),
-                                       SIMCUDA_MEM="1100M")
+                path, snap, _ = record(app, name, *light(app),
+                                       options=("--alloc-conf", conf), SIMCUDA_MEM="1100M")
                 p = replay_check(self, path, snap, (app, conf))
                 row = re.search(r"(?m)^setting +(.+)$", p.stdout).group(1).strip()
                 self.assertEqual(row, conf or "(defaults)")  # never cut to the column's width
@@ -321,7 +329,7 @@ class MidRun(unittest.TestCase):
             confs = ("", "max_split_size_mb:64", "roundup_power2_divisions:4")
             for n in (150, 300):
                 for conf in confs:
-                    path, snap, _ = record(app, "mid-%s-%d" % (app, n),
+                    path, snap, _ = record(app, "mid-%s-%d" % (app, n), *light(app),
                                            options=("--alloc-conf", conf),
                                            CUPROF_MAX_ENTRIES=str(n))
                     self.assertEqual(len(snap["device_traces"][0]), n)
@@ -344,7 +352,7 @@ class MidRun(unittest.TestCase):
         for conf in ("", "max_split_size_mb:64", "roundup_power2_divisions:4"):
             _, snap, _ = record("train_loop", "cut-train_loop", "6",
                                 options=("--alloc-conf", conf))
-            self.check_cuts(snap, cut_step(3, 3), ("train_loop", conf))
+            self.check_cuts(snap, cut_step(3, 11), ("train_loop", conf))
 
     def test_threads_cuts(self):
         # threads: five threads on their own streams plus stream 0, blocks freed across
@@ -358,7 +366,7 @@ class MidRun(unittest.TestCase):
             _, snap, res = record("threads", "cut-threads", "5", "120",
                                   options=("--alloc-conf", conf))
             self.assertEqual(res["allocs"], "600")
-            self.check_cuts(snap, cut_step(4, 7), ("threads", conf))
+            self.check_cuts(snap, cut_step(4, 29), ("threads", conf))
 
 class MidRunExpandable(unittest.TestCase):
     # Histories recorded with expandable_segments:True, cut at many points and through small
@@ -376,8 +384,8 @@ class MidRunExpandable(unittest.TestCase):
     # where the program empties the cache right before a request that maps. Under ASan fewer;
     # every cut of each in scripts/stress.
     def test_every_cut(self):
-        for app, args, step, runs in (("train_loop", ("6",), cut_step(2, 7), 1),
-                                      ("threads", ("5", "120"), cut_step(7, 29), 2),
+        for app, args, step, runs in (("train_loop", ("6",), cut_step(2, 13), 1),
+                                      ("threads", ("5", "120"), cut_step(7, 41), 2),
                                       ("empty_cache", (), cut_step(1, 5), 1)):
             for run in range(runs):
                 _, snap, _ = record(app, "cutx-" + app, *args, options=self.CONF)
@@ -406,7 +414,8 @@ class MidRunExpandable(unittest.TestCase):
     def test_ring_dropped_entries(self):
         for app in ("train_loop", "threads"):
             for n in (150, 300):
-                path, snap, _ = record(app, "midx-%s-%d" % (app, n), options=self.CONF,
+                path, snap, _ = record(app, "midx-%s-%d" % (app, n), *light(app),
+                                       options=self.CONF,
                                        CUPROF_MAX_ENTRIES=str(n))
                 self.assertGreater(snap["cuprof"]["dropped_entries"][0], 0)
                 p = replay_check(self, path, snap, (app, n))

@@ -39,6 +39,7 @@ usage: test_guest.py CASE APP LIBCUPROF LD_LIBRARY_PATH CUPROF
             the program does without cuprof, and expandable_segments:True on a driver or device
             without virtual memory management gets ordinary segments and one line
 """
+import concurrent.futures
 import ctypes
 import os
 import pickle
@@ -826,20 +827,29 @@ def taken_once(f, run, sig, label):
             f"{label}: status {code}, counted {counted(lines)}, want {want} {err!r}")
 
 
+def side_by_side(cases, one):
+    """one(*case) for every case at once, each in a thread of its own: the cases are independent
+    jobs that mostly wait (a twin's wait), which one after another took most of the test's time.
+    A case's exception is the test's."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(cases)) as pool:
+        for future in [pool.submit(one, *case) for case in cases]:
+            future.result()
+
+
 def case_run_signals(f, a):
     """A signal sent to `cuprof run`, to its job or to each process reaches PROG's own handler
     exactly once, showing the sender's pid, under two `cuprof run` too; a program at the default
     ends with its snapshot."""
-    for how, send in RUN_SENDS.items():
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            if how == "each process" and sig != signal.SIGTERM:
-                continue
-            label = f"run {how} {sig.name}"
-            with tempfile.TemporaryDirectory() as tmp:
-                run = Run(a, [a.app, "counts"], tmp)
-                f.check("told: own" in run.lines and run.prog, f"{label}: {run.lines}")
-                send(run, sig)
-                taken_once(f, run, sig, label)
+    def one(how, sig):
+        label = f"run {how} {sig.name}"
+        with tempfile.TemporaryDirectory() as tmp:
+            run = Run(a, [a.app, "counts"], tmp)
+            f.check("told: own" in run.lines and run.prog, f"{label}: {run.lines}")
+            RUN_SENDS[how](run, sig)
+            taken_once(f, run, sig, label)
+    side_by_side([(how, sig) for how in RUN_SENDS
+                  for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+                  if how != "each process" or sig == signal.SIGTERM], one)
     with tempfile.TemporaryDirectory() as tmp:
         # Two requests a little over a second apart are two requests.
         run = Run(a, [a.app, "counts"], tmp)
@@ -885,15 +895,16 @@ def case_run_signals(f, a):
 def run_nested(f, a):
     """`cuprof run` under `cuprof run`: the inner one passes a request on once, whether it came
     from the outer one, directly, or both."""
-    for how in ("cuprof alone", "whole job"):
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            label = f"run nested, {how}, {sig.name}"
-            with tempfile.TemporaryDirectory() as tmp:
-                inner = [a.cuprof, "run", "-o", os.path.join(tmp, "inner-%n.pickle"), "--"]
-                run = Run(a, inner + [a.app, "counts"], tmp)
-                f.check("told: own" in run.lines and run.prog, f"{label}: {run.lines}")
-                RUN_SENDS[how](run, sig)
-                taken_once(f, run, sig, label)
+    def one(how, sig):
+        label = f"run nested, {how}, {sig.name}"
+        with tempfile.TemporaryDirectory() as tmp:
+            inner = [a.cuprof, "run", "-o", os.path.join(tmp, "inner-%n.pickle"), "--"]
+            run = Run(a, inner + [a.app, "counts"], tmp)
+            f.check("told: own" in run.lines and run.prog, f"{label}: {run.lines}")
+            RUN_SENDS[how](run, sig)
+            taken_once(f, run, sig, label)
+    side_by_side([(how, sig) for how in ("cuprof alone", "whole job")
+                  for sig in (signal.SIGTERM, signal.SIGINT)], one)
 
 
 def run_static(f, a):
@@ -902,7 +913,7 @@ def run_static(f, a):
     if not a.extra:
         print("run static: no static program built (sanitizer build): skipped")
         return
-    for sig, want in ((signal.SIGTERM, (1, 0)), (signal.SIGINT, (0, 0))):
+    def one(sig, want):
         with tempfile.TemporaryDirectory() as tmp:
             run = Run(a, [a.extra[0]], tmp)
             f.check(run.prog is not None, f"run static {sig.name}: {run.lines}")
@@ -911,11 +922,12 @@ def run_static(f, a):
             code, lines, err = run.finish()
             got = tuple(int(l.split()[1]) for l in lines if l.split()[:1] in (["SIGTERM"], ["SIGINT"]))
             f.check(code == 0 and got == want, f"run static {sig.name}: {code} {got} {err!r}")
+    side_by_side([(signal.SIGTERM, (1, 0)), (signal.SIGINT, (0, 0))], one)
 
 
 def run_python(f, a):
     """Python's KeyboardInterrupt once, whether ^C reaches the job or `kill -INT` cuprof alone."""
-    for how in ("whole job", "cuprof alone"):
+    def one(how):
         with tempfile.TemporaryDirectory() as tmp:
             run = Run(a, [sys.executable, "-c", PYTHON_TERM, "again"], tmp)
             RUN_SENDS[how](run, signal.SIGINT)
@@ -928,6 +940,7 @@ def run_python(f, a):
             f.check(code == 128 + signal.SIGTERM and "(ended by SIGTERM)" in err and
                     "Traceback" not in err and os.listdir(tmp) == ["run-0.pickle"],
                     f"run python {how}: status {code} {os.listdir(tmp)} {err!r}")
+    side_by_side([("whole job",), ("cuprof alone",)], one)
 
 
 def run_first_process(f, a):
