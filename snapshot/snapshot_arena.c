@@ -9,7 +9,11 @@
 
 #include "snapshot/text_escape.h"
 
-#define ARENA_CHUNK (256u * 1024u)
+/* Chunks start small and double up to the largest: most models are small (a command reading one
+ * snapshot makes three arenas, a fuzzer thousands), and a 256 KiB chunk is a fresh mmap with 64
+ * pages to map in for each of them; big models still fill 256 KiB chunks. */
+#define ARENA_FIRST_CHUNK (16u * 1024u)
+#define ARENA_CHUNK       (256u * 1024u)
 
 struct arena_chunk {
     struct arena_chunk *next;
@@ -26,6 +30,7 @@ struct intern_slot {
 
 struct snapshot_arena {
     struct arena_chunk *chunks; /* newest first; allocation happens in the newest */
+    size_t next_chunk;          /* the size of the next regular chunk (0: the first) */
     size_t bytes;
     struct intern_slot *slots;
     size_t slot_cap; /* power of two */
@@ -61,7 +66,9 @@ snapshot_arena_alloc_bytes(struct snapshot_arena *arena, size_t size)
         size = 16;
     struct arena_chunk *c = arena->chunks;
     if (c == NULL || c->size - c->used < size) {
-        size_t want = size > ARENA_CHUNK / 4 ? size : ARENA_CHUNK;
+        size_t regular = arena->next_chunk != 0 ? arena->next_chunk : ARENA_FIRST_CHUNK;
+        bool one_off = size > regular / 4;
+        size_t want = one_off ? size : regular;
         if (want > SIZE_MAX - sizeof(struct arena_chunk))
             return NULL;
         struct arena_chunk *n = malloc(sizeof(struct arena_chunk) + want);
@@ -71,7 +78,9 @@ snapshot_arena_alloc_bytes(struct snapshot_arena *arena, size_t size)
         n->size = want;
         n->used = 0;
         arena->bytes += sizeof(struct arena_chunk) + want;
-        if (c != NULL && want != ARENA_CHUNK) {
+        if (!one_off)
+            arena->next_chunk = regular < ARENA_CHUNK ? regular * 2 : ARENA_CHUNK;
+        if (c != NULL && one_off) {
             /* A big one-off block goes behind the current chunk, which keeps serving. */
             n->next = c->next;
             c->next = n;

@@ -64,6 +64,10 @@ device_init(struct sim_device *dev, int ordinal, size_t capacity)
     munmap((void *)(aligned + dev->reserve),
            (uintptr_t)raw + dev->reserve + SIM_PAGE - aligned - dev->reserve);
     dev->base = (void *)aligned;
+    /* A device's memory comes in 2 MiB pages; backing them with the host's huge pages where it
+     * offers them (transparent huge pages, "madvise" mode) makes first touches one fault per
+     * 2 MiB instead of 512: most of a test program's system time. */
+    (void)madvise(dev->base, dev->reserve, MADV_HUGEPAGE);
     dev->memfd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
     if (dev->memfd < 0 || ftruncate(dev->memfd, (off_t)dev->capacity) != 0) {
         fprintf(stderr, "cuprof: sim: cannot create VMM backing for device %d: %s\n", ordinal,
