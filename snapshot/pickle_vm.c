@@ -10,6 +10,16 @@
 
 #define PICKLE_WINDOW (1u << 20) /* bytes read from a file at a time */
 
+/* A window for `want` bytes from `pos` on: PICKLE_WINDOW, or the rest of a file shorter than that
+ * (most snapshots a command reads are tens of KiB: a full window was 256 pages to map in). */
+static size_t
+window_size(const struct pickle_vm *vm, uint64_t pos, size_t want)
+{
+    uint64_t left = vm->size > pos ? vm->size - pos : 0;
+    size_t cap = left < PICKLE_WINDOW ? (size_t)left : PICKLE_WINDOW;
+    return want > cap ? want : cap;
+}
+
 int
 pickle_vm_fail(struct pickle_vm *vm, int code, const char *fmt, ...)
 {
@@ -36,7 +46,7 @@ pickle_vm_oom(struct pickle_vm *vm)
 int
 pickle_vm_head(struct pickle_vm *vm, const unsigned char *head, size_t n)
 {
-    size_t cap = n > PICKLE_WINDOW ? n : PICKLE_WINDOW;
+    size_t cap = window_size(vm, 0, n);
     vm->window = malloc(cap);
     if (vm->window == NULL)
         return pickle_vm_oom(vm);
@@ -56,7 +66,7 @@ pickle_vm_refill(struct pickle_vm *vm, uint64_t n)
         return -CUPROF_EFORMAT;
     size_t have = (size_t)(vm->end - vm->p), want = (size_t)n;
     if (want > vm->window_cap || vm->window_cap == 0) {
-        size_t cap = want > PICKLE_WINDOW ? want : PICKLE_WINDOW;
+        size_t cap = window_size(vm, pos, want);
         unsigned char *w = malloc(cap);
         if (w == NULL)
             return pickle_vm_oom(vm);
