@@ -78,7 +78,7 @@ class Cuts(unittest.TestCase):
         recorded = M.parse_conf(recorded_conf)
         confs = [M.parse_conf(c) for c in SETTINGS]
         worst = 0
-        for cut in range(0, len(trace), step):
+        for nth, cut in enumerate(range(0, len(trace), step)):
             mid = dict(snap, device_traces=[trace[cut:]])
             path = os.path.join(A.WORK, "cut.pickle")
             with open(path, "wb") as f:
@@ -86,7 +86,7 @@ class Cuts(unittest.TestCase):
             args = ["replay", "--json"]
             for c in SETTINGS:
                 args += ["--alloc-conf", c]
-            got = json.loads(A.cuprof(*args, path, rc=0).stdout)["settings"]
+            got = json.loads(A.cuprof(*args, path, rc=0, **A.leak_check(nth)).stdout)["settings"]
             self.assertEqual(len(got), 1 + len(SETTINGS))
             for row, conf in zip(got, [recorded] + confs):
                 lo, hi = envelope(mid, recorded, conf)
