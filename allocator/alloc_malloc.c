@@ -181,12 +181,46 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_pool *pool, stru
     return b;
 }
 
-/* PyTorch's OOM message, with cuprof as the owner of the cache. */
+/* The sentence after PyTorch's message when cuprof's cache, not the program, ran the device out:
+ * the driver lacked room for the request itself, but without the cache it would hold only the
+ * program's live bytes as requested, so the cache's reserved bytes beyond them plus the driver's
+ * free bytes are what the request could have had (a memory fraction the user set still caps
+ * them). `explain` makes the same test from a snapshot. Empty when the request would not have
+ * fit either, when the driver refused memory it had, or in trace mode (no cache). */
 static void
-build_oom_message_locked(struct alloc_device *dev, size_t alloc_size, size_t free_b, size_t total_b)
+cache_caused_note(const struct alloc_device *dev, size_t size, size_t free_b, char *out, size_t len)
+{
+    out[0] = '\0';
+    int64_t reserved = dev->stats.reserved_bytes[STAT_ALL].current;
+    int64_t live = dev->stats.requested_bytes[STAT_ALL].current;
+    if (!dev->config->caching || live < 0 || reserved < live || size <= free_b)
+        return;
+    uint64_t reach = (uint64_t)reserved + free_b;
+    if (dev->set_fraction && dev->allowed_max < reach)
+        reach = dev->allowed_max;
+    if ((uint64_t)live + size > reach)
+        return;
+    char s_live[32], s_size[32], s_need[32], s_reach[32];
+    alloc_policy_format_size((uint64_t)live, s_live, sizeof(s_live));
+    alloc_policy_format_size(size, s_size, sizeof(s_size));
+    alloc_policy_format_size((uint64_t)live + size, s_need, sizeof(s_need));
+    alloc_policy_format_size(reach, s_reach, sizeof(s_reach));
+    snprintf(out, len,
+             " Without cuprof's cache this request could have fit: %s live + %s requested = %s "
+             "of the %s that cuprof's segments and the driver's free memory hold; "
+             "CUPROF_MODE=trace records the program without a cache.",
+             s_live, s_size, s_need, s_reach);
+}
+
+/* PyTorch's OOM message (its current advice: expandable segments return free pages), with
+ * cuprof as the owner of the cache, and cuprof's own sentence when its cache is the cause. */
+static void
+build_oom_message_locked(struct alloc_device *dev, size_t size, size_t alloc_size, size_t free_b,
+                         size_t total_b)
 {
     ALLOC_ASSERT_HELD(&dev->lock);
     char s_alloc[32], s_total[32], s_free[32], s_allowed[48] = "", s_used[32], s_cached[32];
+    char note[320];
     memory_stats_settle_all(&dev->stats);
     int64_t allocated = dev->stats.allocated_bytes[STAT_ALL].current;
     int64_t reserved = dev->stats.reserved_bytes[STAT_ALL].current;
@@ -199,14 +233,15 @@ build_oom_message_locked(struct alloc_device *dev, size_t alloc_size, size_t fre
         alloc_policy_format_size(dev->allowed_max, s_allowed, sizeof(s_allowed));
         strcat(s_allowed, " allowed; ");
     }
+    cache_caused_note(dev, size, free_b, note, sizeof(note));
     snprintf(dev->oom_message, sizeof(dev->oom_message),
              "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of "
              "which %s is free. %sOf the allocated memory %s is allocated by cuprof, and %s is "
              "reserved by cuprof but unallocated. If reserved but unallocated memory is large "
-             "try setting CUPROF_ALLOC_CONF=max_split_size_mb:<MiB> to avoid fragmentation.  "
+             "try setting CUPROF_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "
              "See documentation for Memory Management  "
-             "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
-             s_alloc, dev->index, s_total, s_free, s_allowed, s_used, s_cached);
+             "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)%s",
+             s_alloc, dev->index, s_total, s_free, s_allowed, s_used, s_cached, note);
 }
 
 static int
@@ -220,7 +255,7 @@ report_oom_locked(struct alloc_device *dev, size_t size, size_t alloc_size, uint
     alloc_device_trace_locked(dev, TRACE_OOM, TRACE_POOL_DEFAULT, 0, size, stream, stack_id, free_b,
                               dev->request_owner);
     dev->stats.num_ooms++;
-    build_oom_message_locked(dev, alloc_size, free_b, total_b);
+    build_oom_message_locked(dev, size, alloc_size, free_b, total_b);
     return -CUPROF_ENOMEM;
 }
 

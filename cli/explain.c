@@ -213,12 +213,29 @@ fill_device(struct explain *x, const struct device_analysis *a, uint64_t passthr
         x->allowed = (uint64_t)(x->fraction * (double)x->capacity);
 }
 
+/* Recorded by cuprof's own cache (not PyTorch's, not trace mode). */
+static bool
+cuprof_cache_mode(const struct snapshot *snap)
+{
+    return snap->cuprof.present && snap->cuprof.mode != NULL &&
+           strcmp(snap->cuprof.mode, "cache") == 0;
+}
+
 /* The verdict of an OOM instant, from the figures above and the allocator's state. */
 static void
 fill_verdict(struct explain *x)
 {
     if (!x->is_oom)
         return;
+    /* The driver lacked room for the request, but without cuprof's cache it would hold the live
+     * bytes as requested, no more (a fraction the user set still caps them): the shim's OOM
+     * message makes the same test. */
+    uint64_t without_cache = x->reserved + x->free_bytes;
+    if (x->allowed > 0 && x->allowed < without_cache)
+        without_cache = x->allowed;
+    x->cache_caused = cuprof_cache_mode(x->snap) && x->request_size > x->free_bytes &&
+                      x->live_requested + x->request_size <= without_cache;
+    x->without_cache = without_cache;
     uint64_t need = x->live_allocated + x->request_size;
     uint64_t reach = x->reserved + x->free_bytes; /* what the allocator could have used */
     uint64_t seg = x->request_segment;

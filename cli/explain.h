@@ -115,6 +115,10 @@ struct explain {
     uint64_t allowed; /* fraction * capacity */
     unsigned verdict; /* EXPLAIN_* flags; 0 at an instant that is not an OOM */
     uint64_t missing; /* LIVE/OUTSIDE: bytes short of what the request needed */
+    /* A cuprof recording in cache mode whose OOM the cache caused: the program's live bytes
+     * (as requested) and the request fit in what the cache held and the driver had free. */
+    bool cache_caused;
+    uint64_t without_cache; /* what the request could have had without the cache */
     /* How far the replays can be trusted. */
     bool mid_run;
     uint64_t dropped;

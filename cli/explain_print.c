@@ -215,6 +215,14 @@ print_verdict(FILE *out, const struct explain *x)
         fprintf(out, "the driver refused a new segment of %s although it said %s was free",
                 cli_size(x->request_segment, a, 32), cli_size(x->free_bytes, b, 32));
     fputc('\n', out);
+    if (x->cache_caused)
+        fprintf(out,
+                "without cuprof's cache this request could have fit: %s live + %s requested = "
+                "%s of the %s that cuprof's segments and the driver's free memory held; "
+                "CUPROF_MODE=trace records the program without a cache\n",
+                cli_size(x->live_requested, a, 32), cli_size(x->request_size, b, 32),
+                cli_size(x->live_requested + x->request_size, c, 32),
+                cli_size(x->without_cache, d, 32));
 }
 
 static void
@@ -389,6 +397,8 @@ json_verdict(struct emitter *e, const struct explain *x)
             emitter_string(e, kinds[k].name);
     emitter_end(e);
     cli_json_key_u64(e, "missing", x->missing);
+    emitter_key(e, "cache_caused");
+    emitter_bool(e, x->cache_caused);
     emitter_end(e);
     emitter_key(e, "exactness");
     emitter_begin_dict(e);

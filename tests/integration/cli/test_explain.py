@@ -77,7 +77,8 @@ class Verdicts(unittest.TestCase):
         self.assertEqual((d["live_allocated"], d["cached_free"], d["outside"]),
                          (256 * MiB, 0, 0))
         self.assertEqual(got["request"]["segment_size"], 256 * MiB)
-        self.assertEqual(got["verdict"], {"kinds": ["live_exceeds"], "missing": 212 * MiB})
+        self.assertEqual(got["verdict"], {"kinds": ["live_exceeds"], "missing": 212 * MiB,
+                                          "cache_caused": False})
         self.assertTrue(got["exactness"]["oom_reproduced"])
         self.assertEqual([s["bytes"] for s in got["sites"]], [256 * MiB])
         self.assertEqual(got["sites"][0]["frames"][0]["name"], "fill")
@@ -122,13 +123,18 @@ class Verdicts(unittest.TestCase):
         path, snap, _ = A.record("fragment", "x-frag", SIMCUDA_MEM="60M")
         got = explain(path)
         self.check_common(got, snap, 60 * MiB, 0)
-        self.assertEqual(got["verdict"], {"kinds": ["fragmentation"], "missing": 0})
+        # Without cuprof's cache the 24 MiB live and the 16 MiB request fit the 60 MiB device.
+        self.assertEqual(got["verdict"], {"kinds": ["fragmentation"], "missing": 0,
+                                          "cache_caused": True})
         self.fragment_expect(got, snap)
         out = text(path)
         self.assertIn("verdict: fragmentation: 36.00 MiB cached free + 0 bytes free on the device "
                       ">= 16.00 MiB requested, but no free block of its stream and pool was large "
                       "enough (largest 12.00 MiB) and the driver had less than a new segment of "
-                      "16.00 MiB\n", out)
+                      "16.00 MiB\nwithout cuprof's cache this request could have fit: 24.00 MiB "
+                      "live + 16.00 MiB requested = 40.00 MiB of the 60.00 MiB that cuprof's "
+                      "segments and the driver's free memory held; CUPROF_MODE=trace records the "
+                      "program without a cache\nwhat would have avoided it", out)
         self.assertIn("  expandable_segments:True                   avoided          0      60.00 "
                       "MiB      40.00 MiB          3\n", out)
 
@@ -141,7 +147,8 @@ class Verdicts(unittest.TestCase):
         d = self.check_common(got, snap, 300 * MiB, 200 * MiB)
         self.assertEqual((d["outside"], d["outside_at_start"], d["live_allocated"]),
                          (100 * MiB, 100 * MiB, 0))
-        self.assertEqual(got["verdict"], {"kinds": ["outside"], "missing": 56 * MiB})
+        self.assertEqual(got["verdict"], {"kinds": ["outside"], "missing": 56 * MiB,
+                                          "cache_caused": False})
         self.assertIn("verdict: memory outside the allocator: 100.00 MiB outside and 0 bytes passed "
                       "through; 0 bytes live + 256.00 MiB requested = 256.00 MiB, the allocator "
                       "could reach 200.00 MiB (56.00 MiB short)\n", text(path))
@@ -154,7 +161,9 @@ class Verdicts(unittest.TestCase):
         got = explain(path)
         d = self.check_common(got, snap, 80 * MiB, 0)
         self.assertEqual((d["outside"], d["outside_at_start"]), (20 * MiB, 20 * MiB))
-        self.assertEqual(got["verdict"], {"kinds": ["outside", "fragmentation"], "missing": 0})
+        # 80 MiB less the context's 20 MiB: the 24 MiB live and the request fit without the cache.
+        self.assertEqual(got["verdict"], {"kinds": ["outside", "fragmentation"], "missing": 0,
+                                          "cache_caused": True})
         self.fragment_expect(got, snap)
         self.assertIn("verdict: a combination:\n  - memory outside the allocator: 20.00 MiB outside "
                       "and 0 bytes passed through; without them the new segment of 16.00 MiB "
@@ -172,7 +181,9 @@ class Verdicts(unittest.TestCase):
                          (80 * MiB, 80 * MiB, 0))
         self.assertEqual(got["settings"], {"recorded": "per_process_memory_fraction:0.5",
                                            "fraction": 0.5, "allowed": 150 * MiB})
-        self.assertEqual(got["verdict"], {"kinds": ["cap"], "missing": 0})
+        # The cap the user set holds without the cache too: 80 + 72 MiB > 150 MiB.
+        self.assertEqual(got["verdict"], {"kinds": ["cap"], "missing": 0,
+                                          "cache_caused": False})
         w = whatifs(got)
         for label in ("garbage_collection_threshold:0.6", "garbage_collection_threshold:0.8"):
             self.assertEqual(w[label]["setting"],
@@ -189,7 +200,9 @@ class Verdicts(unittest.TestCase):
                  SIMCUDA_FAIL="alloc:above=50M")
         got = explain(path)
         self.check_common(got, snap, 1 << 30, (1 << 30) - 60 * MiB)
-        self.assertEqual(got["verdict"], {"kinds": ["driver"], "missing": 0})
+        # The driver refused memory it had: no cache would have changed that.
+        self.assertEqual(got["verdict"], {"kinds": ["driver"], "missing": 0,
+                                          "cache_caused": False})
         # The replay's device does not refuse: it cannot reproduce this OOM, and says so.
         self.assertFalse(got["exactness"]["oom_reproduced"])
         self.assertTrue(whatifs(got)["recorded settings (defaults)"]["avoided"])
@@ -200,7 +213,8 @@ class Verdicts(unittest.TestCase):
         path, snap, _ = A.record("fragment", "x-mid", SIMCUDA_MEM="60M", CUPROF_MAX_ENTRIES="8")
         self.assertGreater(snap["cuprof"]["dropped_entries"][0], 0)
         got = explain(path)
-        self.assertEqual(got["verdict"], {"kinds": ["fragmentation"], "missing": 0})
+        self.assertEqual(got["verdict"], {"kinds": ["fragmentation"], "missing": 0,
+                                          "cache_caused": True})
         x = got["exactness"]
         self.assertEqual((x["mid_run"], x["dropped_entries"], x["start_misses"]),
                          (True, snap["cuprof"]["dropped_entries"][0], 0))
@@ -223,7 +237,7 @@ class Verdicts(unittest.TestCase):
                          ("peak", False, at + 1, None))
         d = got["device_bytes"]
         self.assertEqual((d["reserved"], d["live_requested"]), (peak, series[at + 1][0]))
-        self.assertEqual(got["verdict"], {"kinds": [], "missing": 0})
+        self.assertEqual(got["verdict"], {"kinds": [], "missing": 0, "cache_caused": False})
         self.assertTrue(all(w["avoided"] is None for w in got["whatif"]))
         # --at ENTRY: right after that entry; an oom entry is that OOM.
         self.assertEqual(explain(path, "--at", str(at))["at"], at + 1)
@@ -280,7 +294,10 @@ class PyTorchLayout(unittest.TestCase):
                          (24 * MiB, 36 * MiB, 24 * MiB))
         self.assertEqual(got["request"]["message"], None)
         self.assertEqual(got["request"]["frames"][0]["name"], "huge")
-        self.assertEqual(got["verdict"], {"kinds": ["fragmentation"], "missing": 0})
+        # PyTorch's cache is the program's own: never cuprof's to blame.
+        self.assertEqual(got["verdict"], {"kinds": ["fragmentation"], "missing": 0,
+                                          "cache_caused": False})
+        self.assertNotIn("without cuprof's cache", text(path))
         self.assertEqual(got["exactness"]["checked"], got["exactness"]["reproduced"])
         self.assertTrue(whatifs(got)["expandable_segments:True"]["avoided"])
         self.assertIn("device 0: 60.00 MiB (not recorded: reserved + pass-through + free, "
@@ -292,7 +309,8 @@ class PyTorchLayout(unittest.TestCase):
         d = got["device_bytes"]
         self.assertEqual((d["capacity"], d["capacity_from"], d["outside"], d["free"]),
                          (80 * MiB, "option", 20 * MiB, 0))
-        self.assertEqual(got["verdict"], {"kinds": ["outside", "fragmentation"], "missing": 0})
+        self.assertEqual(got["verdict"], {"kinds": ["outside", "fragmentation"], "missing": 0,
+                                          "cache_caused": False})
 
 
 class Errors(unittest.TestCase):

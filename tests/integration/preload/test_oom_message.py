@@ -3,10 +3,12 @@
 PyTorch's words, is logged once (at most 3, then one a second, saying how many were held back)
 unless CUPROF_LOG=quiet, kept in the snapshot under cuprof.oom_messages beside its `oom` trace
 entry (pickle and JSON, read back here with Python's pickle and json), and the line of the dump
-the OOM made says so. The expected messages are built here from the programs' own figures and
-PyTorch's format_size, never from cuprof.
+the OOM made says so. An OOM that only cuprof's cache caused (tests/apps/fragment: the program's
+live bytes and its request fit the device; the cache's pieces do not) says so after PyTorch's
+words, and the same program in trace mode gets its memory. The expected messages are built here
+from the programs' own figures and PyTorch's format_size, never from cuprof.
 
-Usage: test_oom_message.py --lib LIB --ld-path DIRS OOM OOM_REPEAT
+Usage: test_oom_message.py --lib LIB --ld-path DIRS OOM OOM_REPEAT FRAGMENT
 """
 import argparse
 import json
@@ -21,7 +23,7 @@ import shimrun  # noqa: E402
 
 MiB = 1 << 20
 TAIL = ("If reserved but unallocated memory is large try setting "
-        "CUPROF_ALLOC_CONF=max_split_size_mb:<MiB> to avoid fragmentation.  See documentation "
+        "CUPROF_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
         "for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html"
         "#environment-variables)")
 
@@ -128,17 +130,47 @@ def rate_limit(check, a, tmp):
         check_rows(check, load(last), [text] * 13, "repeat (exit dump)")
 
 
+def cache_caused(check, a, tmp):
+    """fragment 8 5 16 on a 60 MiB device: five 8 MiB blocks, two to PyTorch's 20 MiB segment,
+    every second one freed: 24 MiB live, 36 MiB free in three 12 MiB pieces, and the 16 MiB
+    request fits none of them (the driver has nothing left). Without the cache the driver would
+    hold the 24 MiB live only. In trace mode it does, and the request succeeds."""
+    for mode, outcome in (("cache", "failed"), ("trace", "ok")):
+        d = os.path.join(tmp, "fragment-" + mode)
+        os.makedirs(d)
+        r = shimrun.run_shim([a.fragment, "8", "5", "16"], a.ld_path, preload=a.lib, extra_env={
+            "CUPROF_MODE": mode, "SIMCUDA_MEM": "60M",
+            "CUPROF_SNAPSHOT": os.path.join(d, "s-%n.pickle")})
+        want_out = "fragment: blocks=5 live=3 request=%s\n" % outcome
+        check(r.returncode == 0 and r.stdout == want_out, f"fragment {mode}: {r}")
+        ooms = [l for l in cuprof_lines(r.stderr) if "out of memory" in l]
+        if mode == "trace":
+            check(ooms == [], f"fragment trace: {ooms}")
+            continue
+        live, request, device = 24 * MiB, 16 * MiB, 60 * MiB
+        text = (message(request, device, 0, live, device - live)
+                + " Without cuprof's cache this request could have fit: %s live + %s requested "
+                "= %s of the %s that cuprof's segments and the driver's free memory hold; "
+                "CUPROF_MODE=trace records the program without a cache."
+                % (format_size(live), format_size(request), format_size(live + request),
+                   format_size(device)))
+        check(ooms[:1] == ["cuprof: " + text], f"fragment cache: {ooms}\nexpected {text!r}")
+        check_rows(check, load(os.path.join(d, "s-1.pickle")), [text], "fragment (exit dump)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("oom")
     ap.add_argument("oom_repeat")
+    ap.add_argument("fragment")
     a = ap.parse_args()
     check = shimrun.Checks()
     with tempfile.TemporaryDirectory() as tmp:
         oom_levels(check, a, tmp)
         rate_limit(check, a, tmp)
+        cache_caused(check, a, tmp)
     check.finish()
 
 

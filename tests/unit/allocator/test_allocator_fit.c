@@ -223,14 +223,75 @@ test_fit_expandable(void **state)
     fixture_free(fx);
 }
 
+/* PyTorch's words for an OOM, as the shim writes them (the fit step on). */
+#define OOM_HEAD(tried, total, free, used, cached)                                                 \
+    "CUDA out of memory. Tried to allocate " tried ". GPU 0 has a total capacity of " total        \
+    " of which " free " is free. Of the allocated memory " used                                    \
+    " is allocated by cuprof, and " cached                                                         \
+    " is reserved by cuprof but unallocated. If reserved but unallocated memory is large "         \
+    "try setting CUPROF_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "         \
+    "documentation for Memory Management  "                                                        \
+    "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+
+/* tests/apps/fragment's history: five 8 MiB blocks (two to a 20 MiB segment), every second one
+ * freed, leaves 36 MiB free in three 12 MiB pieces of segments that also hold live blocks; a
+ * 16 MiB request finds no piece, no segment to release and no room for its own segment. Without
+ * the cache the driver would hold the 24 MiB live only, so the message says the cache caused it.
+ * In trace mode (no cache) an OOM is the program's own: no such sentence. */
+static void
+test_cache_caused_oom(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fit_fixture("", 60 * MIB);
+    struct allocator *a = fx->alloc;
+    uint64_t p[5], x = 0;
+    for (int i = 0; i < 5; i++)
+        p[i] = must_malloc(a, 0, 8 * MIB, 0);
+    assert_true(p[1] == p[0] + 8 * MIB && p[3] == p[2] + 8 * MIB);
+    must_free(a, p[1]);
+    must_free(a, p[3]);
+    assert_int_equal(allocator_malloc(a, 0, 16 * MIB, 0, 0, &x), -CUPROF_ENOMEM);
+    char msg[1024];
+    allocator_last_oom_message(a, 0, msg, sizeof(msg));
+    assert_string_equal(
+        msg,
+        OOM_HEAD("16.00 MiB", "60.00 MiB", "0 bytes", "24.00 MiB",
+                 "36.00 MiB") " Without cuprof's cache this request could "
+                              "have fit: 24.00 MiB live + 16.00 MiB requested = 40.00 MiB of the "
+                              "60.00 MiB that cuprof's segments and the driver's free memory "
+                              "hold; CUPROF_MODE=trace records the program without a cache.");
+    /* One byte more than the cache and the driver hold together: the program's own OOM. */
+    assert_int_equal(allocator_malloc(a, 0, 36 * MIB + 512, 0, 0, &x), -CUPROF_ENOMEM);
+    allocator_last_oom_message(a, 0, msg, sizeof(msg));
+    assert_string_equal(msg, OOM_HEAD("38.00 MiB", "60.00 MiB", "0 bytes", "24.00 MiB",
+                                      "36.00 MiB")); /* the 38 MiB segment it asked for */
+    assert_int_equal(allocator_malloc(a, 0, 36 * MIB, 0, 0, &x), -CUPROF_ENOMEM);
+    allocator_last_oom_message(a, 0, msg, sizeof(msg));
+    assert_non_null(strstr(msg, "24.00 MiB live + 36.00 MiB requested = 60.00 MiB of the "
+                                "60.00 MiB"));
+    fixture_free(fx);
+
+    fx = fixture_new("", 60 * MIB, 1);
+    allocator_destroy(fx->alloc);
+    fx->config.caching = false;
+    a = fx->alloc = allocator_create(&fx->config, &fx->ops, &fx->sink, 1);
+    assert_non_null(a);
+    for (int i = 0; i < 3; i++)
+        (void)must_malloc(a, 0, 16 * MIB, 0);
+    assert_int_equal(allocator_malloc(a, 0, 16 * MIB, 0, 0, &x), -CUPROF_ENOMEM);
+    allocator_last_oom_message(a, 0, msg, sizeof(msg));
+    assert_string_equal(msg,
+                        OOM_HEAD("16.00 MiB", "60.00 MiB", "12.00 MiB", "48.00 MiB", "0 bytes"));
+    fixture_free(fx);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fit_large),
-        cmocka_unit_test(test_fit_small),
-        cmocka_unit_test(test_fit_fraction),
-        cmocka_unit_test(test_fit_expandable),
+        cmocka_unit_test(test_fit_large),        cmocka_unit_test(test_fit_small),
+        cmocka_unit_test(test_fit_fraction),     cmocka_unit_test(test_fit_expandable),
+        cmocka_unit_test(test_cache_caused_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

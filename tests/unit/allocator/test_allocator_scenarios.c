@@ -273,7 +273,7 @@ test_retry_then_oom(void **state)
              "64.00 MiB of which 24.00 MiB is free. Of the allocated memory 40.00 MiB is "
              "allocated by cuprof, and 0 bytes is reserved by cuprof but unallocated. If reserved "
              "but unallocated memory is large try setting "
-             "CUPROF_ALLOC_CONF=max_split_size_mb:<MiB> to avoid fragmentation.  See "
+             "CUPROF_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
              "documentation for Memory Management  "
              "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)");
     const struct trace_event *oom = &fx->fake.trace[fx->fake.trace_count - 1];
