@@ -213,10 +213,12 @@ cache_caused_note(const struct alloc_device *dev, size_t size, size_t free_b, ch
 }
 
 /* PyTorch's OOM message (its current advice: expandable segments return free pages), with
- * cuprof as the owner of the cache, and cuprof's own sentence when its cache is the cause. */
+ * cuprof as the owner of the cache, and cuprof's own sentence when its cache is the cause. A
+ * request cuprof passed through (`passed`: the call that made it) ends with the driver's refusal
+ * instead: no cache setting applies to it. */
 static void
 build_oom_message_locked(struct alloc_device *dev, size_t size, size_t alloc_size, size_t free_b,
-                         size_t total_b)
+                         size_t total_b, const char *passed)
 {
     ALLOC_ASSERT_HELD(&dev->lock);
     char s_alloc[32], s_total[32], s_free[32], s_allowed[48] = "", s_used[32], s_cached[32];
@@ -232,6 +234,15 @@ build_oom_message_locked(struct alloc_device *dev, size_t size, size_t alloc_siz
     if (dev->set_fraction) {
         alloc_policy_format_size(dev->allowed_max, s_allowed, sizeof(s_allowed));
         strcat(s_allowed, " allowed; ");
+    }
+    if (passed != NULL) {
+        snprintf(dev->oom_message, sizeof(dev->oom_message),
+                 "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of "
+                 "which %s is free. %sOf the allocated memory %s is allocated by cuprof, and %s is "
+                 "reserved by cuprof but unallocated. The driver refused this request itself "
+                 "(%.64s, which cuprof passes through without caching).",
+                 s_alloc, dev->index, s_total, s_free, s_allowed, s_used, s_cached, passed);
+        return;
     }
     cache_caused_note(dev, size, free_b, note, sizeof(note));
     snprintf(dev->oom_message, sizeof(dev->oom_message),
@@ -255,8 +266,23 @@ report_oom_locked(struct alloc_device *dev, size_t size, size_t alloc_size, uint
     alloc_device_trace_locked(dev, TRACE_OOM, TRACE_POOL_DEFAULT, 0, size, stream, stack_id, free_b,
                               dev->request_owner);
     dev->stats.num_ooms++;
-    build_oom_message_locked(dev, size, alloc_size, free_b, total_b);
+    build_oom_message_locked(dev, size, alloc_size, free_b, total_b, NULL);
     return -CUPROF_ENOMEM;
+}
+
+void
+alloc_malloc_external_oom(struct alloc_device *dev, size_t size, uint64_t stream, uint8_t pool,
+                          uint32_t stack_id, const char *api)
+{
+    alloc_lock_acquire(&dev->lock);
+    size_t free_b = 0, total_b = 0;
+    if (dev->ops->mem_info(dev->ops->ctx, dev->index, &free_b, &total_b) != 0)
+        free_b = total_b = 0;
+    alloc_device_trace_locked(dev, TRACE_OOM, pool, 0, size, stream, stack_id, free_b,
+                              dev->request_owner);
+    dev->stats.num_ooms++;
+    build_oom_message_locked(dev, size, size, free_b, total_b, api);
+    alloc_lock_release(&dev->lock);
 }
 
 /* PyTorch's malloc from process_events to alloc_found_block. `size` > 0 and < 2^60.

@@ -43,4 +43,10 @@ alloc_malloc_whole_segment_locked(struct alloc_device *dev, size_t size, uint64_
                                   uint64_t stream, uint8_t pool, uint32_t stack_id,
                                   struct alloc_block **out);
 
+/* The driver refused a request made outside the cache (`pool`: enum trace_pool of the memory it
+ * asked for; `api`: the call, named in the message): an oom event tagged with `pool`, num_ooms
+ * and the OOM message, as for the cache's own OOMs. Takes dev->lock. */
+void alloc_malloc_external_oom(struct alloc_device *dev, size_t size, uint64_t stream, uint8_t pool,
+                               uint32_t stack_id, const char *api);
+
 #endif

@@ -293,6 +293,18 @@ allocator_track_external_in(struct allocator *alloc, int device, uint64_t addr, 
 }
 
 int
+allocator_note_external_oom(struct allocator *alloc, int device, size_t size, uint64_t stream,
+                            uint8_t pool, uint32_t stack_id, const char *api)
+{
+    struct alloc_device *dev = device_at(alloc, device);
+    /* 1 EiB and more: no memory could serve it, and PyTorch counts no OOM for it either. */
+    if (dev == NULL || (uint64_t)size >= ALLOC_MAX_REQUEST)
+        return -CUPROF_EINVAL;
+    alloc_malloc_external_oom(dev, size, stream, pool, stack_id, api);
+    return 0;
+}
+
+int
 allocator_untrack_external(struct allocator *alloc, uint64_t addr, uint32_t stack_id)
 {
     if (alloc == NULL)

@@ -77,6 +77,13 @@ int allocator_track_external(struct allocator *alloc, int device, uint64_t addr,
  * the caller picks): allocator_forget_context drops it when that context ends. */
 int allocator_track_external_in(struct allocator *alloc, int device, uint64_t addr, size_t size,
                                 uint64_t stream, uint8_t pool, uint32_t stack_id, uint64_t context);
+/* The driver refused an allocation made outside the cache (managed memory, the driver's pools,
+ * trace mode's pass-through calls) with out-of-memory: an oom event tagged with `pool`, counted
+ * in num_ooms, and an OOM message naming `api` (allocator_last_oom_message), as the cache's own
+ * OOMs have. Returns 0, or -CUPROF_EINVAL with nothing recorded (no such device, or a request of
+ * 1 EiB or more: no memory could serve it, and PyTorch counts no OOM for one). */
+int allocator_note_external_oom(struct allocator *alloc, int device, size_t size, uint64_t stream,
+                                uint8_t pool, uint32_t stack_id, const char *api);
 /* Forgets an external allocation (free_requested + free_completed + segment_free). Returns
  * -CUPROF_ENOTOWNED when addr is not a tracked external allocation. */
 int allocator_untrack_external(struct allocator *alloc, uint64_t addr, uint32_t stack_id);

@@ -795,3 +795,47 @@ analysis_history_not_kept(const struct snapshot *snap)
     }
     return NULL;
 }
+
+bool
+analysis_pool_passed(uint8_t pool)
+{
+    return pool != TRACE_POOL_DEFAULT && pool != TRACE_POOL_TRACE && pool != TRACE_POOL_NVTX;
+}
+
+int
+analysis_passthrough_at(const struct snapshot *snap, size_t device, size_t at, uint64_t *bytes)
+{
+    struct span_map live;
+    span_map_init(&live);
+    int rc = 0;
+    for (size_t s = 0; s < snap->segment_count && rc == 0; s++) {
+        const struct snap_segment *seg = &snap->segments[s];
+        if ((size_t)seg->device == device && analysis_pool_passed(seg->cuprof_pool))
+            rc = span_map_put(&live, seg->addr, seg->total_size, 0);
+    }
+    const struct snap_device_trace *t = trace_of(snap, device);
+    for (size_t i = t->count; rc == 0 && i-- > 0;) {
+        const struct snap_entry *e = &t->entries[i];
+        if (!analysis_pool_passed(e->pool))
+            continue;
+        if (e->action == TRACE_ALLOC)
+            (void)span_map_remove(&live, e->addr, NULL);
+        else if (e->action == TRACE_FREE_REQUESTED)
+            rc = span_map_put(&live, e->addr, e->size, 0);
+    }
+    for (size_t i = 0; rc == 0 && i < at && i < t->count; i++) {
+        const struct snap_entry *e = &t->entries[i];
+        if (!analysis_pool_passed(e->pool))
+            continue;
+        if (e->action == TRACE_ALLOC)
+            rc = span_map_put(&live, e->addr, e->size, 0);
+        else if (e->action == TRACE_FREE_REQUESTED)
+            (void)span_map_remove(&live, e->addr, NULL);
+    }
+    *bytes = 0;
+    for (size_t k = 0; rc == 0 && k < live.cap; k++)
+        if (live.slots[k].addr != 0)
+            *bytes += live.slots[k].size;
+    span_map_free(&live);
+    return rc;
+}

@@ -64,6 +64,15 @@ __attribute__((warn_unused_result)) int analysis_live_at(const struct snapshot *
                                                          size_t at, struct span_map_item **out,
                                                          size_t *n);
 
+/* True for memory cuprof passed through to the driver (managed, VMM, the driver's pools): not
+ * its allocator's, though the history records it as one-block segments. */
+bool analysis_pool_passed(uint8_t pool);
+
+/* Pass-through bytes live after `at` entries: the snapshot's own such segments with the trace
+ * undone back to the start, then replayed forward. Returns 0, or -1 when host memory runs out. */
+__attribute__((warn_unused_result)) int
+analysis_passthrough_at(const struct snapshot *snap, size_t device, size_t at, uint64_t *bytes);
+
 /* Bytes and allocation count per call site (stack index) of the allocations live after `at`
  * entries, largest bytes first (ties: lower stack first). *out is malloc'd (NULL when none).
  * Returns 0, or -1 when host memory runs out. */

@@ -25,48 +25,7 @@ trace_of(const struct snapshot *snap, size_t device)
 static bool
 external(uint8_t pool)
 {
-    return pool != TRACE_POOL_DEFAULT && pool != TRACE_POOL_TRACE;
-}
-
-/* Pass-through bytes (managed, VMM, the driver's pools) live after `at` entries: the snapshot's
- * own such segments with the trace undone back to the start, then replayed forward. Returns 0,
- * or -1 when host memory runs out. */
-static int
-passthrough_at(const struct snapshot *snap, size_t device, size_t at, uint64_t *bytes)
-{
-    struct span_map live;
-    span_map_init(&live);
-    int rc = 0;
-    for (size_t s = 0; s < snap->segment_count && rc == 0; s++) {
-        const struct snap_segment *seg = &snap->segments[s];
-        if ((size_t)seg->device == device && external(seg->cuprof_pool))
-            rc = span_map_put(&live, seg->addr, seg->total_size, 0);
-    }
-    const struct snap_device_trace *t = trace_of(snap, device);
-    for (size_t i = t->count; rc == 0 && i-- > 0;) {
-        const struct snap_entry *e = &t->entries[i];
-        if (!external(e->pool))
-            continue;
-        if (e->action == TRACE_ALLOC)
-            (void)span_map_remove(&live, e->addr, NULL);
-        else if (e->action == TRACE_FREE_REQUESTED)
-            rc = span_map_put(&live, e->addr, e->size, 0);
-    }
-    for (size_t i = 0; rc == 0 && i < at && i < t->count; i++) {
-        const struct snap_entry *e = &t->entries[i];
-        if (!external(e->pool))
-            continue;
-        if (e->action == TRACE_ALLOC)
-            rc = span_map_put(&live, e->addr, e->size, 0);
-        else if (e->action == TRACE_FREE_REQUESTED)
-            (void)span_map_remove(&live, e->addr, NULL);
-    }
-    *bytes = 0;
-    for (size_t k = 0; rc == 0 && k < live.cap; k++)
-        if (live.slots[k].addr != 0)
-            *bytes += live.slots[k].size;
-    span_map_free(&live);
-    return rc;
+    return analysis_pool_passed(pool);
 }
 
 /* Bytes of the allocator's segments after `at` entries that belong to private (CUDA graph)
@@ -153,12 +112,16 @@ fill_request(struct explain *x, const struct alloc_config *recorded)
     const struct snap_entry *e = &trace_of(x->snap, x->device)->entries[x->at];
     x->request_size = e->size;
     x->request_stream = e->stream;
+    x->request_pool = e->pool;
+    x->request_passed = external(e->pool);
     x->request_stack = e->stack;
     x->device_free_known = true;
     x->device_free = e->device_free;
     x->message = snapshot_oom_message_of(x->snap, x->device, x->at);
     uint64_t s = e->size;
-    if (recorded->expandable_segments) {
+    if (x->request_passed) {
+        x->request_segment = s; /* the driver's own allocation */
+    } else if (recorded->expandable_segments) {
         /* Expandable segments map whole pages for the request. */
         uint64_t page = s <= ALLOC_SMALL_SIZE ? ALLOC_SMALL_BUFFER : ALLOC_LARGE_BUFFER;
         x->request_segment = (s + page - 1) / page * page;
@@ -239,14 +202,20 @@ fill_verdict(struct explain *x)
     uint64_t need = x->live_allocated + x->request_size;
     uint64_t reach = x->reserved + x->free_bytes; /* what the allocator could have used */
     uint64_t seg = x->request_segment;
-    if (x->capacity_known && need > x->capacity) {
+    if (x->capacity_known && need + x->passthrough > x->capacity) {
         x->verdict = EXPLAIN_LIVE_EXCEEDS;
-        x->missing = need - x->capacity;
+        x->missing = need + x->passthrough - x->capacity;
         return;
     }
     if (need > reach) {
         x->verdict |= EXPLAIN_OUTSIDE;
         x->missing = need - reach;
+    }
+    /* A request the driver refused itself: no block, cap or segment of the cache was asked. */
+    if (x->request_passed) {
+        if (x->verdict == 0)
+            x->verdict = EXPLAIN_DRIVER;
+        return;
     }
     bool cached_fit = x->largest_fit >= x->request_size;
     if (x->allowed > 0 && x->reserved + seg > x->allowed && !cached_fit)
@@ -312,13 +281,18 @@ explain_compute(const struct snapshot *snap, const struct explain_request *req, 
             fill_request(x, &recorded);
         x->reserved = a.reserved_series[x->at];
         x->live_requested = a.live_series[x->at];
-        if (passthrough_at(snap, x->device, x->at, &x->passthrough) != 0 ||
-            passthrough_at(snap, x->device, a.count, &passthrough_end) != 0 ||
+        if (analysis_passthrough_at(snap, x->device, x->at, &x->passthrough) != 0 ||
+            analysis_passthrough_at(snap, x->device, a.count, &passthrough_end) != 0 ||
             private_pools_at(snap, x->device, x->at, &x->private_pools) != 0 ||
             fill_sites(x, req->top) != 0) {
             snprintf(err, errlen, "out of host memory");
             rc = -1;
         }
+        /* The history's figures count pass-through memory (one-block segments of its own) too:
+         * the allocator's are the rest, so that no byte counts twice. */
+        x->reserved -= x->passthrough < x->reserved ? x->passthrough : x->reserved;
+        x->live_requested -=
+            x->passthrough < x->live_requested ? x->passthrough : x->live_requested;
     }
     if (rc == 0) {
         fill_device(x, &a, passthrough_end, req);
@@ -328,6 +302,11 @@ explain_compute(const struct snapshot *snap, const struct explain_request *req, 
         }
     }
     if (rc == 0) {
+        /* The replay tracked the pass-through memory too. */
+        x->live_allocated -=
+            x->passthrough < x->live_allocated ? x->passthrough : x->live_allocated;
+        x->replay_reserved -=
+            x->passthrough < x->replay_reserved ? x->passthrough : x->replay_reserved;
         x->cached_free = x->reserved > x->live_allocated ? x->reserved - x->live_allocated : 0;
         fill_verdict(x);
     }

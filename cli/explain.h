@@ -82,6 +82,8 @@ struct explain {
     uint64_t request_size;    /* rounded, as PyTorch records it */
     uint64_t request_segment; /* what the allocator asked of the device for it */
     uint64_t request_stream;
+    uint8_t request_pool; /* enum trace_pool: not the allocator's when passed through */
+    bool request_passed;  /* managed, VMM or a driver pool: the driver refused it, no cache */
     uint32_t request_stack;
     bool device_free_known;
     uint64_t device_free; /* what the driver said was free */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator/trace_sink.h"
 #include "cli/analysis.h"
 #include "cli/cli_util.h"
 
@@ -51,17 +52,40 @@ print_heading(FILE *out, const char *path, const struct explain *x)
                 not_kept);
 }
 
+/* The kind of memory a passed-through request asked for, in words. */
+static const char *
+passed_kind(uint8_t pool)
+{
+    switch (pool) {
+    case TRACE_POOL_MANAGED:
+        return "managed memory";
+    case TRACE_POOL_VMM:
+        return "physical memory for VMM (cuMemCreate)";
+    case TRACE_POOL_ASYNC:
+        return "stream-ordered memory of the driver's pool";
+    default:
+        return "device memory";
+    }
+}
+
 static void
 print_request(FILE *out, const struct explain *x)
 {
     char s1[32], s2[32], s3[32];
     if (!x->is_oom)
         return;
-    fprintf(out,
-            "request: %s on stream %" PRIu64 " (a new segment would take %s); the driver "
-            "said %s was free\n",
-            cli_size(x->request_size, s1, 32), x->request_stream,
-            cli_size(x->request_segment, s2, 32), cli_size(x->device_free, s3, 32));
+    if (x->request_passed)
+        fprintf(out,
+                "request: %s on stream %" PRIu64 " (%s, passed through to the driver, which "
+                "refused it); the driver said %s was free\n",
+                cli_size(x->request_size, s1, 32), x->request_stream, passed_kind(x->request_pool),
+                cli_size(x->device_free, s3, 32));
+    else
+        fprintf(out,
+                "request: %s on stream %" PRIu64 " (a new segment would take %s); the driver "
+                "said %s was free\n",
+                cli_size(x->request_size, s1, 32), x->request_stream,
+                cli_size(x->request_segment, s2, 32), cli_size(x->device_free, s3, 32));
     cli_print_stack(out, x->snap, x->request_stack, 4, 6);
     if (x->message != NULL) {
         fputs("  message: ", out);
@@ -130,8 +154,9 @@ print_device(FILE *out, const struct explain *x)
                 "  (the replay held %s reserved here, the recording %s: blocks and free "
                 "space below are the replay's)\n",
                 cli_size(x->replay_reserved, s1, 32), cli_size(x->reserved, s2, 32));
-    snprintf(note, sizeof note, "(%s requested, %zu call site%s)",
-             cli_size(x->live_requested, s1, 32), x->all_sites, x->all_sites == 1 ? "" : "s");
+    snprintf(note, sizeof note, "(%s requested, %zu call site%s%s)",
+             cli_size(x->live_requested, s1, 32), x->all_sites, x->all_sites == 1 ? "" : "s",
+             x->passthrough > 0 ? ", pass-through memory's among them" : "");
     line(out, 2, "live blocks", x->live_allocated, note);
     print_sites(out, x);
     if (x->pending_free > 0)
@@ -230,7 +255,7 @@ print_exactness(FILE *out, const struct explain *x)
 {
     fprintf(out, "how exact: the recorded settings' replay reproduced %zu/%zu placements",
             x->reproduced, x->checked);
-    if (x->is_oom)
+    if (x->is_oom && !x->request_passed)
         fprintf(out, x->baseline_oom ? " and this OOM" : " but not this OOM (rows less certain)");
     if (x->mid_run)
         fprintf(out,
@@ -246,14 +271,18 @@ static void
 print_whatif(FILE *out, const struct explain *x)
 {
     char s1[32], s2[32], label[128];
+    bool judged = x->is_oom && !x->request_passed; /* an OOM some setting may avoid */
+    if (x->is_oom && x->request_passed)
+        fprintf(out, "no setting of cuprof's cache applies to this request: the driver refused "
+                     "it itself\n");
     fprintf(out, "%s (the history replayed from its start under each setting):\n",
-            x->is_oom ? "what would have avoided it" : "the peak under other settings");
-    fprintf(out, "  %-42s %-12s %5s %14s %14s %10s\n", "setting", x->is_oom ? "this OOM" : "",
-            "OOMs", "peak reserved", "peak allocated", "cudaMalloc");
+            judged ? "what would have avoided it" : "the peak under other settings");
+    fprintf(out, "  %-42s %-12s %5s %14s %14s %10s\n", "setting", judged ? "this OOM" : "", "OOMs",
+            "peak reserved", "peak allocated", "cudaMalloc");
     for (size_t i = 0; i < x->nwhatifs; i++) {
         const struct explain_whatif *w = &x->whatifs[i];
         const char *fate = !w->ok       ? "failed"
-                           : !x->is_oom ? ""
+                           : !judged    ? ""
                            : w->avoided ? "avoided"
                                         : "not avoided";
         fprintf(out, "  %-42.42s %-12s %5zu %14s %14s %10" PRIu64 "\n",
@@ -294,6 +323,8 @@ json_request(struct emitter *e, const struct explain *x)
     cli_json_key_u64(e, "segment_size", x->request_segment);
     cli_json_key_u64(e, "stream", x->request_stream);
     cli_json_key_u64(e, "device_free", x->device_free);
+    emitter_key(e, "passed_through");
+    emitter_bool(e, x->request_passed);
     emitter_key(e, "frames");
     cli_json_frames(e, x->snap, x->request_stack);
     emitter_key(e, "message");
@@ -430,7 +461,7 @@ json_whatif(struct emitter *e, const struct explain *x)
         emitter_key(e, "ok");
         emitter_bool(e, w->ok);
         emitter_key(e, "avoided");
-        if (x->is_oom)
+        if (x->is_oom && !x->request_passed)
             emitter_bool(e, w->avoided);
         else
             emitter_none(e);

@@ -84,7 +84,13 @@ replay_capacity_from_ooms(const struct snapshot *snap, size_t device)
     const struct snap_device_trace *t = &snap->device_traces[device];
     for (size_t i = 0; i < t->count; i++)
         if (t->entries[i].action == TRACE_OOM) {
-            capacity = a.reserved_series[i] + t->entries[i].device_free;
+            /* What the allocator held then (the history counts pass-through memory too, which
+             * the replays keep off their device) and what the driver had free. */
+            uint64_t passed = 0;
+            if (analysis_passthrough_at(snap, device, i, &passed) != 0)
+                passed = 0;
+            uint64_t held = a.reserved_series[i];
+            capacity = (passed < held ? held - passed : 0) + t->entries[i].device_free;
             break;
         }
     analysis_free(&a);

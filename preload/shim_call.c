@@ -84,6 +84,18 @@ shim_call_track_external(const struct shim_call *call, int device, uint64_t addr
         shim_call_log_bad_answer(api);
 }
 
+void
+shim_call_note_refusal(const struct shim_call *call, CUresult result, int device, size_t size,
+                       uint64_t stream, uint8_t pool, const char *api)
+{
+    if (result != CUDA_ERROR_OUT_OF_MEMORY || device < 0 ||
+        device >= allocator_device_count(call->rt->alloc))
+        return;
+    if (allocator_note_external_oom(call->rt->alloc, device, size, stream, pool, call->stack_id,
+                                    api) == 0)
+        runtime_notify_oom(device);
+}
+
 CUresult
 shim_call_result(const struct shim_call *call, int result)
 {

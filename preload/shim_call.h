@@ -72,6 +72,12 @@ void shim_call_log_bad_answer(const char *api);
 void shim_call_track_external(const struct shim_call *call, int device, uint64_t addr, size_t size,
                               uint64_t stream, uint8_t pool, const char *api);
 
+/* A call cuprof passed to the driver (`api`, for `size` bytes of `pool` memory) and the driver's
+ * answer: an out-of-memory refusal is recorded and reported as the cache's own OOMs are (an oom
+ * entry with its stack, the message, the OOM dump); any other answer is left alone. */
+void shim_call_note_refusal(const struct shim_call *call, CUresult result, int device, size_t size,
+                            uint64_t stream, uint8_t pool, const char *api);
+
 /* True when the cache may hand this allocation its memory: the calling thread's context owns the
  * device's cache (or nobody did, and now it does). Else the driver serves the call and it is
  * recorded as that context's external memory (ctx_owner.h). */

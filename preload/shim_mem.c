@@ -43,6 +43,8 @@ shim_mem_alloc(CUdeviceptr *dptr, size_t size)
         if (result == CUDA_SUCCESS)
             shim_call_track_external(&call, call.device, *dptr, size, 0, TRACE_POOL_TRACE,
                                      "cuMemAlloc_v2");
+        shim_call_note_refusal(&call, result, call.device, size, 0, TRACE_POOL_TRACE,
+                               "cuMemAlloc_v2");
         shim_call_end(&call);
         return result;
     }
@@ -213,6 +215,9 @@ shim_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t heig
         if (result == CUDA_SUCCESS && *pitch != 0 && height <= SIZE_MAX / *pitch)
             shim_call_track_external(&call, call.device, *dptr, *pitch * height, 0,
                                      TRACE_POOL_TRACE, "cuMemAllocPitch_v2");
+        if (width > 0 && height <= SIZE_MAX / width) /* the pitch is unknown: at least this */
+            shim_call_note_refusal(&call, result, call.device, width * height, 0, TRACE_POOL_TRACE,
+                                   "cuMemAllocPitch_v2");
     }
     shim_call_end(&call);
     return result;
@@ -229,6 +234,8 @@ shim_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned int flags)
     if (result == CUDA_SUCCESS)
         shim_call_track_external(&call, call.device, *dptr, size, 0, TRACE_POOL_MANAGED,
                                  "cuMemAllocManaged");
+    shim_call_note_refusal(&call, result, call.device, size, 0, TRACE_POOL_MANAGED,
+                           "cuMemAllocManaged");
     shim_call_end(&call);
     return result;
 }
@@ -310,6 +317,8 @@ alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdevic
         if (result == CUDA_SUCCESS)
             shim_call_track_external(&call, call.device, *dptr, size, sid, TRACE_POOL_ASYNC,
                                      "cuMemAllocAsync");
+        shim_call_note_refusal(&call, result, call.device, size, sid, TRACE_POOL_ASYNC,
+                               "cuMemAllocAsync");
     }
     shim_call_end(&call);
     return result;
@@ -377,6 +386,8 @@ alloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 fn, CUdeviceptr *dptr, size_t
     if (result == CUDA_SUCCESS)
         shim_call_track_external(&call, call.device, *dptr, size, stream_id_from_cu(stream, ptsz),
                                  TRACE_POOL_ASYNC, "cuMemAllocFromPoolAsync");
+    shim_call_note_refusal(&call, result, call.device, size, stream_id_from_cu(stream, ptsz),
+                           TRACE_POOL_ASYNC, "cuMemAllocFromPoolAsync");
     shim_call_end(&call);
     return result;
 }

@@ -17,6 +17,14 @@ shim_vmm_create(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAl
 {
     REAL_CUDA_OR_FAIL(real, cuMemCreate)
     CUresult result = real->cuMemCreate(handle, size, prop, flags);
+    struct shim_call call;
+    if (result == CUDA_ERROR_OUT_OF_MEMORY && prop != NULL &&
+        prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+        SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC)) {
+        shim_call_note_refusal(&call, result, prop->location.id, size, 0, TRACE_POOL_VMM,
+                               "cuMemCreate");
+        shim_call_end(&call);
+    }
     /* Out of host memory for the table: the handle's mappings just go unrecorded. */
     if (result == CUDA_SUCCESS && prop != NULL &&
         prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&

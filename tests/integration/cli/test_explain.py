@@ -208,6 +208,52 @@ class Verdicts(unittest.TestCase):
         self.assertTrue(whatifs(got)["recorded settings (defaults)"]["avoided"])
         self.assertIn("but not this OOM (rows less certain)", text(path))
 
+    def test_passed_through(self):
+        # train_loop in trace mode on 270 MiB: its cudaMalloc blocks are trace mode's segments,
+        # its cudaMallocAsync ones go to the driver's pool, which refuses one at line 130. That
+        # request was never the allocator's: no setting of it applies, and the pass-through
+        # memory counts once (before, the live blocks and the pass-through line both held it,
+        # and the outside bytes were short by as much).
+        path = os.path.join(A.WORK, "x-passed.pickle")
+        for f in os.listdir(A.WORK):
+            if f.startswith("x-passed."):
+                os.unlink(os.path.join(A.WORK, f))
+        p = A.cuprof("run", "--sim", "-q", "--mode", "trace", "-o", path, "--",
+                     os.path.join(A.APPS, "train_loop"), SIMCUDA_MEM="270M")
+        self.assertIn("FAIL cudaMallocAsync", p.stdout)
+        with open(path, "rb") as f:
+            snap = pickle.load(f)
+        trace = snap["device_traces"][0]
+        at = first_oom(snap)
+        self.assertEqual((at, trace[at].get("cuprof_pool")), (len(trace) - 1, "async"))
+        live = {}
+        for e in trace[:at]:
+            if e["action"] == "alloc":
+                live[e["addr"]] = (e["size"], e.get("cuprof_pool"))
+            elif e["action"] == "free_completed":
+                live.pop(e["addr"], None)
+        passed = sum(n for n, pool in live.values() if pool == "async")
+        own = sum(n for n, pool in live.values() if pool != "async")
+        self.assertGreater(passed, 0)
+        got = explain(path)
+        d = got["device_bytes"]
+        free = trace[at]["device_free"]
+        self.assertEqual((d["passthrough"], d["live_allocated"], d["live_requested"],
+                          d["reserved"], d["cached_free"], d["free"]),
+                         (passed, own, own, own, 0, free))
+        self.assertEqual(d["outside"], 270 * MiB - own - passed - free)
+        self.assertTrue(got["request"]["passed_through"])
+        self.assertEqual(got["request"]["segment_size"], trace[at]["size"])
+        self.assertEqual(got["verdict"]["cache_caused"], False)
+        self.assertNotIn("fragmentation", got["verdict"]["kinds"])
+        self.assertTrue(all(w["avoided"] is None for w in got["whatif"]), got["whatif"])
+        out = text(path)
+        self.assertIn("stream-ordered memory of the driver's pool, passed through to the driver, "
+                      "which refused it", out)
+        self.assertIn("no setting of cuprof's cache applies to this request: the driver refused "
+                      "it itself\nthe peak under other settings", out)
+        self.assertNotIn("this OOM", out)
+
     def test_mid_run(self):
         # A ring of 8 entries: the history starts mid-run; the same state and verdict.
         path, snap, _ = A.record("fragment", "x-mid", SIMCUDA_MEM="60M", CUPROF_MAX_ENTRIES="8")

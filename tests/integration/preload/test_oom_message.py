@@ -5,10 +5,13 @@ unless CUPROF_LOG=quiet, kept in the snapshot under cuprof.oom_messages beside i
 entry (pickle and JSON, read back here with Python's pickle and json), and the line of the dump
 the OOM made says so. An OOM that only cuprof's cache caused (tests/apps/fragment: the program's
 live bytes and its request fit the device; the cache's pieces do not) says so after PyTorch's
-words, and the same program in trace mode gets its memory. The expected messages are built here
-from the programs' own figures and PyTorch's format_size, never from cuprof.
+words, and the same program in trace mode gets its memory. A request cuprof passed through to the
+driver (trace mode's cudaMallocAsync, tests/apps/train_loop on a card too small for it) that the
+driver refused is an OOM as well: its entry (pool "async", the program's frame), its message naming
+the call, the OOM dump. The expected messages are built here from the programs' own figures and
+PyTorch's format_size, never from cuprof.
 
-Usage: test_oom_message.py --lib LIB --ld-path DIRS OOM OOM_REPEAT FRAGMENT
+Usage: test_oom_message.py --lib LIB --ld-path DIRS OOM OOM_REPEAT FRAGMENT TRAIN_LOOP
 """
 import argparse
 import json
@@ -158,6 +161,42 @@ def cache_caused(check, a, tmp):
         check_rows(check, load(os.path.join(d, "s-1.pickle")), [text], "fragment (exit dump)")
 
 
+def passed_through(check, a, tmp):
+    """train_loop in trace mode on 270 MiB: its cudaMallocAsync calls go to the driver's pool,
+    which runs out at line 130; without this the run had no OOM entry, message or dump."""
+    d = os.path.join(tmp, "passed")
+    os.makedirs(d)
+    r = shimrun.run_shim([a.train_loop], a.ld_path, preload=a.lib, extra_env={
+        "CUPROF_MODE": "trace", "SIMCUDA_MEM": "270M",
+        "CUPROF_SNAPSHOT": os.path.join(d, "s-%n.pickle")})
+    check(r.returncode != 0 and "FAIL cudaMallocAsync" in r.stdout and "at line 130" in r.stdout,
+          f"passed: {r}")
+    first, last = (os.path.join(d, "s-%d.pickle" % n) for n in (0, 1))
+    check(shimrun.dumps(d) == [first, last], f"passed: files {shimrun.dumps(d)}")
+    if not os.path.exists(first):
+        return
+    snap = load(first)
+    trace = snap["device_traces"][0]
+    e = trace[-1]
+    check(e["action"] == "oom" and e.get("cuprof_pool") == "async", f"passed: last entry {e}")
+    frames = [f for f in e["frames"] if f["filename"].endswith("train_loop.c")]
+    check(frames[:1] and frames[0]["name"] == "main" and frames[0]["line"] == 130,
+          f"passed: frames {e['frames']}")
+    held = sum(s["total_size"] for s in snap["segments"])
+    text = ("CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which "
+            "%s is free. Of the allocated memory %s is allocated by cuprof, and 0 bytes is "
+            "reserved by cuprof but unallocated. The driver refused this request itself "
+            "(cuMemAllocAsync, which cuprof passes through without caching)."
+            % (format_size(e["size"]), format_size(270 * MiB), format_size(e["device_free"]),
+               format_size(held)))
+    ooms = [l for l in cuprof_lines(r.stderr) if "out of memory" in l]
+    check(ooms[:2] == ["cuprof: " + text,
+                       "cuprof: snapshot written to %s (out of memory on device 0)" % first],
+          f"passed: {ooms}\nexpected {text!r}")
+    check_rows(check, snap, [text], "passed (OOM dump)")
+    check(snap["cuprof"]["stats"][0]["num_ooms"] == 1, f"passed: {snap['cuprof']['stats'][0]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -165,12 +204,14 @@ def main():
     ap.add_argument("oom")
     ap.add_argument("oom_repeat")
     ap.add_argument("fragment")
+    ap.add_argument("train_loop")
     a = ap.parse_args()
     check = shimrun.Checks()
     with tempfile.TemporaryDirectory() as tmp:
         oom_levels(check, a, tmp)
         rate_limit(check, a, tmp)
         cache_caused(check, a, tmp)
+        passed_through(check, a, tmp)
     check.finish()
 
 

@@ -285,13 +285,60 @@ test_cache_caused_oom(void **state)
     fixture_free(fx);
 }
 
+/* A request the shim passed through (trace mode's stream-ordered calls, managed memory, a pool
+ * of the program's own) that the driver refused: an oom event with its pool, stream, stack and
+ * the driver's free bytes, num_ooms, and a message that names the call instead of advising a
+ * cache setting. Nothing else changes. */
+static void
+test_external_oom(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 64 * MIB, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p = must_malloc(a, 0, 30 * MIB, 0); /* a 30 MiB segment: 34 MiB free */
+    assert_int_equal(allocator_track_external(a, 0, V, 20 * MIB, 5, TRACE_POOL_ASYNC, 0), 0);
+    size_t before = fx->fake.trace_count;
+    assert_int_equal(
+        allocator_note_external_oom(a, 0, 40 * MIB, 7, TRACE_POOL_ASYNC, 9, "cuMemAllocAsync"), 0);
+    assert_int_equal(fx->fake.trace_count, before + 1);
+    const struct trace_event *oom = &fx->fake.trace[before];
+    assert_int_equal(oom->action, TRACE_OOM);
+    assert_int_equal(oom->pool, TRACE_POOL_ASYNC);
+    assert_true(oom->size == 40 * MIB && oom->stream == 7 && oom->stack_id == 9);
+    assert_true(oom->device_free == 34 * MIB); /* the fake device counts its own segments */
+    char msg[1024];
+    allocator_last_oom_message(a, 0, msg, sizeof(msg));
+    assert_string_equal(
+        msg, "CUDA out of memory. Tried to allocate 40.00 MiB. GPU 0 has a total capacity of "
+             "64.00 MiB of which 34.00 MiB is free. Of the allocated memory 50.00 MiB is "
+             "allocated by cuprof, and 0 bytes is reserved by cuprof but unallocated. The driver "
+             "refused this request itself (cuMemAllocAsync, which cuprof passes through without "
+             "caching).");
+    struct memory_stats st;
+    allocator_get_stats(a, 0, &st);
+    assert_int_equal(st.num_ooms, 1);
+    assert_int_equal(st.allocated_bytes[STAT_ALL].current, 50 * MIB);
+    assert_int_equal(allocator_note_external_oom(a, 1, 1, 0, TRACE_POOL_ASYNC, 0, "x"),
+                     -CUPROF_EINVAL);
+    /* An impossible size (a pitched request of 2^64 - 11 bytes) is no OOM: nothing recorded. */
+    before = fx->fake.trace_count;
+    assert_int_equal(allocator_note_external_oom(a, 0, SIZE_MAX - 10, 0, TRACE_POOL_TRACE, 0, "x"),
+                     -CUPROF_EINVAL);
+    assert_int_equal(fx->fake.trace_count, before);
+    allocator_get_stats(a, 0, &st);
+    assert_int_equal(st.num_ooms, 1);
+    must_free(a, p);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fit_large),        cmocka_unit_test(test_fit_small),
         cmocka_unit_test(test_fit_fraction),     cmocka_unit_test(test_fit_expandable),
-        cmocka_unit_test(test_cache_caused_oom),
+        cmocka_unit_test(test_cache_caused_oom), cmocka_unit_test(test_external_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
