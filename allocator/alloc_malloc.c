@@ -255,18 +255,26 @@ build_oom_message_locked(struct alloc_device *dev, size_t size, size_t alloc_siz
              s_alloc, dev->index, s_total, s_free, s_allowed, s_used, s_cached, note);
 }
 
-static int
-report_oom_locked(struct alloc_device *dev, size_t size, size_t alloc_size, uint64_t stream,
-                  uint32_t stack_id)
+/* The OOM event (tagged with `pool`), num_ooms and the message; `passed` as for the message. */
+static void
+record_oom_locked(struct alloc_device *dev, size_t size, size_t alloc_size, uint64_t stream,
+                  uint8_t pool, uint32_t stack_id, const char *passed)
 {
     ALLOC_ASSERT_HELD(&dev->lock);
     size_t free_b = 0, total_b = 0;
     if (dev->ops->mem_info(dev->ops->ctx, dev->index, &free_b, &total_b) != 0)
         free_b = total_b = 0;
-    alloc_device_trace_locked(dev, TRACE_OOM, TRACE_POOL_DEFAULT, 0, size, stream, stack_id, free_b,
+    alloc_device_trace_locked(dev, TRACE_OOM, pool, 0, size, stream, stack_id, free_b,
                               dev->request_owner);
     dev->stats.num_ooms++;
-    build_oom_message_locked(dev, size, alloc_size, free_b, total_b, NULL);
+    build_oom_message_locked(dev, size, alloc_size, free_b, total_b, passed);
+}
+
+static int
+report_oom_locked(struct alloc_device *dev, size_t size, size_t alloc_size, uint64_t stream,
+                  uint32_t stack_id)
+{
+    record_oom_locked(dev, size, alloc_size, stream, TRACE_POOL_DEFAULT, stack_id, NULL);
     return -CUPROF_ENOMEM;
 }
 
@@ -275,13 +283,7 @@ alloc_malloc_external_oom(struct alloc_device *dev, size_t size, uint64_t stream
                           uint32_t stack_id, const char *api)
 {
     alloc_lock_acquire(&dev->lock);
-    size_t free_b = 0, total_b = 0;
-    if (dev->ops->mem_info(dev->ops->ctx, dev->index, &free_b, &total_b) != 0)
-        free_b = total_b = 0;
-    alloc_device_trace_locked(dev, TRACE_OOM, pool, 0, size, stream, stack_id, free_b,
-                              dev->request_owner);
-    dev->stats.num_ooms++;
-    build_oom_message_locked(dev, size, size, free_b, total_b, api);
+    record_oom_locked(dev, size, size, stream, pool, stack_id, api);
     alloc_lock_release(&dev->lock);
 }
 
