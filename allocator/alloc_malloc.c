@@ -235,16 +235,16 @@ build_oom_message_locked(struct alloc_device *dev, size_t size, size_t alloc_siz
         alloc_policy_format_size(dev->allowed_max, s_allowed, sizeof(s_allowed));
         strcat(s_allowed, " allowed; ");
     }
+    cache_caused_note(dev, size, free_b, note, sizeof(note));
     if (passed != NULL) {
         snprintf(dev->oom_message, sizeof(dev->oom_message),
                  "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of "
                  "which %s is free. %sOf the allocated memory %s is allocated by cuprof, and %s is "
                  "reserved by cuprof but unallocated. The driver refused this request itself "
-                 "(%.64s, which cuprof passes through without caching).",
-                 s_alloc, dev->index, s_total, s_free, s_allowed, s_used, s_cached, passed);
+                 "(%.64s, which cuprof passes through without caching).%s",
+                 s_alloc, dev->index, s_total, s_free, s_allowed, s_used, s_cached, passed, note);
         return;
     }
-    cache_caused_note(dev, size, free_b, note, sizeof(note));
     snprintf(dev->oom_message, sizeof(dev->oom_message),
              "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of "
              "which %s is free. %sOf the allocated memory %s is allocated by cuprof, and %s is "

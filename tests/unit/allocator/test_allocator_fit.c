@@ -295,8 +295,11 @@ test_external_oom(void **state)
     (void)state;
     struct alloc_fixture *fx = fixture_new("", 64 * MIB, 1);
     struct allocator *a = fx->alloc;
-    uint64_t p = must_malloc(a, 0, 30 * MIB, 0); /* a 30 MiB segment: 34 MiB free */
+    uint64_t p = must_malloc(a, 0, 30 * MIB, 0); /* a 30 MiB segment */
     assert_int_equal(allocator_track_external(a, 0, V, 20 * MIB, 5, TRACE_POOL_ASYNC, 0), 0);
+    /* The fake device charges its own segments only: take the driver's 20 MiB off by hand, so
+     * that it reports 14 MiB free (of 44). */
+    fx->fake.capacity[0] = 44 * MIB;
     size_t before = fx->fake.trace_count;
     assert_int_equal(
         allocator_note_external_oom(a, 0, 40 * MIB, 7, TRACE_POOL_ASYNC, 9, "cuMemAllocAsync"), 0);
@@ -305,12 +308,12 @@ test_external_oom(void **state)
     assert_int_equal(oom->action, TRACE_OOM);
     assert_int_equal(oom->pool, TRACE_POOL_ASYNC);
     assert_true(oom->size == 40 * MIB && oom->stream == 7 && oom->stack_id == 9);
-    assert_true(oom->device_free == 34 * MIB); /* the fake device counts its own segments */
+    assert_true(oom->device_free == 14 * MIB);
     char msg[1024];
     allocator_last_oom_message(a, 0, msg, sizeof(msg));
     assert_string_equal(
         msg, "CUDA out of memory. Tried to allocate 40.00 MiB. GPU 0 has a total capacity of "
-             "64.00 MiB of which 34.00 MiB is free. Of the allocated memory 50.00 MiB is "
+             "44.00 MiB of which 14.00 MiB is free. Of the allocated memory 50.00 MiB is "
              "allocated by cuprof, and 0 bytes is reserved by cuprof but unallocated. The driver "
              "refused this request itself (cuMemAllocAsync, which cuprof passes through without "
              "caching).");
@@ -327,7 +330,15 @@ test_external_oom(void **state)
     assert_int_equal(fx->fake.trace_count, before);
     allocator_get_stats(a, 0, &st);
     assert_int_equal(st.num_ooms, 1);
+    /* Freed, the 30 MiB segment stays cached: with the driver's 14 MiB it would have held the
+     * 40 MiB, so the cache caused this one (cache mode; never in trace mode). */
     must_free(a, p);
+    assert_int_equal(
+        allocator_note_external_oom(a, 0, 40 * MIB, 7, TRACE_POOL_ASYNC, 9, "cuMemAllocAsync"), 0);
+    allocator_last_oom_message(a, 0, msg, sizeof(msg));
+    assert_non_null(strstr(msg, "(cuMemAllocAsync, which cuprof passes through without caching). "
+                                "Without cuprof's cache this request could have fit: 20.00 MiB "
+                                "live + 40.00 MiB requested = 60.00 MiB of the 64.00 MiB that"));
     expect_invariants(a);
     fixture_free(fx);
 }
