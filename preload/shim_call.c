@@ -13,6 +13,7 @@
 #include "preload/config.h"
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
+#include "preload/shim_capture.h"
 #include "snapshot/stacks.h"
 
 _Atomic(struct cuprof_runtime *) shim_call_ready_runtime;
@@ -82,6 +83,19 @@ shim_call_track_external(const struct shim_call *call, int device, uint64_t addr
                                     call->stack_id,
                                     ctx_owner_tag(call->context)) == -CUPROF_EDRIVER)
         shim_call_log_bad_answer(api);
+}
+
+bool
+shim_call_release_for_driver(const struct shim_call *call, CUresult result, int device)
+{
+    if (result != CUDA_ERROR_OUT_OF_MEMORY || call->rt->mode != CUPROF_MODE_CACHE || device < 0 ||
+        device >= allocator_device_count(call->rt->alloc) || shim_capture_any())
+        return false;
+    struct memory_stats before, after;
+    allocator_get_stats(call->rt->alloc, device, &before);
+    (void)allocator_empty_cache(call->rt->alloc, device);
+    allocator_get_stats(call->rt->alloc, device, &after);
+    return after.reserved_bytes[STAT_ALL].current < before.reserved_bytes[STAT_ALL].current;
 }
 
 void

@@ -72,6 +72,13 @@ void shim_call_log_bad_answer(const char *api);
 void shim_call_track_external(const struct shim_call *call, int device, uint64_t addr, size_t size,
                               uint64_t stream, uint8_t pool, const char *api);
 
+/* A call cuprof passed to the driver was refused for lack of memory (`result`) while cuprof's
+ * cache may hold free segments of `device`: without cuprof that memory would be the driver's, so
+ * in cache mode the cache hands them back (as the program's own empty_cache would: segment_free
+ * entries) unless a capture is under way (a cuMemFree would invalidate it). True when it released
+ * anything: then the caller asks the driver once more. */
+bool shim_call_release_for_driver(const struct shim_call *call, CUresult result, int device);
+
 /* A call cuprof passed to the driver (`api`, for `size` bytes of `pool` memory) and the driver's
  * answer: an out-of-memory refusal is recorded and reported as the cache's own OOMs are (an oom
  * entry with its stack, the message, the OOM dump); any other answer is left alone. */

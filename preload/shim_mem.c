@@ -40,6 +40,8 @@ shim_mem_alloc(CUdeviceptr *dptr, size_t size)
         return real->cuMemAlloc_v2(dptr, size);
     if (capture_forbids_cache() || !shim_call_cache_serves(&call)) {
         CUresult result = real->cuMemAlloc_v2(dptr, size);
+        if (shim_call_release_for_driver(&call, result, call.device))
+            result = real->cuMemAlloc_v2(dptr, size);
         if (result == CUDA_SUCCESS)
             shim_call_track_external(&call, call.device, *dptr, size, 0, TRACE_POOL_TRACE,
                                      "cuMemAlloc_v2");
@@ -212,6 +214,8 @@ shim_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t heig
         /* Trace mode, a request cuprof cannot size, one a capture keeps from the cache or one
          * of a context that does not own it: the driver's own answer, recorded. */
         result = real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
+        if (shim_call_release_for_driver(&call, result, call.device))
+            result = real->cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
         if (result == CUDA_SUCCESS && *pitch != 0 && height <= SIZE_MAX / *pitch)
             shim_call_track_external(&call, call.device, *dptr, *pitch * height, 0,
                                      TRACE_POOL_TRACE, "cuMemAllocPitch_v2");
@@ -231,6 +235,8 @@ shim_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned int flags)
     if (!SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return real->cuMemAllocManaged(dptr, size, flags);
     CUresult result = real->cuMemAllocManaged(dptr, size, flags);
+    if (shim_call_release_for_driver(&call, result, call.device))
+        result = real->cuMemAllocManaged(dptr, size, flags);
     if (result == CUDA_SUCCESS)
         shim_call_track_external(&call, call.device, *dptr, size, 0, TRACE_POOL_MANAGED,
                                  "cuMemAllocManaged");
@@ -314,6 +320,8 @@ alloc_async(const struct real_cuda *real, PFN_cuMemAllocAsync_v11020 fn, CUdevic
          * made it (its address is the graph's for the graph's life; its memory is the graph
          * pool's, device_footprint's graph_reserved_bytes_at_dump). */
         result = fn(dptr, size, stream);
+        if (shim_call_release_for_driver(&call, result, call.device))
+            result = fn(dptr, size, stream);
         if (result == CUDA_SUCCESS)
             shim_call_track_external(&call, call.device, *dptr, size, sid, TRACE_POOL_ASYNC,
                                      "cuMemAllocAsync");
@@ -383,6 +391,8 @@ alloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 fn, CUdeviceptr *dptr, size_t
     if (!SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC))
         return fn(dptr, size, pool, stream);
     CUresult result = fn(dptr, size, pool, stream);
+    if (shim_call_release_for_driver(&call, result, call.device))
+        result = fn(dptr, size, pool, stream);
     if (result == CUDA_SUCCESS)
         shim_call_track_external(&call, call.device, *dptr, size, stream_id_from_cu(stream, ptsz),
                                  TRACE_POOL_ASYNC, "cuMemAllocFromPoolAsync");

@@ -21,6 +21,8 @@ shim_vmm_create(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAl
     if (result == CUDA_ERROR_OUT_OF_MEMORY && prop != NULL &&
         prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
         SHIM_CALL_BEGIN(&call, SHIM_CALL_ALLOC)) {
+        if (shim_call_release_for_driver(&call, result, prop->location.id))
+            result = real->cuMemCreate(handle, size, prop, flags);
         shim_call_note_refusal(&call, result, prop->location.id, size, 0, TRACE_POOL_VMM,
                                "cuMemCreate");
         shim_call_end(&call);

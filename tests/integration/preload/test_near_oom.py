@@ -11,7 +11,14 @@ records the segments actually made (segment_alloc of each request's own size), o
 the same history without that key (PyTorch's allocator) runs out of memory where the recording
 did not.
 
-Usage: test_near_oom.py --lib LIB --ld-path PATH --cuprof CUPROF --checker CHECKER APP
+Memory cuprof passes through to the driver is asked for while the cache holds a free segment
+(passed_oom_app on 100 MiB: 60 MiB of managed memory, then 60 MiB from a pool of the program's
+own, each after a 60 MiB cudaMalloc freed again): without cuprof the driver has the room, so under
+cuprof the cache hands its free segment back and the call is made again. The output is the
+program's own in every mode; the cache-mode history shows each release (segment_free) right before
+the passed-through memory, and only the 200 MiB no one can serve is an OOM.
+
+Usage: test_near_oom.py --lib LIB --ld-path PATH --cuprof CUPROF --checker CHECKER APP PASSED_APP
 """
 import argparse
 import json
@@ -97,6 +104,49 @@ def check_replay(check, a, path, tmp):
               f"replay without the key: {rc} {row}")
 
 
+PASSED_WANT = ("malloc=cudaSuccess\nfree=cudaSuccess\nmanaged=cudaSuccess\n"
+               "malloc=cudaSuccess\nfree=cudaSuccess\npool=cudaSuccess\nfrom_pool=cudaSuccess\n"
+               "huge=cudaErrorMemoryAllocation\n")
+# The cache-mode history: each cached 60 MiB segment goes back right before the driver's memory.
+PASSED_HISTORY = [("segment_alloc", None), ("alloc", None), ("free_requested", None),
+                  ("free_completed", None), ("segment_free", None),
+                  ("segment_alloc", "managed"), ("alloc", "managed"),
+                  ("free_requested", "managed"), ("free_completed", "managed"),
+                  ("segment_free", "managed"),
+                  ("segment_alloc", None), ("alloc", None), ("free_requested", None),
+                  ("free_completed", None), ("segment_free", None),
+                  ("segment_alloc", "async"), ("alloc", "async"), ("free_requested", "async"),
+                  ("free_completed", "async"), ("segment_free", "async"), ("oom", "managed")]
+
+
+def check_passed(check, a):
+    env = {"SIMCUDA_MEM": "100M"}
+    plain = shimrun.run_shim([a.passed_app], a.ld_path, extra_env=env, timeout=60)
+    check(plain.returncode == 0 and plain.stdout == PASSED_WANT,
+          f"passed without cuprof: {plain.stdout!r} {plain.stderr!r}")
+    for what, extra in (("cache", {}), ("expandable",
+                                        {"CUPROF_ALLOC_CONF": "expandable_segments:True"}),
+                        ("trace", {"CUPROF_MODE": "trace"})):
+        with tempfile.TemporaryDirectory() as tmp:
+            run_env = dict(env, CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"),
+                           CUPROF_DUMP_ON="exit", CUPROF_LOG="quiet", **extra)
+            r = shimrun.run_shim([a.passed_app], a.ld_path, preload=a.lib, extra_env=run_env,
+                                 timeout=60)
+            check(r.returncode == 0 and r.stdout == PASSED_WANT,
+                  f"passed {what}: {r.stdout!r} {r.stderr!r}")
+            files = shimrun.dumps(tmp, "s-*.pickle")
+            if what != "cache" or len(files) != 1:
+                check(len(files) == 1, f"passed {what}: snapshots {files}")
+                continue
+            with open(files[0], "rb") as f:
+                trace = pickle.load(f)["device_traces"][0]
+            got = [(e["action"], e.get("cuprof_pool")) for e in trace
+                   if e["action"] != "snapshot"]
+            check(got == PASSED_HISTORY, f"passed cache: history {got}")
+            check(all(e["size"] == (200 if e["action"] == "oom" else 60) * MiB for e in trace
+                      if e["action"] != "snapshot"), "passed cache: sizes")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -104,8 +154,10 @@ def main():
     ap.add_argument("--cuprof", required=True)
     ap.add_argument("--checker", required=True)
     ap.add_argument("app")
+    ap.add_argument("passed_app")
     a = ap.parse_args()
     check = shimrun.Checks()
+    check_passed(check, a)
     plain = shimrun.run_shim([a.app, "8"], a.ld_path, extra_env=SIM, timeout=60)
     check(plain.returncode == 0 and plain.stdout == WANT,
           f"without cuprof: exit {plain.returncode}: {plain.stdout!r} {plain.stderr!r}")
