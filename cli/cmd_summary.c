@@ -157,7 +157,10 @@ print_ooms(FILE *out, const struct snapshot *snap, size_t device, const struct d
                     cli_size(a->reserved_series[i], s3, sizeof(s3)),
                     cli_size(cached, s2, sizeof(s2)));
         fprintf(out, "\n    why: %s\n",
-                e->device_free < e->size
+                analysis_pool_passed(e->pool)
+                    ? "the driver refused it itself (memory cuprof passes through: managed, VMM "
+                      "or a driver pool)"
+                : e->device_free < e->size
                     ? "no cached free block fit, and the device could not give a new segment "
                       "that large"
                     : "no cached free block fit, and the device refused the new segment "

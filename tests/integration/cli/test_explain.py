@@ -253,6 +253,9 @@ class Verdicts(unittest.TestCase):
         self.assertIn("no setting of cuprof's cache applies to this request: the driver refused "
                       "it itself\nthe peak under other settings", out)
         self.assertNotIn("this OOM", out)
+        # summary's OOM list says the same, not that no cached block fit.
+        self.assertIn("    why: the driver refused it itself (memory cuprof passes through: "
+                      "managed, VMM or a driver pool)\n", A.cuprof("summary", path, rc=0).stdout)
 
     def test_mid_run(self):
         # A ring of 8 entries: the history starts mid-run; the same state and verdict.
