@@ -214,8 +214,8 @@ cache_caused_note(const struct alloc_device *dev, size_t size, size_t free_b, ch
 
 /* PyTorch's OOM message (its current advice: expandable segments return free pages), with
  * cuprof as the owner of the cache, and cuprof's own sentence when its cache is the cause. A
- * request cuprof passed through (`passed`: the call that made it) ends with the driver's refusal
- * instead: no cache setting applies to it. */
+ * request cuprof passed through (`passed`: the call that made it) or made in trace mode ends with
+ * the driver's refusal instead: no cache setting applies to it. */
 static void
 build_oom_message_locked(struct alloc_device *dev, size_t size, size_t alloc_size, size_t free_b,
                          size_t total_b, const char *passed)
@@ -236,6 +236,9 @@ build_oom_message_locked(struct alloc_device *dev, size_t size, size_t alloc_siz
         strcat(s_allowed, " allowed; ");
     }
     cache_caused_note(dev, size, free_b, note, sizeof(note));
+    /* Trace mode gives every request a segment of its own: no cache setting applies either. */
+    if (passed == NULL && !dev->config->caching)
+        passed = "cuMemAlloc_v2 in trace mode";
     if (passed != NULL) {
         snprintf(dev->oom_message, sizeof(dev->oom_message),
                  "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of "
