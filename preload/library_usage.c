@@ -11,6 +11,7 @@
 #include "allocator/allocator.h"
 #include "allocator/cuprof_errors.h"
 #include "preload/addr_map.h"
+#include "preload/library_hint.h"
 #include "preload/library_table.h"
 #include "snapshot/snapshot_usage.h"
 
@@ -169,6 +170,7 @@ library_usage_begin_alloc_slow(uint32_t stack_id, const void *caller)
     }
     if (library == LIBRARY_UNKNOWN)
         library = library_table_of_caller();
+    library_hint_note(library);
     library_usage_current = library;
     return library;
 }

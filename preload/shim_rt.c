@@ -3,9 +3,13 @@
 #include "preload/shim_rt.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "allocator/allocator.h"
@@ -24,6 +28,7 @@
 #include "preload/shim_ctx.h"
 #include "preload/shim_mem.h"
 #include "preload/shim_peer.h"
+#include "snapshot/loader_gate.h"
 
 _Thread_local struct call_tag call_tag_current __attribute__((tls_model("initial-exec")));
 
@@ -59,13 +64,65 @@ static _Atomic(void *) rt_real[RT_FN_COUNT];
 #undef DRIVER_CALLED
 #undef RUNTIME_WRAPPER
 
-/* The runtime's own function: the next definition after libcuprof (dlsym(RTLD_NEXT) from us).
- * Resolved on first use; racing threads store the same pointer. The lookup is out of line so
- * that a resolved call keeps no registers of its own (off mode's cost is a few loads). */
+/* Loaded objects named libcudart.so*, in load order (at most RT_RUNTIMES_MAX). */
+#define RT_RUNTIMES_MAX 4
+struct rt_runtimes {
+    char path[RT_RUNTIMES_MAX][PATH_MAX];
+    size_t count;
+};
+
+static int
+runtime_object_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct rt_runtimes *r = data;
+    const char *slash = strrchr(info->dlpi_name, '/');
+    const char *base = slash != NULL ? slash + 1 : info->dlpi_name;
+    if (r->count < RT_RUNTIMES_MAX && strncmp(base, "libcudart.so", 12) == 0 &&
+        strlen(info->dlpi_name) < PATH_MAX)
+        snprintf(r->path[r->count++], PATH_MAX, "%s", info->dlpi_name);
+    return 0;
+}
+
+/* A runtime RTLD_NEXT cannot see: the dependency of a library loaded with dlopen(RTLD_LOCAL) (a
+ * Python extension module, a plugin), whose calls still reach cuprof's exports first (a preloaded
+ * library leads every lookup scope). The first loaded libcudart.so* that defines `name`; the
+ * handles are opened with RTLD_NOLOAD (nothing loads) after the walk (no dlopen inside it). */
+static void *
+rt_lookup_local(const char *name)
+{
+    struct rt_runtimes *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    (void)loader_gate_iterate(runtime_object_cb, r);
+    void *p = NULL;
+    for (size_t i = 0; i < r->count && p == NULL; i++) {
+        void *handle = dlopen(r->path[i], RTLD_LAZY | RTLD_NOLOAD);
+        if (handle == NULL)
+            continue;
+        p = real_dl_dlsym(handle, name);
+        dlclose(handle); /* still loaded by whoever loaded it: p stays valid */
+    }
+    free(r);
+    return p;
+}
+
+/* The runtime's own `name`: the next definition after libcuprof (dlsym(RTLD_NEXT) from us), or
+ * in a runtime loaded out of RTLD_NEXT's sight. */
+static void *
+rt_resolve(const char *name)
+{
+    void *p = real_dl_dlsym(RTLD_NEXT, name);
+    return p != NULL ? p : rt_lookup_local(name);
+}
+
+/* rt_resolve for an export, resolved on first use; racing threads store the same pointer. The
+ * lookup is out of line so that a resolved call keeps no registers of its own (off mode's cost is
+ * a few loads). */
 __attribute__((noinline, cold)) static void *
 rt_lookup_slow(enum rt_fn fn)
 {
-    void *p = real_dl_dlsym(RTLD_NEXT, rt_names[fn]);
+    void *p = rt_resolve(rt_names[fn]);
     if (p != NULL)
         atomic_store_explicit(&rt_real[fn], p, memory_order_release);
     return p;
@@ -191,8 +248,8 @@ fast_path_decide(void)
         return; /* not initialised yet: a later call decides */
     pthread_mutex_lock(&deciding);
     if (!atomic_load_explicit(&fast_path_decided, memory_order_acquire)) {
-        void *version_sym = real_dl_dlsym(RTLD_NEXT, "cudaRuntimeGetVersion");
-        void *peek_sym = real_dl_dlsym(RTLD_NEXT, "cudaPeekAtLastError");
+        void *version_sym = rt_resolve("cudaRuntimeGetVersion");
+        void *peek_sym = rt_resolve("cudaPeekAtLastError");
         cudaError_t (*get_version)(int *) = NULL;
         int version = 0;
         memcpy(&get_version, &version_sym, sizeof version_sym);
