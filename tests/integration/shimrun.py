@@ -115,13 +115,15 @@ def run_shim(cmd, ld_path, preload=None, extra_env=None, timeout=120):
     return run(cmd, env(ld_path, preload, **(extra_env or {})), timeout=timeout)
 
 
-def app_arguments(description=None):
+def app_arguments(description=None, more=()):
     """The command line of a test that runs one program under the shim: --lib LIB --ld-path
-    PATH APP."""
+    PATH APP, then the positional arguments named in `more`."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--lib", required=True)
     ap.add_argument("--ld-path", required=True)
     ap.add_argument("app")
+    for name in more:
+        ap.add_argument(name)
     return ap.parse_args()
 
 

@@ -12,7 +12,6 @@ CUPROF_LOG=quiet and for a library of any other name it says nothing.
 
 Usage: test_library_hint.py --lib LIB --ld-path DIRS APP RUNTIME_USER
 """
-import argparse
 import os
 import pickle
 import shutil
@@ -34,12 +33,7 @@ def hints(stderr):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--ld-path", required=True)
-    ap.add_argument("app")
-    ap.add_argument("runtime_user")
-    a = ap.parse_args()
+    a = shimrun.app_arguments(more=("runtime_user",))
     check = shimrun.Checks()
     with tempfile.TemporaryDirectory() as tmp:
         torch_lib = os.path.join(tmp, "torch", "lib")
