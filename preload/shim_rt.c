@@ -87,7 +87,9 @@ runtime_object_cb(struct dl_phdr_info *info, size_t size, void *data)
 /* A runtime RTLD_NEXT cannot see: the dependency of a library loaded with dlopen(RTLD_LOCAL) (a
  * Python extension module, a plugin), whose calls still reach cuprof's exports first (a preloaded
  * library leads every lookup scope). The first loaded libcudart.so* that defines `name`; the
- * handles are opened with RTLD_NOLOAD (nothing loads) after the walk (no dlopen inside it). */
+ * handles are opened with RTLD_NOLOAD (nothing loads) after the walk (no dlopen inside it). Two
+ * runtimes loaded privately by different libraries would both be served by the first one found,
+ * where without cuprof each library binds to its own: unusual, and not told apart here. */
 static void *
 rt_lookup_local(const char *name)
 {
