@@ -181,24 +181,18 @@ alloc_found_block_locked(struct alloc_device *dev, struct alloc_pool *pool, stru
     return b;
 }
 
-/* The sentence after PyTorch's message when cuprof's cache, not the program, ran the device out:
- * the driver lacked room for the request itself, but without the cache it would hold only the
- * program's live bytes as requested, so the cache's reserved bytes beyond them plus the driver's
- * free bytes are what the request could have had (a memory fraction the user set still caps
- * them). `explain` makes the same test from a snapshot. Empty when the request would not have
- * fit either, when the driver refused memory it had, or in trace mode (no cache). */
+/* The sentence after PyTorch's message when cuprof's cache, not the program, ran the device out
+ * (alloc_policy_cache_caused); empty otherwise, and in trace mode (no cache). */
 static void
 cache_caused_note(const struct alloc_device *dev, size_t size, size_t free_b, char *out, size_t len)
 {
     out[0] = '\0';
     int64_t reserved = dev->stats.reserved_bytes[STAT_ALL].current;
     int64_t live = dev->stats.requested_bytes[STAT_ALL].current;
-    if (!dev->config->caching || live < 0 || reserved < live || size <= free_b)
-        return;
-    uint64_t reach = (uint64_t)reserved + free_b;
-    if (dev->set_fraction && dev->allowed_max < reach)
-        reach = dev->allowed_max;
-    if ((uint64_t)live + size > reach)
+    uint64_t reach = 0;
+    if (!dev->config->caching || live < 0 || reserved < 0 ||
+        !alloc_policy_cache_caused((uint64_t)live, size, (uint64_t)reserved, free_b,
+                                   dev->set_fraction ? dev->allowed_max : 0, &reach))
         return;
     char s_live[32], s_size[32], s_need[32], s_reach[32];
     alloc_policy_format_size((uint64_t)live, s_live, sizeof(s_live));

@@ -102,6 +102,22 @@ alloc_policy_may_use(const struct alloc_config *config, size_t size, size_t cand
     return true;
 }
 
+/* Whether cuprof's cache, not the program, ran the device out of memory for a request of
+ * `request` bytes: the driver had less free (`driver_free`) than the request, but without the
+ * cache it would hold only the program's live bytes as requested (`live`), so the cache's
+ * reserved bytes (`reserved`, live ones included) plus the driver's free bytes are what the
+ * request could have had, capped by `cap` (a memory fraction the user set; 0: none), into *reach.
+ * The shim's OOM message and `cuprof explain` both ask it. */
+static inline bool
+alloc_policy_cache_caused(uint64_t live, uint64_t request, uint64_t reserved, uint64_t driver_free,
+                          uint64_t cap, uint64_t *reach)
+{
+    *reach = reserved + driver_free;
+    if (cap > 0 && cap < *reach)
+        *reach = cap;
+    return request > driver_free && live <= reserved && live + request <= *reach;
+}
+
 /* PyTorch's format_size: "1024 bytes", "1.50 KiB", "2.00 MiB", "3.00 GiB". */
 void alloc_policy_format_size(uint64_t bytes, char *buf, size_t len);
 

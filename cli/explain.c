@@ -22,12 +22,6 @@ trace_of(const struct snapshot *snap, size_t device)
     return device < snap->device_count ? &snap->device_traces[device] : &empty;
 }
 
-static bool
-external(uint8_t pool)
-{
-    return analysis_pool_passed(pool);
-}
-
 /* Bytes of the allocator's segments after `at` entries that belong to private (CUDA graph)
  * pools. Returns 0 or -1. */
 static int
@@ -42,7 +36,7 @@ private_pools_at(const struct snapshot *snap, size_t device, size_t at, uint64_t
         if (segs[i].index == UINT32_MAX)
             continue;
         const struct snap_segment *s = &snap->segments[segs[i].index];
-        if ((s->pool_id[0] != 0 || s->pool_id[1] != 0) && !external(s->cuprof_pool))
+        if ((s->pool_id[0] != 0 || s->pool_id[1] != 0) && !analysis_pool_passed(s->cuprof_pool))
             *bytes += segs[i].size;
     }
     free(segs);
@@ -113,13 +107,12 @@ fill_request(struct explain *x, const struct alloc_config *recorded)
     x->request_size = e->size;
     x->request_stream = e->stream;
     x->request_pool = e->pool;
-    x->request_passed = external(e->pool);
     x->request_stack = e->stack;
     x->device_free_known = true;
     x->device_free = e->device_free;
     x->message = snapshot_oom_message_of(x->snap, x->device, x->at);
     uint64_t s = e->size;
-    if (x->request_passed) {
+    if (explain_request_passed(x)) {
         x->request_segment = s; /* the driver's own allocation */
     } else if (recorded->expandable_segments) {
         /* Expandable segments map whole pages for the request. */
@@ -190,15 +183,9 @@ fill_verdict(struct explain *x)
 {
     if (!x->is_oom)
         return;
-    /* The driver lacked room for the request, but without cuprof's cache it would hold the live
-     * bytes as requested, no more (a fraction the user set still caps them): the shim's OOM
-     * message makes the same test. */
-    uint64_t without_cache = x->reserved + x->free_bytes;
-    if (x->allowed > 0 && x->allowed < without_cache)
-        without_cache = x->allowed;
-    x->cache_caused = cuprof_cache_mode(x->snap) && x->request_size > x->free_bytes &&
-                      x->live_requested + x->request_size <= without_cache;
-    x->without_cache = without_cache;
+    x->cache_caused = cuprof_cache_mode(x->snap) &&
+                      alloc_policy_cache_caused(x->live_requested, x->request_size, x->reserved,
+                                                x->free_bytes, x->allowed, &x->without_cache);
     uint64_t need = x->live_allocated + x->request_size;
     uint64_t reach = x->reserved + x->free_bytes; /* what the allocator could have used */
     uint64_t seg = x->request_segment;
@@ -212,7 +199,7 @@ fill_verdict(struct explain *x)
         x->missing = need - reach;
     }
     /* A request the driver refused itself: no block, cap or segment of the cache was asked. */
-    if (x->request_passed) {
+    if (explain_request_passed(x)) {
         if (x->verdict == 0)
             x->verdict = EXPLAIN_DRIVER;
         return;

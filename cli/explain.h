@@ -83,7 +83,6 @@ struct explain {
     uint64_t request_segment; /* what the allocator asked of the device for it */
     uint64_t request_stream;
     uint8_t request_pool; /* enum trace_pool: not the allocator's when passed through */
-    bool request_passed;  /* managed, VMM or a driver pool: the driver refused it, no cache */
     uint32_t request_stack;
     bool device_free_known;
     uint64_t device_free; /* what the driver said was free */
@@ -130,6 +129,14 @@ struct explain {
     struct explain_whatif *whatifs;
     size_t nwhatifs;
 };
+
+/* An OOM of a request cuprof passed through (managed, VMM, a driver pool): the driver refused it
+ * itself, no setting of the cache applies. */
+static inline bool
+explain_request_passed(const struct explain *x)
+{
+    return x->is_oom && analysis_pool_passed(x->request_pool);
+}
 
 /* Computes everything for req. Returns 0; -1 with one line in err (no OOM to explain, an entry
  * past the history, host memory). */

@@ -74,7 +74,7 @@ print_request(FILE *out, const struct explain *x)
     char s1[32], s2[32], s3[32];
     if (!x->is_oom)
         return;
-    if (x->request_passed)
+    if (explain_request_passed(x))
         fprintf(out,
                 "request: %s on stream %" PRIu64 " (%s, passed through to the driver, which "
                 "refused it); the driver said %s was free\n",
@@ -255,7 +255,7 @@ print_exactness(FILE *out, const struct explain *x)
 {
     fprintf(out, "how exact: the recorded settings' replay reproduced %zu/%zu placements",
             x->reproduced, x->checked);
-    if (x->is_oom && !x->request_passed)
+    if (!explain_request_passed(x) && x->is_oom)
         fprintf(out, x->baseline_oom ? " and this OOM" : " but not this OOM (rows less certain)");
     if (x->mid_run)
         fprintf(out,
@@ -271,8 +271,8 @@ static void
 print_whatif(FILE *out, const struct explain *x)
 {
     char s1[32], s2[32], label[128];
-    bool judged = x->is_oom && !x->request_passed; /* an OOM some setting may avoid */
-    if (x->is_oom && x->request_passed)
+    bool judged = !explain_request_passed(x) && x->is_oom; /* an OOM some setting may avoid */
+    if (explain_request_passed(x))
         fprintf(out, "no setting of cuprof's cache applies to this request: the driver refused "
                      "it itself\n");
     fprintf(out, "%s (the history replayed from its start under each setting):\n",
@@ -324,7 +324,7 @@ json_request(struct emitter *e, const struct explain *x)
     cli_json_key_u64(e, "stream", x->request_stream);
     cli_json_key_u64(e, "device_free", x->device_free);
     emitter_key(e, "passed_through");
-    emitter_bool(e, x->request_passed);
+    emitter_bool(e, explain_request_passed(x));
     emitter_key(e, "frames");
     cli_json_frames(e, x->snap, x->request_stack);
     emitter_key(e, "message");
@@ -461,7 +461,7 @@ json_whatif(struct emitter *e, const struct explain *x)
         emitter_key(e, "ok");
         emitter_bool(e, w->ok);
         emitter_key(e, "avoided");
-        if (x->is_oom && !x->request_passed)
+        if (!explain_request_passed(x) && x->is_oom)
             emitter_bool(e, w->avoided);
         else
             emitter_none(e);
