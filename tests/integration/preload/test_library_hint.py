@@ -2,9 +2,9 @@
 """A runtime loaded out of RTLD_NEXT's sight, and the line about a library that caches device
 memory itself (preload/library_hint.h). dlopen_alloc_app (linked to no CUDA library), and Python
 itself through ctypes, load a copy of tests/apps' libruntime_user.so with dlopen's RTLD_LOCAL, as
-Python loads an extension module; its cudaMalloc binds to cuprof's export (the preloaded library leads every lookup scope),
-and cuprof must find the runtime that dependency loaded (before, every call answered
-cudaErrorInitializationError under cuprof and succeeded without it). The program's output is the
+Python loads an extension module; its cudaMalloc binds to cuprof's export (the preloaded library
+leads every lookup scope), and cuprof must find the runtime that dependency loaded (before, every
+call answered cudaErrorInitializationError under cuprof and succeeded without it). The program's output is the
 one without cuprof in every mode, and the cache-mode snapshot counts its bytes for that library.
 Named as PyTorch's libc10_cuda.so, in cache mode cuprof says once, naming the object and its
 allocator, that trace mode records it as it runs without cuprof; in trace and off mode, under
