@@ -135,6 +135,13 @@ int allocator_lock_live_block(struct allocator *alloc, uint64_t addr, struct liv
 
 /* Releases every fully free cached segment of one device (-1: all devices). */
 int allocator_empty_cache(struct allocator *alloc, int device);
+/* The bytes allocator_empty_cache(device) would hand back to the device now: every cached
+ * segment none of whose blocks the program holds (pending frees count as free: the release waits
+ * for their events first) and, in an expandable segment, the whole pages inside each run of such
+ * blocks that is mapped. Memory tracked as external is the program's and never counts. Without
+ * cuprof's cache the device would have these bytes free (cuMemGetInfo adds them). Takes the
+ * device lock; 0 for a device out of range. */
+size_t allocator_releasable_bytes(struct allocator *alloc, int device);
 /* Drops every block of `device` without calling the device (after a context reset the driver
  * already freed them). The trace records it as the program would see it: pending frees get
  * free_completed, live blocks free_requested + free_completed (their alloc stack standing in for

@@ -36,6 +36,59 @@ allocator_count_locked(struct allocator *alloc, int device, size_t *segments, si
     *blocks = nb;
 }
 
+/* Whole pages of `seg` inside [start, end) (0 for an empty range). */
+static size_t
+whole_pages(const struct alloc_segment *seg, uint64_t start, uint64_t end)
+{
+    if (end <= start)
+        return 0;
+    uint64_t first = (start - seg->addr + seg->page - 1) / seg->page;
+    uint64_t last = (end - seg->addr) / seg->page;
+    return last > first ? (size_t)(last - first) * seg->page : 0;
+}
+
+/* What alloc_free_release_cached_locked would take from `seg`: all of it when no block is the
+ * program's; of an expandable one, the pages its free runs cover once merged and unmapped. */
+static size_t
+releasable_in_locked(const struct alloc_segment *seg)
+{
+    if (seg->external)
+        return 0;
+    if (!seg->expandable) {
+        for (const struct alloc_block *b = seg->head; b != NULL; b = b->next)
+            if (b->allocated)
+                return 0;
+        return seg->size;
+    }
+    size_t bytes = 0;
+    uint64_t run_start = 0, run_end = 0;
+    for (const struct alloc_block *b = seg->head; b != NULL; b = b->next) {
+        if (b->allocated || b->unmapped) {
+            bytes += whole_pages(seg, run_start, run_end);
+            run_start = run_end = 0;
+            continue;
+        }
+        if (run_end != b->addr) /* a run starts here (the previous block ended no run) */
+            run_start = b->addr;
+        run_end = b->addr + b->size;
+    }
+    return bytes + whole_pages(seg, run_start, run_end);
+}
+
+size_t
+allocator_releasable_bytes(struct allocator *alloc, int device)
+{
+    if (alloc == NULL || device < 0 || device >= alloc->device_count)
+        return 0;
+    struct alloc_device *dev = &alloc->devices[device];
+    size_t bytes = 0;
+    alloc_lock_acquire(&dev->lock);
+    for (struct avl_node *n = avl_first(&dev->segments); n != NULL; n = avl_next(n))
+        bytes += releasable_in_locked(seg_of(n));
+    alloc_lock_release(&dev->lock);
+    return bytes;
+}
+
 int
 allocator_copy_locked(struct allocator *alloc, int device, struct segment_info *segments,
                       size_t segment_cap, struct block_info *blocks, size_t block_cap,

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "allocator/allocator.h"
+#include "preload/ctx_owner.h"
 #include "preload/guard.h"
 #include "preload/runtime.h"
 #include "preload/real_cuda.h"
@@ -13,10 +14,25 @@
 CUresult
 shim_query_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
-    /* Pass-through: cached segments are real device allocations, so the device's numbers are
-     * the process footprint the program would see with the memory held by its own cache. */
     REAL_CUDA_OR_FAIL(real, cuMemGetInfo_v2)
-    return real->cuMemGetInfo_v2(free_bytes, total_bytes);
+    CUresult res = real->cuMemGetInfo_v2(free_bytes, total_bytes);
+    /* Without cuprof's cache the memory it keeps for no block of the program would be the
+     * driver's: programs size their work by this figure (a fraction of the free memory), so it
+     * must not shrink because cuprof caches. Memory the cache hands back when the driver runs
+     * short, nothing else, is added: a request of the figure then succeeds as without cuprof. */
+    struct cuprof_runtime *rt = shim_call_runtime_if_ready();
+    if (res != CUDA_SUCCESS || free_bytes == NULL || total_bytes == NULL || guard_active() ||
+        rt == NULL || rt->alloc == NULL || rt->mode != CUPROF_MODE_CACHE)
+        return res;
+    CUcontext ctx;
+    int device;
+    if (!ctx_owner_current(real, &ctx, &device) || device < 0 || device >= rt->device_count)
+        return res;
+    size_t releasable = allocator_releasable_bytes(rt->alloc, device);
+    if (*free_bytes <= *total_bytes)
+        *free_bytes +=
+            releasable < *total_bytes - *free_bytes ? releasable : *total_bytes - *free_bytes;
+    return res;
 }
 
 /* An address no allocation ever covers (page 0 is never mapped): asked in ptr's place when ptr

@@ -1,10 +1,13 @@
 /* shim_query.h: the query wrappers that must see through sub-allocation: cuMemGetInfo_v2 (the
- *   device's truth), cuMemGetAddressRange_v2 and cuPointerGetAttribute(s): a block answers as an
- *   allocation of its own of the size asked for, with a buffer ID of its own and the IPC
- *   capability cuIpcGetMemHandle grants it, and cuprof's memory outside every block the program
- *   holds (cached, freed, a block's rounding) as the driver answers where nothing is;
- *   cuIpcGetMemHandle, whose handle names a whole driver allocation.
- * Locking: allocator_range_of takes the device lock of the device holding the address.
+ *   driver's figures, plus in cache mode the cached memory no block of the program uses, which
+ *   the cache hands back when the driver runs short), cuMemGetAddressRange_v2 and
+ *   cuPointerGetAttribute(s): a block answers as an allocation of its own of the size asked for,
+ *   with a buffer ID of its own and the IPC capability cuIpcGetMemHandle grants it, and cuprof's
+ *   memory outside every block the program holds (cached, freed, a block's rounding) as the
+ *   driver answers where nothing is; cuIpcGetMemHandle, whose handle names a whole driver
+ *   allocation.
+ * Locking: allocator_range_of takes the device lock of the device holding the address,
+ *   allocator_releasable_bytes that of the current device.
  * Hot path: no. */
 #ifndef CUPROF_SHIM_QUERY_H
 #define CUPROF_SHIM_QUERY_H

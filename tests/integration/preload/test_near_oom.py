@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cuprof is never why a program runs out of memory: near_oom_app on a 256 MiB simulated device
+"""cuprof's rounding is never why a program runs out of memory: near_oom_app on a 256 MiB device
 with 8 MiB left after its fill asks for 3 MiB, 1.5 MiB twice, 512 B and 4 KiB, which the driver
 grants, and 64 MiB, which it does not. PyTorch's rules would ask 20 MiB and 2 MiB segments (out
 of memory from the first request on); the shim then asks a segment of just the request. The

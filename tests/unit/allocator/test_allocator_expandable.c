@@ -162,6 +162,7 @@ test_grow_and_release(void **state)
     assert_true(p2 == V + 5 * MIB);
     must_free(a, p1);
     /* Free [V, 5 MiB) and [V + 35 MiB, 5 MiB) hold no whole page: nothing to unmap. */
+    assert_int_equal(allocator_releasable_bytes(a, 0), 0);
     assert_int_equal(allocator_empty_cache(a, 0), 0);
     expect_invariants(a);
     expect_stats(a, 0,
@@ -169,7 +170,9 @@ test_grow_and_release(void **state)
                      LARGE("reserved_bytes", 41943040, 41943040, 41943040,
                            0) " num_device_alloc=2 num_sync_all_streams=1");
     must_free(a, p2);
+    assert_int_equal(allocator_releasable_bytes(a, 0), 40 * MIB);
     assert_int_equal(allocator_empty_cache(a, 0), 0);
+    assert_int_equal(allocator_releasable_bytes(a, 0), 0);
     expect_invariants(a);
     expect_stats(a, 0,
                  USED(x, 0, 2, 2, 2, 0, 36700160, 36700160, 36700160) LARGE(

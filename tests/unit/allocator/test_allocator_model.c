@@ -169,7 +169,7 @@ run_model(const char *conf, long ops, uint64_t seed)
     assert_non_null(m);
     fx->fake.keep_trace = false;
     m->rng = seed;
-    long ooms = 0, mallocs = 0;
+    long ooms = 0, mallocs = 0, releases_checked = 0;
     for (long op = 1; op <= ops; op++) {
         uint64_t r = next_rand(m) % 1000;
         if (r < 480 && m->count < MAX_LIVE) {
@@ -201,7 +201,13 @@ run_model(const char *conf, long ops, uint64_t seed)
         } else if (r < 990) {
             fake_device_complete(&fx->fake, next_rand(m) % 8);
         } else if (r < 992) {
+            /* What cuMemGetInfo adds back is exactly what a release gives the device. */
+            size_t releasable = allocator_releasable_bytes(a, 0);
+            size_t used = fx->fake.used[0];
             assert_int_equal(allocator_empty_cache(a, 0), 0);
+            assert_int_equal(used - fx->fake.used[0], releasable);
+            assert_int_equal(allocator_releasable_bytes(a, 0), 0);
+            releases_checked += releasable > 0;
         }
         if (op % 2000 == 0)
             check_against_model(fx, m, false);
@@ -224,6 +230,7 @@ run_model(const char *conf, long ops, uint64_t seed)
     assert_int_equal(fx->fake.page_count, 0);
     assert_true(ooms > 0); /* the 3 GiB device did run out now and then */
     assert_true(mallocs > ops / 3);
+    assert_true(releases_checked > 0);
     if (getenv("MODEL_VERBOSE"))
         print_message("%s: %ld ops, %ld mallocs, %ld ooms, %ld segments\n", conf, ops, mallocs,
                       ooms, fx->fake.segment_allocs);

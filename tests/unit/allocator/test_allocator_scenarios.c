@@ -597,6 +597,39 @@ test_traced_actions(void **state)
     fixture_free(fx);
 }
 
+/* What cuMemGetInfo adds back (allocator_releasable_bytes): a segment whose blocks are all free,
+ * a pending free included; never a segment that still holds a live block, nor external memory. */
+static void
+test_releasable_bytes(void **state)
+{
+    (void)state;
+    struct alloc_fixture *fx = fixture_new("", 1ULL << 30, 1);
+    struct allocator *a = fx->alloc;
+    uint64_t p1 = must_malloc(a, 0, 3 * MIB, 0); /* a 20 MiB segment */
+    uint64_t p2 = must_malloc(a, 0, 1000, 0);    /* a 2 MiB small segment */
+    uint64_t p3 = must_malloc(a, 0, 30 * MIB, 0);
+    uint64_t p4 = must_malloc(a, 0, 4 * MIB, 0); /* cut from p1's segment */
+    assert_int_equal(allocator_track_external(a, 0, B + 512 * MIB, 8 * MIB, 0, TRACE_POOL_VMM, 0),
+                     0);
+    assert_int_equal(allocator_releasable_bytes(a, 0), 0);
+    must_free(a, p3);
+    assert_int_equal(allocator_releasable_bytes(a, 0), 30 * MIB);
+    must_free(a, p2);
+    assert_int_equal(allocator_releasable_bytes(a, 0), 32 * MIB);
+    must_free(a, p1); /* p4 still holds the 20 MiB segment */
+    assert_int_equal(allocator_releasable_bytes(a, 0), 32 * MIB);
+    assert_int_equal(allocator_record_stream(a, p4, 7), 0);
+    must_free(a, p4); /* pending until stream 7's event completes: released after waiting */
+    assert_int_equal(allocator_releasable_bytes(a, 0), 52 * MIB);
+    assert_int_equal(allocator_releasable_bytes(a, 1), 0);
+    size_t used = fx->fake.used[0];
+    assert_int_equal(allocator_empty_cache(a, 0), 0);
+    assert_int_equal(used - fx->fake.used[0], 52 * MIB);
+    assert_int_equal(allocator_releasable_bytes(a, 0), 0);
+    expect_invariants(a);
+    fixture_free(fx);
+}
+
 int
 main(void)
 {
@@ -613,6 +646,7 @@ main(void)
         cmocka_unit_test(test_cached_only),
         cmocka_unit_test(test_owner_bytes),
         cmocka_unit_test(test_traced_actions),
+        cmocka_unit_test(test_releasable_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
