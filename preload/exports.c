@@ -21,6 +21,7 @@
 #include "preload/real_dl.h"
 #include "preload/shim_capture.h"
 #include "preload/shim_ctx.h"
+#include "preload/shim_driver_memory.h"
 #include "preload/shim_mem.h"
 #include "preload/shim_peer.h"
 #include "preload/shim_query.h"

@@ -18,6 +18,7 @@
 #include "preload/runtime.h"
 #include "preload/shim_capture.h"
 #include "preload/shim_ctx.h"
+#include "preload/shim_driver_memory.h"
 #include "preload/shim_mem.h"
 #include "preload/shim_peer.h"
 #include "preload/shim_query.h"

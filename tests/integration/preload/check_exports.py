@@ -37,6 +37,13 @@ CUDA_EXPORTS = {
     "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCaptureToGraph",
     "cuStreamBeginCaptureToGraph_ptsz", "cuStreamEndCapture", "cuStreamEndCapture_ptsz",
     "cuThreadExchangeStreamCaptureMode",
+    # calls that take device memory for the driver itself
+    "cuCtxSetLimit", "cuModuleLoad", "cuModuleLoadData", "cuModuleLoadDataEx",
+    "cuModuleLoadFatBinary", "cuModuleGetFunction", "cuLibraryLoadData", "cuLibraryLoadFromFile",
+    "cuLibraryGetKernel", "cuLibraryGetModule", "cuKernelGetFunction", "cuLaunchKernel",
+    "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+    "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuArrayCreate_v2",
+    "cuArray3DCreate_v2",
     # runtime API
     "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFreeAsync",
     "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",

@@ -96,6 +96,21 @@ KNOWN = {
         "the cache does not answer a cudaMalloc the driver would refuse during a capture "
         "(preload/shim_capture.c)",
 }
+# Calls that take device memory for the driver itself (kernel code, launches, arrays, a larger
+# stack): after the driver refuses one for lack of memory, cuprof's cache hands back what the
+# program freed and the call is made again (preload/shim_driver_memory.c).
+for _triple in (("cuCtxSetLimit", 3010, 0), ("cuModuleLoad", 2000, 0),
+                ("cuModuleLoadData", 2000, 0), ("cuModuleLoadFatBinary", 2000, 0),
+                ("cuModuleGetFunction", 2000, 0), ("cuLibraryLoadData", 12000, 0),
+                ("cuLibraryLoadFromFile", 12000, 0), ("cuLibraryGetKernel", 12000, 0),
+                ("cuLibraryGetModule", 12000, 0), ("cuKernelGetFunction", 12000, 0),
+                ("cuArrayCreate", 3020, 0), ("cuArray3DCreate", 3020, 0),
+                ("cuLaunchKernel", 4000, 0), ("cuLaunchKernel", 7000, 2),
+                ("cuLaunchCooperativeKernel", 9000, 0), ("cuLaunchCooperativeKernel", 9000, 2),
+                ("cuLaunchKernelEx", 11060, 0), ("cuLaunchKernelEx", 11060, 2)):
+    KNOWN[_triple] = ("extra: the driver takes device memory for itself here; when it has none, "
+                      "cuprof's cache hands back what the program freed and the call is made "
+                      "again (preload/shim_driver_memory.c)")
 
 
 def read_list(path):

@@ -423,6 +423,8 @@ ctx_teardown(struct CUctx_st *ctx)
     sim_peer_forget(ctx);
     pthread_mutex_lock(&ctx->dev->lock);
     ctx->limits_set = 0; /* a new context starts from the default limits */
+    ctx->dev->used_pages -= ctx->stack_pages;
+    ctx->stack_pages = 0;
     pthread_mutex_unlock(&ctx->dev->lock);
 }
 
@@ -711,6 +713,18 @@ cuCtxSetLimit(CUlimit limit, size_t value)
     if (limit == CU_LIMIT_MAX_L2_FETCH_GRANULARITY && value > 128)
         value = 128;
     pthread_mutex_lock(&c->dev->lock);
+    /* A larger stack is device memory for every thread the device can hold, taken now: the
+     * driver answers CUDA_ERROR_OUT_OF_MEMORY when it does not fit (cuda.h) and keeps the old. */
+    if (limit == CU_LIMIT_STACK_SIZE) {
+        size_t pages = sim_module_stack_pages(value);
+        if (pages > c->stack_pages && !sim_module_charge_locked(c->dev, pages - c->stack_pages)) {
+            pthread_mutex_unlock(&c->dev->lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (pages < c->stack_pages)
+            c->dev->used_pages -= c->stack_pages - pages;
+        c->stack_pages = pages;
+    }
     c->limits[limit] = value;
     c->limits_set |= 1u << limit;
     pthread_mutex_unlock(&c->dev->lock);

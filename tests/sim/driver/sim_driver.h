@@ -40,6 +40,7 @@ struct CUctx_st {
      * protected by dev->lock. */
     size_t limits[CU_LIMIT_MAX];
     unsigned limits_set;
+    size_t stack_pages; /* device pages a stack above the default takes; protected by dev->lock */
 };
 
 struct CUmemPoolHandle_st {
@@ -158,6 +159,12 @@ struct sim_device *sim_device_get(CUdevice d);
 /* Init check + the device `d`: CUDA_ERROR_INVALID_DEVICE for an ordinal it does not have. */
 CUresult sim_device_require(CUdevice d, struct sim_device **out)
     __attribute__((warn_unused_result));
+
+/* sim_module.c: the pages every thread's stack of `stack_bytes` takes beyond the default's (the
+ * device's 132 SMs x 2048 threads each), SIZE_MAX when past counting; and a charge of `pages` of
+ * the device's memory (false when they do not fit). */
+size_t sim_module_stack_pages(size_t stack_bytes);
+bool sim_module_charge_locked(struct sim_device *dev, size_t pages);
 
 /* sim_mem.c */
 CUresult sim_mem_alloc(struct CUctx_st *ctx, size_t size, enum sim_kind kind,

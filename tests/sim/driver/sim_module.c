@@ -1,0 +1,478 @@
+/* sim_module: the device memory the driver takes for itself, outside every allocation call:
+ * kernel code (modules and libraries, loaded eagerly or at first use as CUDA_MODULE_LOADING says:
+ * LAZY, the default since CUDA 12.2, or EAGER), texture arrays, and a thread stack larger than the
+ * default (cuCtxSetLimit). Each charges the device's pages and fails with
+ * CUDA_ERROR_OUT_OF_MEMORY when they do not fit, as a real driver does near the end of memory.
+ * No code runs: a launch checks its function and stream, loads the code if lazy loading left it
+ * unloaded, and is accepted. The code of every module takes one page (2 MiB); an array takes its
+ * texels' bytes rounded up to pages. Modules and arrays stay charged until unloaded or destroyed
+ * (not dropped with their context: a simplification no caller here depends on). */
+#include "sim_driver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MODULE_MAGIC 0x6d6f6475u
+#define FUNC_MAGIC   0x66756e63u
+#define ARRAY_MAGIC  0x61727261u
+
+struct CUfunc_st {
+    uint32_t magic;
+    struct CUmod_st *mod;
+    struct CUfunc_st *next;
+};
+
+struct CUmod_st {
+    uint32_t magic;
+    struct sim_device *dev;
+    bool loaded; /* its code holds a page; protected by dev->lock */
+    pthread_mutex_t funcs_lock;
+    struct CUfunc_st *funcs; /* handed out, freed at unload; protected by funcs_lock */
+};
+
+/* A library is a module whose kernels are its functions (a CUkernel may be launched as a
+ * CUfunction, cuda.h). */
+struct CUlib_st {
+    struct CUmod_st mod;
+};
+
+struct CUkern_st {
+    struct CUfunc_st func;
+};
+
+struct CUarray_st {
+    uint32_t magic;
+    struct sim_device *dev;
+    size_t pages;
+};
+
+/* Takes `pages` of the device's memory; false when they do not fit. */
+static bool
+charge_locked(struct sim_device *dev, size_t pages)
+{
+    size_t cap = dev->capacity / SIM_PAGE;
+    if (dev->used_pages > cap || pages > cap - dev->used_pages)
+        return false;
+    dev->used_pages += pages;
+    return true;
+}
+
+static bool
+lazy_loading(void)
+{
+    const char *mode = getenv("CUDA_MODULE_LOADING");
+    return mode == NULL || strcmp(mode, "EAGER") != 0;
+}
+
+/* Loads the module's code into device memory unless it is there. */
+static CUresult
+module_load_code(struct CUmod_st *mod)
+{
+    pthread_mutex_lock(&mod->dev->lock);
+    bool ok = mod->loaded || charge_locked(mod->dev, 1);
+    if (ok)
+        mod->loaded = true;
+    pthread_mutex_unlock(&mod->dev->lock);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* A module for the current context's device; its code loaded now unless loading is lazy. */
+static CUresult
+module_new(struct CUmod_st *mod, const void *image)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (image == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *mod = (struct CUmod_st){.magic = MODULE_MAGIC, .dev = ctx->dev};
+    pthread_mutex_init(&mod->funcs_lock, NULL);
+    return lazy_loading() ? CUDA_SUCCESS : module_load_code(mod);
+}
+
+static void
+module_drop(struct CUmod_st *mod)
+{
+    pthread_mutex_lock(&mod->dev->lock);
+    if (mod->loaded)
+        mod->dev->used_pages--;
+    mod->loaded = false;
+    pthread_mutex_unlock(&mod->dev->lock);
+    pthread_mutex_lock(&mod->funcs_lock);
+    struct CUfunc_st *f = mod->funcs;
+    mod->funcs = NULL;
+    pthread_mutex_unlock(&mod->funcs_lock);
+    while (f != NULL) {
+        struct CUfunc_st *next = f->next;
+        f->magic = 0;
+        free(f);
+        f = next;
+    }
+    mod->magic = 0;
+    pthread_mutex_destroy(&mod->funcs_lock);
+}
+
+/* A new function of `mod` (any name: the image is not parsed). */
+static CUresult
+module_function(struct CUmod_st *mod, const char *name, struct CUfunc_st **out)
+{
+    if (mod == NULL || mod->magic != MODULE_MAGIC || name == NULL || out == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    /* A CUkernel is a CUfunction with nothing more (cuda.h lets one stand for the other). */
+    struct CUfunc_st *f = calloc(1, sizeof(struct CUkern_st));
+    if (f == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    f->magic = FUNC_MAGIC;
+    f->mod = mod;
+    pthread_mutex_lock(&mod->funcs_lock);
+    f->next = mod->funcs;
+    mod->funcs = f;
+    pthread_mutex_unlock(&mod->funcs_lock);
+    *out = f;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuModuleLoadData(CUmodule *module, const void *image)
+{
+    if (module == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUmod_st *mod = malloc(sizeof(*mod));
+    if (mod == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = module_new(mod, image);
+    if (r != CUDA_SUCCESS) {
+        free(mod);
+        return r;
+    }
+    *module = mod;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                   CUjit_option *options, void **optionValues)
+{
+    (void)numOptions, (void)options, (void)optionValues;
+    return cuModuleLoadData(module, image);
+}
+
+CUresult
+cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+    return cuModuleLoadData(module, fatCubin);
+}
+
+CUresult
+cuModuleLoad(CUmodule *module, const char *fname)
+{
+    if (fname == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(fname, "rb");
+    if (f == NULL)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    fclose(f);
+    return cuModuleLoadData(module, fname);
+}
+
+CUresult
+cuModuleUnload(CUmodule hmod)
+{
+    if (hmod == NULL || hmod->magic != MODULE_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    module_drop(hmod);
+    free(hmod);
+    return CUDA_SUCCESS;
+}
+
+/* Lazy loading loads a module's code when a function of it is first asked for. */
+CUresult
+cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    if (hfunc == NULL || hmod == NULL || hmod->magic != MODULE_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = module_load_code(hmod);
+    return r == CUDA_SUCCESS ? module_function(hmod, name, hfunc) : r;
+}
+
+static CUresult
+library_load(CUlibrary *library, const void *code)
+{
+    if (library == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUlib_st *lib = malloc(sizeof(*lib));
+    if (lib == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = module_new(&lib->mod, code);
+    if (r != CUDA_SUCCESS) {
+        free(lib);
+        return r;
+    }
+    *library = lib;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                  void **jitOptionsValues, unsigned int numJitOptions,
+                  CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                  unsigned int numLibraryOptions)
+{
+    (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
+    (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
+    return library_load(library, code);
+}
+
+CUresult
+cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                      void **jitOptionsValues, unsigned int numJitOptions,
+                      CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                      unsigned int numLibraryOptions)
+{
+    (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
+    (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
+    if (fileName == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(fileName, "rb");
+    if (f == NULL)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    fclose(f);
+    return library_load(library, fileName);
+}
+
+CUresult
+cuLibraryUnload(CUlibrary library)
+{
+    if (library == NULL || library->mod.magic != MODULE_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    module_drop(&library->mod);
+    free(library);
+    return CUDA_SUCCESS;
+}
+
+/* A library's kernel: context-independent, nothing loaded yet. */
+CUresult
+cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    if (pKernel == NULL || library == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct CUfunc_st *f = NULL;
+    CUresult r = module_function(&library->mod, name, &f);
+    if (r == CUDA_SUCCESS)
+        *pKernel = (CUkernel)(void *)f;
+    return r;
+}
+
+CUresult
+cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+    if (pMod == NULL || library == NULL || library->mod.magic != MODULE_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = module_load_code(&library->mod);
+    if (r == CUDA_SUCCESS)
+        *pMod = &library->mod;
+    return r;
+}
+
+/* The kernel in the current context: its code loaded there. */
+CUresult
+cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    struct CUfunc_st *f = (struct CUfunc_st *)(void *)kernel;
+    if (pFunc == NULL || f == NULL || f->magic != FUNC_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = module_load_code(f->mod);
+    if (r == CUDA_SUCCESS)
+        *pFunc = f;
+    return r;
+}
+
+/* A launch of `f` on `stream`: the function must be one of ours and the stream live; the code is
+ * loaded first if lazy loading left it unloaded. No code runs. */
+static CUresult
+launch(CUfunction f, CUstream stream, bool per_thread)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (f == NULL || f->magic != FUNC_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUstreamCaptureStatus status;
+    r = per_thread ? cuStreamIsCapturing_ptsz(stream, &status)
+                   : cuStreamIsCapturing(stream, &status);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return module_load_code(f->mod);
+}
+
+CUresult
+cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+               unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+               unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
+{
+    (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY;
+    (void)blockDimZ, (void)sharedMemBytes, (void)kernelParams, (void)extra;
+    return launch(f, hStream, false);
+}
+
+CUresult
+cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                    unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                    unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                    void **kernelParams, void **extra)
+{
+    (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY;
+    (void)blockDimZ, (void)sharedMemBytes, (void)kernelParams, (void)extra;
+    return launch(f, hStream, true);
+}
+
+CUresult
+cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
+{
+    (void)kernelParams, (void)extra;
+    if (config == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return launch(f, config->hStream, false);
+}
+
+CUresult
+cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
+{
+    (void)kernelParams, (void)extra;
+    if (config == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return launch(f, config->hStream, true);
+}
+
+CUresult
+cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                          unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                          unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                          void **kernelParams)
+{
+    (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY;
+    (void)blockDimZ, (void)sharedMemBytes, (void)kernelParams;
+    return launch(f, hStream, false);
+}
+
+CUresult
+cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                               unsigned int gridDimZ, unsigned int blockDimX,
+                               unsigned int blockDimY, unsigned int blockDimZ,
+                               unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
+{
+    (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY;
+    (void)blockDimZ, (void)sharedMemBytes, (void)kernelParams;
+    return launch(f, hStream, true);
+}
+
+/* ---- arrays ---- */
+
+static size_t
+format_bytes(CUarray_format format)
+{
+    switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 0;
+    }
+}
+
+static CUresult
+array_create(CUarray *handle, size_t width, size_t height, size_t depth, CUarray_format format,
+             unsigned channels)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    size_t texel = format_bytes(format) * channels;
+    if (handle == NULL || width == 0 || texel == 0 ||
+        (channels != 1 && channels != 2 && channels != 4))
+        return CUDA_ERROR_INVALID_VALUE;
+    height = height ? height : 1;
+    depth = depth ? depth : 1;
+    if (width > SIZE_MAX / height / depth / texel)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t bytes = width * height * depth * texel;
+    struct CUarray_st *a = malloc(sizeof(*a));
+    if (a == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *a = (struct CUarray_st){
+        .magic = ARRAY_MAGIC, .dev = ctx->dev, .pages = bytes / SIM_PAGE + (bytes % SIM_PAGE != 0)};
+    pthread_mutex_lock(&a->dev->lock);
+    bool ok = charge_locked(a->dev, a->pages);
+    pthread_mutex_unlock(&a->dev->lock);
+    if (!ok) {
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *handle = a;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
+{
+    if (pAllocateArray == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return array_create(pHandle, pAllocateArray->Width, pAllocateArray->Height, 1,
+                        pAllocateArray->Format, pAllocateArray->NumChannels);
+}
+
+CUresult
+cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
+{
+    if (pAllocateArray == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return array_create(pHandle, pAllocateArray->Width, pAllocateArray->Height,
+                        pAllocateArray->Depth, pAllocateArray->Format, pAllocateArray->NumChannels);
+}
+
+CUresult
+cuArrayDestroy(CUarray hArray)
+{
+    if (hArray == NULL || hArray->magic != ARRAY_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&hArray->dev->lock);
+    hArray->dev->used_pages -= hArray->pages;
+    pthread_mutex_unlock(&hArray->dev->lock);
+    hArray->magic = 0;
+    free(hArray);
+    return CUDA_SUCCESS;
+}
+
+/* ---- the thread stack (cuCtxSetLimit) ---- */
+
+size_t
+sim_module_stack_pages(size_t stack_bytes)
+{
+    /* Every thread the device can hold at once gets the stack: 132 SMs x 2048 threads. */
+    const size_t threads = (size_t)132 * 2048, base = 1024;
+    if (stack_bytes <= base)
+        return 0;
+    size_t extra = stack_bytes - base;
+    if (extra > SIZE_MAX / threads)
+        return SIZE_MAX;
+    size_t bytes = extra * threads;
+    return bytes / SIM_PAGE + (bytes % SIM_PAGE != 0);
+}
+
+bool
+sim_module_charge_locked(struct sim_device *dev, size_t pages)
+{
+    return charge_locked(dev, pages);
+}
