@@ -51,6 +51,18 @@ static const struct hook_row hook_rows[] = {
 #undef DRIVER_LOOKUP
 #undef DRIVER_WRAPPER
 
+/* Every wrapper has its row's ABI, the PFN type cudaTypedefs.h gives that version: a pointer to a
+ * wrapper of another signature, handed out by cuGetProcAddress, would corrupt every call made
+ * through it. */
+#define DRIVER_LOOKUP(field, exported, lookup, min_version, max_version, ptsz, pfn, wrapper,       \
+                      params, args)                                                                \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&wrapper), pfn),                        \
+                   #wrapper " has the ABI of " #pfn);
+#define DRIVER_WRAPPER DRIVER_LOOKUP
+#include "preload/entry_points.def"
+#undef DRIVER_LOOKUP
+#undef DRIVER_WRAPPER
+
 /* Exported (versioned) driver names -> wrapper, for programs and cudart's fallback path that
  * dlsym the driver by name. The unsuffixed 32-bit cuMemAlloc/cuMemFree are never wrapped. */
 struct name_row {
