@@ -3,15 +3,46 @@
  * the program allocated all the free memory and freed it again. Without cuprof that memory is the
  * driver's again and every call succeeds; under cuprof's cache it stays cached unless the cache
  * hands it back. Driver API, primary context; "eager" as the first argument loads modules and
- * libraries with CUDA_MODULE_LOADING=EAGER (the code taken at load). Prints one line per call:
+ * libraries with CUDA_MODULE_LOADING=EAGER (the code taken at load). The code is
+ * driver_memory_kernel.fatbin beside the program when there is one (built by nvcc: real code for
+ * a real GPU), else a few bytes the simulated driver does not parse. Prints one line per call:
  * name=error (no sizes: compared with a run without cuprof). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char IMAGE[] = "simulated code"; /* the simulated driver does not parse images */
+#define MIB        ((size_t)1 << 20)
+#define MAX_CHUNKS 8192
+
+static const char FAKE_IMAGE[] = "simulated code";
+static const void *image = FAKE_IMAGE;
+static const char *image_file; /* the program itself without a fat binary (any file will do) */
+
+/* driver_memory_kernel.fatbin beside the program, read whole, when it is there. */
+static void
+find_image(const char *self)
+{
+    static char path[4096];
+    const char *slash = strrchr(self, '/');
+    int dir = slash != NULL ? (int)(slash - self) + 1 : 0;
+    snprintf(path, sizeof path, "%.*sdriver_memory_kernel.fatbin", dir, self);
+    image_file = self;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return;
+    char *data = malloc(1 << 20);
+    size_t n = data != NULL ? fread(data, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (n == 0) {
+        free(data);
+        return;
+    }
+    image = data;
+    image_file = path;
+}
 
 static void
 show(const char *name, CUresult r)
@@ -22,17 +53,28 @@ show(const char *name, CUresult r)
     printf("%s=%s\n", name, text);
 }
 
-/* All the free memory allocated and freed again: cached under cuprof's cache mode. */
+/* All the free memory allocated and freed again: cached under cuprof's cache mode. In one
+ * request where the driver can serve it (the simulated one does), else in 256 MiB and then 2 MiB
+ * pieces until the driver has no more. */
 static void
 fill_and_free(void)
 {
-    size_t free_b = 0, total = 0;
-    CUdeviceptr p = 0;
-    if (cuMemGetInfo(&free_b, &total) != CUDA_SUCCESS || cuMemAlloc(&p, free_b) != CUDA_SUCCESS ||
-        cuMemFree(p) != CUDA_SUCCESS) {
+    static CUdeviceptr chunk[MAX_CHUNKS];
+    size_t free_b = 0, total = 0, n = 0;
+    if (cuMemGetInfo(&free_b, &total) != CUDA_SUCCESS) {
         printf("fill failed\n");
         exit(3);
     }
+    bool whole = free_b > 0 && cuMemAlloc(&chunk[0], free_b) == CUDA_SUCCESS;
+    n = whole ? 1 : 0;
+    for (size_t piece = 256 * MIB; !whole && piece >= 2 * MIB; piece /= 128)
+        while (n < MAX_CHUNKS && cuMemAlloc(&chunk[n], piece) == CUDA_SUCCESS)
+            n++;
+    for (size_t i = 0; i < n; i++)
+        if (cuMemFree(chunk[i]) != CUDA_SUCCESS) {
+            printf("free failed\n");
+            exit(3);
+        }
 }
 
 #define PER_THREAD CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
@@ -58,7 +100,7 @@ fresh_kernel(void)
 {
     CUlibrary lib = NULL;
     CUkernel k = NULL;
-    if (cuLibraryLoadData(&lib, IMAGE, NULL, NULL, 0, NULL, NULL, 0) != CUDA_SUCCESS ||
+    if (cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0) != CUDA_SUCCESS ||
         cuLibraryGetKernel(&k, lib, "kernel") != CUDA_SUCCESS) {
         printf("library failed\n");
         exit(3);
@@ -67,18 +109,18 @@ fresh_kernel(void)
 }
 
 static void
-lazy_calls(const char *self)
+lazy_calls(void)
 {
     CUmodule mod = NULL;
     CUfunction f = NULL;
-    show("module_load", cuModuleLoad(&mod, self));
+    show("module_load", cuModuleLoad(&mod, image_file));
     fill_and_free();
     show("module_get_function", cuModuleGetFunction(&f, mod, "kernel"));
     CUkernel k = fresh_kernel();
     fill_and_free();
     show("kernel_get_function", cuKernelGetFunction(&f, k));
     CUlibrary lib = NULL;
-    show("library_load", cuLibraryLoadData(&lib, IMAGE, NULL, NULL, 0, NULL, NULL, 0));
+    show("library_load", cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
     fill_and_free();
     show("library_get_module", cuLibraryGetModule(&mod, lib));
     k = fresh_kernel();
@@ -123,23 +165,23 @@ lazy_calls(const char *self)
 }
 
 static void
-eager_calls(const char *self)
+eager_calls(void)
 {
     CUmodule mod = NULL;
     CUlibrary lib = NULL;
     fill_and_free();
-    show("module_load_eager", cuModuleLoad(&mod, self));
+    show("module_load_eager", cuModuleLoad(&mod, image_file));
     fill_and_free();
-    show("module_load_data_eager", cuModuleLoadData(&mod, IMAGE));
+    show("module_load_data_eager", cuModuleLoadData(&mod, image));
     fill_and_free();
-    show("module_load_data_ex_eager", cuModuleLoadDataEx(&mod, IMAGE, 0, NULL, NULL));
+    show("module_load_data_ex_eager", cuModuleLoadDataEx(&mod, image, 0, NULL, NULL));
     fill_and_free();
-    show("module_load_fat_binary_eager", cuModuleLoadFatBinary(&mod, IMAGE));
+    show("module_load_fat_binary_eager", cuModuleLoadFatBinary(&mod, image));
     fill_and_free();
-    show("library_load_eager", cuLibraryLoadData(&lib, IMAGE, NULL, NULL, 0, NULL, NULL, 0));
+    show("library_load_eager", cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
     fill_and_free();
     show("library_load_from_file_eager",
-         cuLibraryLoadFromFile(&lib, self, NULL, NULL, 0, NULL, NULL, 0));
+         cuLibraryLoadFromFile(&lib, image_file, NULL, NULL, 0, NULL, NULL, 0));
 }
 
 int
@@ -148,16 +190,17 @@ main(int argc, char **argv)
     int eager = argc > 1 && strcmp(argv[1], "eager") == 0;
     if (eager)
         setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    find_image(argv[0]);
     CUdevice dev = 0;
     CUcontext ctx = NULL;
     if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
         cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
         return 2;
     if (eager) {
-        eager_calls(argv[0]);
+        eager_calls();
         return 0;
     }
-    lazy_calls(argv[0]);
+    lazy_calls();
     CUarray array = NULL;
     CUDA_ARRAY_DESCRIPTOR d2 = {
         .Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};

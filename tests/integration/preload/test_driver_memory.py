@@ -8,7 +8,8 @@ again. Without cuprof every call succeeds; under cuprof's cache the freed memory
 the cache must hand it back when the driver refuses one of them for lack of memory, and the call
 is made again. The output is the program's own in cache mode, with expandable segments, in trace
 and in off mode; the cache-mode history shows one release per call that needed memory, and one
-line says so.
+line says so. scripts/gpu-check runs the same program on a real GPU, with the kernel nvcc built
+beside it (driver_memory_kernel.fatbin, which the simulated driver takes as any bytes).
 
 Usage: test_driver_memory.py --lib LIB --ld-path PATH APP
 """
