@@ -6,7 +6,8 @@
  * full 100k-entry history, against the longest gap in an equal window without a dump; and the pair
  * while another thread floods the control socket with TOP requests, against the pair without; and
  * the default configuration's pair (stacks at depth 32) with libunwind and with it hidden, on the
- * simulated device and on the null runtime (tests/bench/null_cuda).
+ * simulated device and on the null runtime (tests/bench/null_cuda); and a kernel launch through
+ * the pointer cuGetProcAddress hands out (cuprof's wrapper under the shim) on the null driver.
  * The program re-executes itself: a child without LD_PRELOAD measures the baseline and a child
  * under it the candidate, back to back in every repetition, so load slows both sides alike.
  * Prints `name: value unit (ratio× baseline)`; figures are medians of REPS repetitions.
@@ -14,6 +15,8 @@
  *   (defaults: the build tree). --pairs N: only the pair figures and the pair with libunwind
  *   hidden, N pairs a child (N / 10 at 32 MiB): with --sim-path naming NVIDIA's libcudart.so.13
  *   on a machine with a GPU, the real driver's figures (scripts/gpu-check). */
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -793,6 +796,67 @@ stall_figure(const struct setup *st)
     fflush(stdout);
 }
 
+/* Launches as NVIDIA's runtime makes them: through the cuLaunchKernel that cuGetProcAddress_v2
+ * (found with dlsym on libcuda.so.1) hands out, cuprof's wrapper under the shim; prints the ns a
+ * launch of nothing takes (the null driver's launch returns at once). */
+static int
+child_launches(long n)
+{
+    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *gpa_sym = driver != NULL ? dlsym(driver, "cuGetProcAddress_v2") : NULL;
+    PFN_cuGetProcAddress_v12000 gpa = NULL;
+    PFN_cuInit_v2000 init = NULL;
+    PFN_cuLaunchKernel_v4000 launch = NULL;
+    void *fn = NULL;
+    if (gpa_sym == NULL)
+        die("dlsym cuGetProcAddress_v2", 0);
+    memcpy(&gpa, &gpa_sym, sizeof gpa);
+    if (gpa("cuInit", &fn, 2000, 0, NULL) != CUDA_SUCCESS || fn == NULL)
+        die("cuInit lookup", 0);
+    memcpy(&init, &fn, sizeof init);
+    if (init(0) != CUDA_SUCCESS || gpa("cuLaunchKernel", &fn, 4000, 0, NULL) != CUDA_SUCCESS ||
+        fn == NULL)
+        die("cuLaunchKernel lookup", 0);
+    memcpy(&launch, &fn, sizeof launch);
+    PFN_cuLaunchKernel_v4000 volatile call = launch;
+    for (int i = 0; i < WARMUP; i++)
+        if (call(NULL, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
+            die("warm-up launch", 0);
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++)
+        (void)call(NULL, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+    printf("%.3f\n", (now_ns() - t0) / (double)n);
+    return 0;
+}
+
+/* A launch through the shim (cache mode, the defaults but for quiet logs, no dumps, no control
+ * socket) against the null driver's own launch, alternated over REPS children each. */
+static void
+launch_figure(const struct setup *st)
+{
+    struct setup null = *st;
+    null.sim_path = BENCH_NULL_CUDA_PATH;
+    const char *const env[] = {"CUPROF_LOG=quiet", "CUPROF_DUMP_ON=none", "CUPROF_CONTROL=off",
+                               NULL};
+    const char *const raw_env[] = {NULL};
+    const char *args[] = {"--child-launches", "2000000", NULL};
+    double raw[REPS], ns[REPS], ratio[REPS];
+    for (int r = 0; r < REPS; r++) {
+        char *out = run_child(&null, false, raw_env, args);
+        raw[r] = strtod(out, NULL);
+        free(out);
+        out = run_child(&null, true, env, args);
+        ns[r] = strtod(out, NULL);
+        free(out);
+        ratio[r] = ns[r] / raw[r];
+    }
+    double m = median(ns, REPS), mraw = median(raw, REPS);
+    printf("shim_launch_null_driver: %.1f ns (%.2fx null_driver_launch)\n", m, median(ratio, REPS));
+    printf("shim_launch_null_driver_added: %.1f ns\n", m - mraw);
+    printf("null_driver_launch: %.1f ns (1.00x null_driver_launch)\n", mraw);
+    fflush(stdout);
+}
+
 #define D32 "CUPROF_STACK_DEPTH=32"
 #define ENV_COMMON                                                                                 \
     "SIMCUDA_MALLOC_US=0", "SIMCUDA_FREE_US=0", "CUPROF_LOG=quiet", "CUPROF_DUMP_ON=none"
@@ -806,6 +870,8 @@ main(int argc, char **argv)
         return child_null_pairs(strtoull(argv[2], NULL, 10), strtol(argv[3], NULL, 10));
     if (argc == 4 && strcmp(argv[1], "--child-off-same-process") == 0)
         return child_off_same_process(strtoull(argv[2], NULL, 10), strtol(argv[3], NULL, 10));
+    if (argc == 3 && strcmp(argv[1], "--child-launches") == 0)
+        return child_launches(strtol(argv[2], NULL, 10));
     if (argc == 3 && strcmp(argv[1], "--child-stall") == 0)
         return child_stall(argv[2]);
     if (argc == 5 && strcmp(argv[1], "--child-flood") == 0)
@@ -878,6 +944,7 @@ main(int argc, char **argv)
     pair_figure(&null, "pair_32m_off_null_runtime", null_off_env, 32 * MIB, 200000);
     off_same_process_figure(&null, "4k_null_runtime", 4 * KIB, 200000);
     off_same_process_figure(&null, "32m_null_runtime", 32 * MIB, 200000);
+    launch_figure(&st);
     stall_figure(&st);
     flood_figure(&st);
     rmdir(sockets);
