@@ -85,6 +85,21 @@ shim_call_track_external(const struct shim_call *call, int device, uint64_t addr
         shim_call_log_bad_answer(api);
 }
 
+int
+shim_call_cache_device(struct cuprof_runtime **rt)
+{
+    *rt = shim_call_runtime_if_ready();
+    const struct real_cuda *real = real_cuda_get();
+    if (guard_active() || *rt == NULL || (*rt)->alloc == NULL || (*rt)->mode != CUPROF_MODE_CACHE ||
+        real == NULL)
+        return -1;
+    CUcontext ctx;
+    int device;
+    if (!ctx_owner_current(real, &ctx, &device) || device < 0 || device >= (*rt)->device_count)
+        return -1;
+    return device;
+}
+
 bool
 shim_call_release_for_driver(const struct shim_call *call, CUresult result, int device)
 {

@@ -6,7 +6,6 @@
 
 #include "allocator/alloc_policy.h"
 #include "allocator/allocator.h"
-#include "preload/ctx_owner.h"
 #include "preload/guard.h"
 #include "preload/real_cuda.h"
 #include "preload/runtime.h"
@@ -20,14 +19,9 @@ static atomic_bool release_logged; /* one line per process */
 static bool
 release_for(const char *api)
 {
-    struct cuprof_runtime *rt = shim_call_runtime_if_ready();
-    const struct real_cuda *real = real_cuda_get();
-    if (guard_active() || rt == NULL || rt->alloc == NULL || rt->mode != CUPROF_MODE_CACHE ||
-        real == NULL || shim_capture_any())
-        return false;
-    CUcontext ctx;
-    int device;
-    if (!ctx_owner_current(real, &ctx, &device) || device < 0 || device >= rt->device_count)
+    struct cuprof_runtime *rt;
+    int device = shim_call_cache_device(&rt);
+    if (device < 0 || shim_capture_any())
         return false;
     size_t held = allocator_releasable_bytes(rt->alloc, device);
     if (held == 0)

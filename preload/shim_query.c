@@ -5,7 +5,6 @@
 #include <stdbool.h>
 
 #include "allocator/allocator.h"
-#include "preload/ctx_owner.h"
 #include "preload/guard.h"
 #include "preload/runtime.h"
 #include "preload/real_cuda.h"
@@ -20,13 +19,10 @@ shim_query_mem_get_info(size_t *free_bytes, size_t *total_bytes)
      * driver's: programs size their work by this figure (a fraction of the free memory), so it
      * must not shrink because cuprof caches. Memory the cache hands back when the driver runs
      * short, nothing else, is added: a request of the figure then succeeds as without cuprof. */
-    struct cuprof_runtime *rt = shim_call_runtime_if_ready();
-    if (res != CUDA_SUCCESS || free_bytes == NULL || total_bytes == NULL || guard_active() ||
-        rt == NULL || rt->alloc == NULL || rt->mode != CUPROF_MODE_CACHE)
-        return res;
-    CUcontext ctx;
+    struct cuprof_runtime *rt;
     int device;
-    if (!ctx_owner_current(real, &ctx, &device) || device < 0 || device >= rt->device_count)
+    if (res != CUDA_SUCCESS || free_bytes == NULL || total_bytes == NULL ||
+        (device = shim_call_cache_device(&rt)) < 0)
         return res;
     size_t releasable = allocator_releasable_bytes(rt->alloc, device);
     if (*free_bytes <= *total_bytes)

@@ -134,12 +134,13 @@ module_function(struct CUmod_st *mod, const char *name, struct CUfunc_st **out)
     return CUDA_SUCCESS;
 }
 
-CUresult
-cuModuleLoadData(CUmodule *module, const void *image)
+/* A module (or, `bytes` larger, the library holding one as its first member) for `image`. */
+static CUresult
+module_create(size_t bytes, const void *image, struct CUmod_st **out)
 {
-    if (module == NULL)
+    if (out == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    struct CUmod_st *mod = malloc(sizeof(*mod));
+    struct CUmod_st *mod = malloc(bytes);
     if (mod == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = module_new(mod, image);
@@ -147,8 +148,27 @@ cuModuleLoadData(CUmodule *module, const void *image)
         free(mod);
         return r;
     }
-    *module = mod;
+    *out = mod;
     return CUDA_SUCCESS;
+}
+
+/* A file the driver would read code from: it must exist (its bytes are not parsed). */
+static CUresult
+file_readable(const char *name)
+{
+    if (name == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(name, "rb");
+    if (f == NULL)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    fclose(f);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuModuleLoadData(CUmodule *module, const void *image)
+{
+    return module_create(sizeof(struct CUmod_st), image, module);
 }
 
 CUresult
@@ -168,13 +188,8 @@ cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 CUresult
 cuModuleLoad(CUmodule *module, const char *fname)
 {
-    if (fname == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    FILE *f = fopen(fname, "rb");
-    if (f == NULL)
-        return CUDA_ERROR_FILE_NOT_FOUND;
-    fclose(f);
-    return cuModuleLoadData(module, fname);
+    CUresult r = file_readable(fname);
+    return r == CUDA_SUCCESS ? cuModuleLoadData(module, fname) : r;
 }
 
 CUresult
@@ -200,18 +215,11 @@ cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 static CUresult
 library_load(CUlibrary *library, const void *code)
 {
-    if (library == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct CUlib_st *lib = malloc(sizeof(*lib));
-    if (lib == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = module_new(&lib->mod, code);
-    if (r != CUDA_SUCCESS) {
-        free(lib);
-        return r;
-    }
-    *library = lib;
-    return CUDA_SUCCESS;
+    struct CUmod_st *mod = NULL;
+    CUresult r = module_create(sizeof(struct CUlib_st), code, library != NULL ? &mod : NULL);
+    if (r == CUDA_SUCCESS)
+        *library = (struct CUlib_st *)(void *)mod;
+    return r;
 }
 
 CUresult
@@ -233,13 +241,8 @@ cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *ji
 {
     (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
     (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
-    if (fileName == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    FILE *f = fopen(fileName, "rb");
-    if (f == NULL)
-        return CUDA_ERROR_FILE_NOT_FOUND;
-    fclose(f);
-    return library_load(library, fileName);
+    CUresult r = file_readable(fileName);
+    return r == CUDA_SUCCESS ? library_load(library, fileName) : r;
 }
 
 CUresult
