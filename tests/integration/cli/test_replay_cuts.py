@@ -43,24 +43,35 @@ def pending_frees(trace):
     return out
 
 
-def envelope(snap, recorded, conf):
-    """(least, most) peak allocated bytes a replay of snap's history under `conf` may show."""
+def envelope(snap, recorded, conf, start=None, pending=None):
+    """(least, most) peak allocated bytes a replay of snap's history under `conf` may show.
+    `start` (the blocks live when the history begins) and `pending` (pending_frees) depend on the
+    history only: a caller trying several settings works them out once."""
     trace = snap["device_traces"][0]
-    start = S.live_blocks(snap, 0, 0)
+    if start is None:
+        start = S.live_blocks(snap, 0, 0)
+    if pending is None:
+        pending = pending_frees(trace)
+    bounds = {}  # request size -> (least, most) under conf: a history repeats its sizes
+
+    def bounds_of(size):
+        if size not in bounds:
+            bounds[size] = M.block_bounds(size, conf)
+        return bounds[size]
+
     lo = {a: M.block_bounds(v[0], recorded)[0] for a, v in start.items()}
     hi = {a: M.block_bounds(v[0], recorded)[1] for a, v in start.items()}
     cur_lo, cur_hi = sum(lo.values()), sum(hi.values())
     peak_lo, peak_hi = cur_lo, cur_hi
-    pending = pending_frees(trace)
     for i, e in enumerate(trace):
         act, addr = e["action"], e.get("addr")
         if act == "alloc":
-            least, most = M.block_bounds(e["size"], conf)
+            least, most = bounds_of(e["size"])
             lo[addr], hi[addr] = least, most
             cur_lo, cur_hi = cur_lo + least, cur_hi + most
         elif act == "oom":
             # The replayed setting may serve it for a moment (then gives it back).
-            peak_hi = max(peak_hi, cur_hi + M.block_bounds(e["size"], conf)[1])
+            peak_hi = max(peak_hi, cur_hi + bounds_of(e["size"])[1])
         elif act == "free_requested" or act == "free_completed":
             if addr in lo and (act == "free_requested" or i not in pending):
                 cur_lo -= lo.pop(addr)
@@ -88,8 +99,9 @@ class Cuts(unittest.TestCase):
                 args += ["--alloc-conf", c]
             got = json.loads(A.cuprof(*args, path, rc=0, **A.leak_check(nth)).stdout)["settings"]
             self.assertEqual(len(got), 1 + len(SETTINGS))
+            start, pending = S.live_blocks(mid, 0, 0), pending_frees(mid["device_traces"][0])
             for row, conf in zip(got, [recorded] + confs):
-                lo, hi = envelope(mid, recorded, conf)
+                lo, hi = envelope(mid, recorded, conf, start, pending)
                 peak = row["peak_allocated"]
                 self.assertTrue(lo <= peak <= hi, "%s %s cut %d, %s: peak allocated %d outside "
                                 "[%d, %d]" % (app, recorded_conf, cut, row["setting"], peak,
