@@ -392,6 +392,24 @@ runtime_get_slow(void)
     return rt;
 }
 
+/* The OOM dump, once per process (CUPROF_DUMP_ON's oom), `api` naming a refusal outside the
+ * allocator. */
+static void
+oom_dump(struct cuprof_runtime *rt, int device, const char *api)
+{
+    if ((rt->config->dump_on & CONFIG_DUMP_ON_OOM) == 0 || !lifecycle_claim_oom_dump())
+        return;
+    if (runtime_log_debug())
+        runtime_log("cuprof: out of memory on device %d: writing a snapshot", device);
+    char why[96];
+    if (api != NULL)
+        snprintf(why, sizeof why, "out of memory on device %d at %s", device, api);
+    else
+        snprintf(why, sizeof why, "out of memory on device %d", device);
+    int rc = dumper_dump_because(rt, why); /* a failure was logged */
+    (void)rc;
+}
+
 void
 runtime_notify_oom(int device)
 {
@@ -399,12 +417,20 @@ runtime_notify_oom(int device)
     if (rt == NULL)
         return;
     oom_log_note(rt, device); /* before the dump: the OOM dump holds its message */
-    if ((rt->config->dump_on & CONFIG_DUMP_ON_OOM) == 0 || !lifecycle_claim_oom_dump())
-        return;
-    if (runtime_log_debug())
-        runtime_log("cuprof: out of memory on device %d: writing a snapshot", device);
-    char why[48];
-    snprintf(why, sizeof why, "out of memory on device %d", device);
-    int rc = dumper_dump_because(rt, why); /* a failure was logged */
-    (void)rc;
+    oom_dump(rt, device, NULL);
+}
+
+void
+runtime_notify_driver_oom(struct cuprof_runtime *rt, int device, const char *api)
+{
+    static atomic_bool logged;
+    if (!atomic_exchange(&logged, true) && runtime_log_info())
+        runtime_log("cuprof: %s: the driver found no device memory for itself (kernel code, an "
+                    "array or a thread stack, which it takes outside every allocation)%s; the "
+                    "program gets CUDA_ERROR_OUT_OF_MEMORY (logged once)",
+                    api,
+                    rt->mode == CUPROF_MODE_CACHE
+                        ? ", and cuprof's cache held none it could hand back"
+                        : "");
+    oom_dump(rt, device, api);
 }

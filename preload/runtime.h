@@ -72,6 +72,11 @@ int runtime_set_history(struct cuprof_runtime *rt, enum history_mode mode, size_
  * snapshot synchronously before the caller returns the error to the program. Call it outside
  * every cuprof lock. */
 void runtime_notify_oom(int device);
+/* The driver refused `api`, a call that takes device memory for the driver itself (kernel code,
+ * arrays, the stack: shim_driver_memory.h), for lack of memory on `device`: one line (once per
+ * process) and the same first-OOM snapshot, named after the call; no trace entry (the size is
+ * the driver's secret). Outside every cuprof lock. */
+void runtime_notify_driver_oom(struct cuprof_runtime *rt, int device, const char *api);
 
 /* The parsed configuration, parsing it first if needed (exit 2 on a bad value). Never NULL. Safe
  * in every mode, makes no CUDA call. Inline: once parsed it is one load (off mode asks it on

@@ -86,12 +86,11 @@ shim_call_track_external(const struct shim_call *call, int device, uint64_t addr
 }
 
 int
-shim_call_cache_device(struct cuprof_runtime **rt)
+shim_call_ready_device(struct cuprof_runtime **rt)
 {
     *rt = shim_call_runtime_if_ready();
     const struct real_cuda *real = real_cuda_get();
-    if (guard_active() || *rt == NULL || (*rt)->alloc == NULL || (*rt)->mode != CUPROF_MODE_CACHE ||
-        real == NULL)
+    if (guard_active() || *rt == NULL || (*rt)->alloc == NULL || real == NULL)
         return -1;
     CUcontext ctx;
     int device;

@@ -94,11 +94,11 @@ shim_call_cache_serves(const struct shim_call *call)
     return ctx_owner_claim(call->device, call->context);
 }
 
-/* The calling thread's device when its memory is cuprof's cache's to report or hand back: the
- * runtime is ready in cache mode, the call is the program's (no guard) and a context is current;
- * else -1. For the queries and retries outside the allocating wrappers (shim_query.c,
- * shim_driver_memory.c). */
-int shim_call_cache_device(struct cuprof_runtime **rt);
+/* The calling thread's device when cuprof has a say in its call: the runtime is ready (*rt; a
+ * caller that needs the cache checks its mode), the call is the program's (no guard) and a
+ * context is current; else -1. For the queries and retries outside the allocating wrappers
+ * (shim_query.c, shim_driver_memory.c). */
+int shim_call_ready_device(struct cuprof_runtime **rt);
 
 /* cuprof's int result (0, -CUPROF_E*, positive CUresult) as the CUresult the program sees. On
  * -CUPROF_ENOMEM it first lets the runtime write its OOM dump. */

@@ -20,8 +20,8 @@ static bool
 release_for(const char *api)
 {
     struct cuprof_runtime *rt;
-    int device = shim_call_cache_device(&rt);
-    if (device < 0 || shim_capture_any())
+    int device = shim_call_ready_device(&rt);
+    if (device < 0 || rt->mode != CUPROF_MODE_CACHE || shim_capture_any())
         return false;
     size_t held = allocator_releasable_bytes(rt->alloc, device);
     if (held == 0)
@@ -40,14 +40,25 @@ release_for(const char *api)
     return true;
 }
 
+/* `api`'s refusal stands: said once, and the first-OOM snapshot (every mode but off). */
+static CUresult
+refused(const char *api)
+{
+    struct cuprof_runtime *rt;
+    int device = shim_call_ready_device(&rt);
+    if (device >= 0)
+        runtime_notify_driver_oom(rt, device, api);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 /* A wrapper's whole body: the real call, made once more after the cache handed memory back for
- * it; returns the last answer. */
+ * it; returns the last answer (a refusal that stands is told, runtime_notify_driver_oom). */
 #define CALL_WITH_RELEASE(field, args)                                                             \
     REAL_CUDA_OR_FAIL(real, field)                                                                 \
     CUresult result = real->field args;                                                            \
     if (result == CUDA_ERROR_OUT_OF_MEMORY && release_for(#field))                                 \
         result = real->field args;                                                                 \
-    return result
+    return result == CUDA_ERROR_OUT_OF_MEMORY ? refused(#field) : result
 
 CUresult
 shim_driver_memory_set_limit(CUlimit limit, size_t value)

@@ -6,7 +6,8 @@
  *   CUDA_ERROR_OUT_OF_MEMORY while the cache holds memory it could hand back, the cache hands it
  *   back (segment_free entries, as empty_cache()) and the call is made once more. Never during a
  *   stream capture (a cuMemFree would invalidate it); the program keeps the driver's answer
- *   otherwise. One log line, once.
+ *   otherwise. One log line, once; a refusal that stands gets its own line (once) and the
+ *   first-OOM snapshot, in every mode but off.
  * Locking: none on success; a refusal takes the current device's allocator lock to release.
  * Hot path: launches pass through with one comparison of the result. */
 #ifndef CUPROF_SHIM_DRIVER_MEMORY_H

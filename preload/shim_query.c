@@ -22,7 +22,7 @@ shim_query_mem_get_info(size_t *free_bytes, size_t *total_bytes)
     struct cuprof_runtime *rt;
     int device;
     if (res != CUDA_SUCCESS || free_bytes == NULL || total_bytes == NULL ||
-        (device = shim_call_cache_device(&rt)) < 0)
+        (device = shim_call_ready_device(&rt)) < 0 || rt->mode != CUPROF_MODE_CACHE)
         return res;
     size_t releasable = allocator_releasable_bytes(rt->alloc, device);
     if (*free_bytes <= *total_bytes)

@@ -3,7 +3,9 @@
  * the program allocated all the free memory and freed it again. Without cuprof that memory is the
  * driver's again and every call succeeds; under cuprof's cache it stays cached unless the cache
  * hands it back. Driver API, primary context; "eager" as the first argument loads modules and
- * libraries with CUDA_MODULE_LOADING=EAGER (the code taken at load). The code is
+ * libraries with CUDA_MODULE_LOADING=EAGER (the code taken at load); "held" keeps the memory
+ * instead and asks for a function of a module loaded before: refused with or without cuprof. The
+ * code is
  * driver_memory_kernel.fatbin beside the program when there is one (built by nvcc: real code for
  * a real GPU), else a few bytes the simulated driver does not parse. Prints one line per call:
  * name=error (no sizes: compared with a run without cuprof). */
@@ -53,11 +55,11 @@ show(const char *name, CUresult r)
     printf("%s=%s\n", name, text);
 }
 
-/* All the free memory allocated and freed again: cached under cuprof's cache mode. In one
- * request where the driver can serve it (the simulated one does), else in 256 MiB and then 2 MiB
- * pieces until the driver has no more. */
+/* All the free memory allocated, then freed again unless `hold`: cached under cuprof's cache
+ * mode. In one request where the driver can serve it (the simulated one does), else in 256 MiB and
+ * then 2 MiB pieces until the driver has no more. */
 static void
-fill_and_free(void)
+fill(bool hold)
 {
     static CUdeviceptr chunk[MAX_CHUNKS];
     size_t free_b = 0, total = 0, n = 0;
@@ -70,11 +72,17 @@ fill_and_free(void)
     for (size_t piece = 256 * MIB; !whole && piece >= 2 * MIB; piece /= 128)
         while (n < MAX_CHUNKS && cuMemAlloc(&chunk[n], piece) == CUDA_SUCCESS)
             n++;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && !hold; i++)
         if (cuMemFree(chunk[i]) != CUDA_SUCCESS) {
             printf("free failed\n");
             exit(3);
         }
+}
+
+static void
+fill_and_free(void)
+{
+    fill(false);
 }
 
 #define PER_THREAD CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
@@ -198,6 +206,14 @@ main(int argc, char **argv)
         return 2;
     if (eager) {
         eager_calls();
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "held") == 0) {
+        CUmodule mod = NULL;
+        CUfunction f = NULL;
+        show("module_load", cuModuleLoad(&mod, image_file));
+        fill(true);
+        show("held_module_get_function", cuModuleGetFunction(&f, mod, "kernel"));
         return 0;
     }
     lazy_calls();

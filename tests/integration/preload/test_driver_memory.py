@@ -8,7 +8,9 @@ again. Without cuprof every call succeeds; under cuprof's cache the freed memory
 the cache must hand it back when the driver refuses one of them for lack of memory, and the call
 is made again. The output is the program's own in cache mode, with expandable segments, in trace
 and in off mode; the cache-mode history shows one release per call that needed memory, and one
-line says so. scripts/gpu-check runs the same program on a real GPU, with the kernel nvcc built
+line says so. A refusal that stands (held: the program keeps the memory, then asks for a function
+of a module loaded before) reaches the program unchanged in every mode; cuprof says so once and
+writes its first-OOM snapshot, named after the call. scripts/gpu-check runs the same program on a real GPU, with the kernel nvcc built
 beside it (driver_memory_kernel.fatbin, which the simulated driver takes as any bytes).
 
 Usage: test_driver_memory.py --lib LIB --ld-path PATH APP
@@ -68,7 +70,39 @@ def main():
                 step = ["segment_alloc", "alloc", "free_requested", "free_completed",
                         "segment_free"]
                 check(actions == step * NEED[arg], f"{label}: history {actions}")
+    check_held(check, a)
     check.finish()
+
+
+HELD = "module_load=CUDA_SUCCESS\nheld_module_get_function=CUDA_ERROR_OUT_OF_MEMORY\n"
+
+
+def check_held(check, a):
+    alone = shimrun.run_shim([a.app, "held"], a.ld_path, extra_env=SIM, timeout=60)
+    check(alone.returncode == 0 and alone.stdout == HELD, f"held alone: {alone}")
+    for what, extra in (("cache", {}),
+                        ("expandable", {"CUPROF_ALLOC_CONF": "expandable_segments:True"}),
+                        ("trace", {"CUPROF_MODE": "trace"}), ("off", {"CUPROF_MODE": "off"})):
+        label = f"held {what}"
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(SIM, CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"), **extra)
+            r = shimrun.run_shim([a.app, "held"], a.ld_path, preload=a.lib, extra_env=env,
+                                 timeout=60)
+            files = shimrun.dumps(tmp, "s-*.pickle")
+        check(r.returncode == 0 and r.stdout == HELD, f"{label}: {r.stdout!r} {r.stderr!r}")
+        lines = [l for l in r.stderr.splitlines() if "found no device memory for itself" in l]
+        dumped = [l for l in r.stderr.splitlines()
+                  if l.endswith("(out of memory on device 0 at cuModuleGetFunction)")]
+        if what == "off":
+            check(not lines and not dumped and not files, f"{label}: {r.stderr!r} {files}")
+            continue
+        cached = ", and cuprof's cache held none it could hand back" if what != "trace" else ""
+        want = ("cuprof: cuModuleGetFunction: the driver found no device memory for itself (kernel "
+                "code, an array or a thread stack, which it takes outside every allocation)%s; "
+                "the program gets CUDA_ERROR_OUT_OF_MEMORY (logged once)" % cached)
+        check(lines == [want], f"{label}: lines {lines}")
+        # The first-OOM snapshot, then the one at exit.
+        check(len(dumped) == 1 and len(files) == 2, f"{label}: {dumped} {files}")
 
 
 if __name__ == "__main__":
