@@ -35,6 +35,25 @@ EAGER = ["module_load_eager", "module_load_data_eager", "module_load_data_ex_eag
 NEED = {"": len(LAZY) - 2, "eager": len(EAGER)}
 
 
+MODES = (("cache", {}), ("expandable", {"CUPROF_ALLOC_CONF": "expandable_segments:True"}),
+         ("trace", {"CUPROF_MODE": "trace"}), ("off", {"CUPROF_MODE": "off"}))
+
+
+def under_cuprof(a, argv):
+    """argv under cuprof in each of MODES: [(mode, result, snapshot histories oldest first)]."""
+    out = []
+    for what, extra in MODES:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(SIM, CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"), **extra)
+            r = shimrun.run_shim(argv, a.ld_path, preload=a.lib, extra_env=env, timeout=60)
+            traces = []
+            for path in shimrun.dumps(tmp, "s-*.pickle"):
+                with open(path, "rb") as f:
+                    traces.append(pickle.load(f)["device_traces"][0])
+        out.append((what, r, traces))
+    return out
+
+
 def main():
     a = shimrun.app_arguments()
     check = shimrun.Checks()
@@ -44,32 +63,21 @@ def main():
         alone = shimrun.run_shim(argv, a.ld_path, extra_env=SIM, timeout=60)
         check(alone.returncode == 0 and alone.stdout == want,
               f"{arg or 'lazy'} alone: {alone.returncode} {alone.stdout!r} {alone.stderr!r}")
-        for what, extra in (("cache", {}),
-                            ("expandable", {"CUPROF_ALLOC_CONF": "expandable_segments:True"}),
-                            ("trace", {"CUPROF_MODE": "trace"}), ("off", {"CUPROF_MODE": "off"})):
+        for what, r, traces in under_cuprof(a, argv):
             label = f"{arg or 'lazy'} {what}"
-            with tempfile.TemporaryDirectory() as tmp:
-                env = dict(SIM, CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"), **extra)
-                r = shimrun.run_shim(argv, a.ld_path, preload=a.lib, extra_env=env, timeout=60)
-                check(r.returncode == 0 and r.stdout == want,
-                      f"{label}: exit {r.returncode}: {r.stdout!r}; stderr {r.stderr!r}")
-                lines = [l for l in r.stderr.splitlines() if "found no device memory" in l]
-                released = what in ("cache", "expandable")
-                check(len(lines) == (1 if released else 0), f"{label}: release lines {lines}")
-                files = shimrun.dumps(tmp, "s-*.pickle")
-                if what != "cache":
-                    continue
-                check(len(files) == 1, f"{label}: snapshots {files}")
-                if len(files) != 1:
-                    continue
-                with open(files[0], "rb") as f:
-                    trace = pickle.load(f)["device_traces"][0]
-                actions = [e["action"] for e in trace if e["action"] != "snapshot"]
-                # Each fill: a segment, its block allocated and freed, cached; the call then
-                # finds the driver short and the cache hands the segment back.
-                step = ["segment_alloc", "alloc", "free_requested", "free_completed",
-                        "segment_free"]
-                check(actions == step * NEED[arg], f"{label}: history {actions}")
+            check(r.returncode == 0 and r.stdout == want,
+                  f"{label}: exit {r.returncode}: {r.stdout!r}; stderr {r.stderr!r}")
+            lines = [l for l in r.stderr.splitlines() if "found no device memory" in l]
+            released = what in ("cache", "expandable")
+            check(len(lines) == (1 if released else 0), f"{label}: release lines {lines}")
+            if what != "cache":
+                continue
+            check(len(traces) == 1, f"{label}: {len(traces)} snapshots")
+            actions = [e["action"] for e in traces[0] if e["action"] != "snapshot"]
+            # Each fill: a segment, its block allocated and freed, cached; the call then finds
+            # the driver short and the cache hands the segment back.
+            step = ["segment_alloc", "alloc", "free_requested", "free_completed", "segment_free"]
+            check(actions == step * NEED[arg], f"{label}: history {actions}")
     check_held(check, a)
     check.finish()
 
@@ -80,21 +88,14 @@ HELD = "module_load=CUDA_SUCCESS\nheld_module_get_function=CUDA_ERROR_OUT_OF_MEM
 def check_held(check, a):
     alone = shimrun.run_shim([a.app, "held"], a.ld_path, extra_env=SIM, timeout=60)
     check(alone.returncode == 0 and alone.stdout == HELD, f"held alone: {alone}")
-    for what, extra in (("cache", {}),
-                        ("expandable", {"CUPROF_ALLOC_CONF": "expandable_segments:True"}),
-                        ("trace", {"CUPROF_MODE": "trace"}), ("off", {"CUPROF_MODE": "off"})):
+    for what, r, traces in under_cuprof(a, [a.app, "held"]):
         label = f"held {what}"
-        with tempfile.TemporaryDirectory() as tmp:
-            env = dict(SIM, CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"), **extra)
-            r = shimrun.run_shim([a.app, "held"], a.ld_path, preload=a.lib, extra_env=env,
-                                 timeout=60)
-            files = shimrun.dumps(tmp, "s-*.pickle")
         check(r.returncode == 0 and r.stdout == HELD, f"{label}: {r.stdout!r} {r.stderr!r}")
         lines = [l for l in r.stderr.splitlines() if "found no device memory for itself" in l]
         dumped = [l for l in r.stderr.splitlines()
                   if l.endswith("(out of memory on device 0 at cuModuleGetFunction)")]
         if what == "off":
-            check(not lines and not dumped and not files, f"{label}: {r.stderr!r} {files}")
+            check(not lines and not dumped and not traces, f"{label}: {r.stderr!r}")
             continue
         cached = ", and cuprof's cache held none it could hand back" if what != "trace" else ""
         want = ("cuprof: cuModuleGetFunction: the driver found no device memory for itself (kernel "
@@ -102,7 +103,7 @@ def check_held(check, a):
                 "the program gets CUDA_ERROR_OUT_OF_MEMORY (logged once)" % cached)
         check(lines == [want], f"{label}: lines {lines}")
         # The first-OOM snapshot, then the one at exit.
-        check(len(dumped) == 1 and len(files) == 2, f"{label}: {dumped} {files}")
+        check(len(dumped) == 1 and len(traces) == 2, f"{label}: {dumped} {len(traces)}")
 
 
 if __name__ == "__main__":
