@@ -1,7 +1,8 @@
 /* entry_points.h: the one list of CUDA entry points (preload/entry_points.def, whose header
  *   comment names its row kinds and columns) and what its rows share. A user defines
  *   DRIVER_LOOKUP, DRIVER_WRAPPER, DRIVER_CALLED and RUNTIME_WRAPPER (ENTRY_POINT_IGNORE for the
- *   kinds it has no use for), includes the .def, then undefines all four.
+ *   kinds it has no use for), includes the .def, then undefines all four; DRIVER_RETRY rows read
+ *   as DRIVER_WRAPPER unless it defines that kind too (shim_driver_memory.{c,h} do).
  * Locking: none (constants only).
  * Hot path: no. */
 #ifndef CUPROF_ENTRY_POINTS_H

@@ -2,7 +2,7 @@
 """Writes libcuprof.so's version script from preload/entry_points.def: cuprof's own API
 (cuprof_*), dlsym, dlclose, _exit, _Exit and abort, the exec family, sigaction and signal(3)'s family, NVTX's tool entry points (InitializeInjectionNvtx2 for the core API:
 preload/nvtx.c; InitializeInjectionNvtxExtension for its extensions: preload/nvtx_mem.c) and the exported
-name of every DRIVER_LOOKUP, DRIVER_WRAPPER and RUNTIME_WRAPPER row; everything else local. The script is anonymous so the exports stay
+name of every DRIVER_LOOKUP, DRIVER_WRAPPER, DRIVER_RETRY and RUNTIME_WRAPPER row; everything else local. The script is anonymous so the exports stay
 unversioned and interpose versioned references (dlsym@GLIBC_2.34, cudaMalloc@libcudart.so.13).
 
 Usage: gen_export_map.py ENTRY_POINTS_DEF OUTPUT_MAP
@@ -11,7 +11,7 @@ import re
 import sys
 
 # A row's kind and its first two columns (the exported name is the second for driver rows).
-ROW = re.compile(r"^(DRIVER_LOOKUP|DRIVER_WRAPPER|DRIVER_CALLED|RUNTIME_WRAPPER)\(\s*(\w+)\s*,\s*(\w+)?",
+ROW = re.compile(r"^(DRIVER_LOOKUP|DRIVER_WRAPPER|DRIVER_RETRY|DRIVER_CALLED|RUNTIME_WRAPPER)\(\s*(\w+)\s*,\s*(\w+)?",
                  re.MULTILINE)
 
 

@@ -60,146 +60,21 @@ refused(const char *api)
         result = real->field args;                                                                 \
     return result == CUDA_ERROR_OUT_OF_MEMORY ? refused(#field) : result
 
-CUresult
-shim_driver_memory_set_limit(CUlimit limit, size_t value)
-{
-    CALL_WITH_RELEASE(cuCtxSetLimit, (limit, value));
-}
-
-CUresult
-shim_driver_memory_module_load(CUmodule *module, const char *file)
-{
-    CALL_WITH_RELEASE(cuModuleLoad, (module, file));
-}
-
-CUresult
-shim_driver_memory_module_load_data(CUmodule *module, const void *image)
-{
-    CALL_WITH_RELEASE(cuModuleLoadData, (module, image));
-}
-
-CUresult
-shim_driver_memory_module_load_data_ex(CUmodule *module, const void *image, unsigned int count,
-                                       CUjit_option *options, void **values)
-{
-    CALL_WITH_RELEASE(cuModuleLoadDataEx, (module, image, count, options, values));
-}
-
-CUresult
-shim_driver_memory_module_load_fat_binary(CUmodule *module, const void *fat_cubin)
-{
-    CALL_WITH_RELEASE(cuModuleLoadFatBinary, (module, fat_cubin));
-}
-
-CUresult
-shim_driver_memory_module_get_function(CUfunction *function, CUmodule module, const char *name)
-{
-    CALL_WITH_RELEASE(cuModuleGetFunction, (function, module, name));
-}
-
-CUresult
-shim_driver_memory_library_load_data(CUlibrary *library, const void *code,
-                                     CUjit_option *jit_options, void **jit_values,
-                                     unsigned int jit_count, CUlibraryOption *options,
-                                     void **values, unsigned int count)
-{
-    CALL_WITH_RELEASE(cuLibraryLoadData,
-                      (library, code, jit_options, jit_values, jit_count, options, values, count));
-}
-
-CUresult
-shim_driver_memory_library_load_from_file(CUlibrary *library, const char *file,
-                                          CUjit_option *jit_options, void **jit_values,
-                                          unsigned int jit_count, CUlibraryOption *options,
-                                          void **values, unsigned int count)
-{
-    CALL_WITH_RELEASE(cuLibraryLoadFromFile,
-                      (library, file, jit_options, jit_values, jit_count, options, values, count));
-}
-
-CUresult
-shim_driver_memory_library_get_kernel(CUkernel *kernel, CUlibrary library, const char *name)
-{
-    CALL_WITH_RELEASE(cuLibraryGetKernel, (kernel, library, name));
-}
-
-CUresult
-shim_driver_memory_library_get_module(CUmodule *module, CUlibrary library)
-{
-    CALL_WITH_RELEASE(cuLibraryGetModule, (module, library));
-}
-
-CUresult
-shim_driver_memory_kernel_get_function(CUfunction *function, CUkernel kernel)
-{
-    CALL_WITH_RELEASE(cuKernelGetFunction, (function, kernel));
-}
-
-/* A launch that failed for lack of memory launched nothing: making it again is what the program
- * would do itself once memory is back. */
-CUresult
-shim_driver_memory_launch(CUfunction f, unsigned int grid_x, unsigned int grid_y,
-                          unsigned int grid_z, unsigned int block_x, unsigned int block_y,
-                          unsigned int block_z, unsigned int shared_bytes, CUstream stream,
-                          void **params, void **extra)
-{
-    CALL_WITH_RELEASE(cuLaunchKernel, (f, grid_x, grid_y, grid_z, block_x, block_y, block_z,
-                                       shared_bytes, stream, params, extra));
-}
-
-CUresult
-shim_driver_memory_launch_ptsz(CUfunction f, unsigned int grid_x, unsigned int grid_y,
-                               unsigned int grid_z, unsigned int block_x, unsigned int block_y,
-                               unsigned int block_z, unsigned int shared_bytes, CUstream stream,
-                               void **params, void **extra)
-{
-    CALL_WITH_RELEASE(cuLaunchKernel_ptsz, (f, grid_x, grid_y, grid_z, block_x, block_y, block_z,
-                                            shared_bytes, stream, params, extra));
-}
-
-CUresult
-shim_driver_memory_launch_ex(const CUlaunchConfig *config, CUfunction f, void **params,
-                             void **extra)
-{
-    CALL_WITH_RELEASE(cuLaunchKernelEx, (config, f, params, extra));
-}
-
-CUresult
-shim_driver_memory_launch_ex_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
-                                  void **extra)
-{
-    CALL_WITH_RELEASE(cuLaunchKernelEx_ptsz, (config, f, params, extra));
-}
-
-CUresult
-shim_driver_memory_launch_cooperative(CUfunction f, unsigned int grid_x, unsigned int grid_y,
-                                      unsigned int grid_z, unsigned int block_x,
-                                      unsigned int block_y, unsigned int block_z,
-                                      unsigned int shared_bytes, CUstream stream, void **params)
-{
-    CALL_WITH_RELEASE(cuLaunchCooperativeKernel, (f, grid_x, grid_y, grid_z, block_x, block_y,
-                                                  block_z, shared_bytes, stream, params));
-}
-
-CUresult
-shim_driver_memory_launch_cooperative_ptsz(CUfunction f, unsigned int grid_x, unsigned int grid_y,
-                                           unsigned int grid_z, unsigned int block_x,
-                                           unsigned int block_y, unsigned int block_z,
-                                           unsigned int shared_bytes, CUstream stream,
-                                           void **params)
-{
-    CALL_WITH_RELEASE(cuLaunchCooperativeKernel_ptsz, (f, grid_x, grid_y, grid_z, block_x, block_y,
-                                                       block_z, shared_bytes, stream, params));
-}
-
-CUresult
-shim_driver_memory_array_create(CUarray *array, const CUDA_ARRAY_DESCRIPTOR *descriptor)
-{
-    CALL_WITH_RELEASE(cuArrayCreate_v2, (array, descriptor));
-}
-
-CUresult
-shim_driver_memory_array_3d_create(CUarray *array, const CUDA_ARRAY3D_DESCRIPTOR *descriptor)
-{
-    CALL_WITH_RELEASE(cuArray3DCreate_v2, (array, descriptor));
-}
+/* The wrappers, from the rows themselves. A launch that failed for lack of memory launched
+ * nothing: making it again is what the program would do itself once memory is back. */
+#define DRIVER_LOOKUP   ENTRY_POINT_IGNORE
+#define DRIVER_WRAPPER  ENTRY_POINT_IGNORE
+#define DRIVER_CALLED   ENTRY_POINT_IGNORE
+#define RUNTIME_WRAPPER ENTRY_POINT_IGNORE
+#define DRIVER_RETRY(field, exported, lookup, min_version, max_version, ptsz, pfn, wrapper,        \
+                     params, args)                                                                 \
+    CUresult wrapper params                                                                        \
+    {                                                                                              \
+        CALL_WITH_RELEASE(field, args);                                                            \
+    }
+#include "preload/entry_points.def"
+#undef DRIVER_LOOKUP
+#undef DRIVER_WRAPPER
+#undef DRIVER_CALLED
+#undef RUNTIME_WRAPPER
+#undef DRIVER_RETRY

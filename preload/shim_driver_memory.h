@@ -13,54 +13,22 @@
 #ifndef CUPROF_SHIM_DRIVER_MEMORY_H
 #define CUPROF_SHIM_DRIVER_MEMORY_H
 
-#include <cuda.h>
+#include "preload/entry_points.h"
 
-CUresult shim_driver_memory_set_limit(CUlimit limit, size_t value);
-CUresult shim_driver_memory_module_load(CUmodule *module, const char *file);
-CUresult shim_driver_memory_module_load_data(CUmodule *module, const void *image);
-CUresult shim_driver_memory_module_load_data_ex(CUmodule *module, const void *image,
-                                                unsigned int count, CUjit_option *options,
-                                                void **values);
-CUresult shim_driver_memory_module_load_fat_binary(CUmodule *module, const void *fat_cubin);
-CUresult shim_driver_memory_module_get_function(CUfunction *function, CUmodule module,
-                                                const char *name);
-CUresult shim_driver_memory_library_load_data(CUlibrary *library, const void *code,
-                                              CUjit_option *jit_options, void **jit_values,
-                                              unsigned int jit_count, CUlibraryOption *options,
-                                              void **values, unsigned int count);
-CUresult shim_driver_memory_library_load_from_file(CUlibrary *library, const char *file,
-                                                   CUjit_option *jit_options, void **jit_values,
-                                                   unsigned int jit_count, CUlibraryOption *options,
-                                                   void **values, unsigned int count);
-CUresult shim_driver_memory_library_get_kernel(CUkernel *kernel, CUlibrary library,
-                                               const char *name);
-CUresult shim_driver_memory_library_get_module(CUmodule *module, CUlibrary library);
-CUresult shim_driver_memory_kernel_get_function(CUfunction *function, CUkernel kernel);
-CUresult shim_driver_memory_launch(CUfunction f, unsigned int grid_x, unsigned int grid_y,
-                                   unsigned int grid_z, unsigned int block_x, unsigned int block_y,
-                                   unsigned int block_z, unsigned int shared_bytes, CUstream stream,
-                                   void **params, void **extra);
-CUresult shim_driver_memory_launch_ptsz(CUfunction f, unsigned int grid_x, unsigned int grid_y,
-                                        unsigned int grid_z, unsigned int block_x,
-                                        unsigned int block_y, unsigned int block_z,
-                                        unsigned int shared_bytes, CUstream stream, void **params,
-                                        void **extra);
-CUresult shim_driver_memory_launch_ex(const CUlaunchConfig *config, CUfunction f, void **params,
-                                      void **extra);
-CUresult shim_driver_memory_launch_ex_ptsz(const CUlaunchConfig *config, CUfunction f,
-                                           void **params, void **extra);
-CUresult shim_driver_memory_launch_cooperative(CUfunction f, unsigned int grid_x,
-                                               unsigned int grid_y, unsigned int grid_z,
-                                               unsigned int block_x, unsigned int block_y,
-                                               unsigned int block_z, unsigned int shared_bytes,
-                                               CUstream stream, void **params);
-CUresult shim_driver_memory_launch_cooperative_ptsz(CUfunction f, unsigned int grid_x,
-                                                    unsigned int grid_y, unsigned int grid_z,
-                                                    unsigned int block_x, unsigned int block_y,
-                                                    unsigned int block_z, unsigned int shared_bytes,
-                                                    CUstream stream, void **params);
-CUresult shim_driver_memory_array_create(CUarray *array, const CUDA_ARRAY_DESCRIPTOR *descriptor);
-CUresult shim_driver_memory_array_3d_create(CUarray *array,
-                                            const CUDA_ARRAY3D_DESCRIPTOR *descriptor);
+/* One wrapper per DRIVER_RETRY row of preload/entry_points.def, named in its `wrapper` column,
+ * with the row's parameters. */
+#define DRIVER_LOOKUP   ENTRY_POINT_IGNORE
+#define DRIVER_WRAPPER  ENTRY_POINT_IGNORE
+#define DRIVER_CALLED   ENTRY_POINT_IGNORE
+#define RUNTIME_WRAPPER ENTRY_POINT_IGNORE
+#define DRIVER_RETRY(field, exported, lookup, min_version, max_version, ptsz, pfn, wrapper,        \
+                     params, args)                                                                 \
+    CUresult wrapper params;
+#include "preload/entry_points.def"
+#undef DRIVER_LOOKUP
+#undef DRIVER_WRAPPER
+#undef DRIVER_CALLED
+#undef RUNTIME_WRAPPER
+#undef DRIVER_RETRY
 
 #endif

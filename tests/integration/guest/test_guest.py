@@ -1344,7 +1344,7 @@ def lookup_names(entry_points_def):
     """Every driver lookup name preload/entry_points.def lists (what cuprof resolves)."""
     text = re.sub(r"/\*.*?\*/", "", open(entry_points_def).read(), flags=re.S)
     names = []
-    for m in re.finditer(r'DRIVER_(?:WRAPPER|CALLED|LOOKUP)\([^"]*?"(cu\w+)"', text):
+    for m in re.finditer(r'DRIVER_(?:WRAPPER|RETRY|CALLED|LOOKUP)\([^"]*?"(cu\w+)"', text):
         if m.group(1) not in names:
             names.append(m.group(1))
     return names

@@ -136,12 +136,12 @@ def matches(rows, name, version, flags):
 
 
 def hook_rows(path):
-    """The lookups preload/entry_points.def says cuprof wraps (its DRIVER_LOOKUP and
-    DRIVER_WRAPPER rows, which preload/hooks.c's hook_rows are made of), as
+    """The lookups preload/entry_points.def says cuprof wraps (its DRIVER_LOOKUP, DRIVER_WRAPPER
+    and DRIVER_RETRY rows, which preload/hooks.c's hook_rows are made of), as
     (name, min, max, flags or None)."""
     src = re.sub(r"/\*.*?\*/", "", open(path).read(), flags=re.S)
     rows = []
-    for m in re.finditer(r'^DRIVER_(?:LOOKUP|WRAPPER)\(\s*\w+,\s*\w+,\s*"(\w+)",\s*(\d+),\s*'
+    for m in re.finditer(r'^DRIVER_(?:LOOKUP|WRAPPER|RETRY)\(\s*\w+,\s*\w+,\s*"(\w+)",\s*(\d+),\s*'
                          r'(INT_MAX|\d+),\s*ENTRY_(PTSZ_ANY|PTSZ_NO|PTSZ_YES),', src, re.M):
         hi = INT_MAX if m.group(3) == "INT_MAX" else int(m.group(3))
         flags = {"PTSZ_ANY": None, "PTSZ_NO": 0, "PTSZ_YES": PTSZ}[m.group(4)]
