@@ -473,9 +473,8 @@ unmap_block_locked(struct alloc_device *dev, struct alloc_pool *pool, struct all
     ALLOC_ASSERT_HELD(&dev->lock);
     struct alloc_segment *seg = b->seg;
     size_t page = seg->page;
-    uint64_t off = b->addr - seg->addr;
-    uint64_t first = (off + page - 1) / page, end = (off + b->size) / page;
-    if (first >= end)
+    uint64_t first, end;
+    if (!alloc_expand_pages_inside(seg, b->addr, b->size, &first, &end))
         return;
     /* A failed unmap leaves the block mapped and cached; PyTorch raises, cuprof goes on. */
     (void)make_unmapped_locked(dev, pool, b, seg->addr + first * page, (size_t)(end - first) * page,

@@ -20,6 +20,19 @@ alloc_expand_page_size(bool is_small)
     return is_small ? ALLOC_SMALL_BUFFER : ALLOC_LARGE_BUFFER;
 }
 
+/* The whole pages of expandable segment `seg` inside [addr, addr + size), as page indexes
+ * [*first, *end) from its start (PyTorch's unmap_block: what a release unmaps of a free block).
+ * False when none lies inside. */
+static inline bool
+alloc_expand_pages_inside(const struct alloc_segment *seg, uint64_t addr, size_t size,
+                          uint64_t *first, uint64_t *end)
+{
+    uint64_t off = addr - seg->addr;
+    *first = (off + seg->page - 1) / seg->page;
+    *end = (off + size) / seg->page;
+    return *first < *end;
+}
+
 /* PyTorch's reservation: enough pages for 1 1/8 of the device's total memory. */
 static inline size_t
 alloc_expand_reservation_size(size_t total, size_t page)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "allocator/alloc_expand.h"
 #include "allocator/allocator.h"
 #include "allocator/allocator_state.h"
 #include "allocator/cuprof_errors.h"
@@ -36,15 +37,14 @@ allocator_count_locked(struct allocator *alloc, int device, size_t *segments, si
     *blocks = nb;
 }
 
-/* Whole pages of `seg` inside [start, end) (0 for an empty range). */
+/* Whole pages of `seg` inside [start, end), in bytes (0 for an empty range). */
 static size_t
 whole_pages(const struct alloc_segment *seg, uint64_t start, uint64_t end)
 {
-    if (end <= start)
+    uint64_t first, last;
+    if (end <= start || !alloc_expand_pages_inside(seg, start, end - start, &first, &last))
         return 0;
-    uint64_t first = (start - seg->addr + seg->page - 1) / seg->page;
-    uint64_t last = (end - seg->addr) / seg->page;
-    return last > first ? (size_t)(last - first) * seg->page : 0;
+    return (size_t)(last - first) * seg->page;
 }
 
 /* What alloc_free_release_cached_locked would take from `seg`: all of it when no block is the
