@@ -99,17 +99,25 @@ shim_call_ready_device(struct cuprof_runtime **rt)
     return device;
 }
 
+size_t
+shim_call_hand_back(struct cuprof_runtime *rt, int device)
+{
+    if (rt->mode != CUPROF_MODE_CACHE || device < 0 ||
+        device >= allocator_device_count(rt->alloc) || shim_capture_any())
+        return 0;
+    size_t held = allocator_releasable_bytes(rt->alloc, device);
+    if (held > 0) {
+        guard_enter();
+        (void)allocator_empty_cache(rt->alloc, device);
+        guard_leave();
+    }
+    return held;
+}
+
 bool
 shim_call_release_for_driver(const struct shim_call *call, CUresult result, int device)
 {
-    if (result != CUDA_ERROR_OUT_OF_MEMORY || call->rt->mode != CUPROF_MODE_CACHE || device < 0 ||
-        device >= allocator_device_count(call->rt->alloc) || shim_capture_any())
-        return false;
-    struct memory_stats before, after;
-    allocator_get_stats(call->rt->alloc, device, &before);
-    (void)allocator_empty_cache(call->rt->alloc, device);
-    allocator_get_stats(call->rt->alloc, device, &after);
-    return after.reserved_bytes[STAT_ALL].current < before.reserved_bytes[STAT_ALL].current;
+    return result == CUDA_ERROR_OUT_OF_MEMORY && shim_call_hand_back(call->rt, device) > 0;
 }
 
 void

@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "preload/call_tag.h"
@@ -71,6 +72,12 @@ void shim_call_log_bad_answer(const char *api);
  * unrecorded, logged once. The program's answer is unchanged. */
 void shim_call_track_external(const struct shim_call *call, int device, uint64_t addr, size_t size,
                               uint64_t stream, uint8_t pool, const char *api);
+
+/* In cache mode and outside a capture, hands back to the driver everything cuprof's cache holds on
+ * `device` for no block of the program (allocator_releasable_bytes: segment_free entries, as the
+ * program's own empty_cache() would), for memory the driver found it lacked; returns those bytes
+ * (0: nothing was done). Takes the device's allocator lock. */
+size_t shim_call_hand_back(struct cuprof_runtime *rt, int device);
 
 /* A call cuprof passed to the driver was refused for lack of memory (`result`) while cuprof's
  * cache may hold free segments of `device`: without cuprof that memory would be the driver's, so

@@ -5,12 +5,9 @@
 #include <stdbool.h>
 
 #include "allocator/alloc_policy.h"
-#include "allocator/allocator.h"
-#include "preload/guard.h"
 #include "preload/real_cuda.h"
 #include "preload/runtime.h"
 #include "preload/shim_call.h"
-#include "preload/shim_capture.h"
 
 static atomic_bool release_logged; /* one line per process */
 
@@ -21,14 +18,9 @@ release_for(const char *api)
 {
     struct cuprof_runtime *rt;
     int device = shim_call_ready_device(&rt);
-    if (device < 0 || rt->mode != CUPROF_MODE_CACHE || shim_capture_any())
-        return false;
-    size_t held = allocator_releasable_bytes(rt->alloc, device);
+    size_t held = device >= 0 ? shim_call_hand_back(rt, device) : 0;
     if (held == 0)
         return false;
-    guard_enter();
-    (void)allocator_empty_cache(rt->alloc, device);
-    guard_leave();
     if (!atomic_exchange(&release_logged, true) && runtime_log_info()) {
         char size[32];
         alloc_policy_format_size(held, size, sizeof size);
