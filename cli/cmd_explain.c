@@ -37,8 +37,15 @@ static const char explain_text[] =
     "    the replay is (placements of the recording it reproduced, a history starting mid-run).\n"
     "    A request cuprof passed through to the driver (managed memory, the driver's pools,\n"
     "    cuMemCreate) was refused by the driver itself: no setting applies to it.\n"
+    "An OOM in one of the driver's own calls (kernel code, an array or a thread stack, which it\n"
+    "takes outside every allocation; cuprof's snapshots keep it in cuprof.oom_messages) has no\n"
+    "request: the instant is the state the call met, the verdict says what was free then, what\n"
+    "cuprof's cache kept in segments still holding live blocks and what the driver would have\n"
+    "had without it, and the replays say what each setting's cache would have kept there once\n"
+    "emptied (as cuprof's is before such a call fails).\n"
     "Output: the text above, or with --json one object: file, device, entries, at, chosen\n"
-    "(oom, peak or entry), is_oom, ooms, request {size, segment_size, stream, device_free,\n"
+    "(oom, peak or entry), is_oom, ooms, driver_call (the driver's own call refused, or\n"
+    "null), driver_ooms, driver_message, request {size, segment_size, stream, device_free,\n"
     "passed_through, frames, message}, device_bytes {capacity, capacity_from (footprint,\n"
     "option or assumed), live_requested, live_allocated, reserved, replay_reserved,\n"
     "private_pools, pending_free, cached_free, passthrough, outside, outside_at_start,\n"
@@ -46,10 +53,10 @@ static const char explain_text[] =
     "free_blocks, segments_with_free}, largest_fit, segments [{address, size, free_bytes,\n"
     "largest_free, stream, pool, expandable}], sites [{bytes, count, frames}], settings\n"
     "{recorded, fraction, allowed}, verdict {kinds: [live_exceeds, outside, cap,\n"
-    "fragmentation, driver], missing, cache_caused}, exactness\n"
+    "fragmentation, driver, driver_own], missing, cache_caused, free_without_cache}, exactness\n"
     "{mid_run, dropped_entries, state_from_replay, start_misses, checked, reproduced,\n"
     "oom_reproduced}, whatif [{label, setting, recorded, ok, avoided, ooms, peak_reserved,\n"
-    "peak_allocated, device_allocs}] (bytes exact).\n\n";
+    "peak_allocated, device_allocs, kept_reserved}] (bytes exact).\n\n";
 
 static const struct cli_option explain_options[] = {
     {"at", 'a', "WHEN",

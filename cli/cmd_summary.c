@@ -15,6 +15,7 @@
 #include "cli/library_report.h"
 #include "cli/phases.h"
 #include "cli/ranges.h"
+#include "snapshot/snapshot_oom.h"
 #include "stats/memory_stats.h"
 #include "stats/memory_summary.h"
 
@@ -41,7 +42,8 @@ static const char summary_text[] =
     "  - annotations (cuprof_annotate, and PyTorch's user_metadata wherever it changes), per\n"
     "    label: how often, the highest live and reserved bytes in its phases (each annotation\n"
     "    up to the next) and their growth of live bytes in all;\n"
-    "  - OOM events: the request, what the device still had free, what was cached.\n"
+    "  - OOM events: the request, what the device still had free, what was cached; and the\n"
+    "    driver's own calls refused for lack of memory (kernel code, arrays, thread stacks).\n"
     "Given several files (a job's ranks), it opens with a cross-rank view: per file its rank,\n"
     "host, pid, peak allocated and reserved, OOMs and fragmentation at the live peak; the\n"
     "spread (max/min) and the outlier ranks (peak reserved more than 10% from the median), a\n"
@@ -132,6 +134,47 @@ print_sites(FILE *out, const struct snapshot *snap, size_t device, size_t at, si
     return 0;
 }
 
+/* Refusals of the driver's own calls (cuprof.oom_messages rows with `api`): no `oom` entry, the
+ * driver not saying how much it wanted. */
+static void
+print_driver_ooms(FILE *out, const struct snapshot *snap, size_t device,
+                  const struct device_analysis *a, int64_t t0)
+{
+    size_t n = snapshot_driver_oom_count(snap, device);
+    char s1[32], s2[32];
+    if (n == 0)
+        return;
+    fprintf(out,
+            "out of memory in the driver's own calls: %zu (kernel code, arrays or thread "
+            "stacks it takes outside every allocation; `cuprof explain` says what would have "
+            "left it room)\n",
+            n);
+    for (size_t i = 0; i < snap->cuprof.oom_message_count; i++) {
+        const struct snap_oom_message *m = &snap->cuprof.oom_messages[i];
+        if ((size_t)m->device != device || m->api == NULL)
+            continue;
+        fputs("  ", out);
+        cli_fputs_term(m->api, out);
+        if (m->trace_index >= 0)
+            fprintf(out, " after %zu entr%s", (size_t)m->trace_index,
+                    m->trace_index == 1 ? "y" : "ies");
+        else
+            fputs(" before the history's first entry", out);
+        if (a->has_time)
+            fprintf(out, " (t=+%.6f s)", (double)(m->time_us - t0) / 1e6);
+        if (m->trace_index >= 0 && (size_t)m->trace_index <= a->count && a->live_series != NULL) {
+            size_t k = (size_t)m->trace_index;
+            uint64_t cached = a->reserved_series[k] > a->live_series[k]
+                                  ? a->reserved_series[k] - a->live_series[k]
+                                  : 0;
+            fprintf(out, ": %s was reserved and %s of it not live (cached)",
+                    cli_size(a->reserved_series[k], s1, sizeof(s1)),
+                    cli_size(cached, s2, sizeof(s2)));
+        }
+        fputc('\n', out);
+    }
+}
+
 static void
 print_ooms(FILE *out, const struct snapshot *snap, size_t device, const struct device_analysis *a,
            int64_t t0)
@@ -167,6 +210,7 @@ print_ooms(FILE *out, const struct snapshot *snap, size_t device, const struct d
                       "(memory fraction or fragmentation of device memory)");
         cli_print_stack(out, snap, e->stack, 6, 8);
     }
+    print_driver_ooms(out, snap, device, a, t0);
 }
 
 /* Annotations as phases, per label (cli/phases.h): how often, the highest peaks, the growth. */
@@ -307,7 +351,7 @@ summary_device(FILE *out, const struct snapshot *snap, size_t device, bool brief
         if (print_sites(out, snap, device, a.peak_live_at, top, frames) != 0)
             goto oom;
     }
-    if (a.oom_count > 0 || !brief)
+    if (a.oom_count > 0 || snapshot_driver_oom_count(snap, device) > 0 || !brief)
         print_ooms(out, snap, device, &a, t0);
     analysis_free(&a);
     return 0;

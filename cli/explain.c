@@ -63,11 +63,34 @@ choose_instant(struct explain *x, const struct device_analysis *a,
     for (size_t i = 0; i < t->count && first_oom == SIZE_MAX; i++)
         if (t->entries[i].action == TRACE_OOM)
             first_oom = i;
+    /* A refusal of the driver's own call at the same index came before the entry. */
+    const struct snap_oom_message *own = snapshot_driver_oom_first(x->snap, x->device);
+    bool own_first =
+        own != NULL && (first_oom == SIZE_MAX || (size_t)own->trace_index <= first_oom);
+    x->driver_ooms = snapshot_driver_oom_count(x->snap, x->device);
     enum explain_at at = req->at;
     if (at == EXPLAIN_AT_DEFAULT)
-        at = first_oom != SIZE_MAX ? EXPLAIN_AT_OOM : EXPLAIN_AT_PEAK;
+        at = first_oom != SIZE_MAX || own != NULL ? EXPLAIN_AT_OOM : EXPLAIN_AT_PEAK;
     x->chosen = at;
-    if (at == EXPLAIN_AT_OOM) {
+    if (at == EXPLAIN_AT_DRIVER) {
+        const struct snap_oom_message *m = req->entry < x->snap->cuprof.oom_message_count
+                                               ? &x->snap->cuprof.oom_messages[req->entry]
+                                               : NULL;
+        if (m == NULL || m->api == NULL || (size_t)m->device != x->device || m->trace_index < 0 ||
+            (size_t)m->trace_index > t->count) {
+            snprintf(err, errlen, "no refusal of the driver's own call at row %zu", req->entry);
+            return -1;
+        }
+        own = m;
+        own_first = true;
+        at = EXPLAIN_AT_OOM; /* x->chosen stays: not necessarily the first */
+    }
+    if (at == EXPLAIN_AT_OOM && own_first) {
+        x->at = (size_t)own->trace_index;
+        x->driver_call = own->api;
+        x->driver_time_us = own->time_us;
+        x->message = own->message;
+    } else if (at == EXPLAIN_AT_OOM) {
         if (first_oom == SIZE_MAX) {
             snprintf(err, errlen, "no OOM in device %zu's history (--at peak or an entry)",
                      x->device);
@@ -177,10 +200,23 @@ cuprof_cache_mode(const struct snapshot *snap)
            strcmp(snap->cuprof.mode, "cache") == 0;
 }
 
+/* The verdict of a driver's own refusal: what was free, and had cuprof's cache kept nothing. */
+static void
+fill_driver_verdict(struct explain *x)
+{
+    x->verdict = EXPLAIN_DRIVER_OWN;
+    if (!cuprof_cache_mode(x->snap) || x->cached_free == 0 || !x->capacity_known)
+        return;
+    uint64_t used = x->live_requested + x->passthrough + x->outside;
+    x->free_without_cache = x->capacity > used ? x->capacity - used : 0;
+}
+
 /* The verdict of an OOM instant, from the figures above and the allocator's state. */
 static void
 fill_verdict(struct explain *x)
 {
+    if (x->driver_call != NULL)
+        fill_driver_verdict(x);
     if (!x->is_oom)
         return;
     x->cache_caused = cuprof_cache_mode(x->snap) &&

@@ -18,15 +18,18 @@
 /* Which instant (--at). */
 enum explain_at {
     EXPLAIN_AT_DEFAULT = 0, /* the first OOM, else the peak of reserved memory */
-    EXPLAIN_AT_OOM,         /* the first OOM (none: an error) */
+    EXPLAIN_AT_OOM,         /* the first OOM, a request's or a driver's own call's (none: an
+                             * error) */
     EXPLAIN_AT_PEAK,        /* the peak of reserved memory */
     EXPLAIN_AT_ENTRY,       /* right after trace entry `entry` (an oom entry: that OOM) */
+    EXPLAIN_AT_DRIVER, /* the driver's own call refused that is row `entry` of cuprof.oom_messages
+                        * (the report page's markers) */
 };
 
 struct explain_request {
     size_t device;
     enum explain_at at;
-    size_t entry;     /* EXPLAIN_AT_ENTRY */
+    size_t entry;     /* EXPLAIN_AT_ENTRY, EXPLAIN_AT_DRIVER */
     uint64_t memory;  /* the card's size when the file does not record it (0: not given) */
     size_t top;       /* call sites and segments kept */
     unsigned threads; /* for the replays (0: one per CPU) */
@@ -38,6 +41,7 @@ struct explain_request {
 #define EXPLAIN_CAP           (1u << 2) /* per_process_memory_fraction refused the segment */
 #define EXPLAIN_FRAGMENTATION (1u << 3) /* the bytes were free, in no block large enough */
 #define EXPLAIN_DRIVER        (1u << 4) /* the driver refused a segment it said it had room for */
+#define EXPLAIN_DRIVER_OWN    (1u << 5) /* one of the driver's own calls found too little free */
 
 /* Where the capacity came from. */
 enum explain_capacity {
@@ -68,6 +72,11 @@ struct explain_whatif {
     size_t ooms;    /* OOMs in the whole replay */
     uint64_t peak_reserved, peak_allocated;
     uint64_t device_allocs; /* cudaMalloc (or page maps) the replay made */
+    /* A driver's own refusal: what the cache kept at the instant once emptied (the replay's
+     * reserved bytes, pass-through memory not counted), as cuprof's cache hands back all it can
+     * before such a call fails. */
+    bool kept_known;
+    uint64_t kept_reserved;
 };
 
 struct explain {
@@ -75,8 +84,14 @@ struct explain {
     size_t device;
     size_t count;     /* trace entries */
     size_t at;        /* the state after `at` entries (an OOM: the state it met, its entry `at`) */
-    bool is_oom;      /* the instant is an OOM */
+    bool is_oom;      /* the instant is an OOM of a request (an `oom` entry) */
     size_t oom_count; /* OOMs in the history */
+    /* The instant is a refusal of one of the driver's own calls (kernel code, an array, a thread
+     * stack: cuprof.oom_messages' `api`): its name; no request (is_oom false: the driver does
+     * not say how much it wanted), `at` counts the entries before it. NULL otherwise. */
+    const char *driver_call;
+    int64_t driver_time_us;
+    size_t driver_ooms;     /* such refusals the file records on the device */
     enum explain_at chosen; /* EXPLAIN_AT_OOM, _PEAK or _ENTRY: what `at` is */
     /* The request (an OOM). */
     uint64_t request_size;    /* rounded, as PyTorch records it */
@@ -120,6 +135,9 @@ struct explain {
      * (as requested) and the request fit in what the cache held and the driver had free. */
     bool cache_caused;
     uint64_t without_cache; /* what the request could have had without the cache */
+    /* A driver's own refusal recorded by cuprof's cache: the device's free bytes had the cache
+     * kept none (the live blocks as requested); 0 otherwise. */
+    uint64_t free_without_cache;
     /* How far the replays can be trusted. */
     bool mid_run;
     uint64_t dropped;

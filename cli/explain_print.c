@@ -36,6 +36,13 @@ print_heading(FILE *out, const char *path, const struct explain *x)
         if (timed && t->entries[x->at].has_time)
             snprintf(where + strlen(where), sizeof where - strlen(where), ", t=+%.6f s",
                      (double)(t->entries[x->at].time_us - t0) / 1e6);
+    } else if (x->driver_call != NULL) {
+        /* Its own time: the entry before it may be much older. */
+        int n = snprintf(where, sizeof where, "in %s (the driver's own memory) after %zu entr%s",
+                         x->driver_call, x->at, x->at == 1 ? "y" : "ies");
+        if (timed && n > 0 && (size_t)n < sizeof where)
+            snprintf(where + n, sizeof where - (size_t)n, ", t=+%.6f s",
+                     (double)(x->driver_time_us - t0) / 1e6);
     } else {
         analysis_where(where, sizeof where, x->snap, x->device, x->at, timed ? &t0 : NULL);
     }
@@ -68,10 +75,28 @@ passed_kind(uint8_t pool)
     }
 }
 
+/* A driver's own call's message. */
+static void
+print_driver_call(FILE *out, const struct explain *x)
+{
+    fputs("request: none the driver names: ", out);
+    cli_fputs_term(x->driver_call, out);
+    fputs(" takes device memory for the driver itself (kernel code, an array or a thread "
+          "stack), outside every allocation, and does not say how much\n",
+          out);
+    if (x->message != NULL) {
+        fputs("  message: ", out);
+        cli_fputs_term(x->message, out);
+        fputc('\n', out);
+    }
+}
+
 static void
 print_request(FILE *out, const struct explain *x)
 {
     char s1[32], s2[32], s3[32];
+    if (x->driver_call != NULL)
+        print_driver_call(out, x);
     if (!x->is_oom)
         return;
     if (explain_request_passed(x))
@@ -184,11 +209,53 @@ print_device(FILE *out, const struct explain *x)
     line(out, 2, "total", total, total == x->capacity ? "" : "(the figures disagree)");
 }
 
+/* A driver's own refusal: what the device held, and what would have left the driver room. */
+static void
+print_driver_verdict(FILE *out, const struct explain *x)
+{
+    char a[32], b[32], c[32], d[32], e[32], f[32];
+    fputs("verdict: the driver's own memory: ", out);
+    cli_fputs_term(x->driver_call, out);
+    fprintf(out,
+            " found too little free: %s free of %s, with %s in live blocks, %s cached free, %s "
+            "passed through and %s outside the allocator\n",
+            cli_size(x->free_bytes, a, 32), cli_size(x->capacity, b, 32),
+            cli_size(x->live_allocated, c, 32), cli_size(x->cached_free, d, 32),
+            cli_size(x->passthrough, e, 32), cli_size(x->outside, f, 32));
+    if (x->free_without_cache > 0)
+        fprintf(out,
+                "cuprof's cache had handed back every whole free segment before the call failed; "
+                "the %s it kept lies in segments that still hold live blocks: without the cache "
+                "the driver would have had about %s free (the live blocks as requested); "
+                "CUPROF_MODE=trace records the program without a cache\n",
+                cli_size(x->cached_free, a, 32), cli_size(x->free_without_cache, b, 32));
+    const struct explain_whatif *best = NULL;
+    for (size_t i = 1; i < x->nwhatifs && x->nwhatifs > 0 && x->whatifs[0].kept_known; i++)
+        if (x->whatifs[i].ok && x->whatifs[i].kept_known &&
+            x->whatifs[i].kept_reserved < (best != NULL ? best : &x->whatifs[0])->kept_reserved)
+            best = &x->whatifs[i];
+    if (best != NULL) {
+        fputs("of the settings below, ", out);
+        cli_fputs_term(best->label, out);
+        fprintf(out, " keeps the least there: %s, %s less than the recorded settings\n",
+                cli_size(best->kept_reserved, a, 32),
+                cli_size(x->whatifs[0].kept_reserved - best->kept_reserved, b, 32));
+    }
+    fputs("what leaves it room: fewer live bytes at that call, kernels loaded before the device "
+          "fills (CUDA_MODULE_LOADING=EAGER takes each module's code at its load), or headroom "
+          "left when a pool or batch is sized from cudaMemGetInfo\n",
+          out);
+}
+
 /* One sentence per verdict found. */
 static void
 print_verdict(FILE *out, const struct explain *x)
 {
     char a[32], b[32], c[32], d[32], e[32];
+    if (x->driver_call != NULL) {
+        print_driver_verdict(out, x);
+        return;
+    }
     if (!x->is_oom) {
         fprintf(out, "verdict: no OOM here: %s reserved of %s, %s free\n",
                 cli_size(x->reserved, a, 32), cli_size(x->capacity, b, 32),
@@ -267,9 +334,40 @@ print_exactness(FILE *out, const struct explain *x)
     fprintf(out, "\n");
 }
 
+/* A driver's own refusal: what each setting's cache kept there, and what that left free. */
+static void
+print_whatif_driver(FILE *out, const struct explain *x)
+{
+    char s1[32], s2[32], s3[32], s4[32], label[128];
+    fprintf(out, "what the cache kept at the call under each setting (the history replayed from "
+                 "its start, each cache emptied there as cuprof's is before such a call fails):\n");
+    fprintf(out, "  %-42s %12s %12s %5s %14s %14s %10s\n", "setting", "kept", "free then", "OOMs",
+            "peak reserved", "peak allocated", "cudaMalloc");
+    for (size_t i = 0; i < x->nwhatifs; i++) {
+        const struct explain_whatif *w = &x->whatifs[i];
+        const char *kept = "failed", *free_then = "failed";
+        if (w->ok && w->kept_known) {
+            kept = cli_size(w->kept_reserved, s1, 32);
+            uint64_t used = x->passthrough + x->outside + w->kept_reserved;
+            free_then = !x->capacity_known   ? "unknown"
+                        : x->capacity > used ? cli_size(x->capacity - used, s2, 32)
+                                             : cli_size(0, s2, 32);
+        }
+        fprintf(out, "  %-42.42s %12s %12s %5zu %14s %14s %10" PRIu64 "\n",
+                cli_term(w->label, label, sizeof label), kept, free_then, w->ooms,
+                cli_size(w->peak_reserved, s3, 32), cli_size(w->peak_allocated, s4, 32),
+                w->device_allocs);
+    }
+    print_exactness(out, x);
+}
+
 static void
 print_whatif(FILE *out, const struct explain *x)
 {
+    if (x->driver_call != NULL) {
+        print_whatif_driver(out, x);
+        return;
+    }
     char s1[32], s2[32], label[128];
     bool judged = !explain_request_passed(x) && x->is_oom; /* an OOM some setting may avoid */
     if (explain_request_passed(x))
@@ -411,7 +509,8 @@ json_verdict(struct emitter *e, const struct explain *x)
                  {EXPLAIN_OUTSIDE, "outside"},
                  {EXPLAIN_CAP, "cap"},
                  {EXPLAIN_FRAGMENTATION, "fragmentation"},
-                 {EXPLAIN_DRIVER, "driver"}};
+                 {EXPLAIN_DRIVER, "driver"},
+                 {EXPLAIN_DRIVER_OWN, "driver_own"}};
     emitter_key(e, "settings");
     emitter_begin_dict(e);
     cli_json_key_string(e, "recorded", x->recorded_conf);
@@ -430,6 +529,7 @@ json_verdict(struct emitter *e, const struct explain *x)
     cli_json_key_u64(e, "missing", x->missing);
     emitter_key(e, "cache_caused");
     emitter_bool(e, x->cache_caused);
+    cli_json_key_u64(e, "free_without_cache", x->free_without_cache);
     emitter_end(e);
     emitter_key(e, "exactness");
     emitter_begin_dict(e);
@@ -469,6 +569,11 @@ json_whatif(struct emitter *e, const struct explain *x)
         cli_json_key_u64(e, "peak_reserved", w->peak_reserved);
         cli_json_key_u64(e, "peak_allocated", w->peak_allocated);
         cli_json_key_u64(e, "device_allocs", w->device_allocs);
+        emitter_key(e, "kept_reserved"); /* a driver's own refusal: what the cache kept there */
+        if (w->kept_known)
+            emitter_u64(e, w->kept_reserved);
+        else
+            emitter_none(e);
         emitter_end(e);
     }
     emitter_end(e);
@@ -477,7 +582,7 @@ json_whatif(struct emitter *e, const struct explain *x)
 bool
 explain_print_json(FILE *out, const char *path, const struct explain *x)
 {
-    static const char *const chosen[] = {"oom", "oom", "peak", "entry"};
+    static const char *const chosen[] = {"oom", "oom", "peak", "entry", "oom"};
     struct emitter *e = cli_json_open(out);
     if (e == NULL)
         return false;
@@ -490,6 +595,17 @@ explain_print_json(FILE *out, const char *path, const struct explain *x)
     emitter_key(e, "is_oom");
     emitter_bool(e, x->is_oom);
     cli_json_key_u64(e, "ooms", x->oom_count);
+    emitter_key(e, "driver_call");
+    if (x->driver_call != NULL)
+        cli_json_string(e, x->driver_call);
+    else
+        emitter_none(e);
+    cli_json_key_u64(e, "driver_ooms", x->driver_ooms);
+    emitter_key(e, "driver_message");
+    if (x->driver_call != NULL && x->message != NULL)
+        cli_json_string(e, x->message);
+    else
+        emitter_none(e);
     json_request(e, x);
     json_device(e, x);
     json_verdict(e, x);

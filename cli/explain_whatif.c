@@ -43,6 +43,13 @@ add_whatif(struct explain *x, struct replay_opts *opts, const char *label, const
     snprintf(w->conf, sizeof w->conf, "%s", conf);
     opts[x->nwhatifs] =
         (struct replay_opts){.conf = w->conf, .watch = x->is_oom, .watch_at = x->at};
+    if (x->driver_call != NULL) {
+        /* cuprof's cache hands back all it can before a driver's own call fails: each setting's
+         * cache emptied there, and what it kept read. */
+        struct replay_opts *o = &opts[x->nwhatifs];
+        o->empty_cache = o->capture = true;
+        o->empty_cache_at = o->capture_at = x->at;
+    }
     x->nwhatifs++;
 }
 
@@ -187,6 +194,11 @@ fill_rows(struct explain *x, const struct replay_result *res)
         w->peak_reserved = res[i].peak_reserved;
         w->peak_allocated = (uint64_t)res[i].stats.allocated_bytes[STAT_ALL].peak;
         w->device_allocs = res[i].device_allocs;
+        if (x->driver_call != NULL && res[i].ok && res[i].state.captured) {
+            uint64_t kept = (uint64_t)res[i].state.stats.reserved_bytes[STAT_ALL].current;
+            w->kept_known = true;
+            w->kept_reserved = kept > x->passthrough ? kept - x->passthrough : 0;
+        }
     }
     x->start_misses = res[0].prelude_misses;
     x->checked = res[0].checked;

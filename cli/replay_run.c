@@ -436,13 +436,16 @@ replay_entries(struct replay_run *r, struct replay_cursor *c, size_t count,
     for (size_t i = 0; i < count && rc == 0; i++) {
         if (opts->progress)
             cli_progress_update(&bar, i, c->t->count);
-        if (opts->capture && i == opts->capture_at && capture_state(r, &c->res->state) != 0)
-            rc = -1;
+        /* Emptied first: a capture at the same instant sees what the cache kept. */
         if (opts->empty_cache && i == opts->empty_cache_at)
             (void)allocator_empty_cache(r->alloc, (int)r->device);
+        if (opts->capture && i == opts->capture_at && capture_state(r, &c->res->state) != 0)
+            rc = -1;
         if (rc == 0)
             rc = replay_step(r, c, i);
     }
+    if (rc == 0 && opts->empty_cache && opts->empty_cache_at >= count)
+        (void)allocator_empty_cache(r->alloc, (int)r->device);
     if (rc == 0 && opts->capture && opts->capture_at >= count && !c->res->state.captured &&
         capture_state(r, &c->res->state) != 0)
         rc = -1;

@@ -45,9 +45,11 @@ struct replay_opts {
     bool recorded;    /* conf is the recorded setting (its mode too: trace mode never caches) */
     bool check;       /* count the recorded decisions reproduced (the recorded setting) */
     bool progress;    /* a progress line on stderr when it is a terminal */
-    bool empty_cache; /* empty the cache right before entry empty_cache_at */
+    bool empty_cache; /* empty the cache right before entry empty_cache_at (past the last: at
+                       * the end) */
     size_t empty_cache_at;
-    bool capture;      /* keep the state after capture_at entries (0: the starting state) */
+    bool capture;      /* keep the state after capture_at entries (0: the starting state), after an
+                        * empty_cache at the same instant */
     size_t capture_at; /* past the last entry: the state at the end */
     bool watch;        /* say whether the request of entry watch_at ran out of memory */
     size_t watch_at;

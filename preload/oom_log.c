@@ -22,8 +22,11 @@
 
 struct oom_log_entry {
     int device;
-    uint64_t position; /* of its oom entry in the device's history; UINT64_MAX: none found */
+    /* Of its oom entry in the device's history (UINT64_MAX: none found); for a driver's own call
+     * (api), the position the next entry would take: the state it met. */
+    uint64_t position;
     int64_t time_us;
+    const char *api; /* the driver's own call refused (a static name), or NULL */
     char message[OOM_LOG_MESSAGE_LEN];
 };
 
@@ -72,6 +75,20 @@ find_entry(struct trace_ring *ring, int device, uint64_t end, uint64_t *position
     return found;
 }
 
+/* Stores one OOM in the ring; oom_lock held. */
+static void
+store_locked(int device, uint64_t position, int64_t time_us, const char *api, const char *message)
+{
+    struct oom_log_entry *e = &oom_kept[oom_next];
+    e->device = device;
+    e->position = position;
+    e->time_us = time_us;
+    e->api = api;
+    snprintf(e->message, sizeof e->message, "%s", message);
+    oom_next = (oom_next + 1) % OOM_LOG_KEPT;
+    oom_count += oom_count < OOM_LOG_KEPT;
+}
+
 /* Keeps the message; returns whether to log it now and how many were held back before it. */
 static bool
 keep(int device, uint64_t serial, uint64_t position, int64_t time_us, const char *message,
@@ -81,9 +98,14 @@ keep(int device, uint64_t serial, uint64_t position, int64_t time_us, const char
     pthread_mutex_lock(&oom_lock);
     if (device >= 0 && device < OOM_LOG_DEVICES) {
         /* The same count: this OOM was noted by the thread that shares it, unless the message
-         * changed (a request of 1 EiB or more counts no OOM). */
-        const struct oom_log_entry *last =
-            oom_count > 0 ? &oom_kept[(oom_next + OOM_LOG_KEPT - 1) % OOM_LOG_KEPT] : NULL;
+         * changed (a request of 1 EiB or more counts no OOM). A driver's own refusal between the
+         * two counts no OOM of the allocator's: passed over. */
+        const struct oom_log_entry *last = NULL;
+        for (size_t k = 1; k <= oom_count && last == NULL; k++) {
+            const struct oom_log_entry *c = &oom_kept[(oom_next + OOM_LOG_KEPT - k) % OOM_LOG_KEPT];
+            if (c->api == NULL)
+                last = c;
+        }
         fresh = serial != oom_serial[device] ||
                 (last != NULL && (last->device != device || strcmp(last->message, message) != 0));
         if (serial == oom_serial[device] && fresh)
@@ -92,13 +114,7 @@ keep(int device, uint64_t serial, uint64_t position, int64_t time_us, const char
     }
     bool log = false;
     if (fresh) {
-        struct oom_log_entry *e = &oom_kept[oom_next];
-        e->device = device;
-        e->position = position;
-        e->time_us = time_us;
-        snprintf(e->message, sizeof e->message, "%s", message);
-        oom_next = (oom_next + 1) % OOM_LOG_KEPT;
-        oom_count += oom_count < OOM_LOG_KEPT;
+        store_locked(device, position, time_us, NULL, message);
         int64_t now = monotonic_ns();
         log = oom_logged < OOM_LOG_BURST || now - oom_last_log_ns >= 1000000000;
         if (log) {
@@ -138,6 +154,45 @@ oom_log_note(struct cuprof_runtime *rt, int device)
     runtime_log("cuprof: %s", message);
 }
 
+/* Whether the history of `device` between positions `from` and `to` holds nothing but the marks
+ * of dumps (the first OOM's snapshot records one): the same state. */
+static bool
+only_dump_marks(struct trace_ring *ring, int device, uint64_t from, uint64_t to)
+{
+    enum { MARKS_MAX = 4 };
+    struct trace_record recs[MARKS_MAX];
+    if (to < from || to - from > MARKS_MAX)
+        return false;
+    uint64_t first = 0;
+    size_t n = to > from ? trace_ring_copy_from(ring, device, from, recs, to - from, &first) : 0;
+    if (n != to - from || (n > 0 && first != from))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (recs[i].action != TRACE_SNAPSHOT)
+            return false;
+    return true;
+}
+
+void
+oom_log_note_driver(struct cuprof_runtime *rt, int device, const char *api, const char *message)
+{
+    uint64_t position = trace_ring_end(rt->ring, device);
+    int64_t time_us = now_us();
+    /* A program retrying the call meets the same state each time: kept once, so that a loop of
+     * refusals does not push the allocator's messages out of the ring. */
+    pthread_mutex_lock(&oom_lock);
+    const struct oom_log_entry *last =
+        oom_count > 0 ? &oom_kept[(oom_next + OOM_LOG_KEPT - 1) % OOM_LOG_KEPT] : NULL;
+    bool again = last != NULL && last->api == api && last->device == device;
+    uint64_t since = again ? last->position : 0;
+    pthread_mutex_unlock(&oom_lock);
+    again = again && only_dump_marks(rt->ring, device, since, position);
+    pthread_mutex_lock(&oom_lock);
+    if (!again)
+        store_locked(device, position, time_us, api, message);
+    pthread_mutex_unlock(&oom_lock);
+}
+
 size_t
 oom_log_copy(struct dump_oom_message *out, char *text, size_t cap)
 {
@@ -148,7 +203,7 @@ oom_log_copy(struct dump_oom_message *out, char *text, size_t cap)
         const struct oom_log_entry *e = &oom_kept[(start + oom_count - n + i) % OOM_LOG_KEPT];
         char *t = text + i * OOM_LOG_MESSAGE_LEN;
         memcpy(t, e->message, OOM_LOG_MESSAGE_LEN);
-        out[i] = (struct dump_oom_message){e->device, e->position, e->time_us, t};
+        out[i] = (struct dump_oom_message){e->device, e->position, e->time_us, t, e->api};
     }
     pthread_mutex_unlock(&oom_lock);
     return n;

@@ -27,6 +27,14 @@ struct cuprof_runtime;
  * back (the next line logged says how many were). Call with no cuprof lock held. */
 void oom_log_note(struct cuprof_runtime *rt, int device);
 
+/* One of the driver's own calls (`api`, a name that lives as long as the process) was refused for
+ * lack of memory and the refusal stands: keeps `message` with the history position the next
+ * entry of `device` would take (no `oom` entry: the driver does not say how much it wanted). Does
+ * not log (the caller says it once). The same call refused again with nothing recorded between
+ * is kept once. Call with no cuprof lock held. */
+void oom_log_note_driver(struct cuprof_runtime *rt, int device, const char *api,
+                         const char *message);
+
 /* Copies the kept messages, oldest first, into out (at most cap; each message points into a
  * buffer the caller provides: `text`, cap * OOM_LOG_MESSAGE_LEN bytes). Returns the count. */
 size_t oom_log_copy(struct dump_oom_message *out, char *text, size_t cap);

@@ -424,13 +424,16 @@ void
 runtime_notify_driver_oom(struct cuprof_runtime *rt, int device, const char *api)
 {
     static atomic_bool logged;
+    char message[384];
+    snprintf(message, sizeof message,
+             "%s: the driver found no device memory for itself (kernel code, an array or a thread "
+             "stack, which it takes outside every allocation)%s; the program gets "
+             "CUDA_ERROR_OUT_OF_MEMORY",
+             api,
+             rt->mode == CUPROF_MODE_CACHE ? ", and cuprof's cache held none it could hand back"
+                                           : "");
+    oom_log_note_driver(rt, device, api, message); /* before the dump: the OOM dump holds it */
     if (!atomic_exchange(&logged, true) && runtime_log_info())
-        runtime_log("cuprof: %s: the driver found no device memory for itself (kernel code, an "
-                    "array or a thread stack, which it takes outside every allocation)%s; the "
-                    "program gets CUDA_ERROR_OUT_OF_MEMORY (logged once)",
-                    api,
-                    rt->mode == CUPROF_MODE_CACHE
-                        ? ", and cuprof's cache held none it could hand back"
-                        : "");
+        runtime_log("cuprof: %s (logged once)", message);
     oom_dump(rt, device, api);
 }

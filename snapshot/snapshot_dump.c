@@ -323,10 +323,12 @@ set_oom_messages(struct snapshot *snap, const struct dump_info *info, const uint
         const struct dump_oom_message *m = &info->oom_messages[i];
         size_t d = (size_t)m->device;
         int64_t index = -1;
+        /* A driver's own call has no entry: its index may be the trace's end. */
+        uint64_t past = m->api != NULL ? 1 : 0;
         if (m->device >= 0 && d < devices && d < snap->device_count && m->position != UINT64_MAX &&
-            m->position >= first[d] && m->position - first[d] < snap->device_traces[d].count)
+            m->position >= first[d] && m->position - first[d] < snap->device_traces[d].count + past)
             index = (int64_t)(m->position - first[d]);
-        rows[i] = (struct snap_oom_message){m->device, index, m->time_us, m->message};
+        rows[i] = (struct snap_oom_message){m->device, index, m->time_us, m->message, m->api};
     }
     int rc = snapshot_set_oom_messages(snap, rows, n);
     free(rows);

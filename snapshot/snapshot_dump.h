@@ -25,12 +25,15 @@ struct dump_setting {
 };
 
 /* An out-of-memory error's message, with the history position of its `oom` entry
- * (trace_ring_end's numbering; UINT64_MAX when unknown): the dump turns it into an index. */
+ * (trace_ring_end's numbering; UINT64_MAX when unknown): the dump turns it into an index. For a
+ * refusal of one of the driver's own calls (`api` set), the position the next entry would have
+ * taken: the index is the count of entries before it. */
 struct dump_oom_message {
     int32_t device;
     uint64_t position;
     int64_t time_us;
     const char *message;
+    const char *api; /* the driver's own call refused, or NULL (an allocation) */
 };
 
 /* What the caller (preload/) knows about the process; every pointer may be NULL. */

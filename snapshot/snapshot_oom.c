@@ -21,7 +21,8 @@ snapshot_set_oom_messages(struct snapshot *snap, const struct snap_oom_message *
     for (size_t i = 0; i < count; i++) {
         copy[i] = rows[i];
         copy[i].message = snapshot_intern(snap, rows[i].message != NULL ? rows[i].message : "");
-        if (copy[i].message == NULL)
+        copy[i].api = rows[i].api != NULL ? snapshot_intern(snap, rows[i].api) : NULL;
+        if (copy[i].message == NULL || (rows[i].api != NULL && copy[i].api == NULL))
             return -CUPROF_EHOSTMEM;
     }
     snap->cuprof.oom_messages = copy;
@@ -39,16 +40,43 @@ snapshot_oom_message_of(const struct snapshot *snap, size_t device, size_t index
         device < snap->device_count && index < snap->device_traces[device].count
             ? &snap->device_traces[device].entries[index]
             : NULL;
+    /* A driver's own call's row (api) belongs to no entry, though its index may match one. */
     for (size_t i = 0; i < c->oom_message_count; i++)
-        if ((size_t)c->oom_messages[i].device == device &&
+        if ((size_t)c->oom_messages[i].device == device && c->oom_messages[i].api == NULL &&
             c->oom_messages[i].trace_index == (int64_t)index)
             return c->oom_messages[i].message;
     /* A file whose rows name no index (another writer, an edited file): matched by time. */
     for (size_t i = 0; e != NULL && e->has_time && i < c->oom_message_count; i++)
-        if ((size_t)c->oom_messages[i].device == device && c->oom_messages[i].trace_index < 0 &&
-            c->oom_messages[i].time_us == e->time_us)
+        if ((size_t)c->oom_messages[i].device == device && c->oom_messages[i].api == NULL &&
+            c->oom_messages[i].trace_index < 0 && c->oom_messages[i].time_us == e->time_us)
             return c->oom_messages[i].message;
     return NULL;
+}
+
+const struct snap_oom_message *
+snapshot_driver_oom_first(const struct snapshot *snap, size_t device)
+{
+    const struct snap_cuprof *c = &snap->cuprof;
+    size_t count = device < snap->device_count ? snap->device_traces[device].count : 0;
+    const struct snap_oom_message *first = NULL;
+    for (size_t i = 0; i < c->oom_message_count; i++) {
+        const struct snap_oom_message *m = &c->oom_messages[i];
+        if ((size_t)m->device == device && m->api != NULL && m->trace_index >= 0 &&
+            (uint64_t)m->trace_index <= count &&
+            (first == NULL || m->trace_index < first->trace_index))
+            first = m;
+    }
+    return first;
+}
+
+size_t
+snapshot_driver_oom_count(const struct snapshot *snap, size_t device)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < snap->cuprof.oom_message_count; i++)
+        n += (size_t)snap->cuprof.oom_messages[i].device == device &&
+             snap->cuprof.oom_messages[i].api != NULL;
+    return n;
 }
 
 void
@@ -70,6 +98,10 @@ snapshot_oom_emit(const struct snapshot *snap, struct emitter *e)
         emitter_int(e, m->time_us);
         emitter_key(e, "message");
         emitter_string(e, m->message != NULL ? m->message : "");
+        if (m->api != NULL) { /* absent for an allocation: files stay as they were */
+            emitter_key(e, "api");
+            emitter_string(e, m->api);
+        }
         emitter_end(e);
     }
     emitter_end(e);
@@ -98,6 +130,10 @@ import_row(struct snapshot_fields *f, const char *where, const struct sval *v,
         return rc;
     if ((rc = snapshot_field_str(f, where, v, "message", skip, &row->message)) < 0)
         return rc;
+    if ((rc = snapshot_field_str(f, where, v, "api", "read as an allocation's", &row->api)) < 0)
+        return rc;
+    if (row->api != NULL && row->api[0] == '\0')
+        row->api = NULL;
     return row->message == NULL ? 1 : 0;
 }
 

@@ -15,12 +15,16 @@
 
 /* One OOM: its device, the index of its `oom` entry in device_traces[device] (-1 when the
  * history no longer holds it, or it had none: a request of 1 EiB or more), when it happened
- * (µs since the Unix epoch, the entry's time_us) and the message the program's error stood for. */
+ * (µs since the Unix epoch, the entry's time_us) and the message the program's error stood for.
+ * A refusal of one of the driver's own calls (kernel code, arrays, a thread stack: `api` names
+ * it) has no `oom` entry: its index counts the entries before it (the state it met is the state
+ * after them; -1 when the history no longer reaches back to it). */
 struct snap_oom_message {
     int32_t device;
     int64_t trace_index;
     int64_t time_us;
     const char *message;
+    const char *api; /* NULL: an allocation's OOM */
 };
 
 /* Replaces the model's rows (strings and the array are copied into its arena). 0 or
@@ -31,6 +35,14 @@ snapshot_set_oom_messages(struct snapshot *snap, const struct snap_oom_message *
 /* The message of trace entry `index` of `device` (an `oom` entry): the row naming that index,
  * else the row of that device with the entry's time; NULL when none. */
 const char *snapshot_oom_message_of(const struct snapshot *snap, size_t device, size_t index);
+
+/* The first refusal of one of the driver's own calls on `device` the history reaches (a row with
+ * `api` and an index), else NULL. */
+const struct snap_oom_message *snapshot_driver_oom_first(const struct snapshot *snap,
+                                                         size_t device);
+
+/* Rows of `device` for refusals of the driver's own calls (the history reaching them or not). */
+size_t snapshot_driver_oom_count(const struct snapshot *snap, size_t device);
 
 /* Emits the "oom_messages" key into the open cuprof dict when the model has rows (absent
  * otherwise: a process that never ran out of memory writes what it always wrote). */

@@ -115,12 +115,15 @@ def run_shim(cmd, ld_path, preload=None, extra_env=None, timeout=120):
     return run(cmd, env(ld_path, preload, **(extra_env or {})), timeout=timeout)
 
 
-def app_arguments(description=None, more=()):
+def app_arguments(description=None, more=(), options=()):
     """The command line of a test that runs one program under the shim: --lib LIB --ld-path
-    PATH APP, then the positional arguments named in `more`."""
+    PATH APP, then the positional arguments named in `more`; `options` names optional ones
+    ("--cuprof": None when not given)."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--lib", required=True)
     ap.add_argument("--ld-path", required=True)
+    for name in options:
+        ap.add_argument(name)
     ap.add_argument("app")
     for name in more:
         ap.add_argument(name)

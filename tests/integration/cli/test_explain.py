@@ -45,6 +45,10 @@ class Verdicts(unittest.TestCase):
         at = first_oom(snap)
         e = snap["device_traces"][0][at]
         self.assertEqual((got["at"], got["chosen"], got["is_oom"]), (at, "oom", True))
+        # An allocation's OOM: no driver's own call refused.
+        self.assertEqual((got["driver_call"], got["driver_ooms"], got["driver_message"]),
+                         (None, 0, None))
+        self.assertTrue(all(w["kept_reserved"] is None for w in got["whatif"]))
         r = got["request"]
         self.assertEqual((r["size"], r["stream"], r["device_free"]),
                          (e["size"], e["stream"], e["device_free"]))
@@ -78,7 +82,8 @@ class Verdicts(unittest.TestCase):
                          (256 * MiB, 0, 0))
         self.assertEqual(got["request"]["segment_size"], 256 * MiB)
         self.assertEqual(got["verdict"], {"kinds": ["live_exceeds"], "missing": 212 * MiB,
-                                          "cache_caused": False})
+                                          "cache_caused": False,
+                                          "free_without_cache": 0})
         self.assertTrue(got["exactness"]["oom_reproduced"])
         self.assertEqual([s["bytes"] for s in got["sites"]], [256 * MiB])
         self.assertEqual(got["sites"][0]["frames"][0]["name"], "fill")
@@ -125,7 +130,8 @@ class Verdicts(unittest.TestCase):
         self.check_common(got, snap, 60 * MiB, 0)
         # Without cuprof's cache the 24 MiB live and the 16 MiB request fit the 60 MiB device.
         self.assertEqual(got["verdict"], {"kinds": ["fragmentation"], "missing": 0,
-                                          "cache_caused": True})
+                                          "cache_caused": True,
+                                          "free_without_cache": 0})
         self.fragment_expect(got, snap)
         out = text(path)
         self.assertIn("verdict: fragmentation: 36.00 MiB cached free + 0 bytes free on the device "
@@ -148,7 +154,8 @@ class Verdicts(unittest.TestCase):
         self.assertEqual((d["outside"], d["outside_at_start"], d["live_allocated"]),
                          (100 * MiB, 100 * MiB, 0))
         self.assertEqual(got["verdict"], {"kinds": ["outside"], "missing": 56 * MiB,
-                                          "cache_caused": False})
+                                          "cache_caused": False,
+                                          "free_without_cache": 0})
         self.assertIn("verdict: memory outside the allocator: 100.00 MiB outside and 0 bytes passed "
                       "through; 0 bytes live + 256.00 MiB requested = 256.00 MiB, the allocator "
                       "could reach 200.00 MiB (56.00 MiB short)\n", text(path))
@@ -163,7 +170,8 @@ class Verdicts(unittest.TestCase):
         self.assertEqual((d["outside"], d["outside_at_start"]), (20 * MiB, 20 * MiB))
         # 80 MiB less the context's 20 MiB: the 24 MiB live and the request fit without the cache.
         self.assertEqual(got["verdict"], {"kinds": ["outside", "fragmentation"], "missing": 0,
-                                          "cache_caused": True})
+                                          "cache_caused": True,
+                                          "free_without_cache": 0})
         self.fragment_expect(got, snap)
         self.assertIn("verdict: a combination:\n  - memory outside the allocator: 20.00 MiB outside "
                       "and 0 bytes passed through; without them the new segment of 16.00 MiB "
@@ -183,7 +191,8 @@ class Verdicts(unittest.TestCase):
                                            "fraction": 0.5, "allowed": 150 * MiB})
         # The cap the user set holds without the cache too: 80 + 72 MiB > 150 MiB.
         self.assertEqual(got["verdict"], {"kinds": ["cap"], "missing": 0,
-                                          "cache_caused": False})
+                                          "cache_caused": False,
+                                          "free_without_cache": 0})
         w = whatifs(got)
         for label in ("garbage_collection_threshold:0.6", "garbage_collection_threshold:0.8"):
             self.assertEqual(w[label]["setting"],
@@ -202,7 +211,8 @@ class Verdicts(unittest.TestCase):
         self.check_common(got, snap, 1 << 30, (1 << 30) - 60 * MiB)
         # The driver refused memory it had: no cache would have changed that.
         self.assertEqual(got["verdict"], {"kinds": ["driver"], "missing": 0,
-                                          "cache_caused": False})
+                                          "cache_caused": False,
+                                          "free_without_cache": 0})
         # The replay's device does not refuse: it cannot reproduce this OOM, and says so.
         self.assertFalse(got["exactness"]["oom_reproduced"])
         self.assertTrue(whatifs(got)["recorded settings (defaults)"]["avoided"])
@@ -263,7 +273,8 @@ class Verdicts(unittest.TestCase):
         self.assertGreater(snap["cuprof"]["dropped_entries"][0], 0)
         got = explain(path)
         self.assertEqual(got["verdict"], {"kinds": ["fragmentation"], "missing": 0,
-                                          "cache_caused": True})
+                                          "cache_caused": True,
+                                          "free_without_cache": 0})
         x = got["exactness"]
         self.assertEqual((x["mid_run"], x["dropped_entries"], x["start_misses"]),
                          (True, snap["cuprof"]["dropped_entries"][0], 0))
@@ -286,7 +297,8 @@ class Verdicts(unittest.TestCase):
                          ("peak", False, at + 1, None))
         d = got["device_bytes"]
         self.assertEqual((d["reserved"], d["live_requested"]), (peak, series[at + 1][0]))
-        self.assertEqual(got["verdict"], {"kinds": [], "missing": 0, "cache_caused": False})
+        self.assertEqual(got["verdict"], {"kinds": [], "missing": 0, "cache_caused": False,
+                                          "free_without_cache": 0})
         self.assertTrue(all(w["avoided"] is None for w in got["whatif"]))
         # --at ENTRY: right after that entry; an oom entry is that OOM.
         self.assertEqual(explain(path, "--at", str(at))["at"], at + 1)
@@ -345,7 +357,8 @@ class PyTorchLayout(unittest.TestCase):
         self.assertEqual(got["request"]["frames"][0]["name"], "huge")
         # PyTorch's cache is the program's own: never cuprof's to blame.
         self.assertEqual(got["verdict"], {"kinds": ["fragmentation"], "missing": 0,
-                                          "cache_caused": False})
+                                          "cache_caused": False,
+                                          "free_without_cache": 0})
         self.assertNotIn("without cuprof's cache", text(path))
         self.assertEqual(got["exactness"]["checked"], got["exactness"]["reproduced"])
         self.assertTrue(whatifs(got)["expandable_segments:True"]["avoided"])
@@ -359,7 +372,8 @@ class PyTorchLayout(unittest.TestCase):
         self.assertEqual((d["capacity"], d["capacity_from"], d["outside"], d["free"]),
                          (80 * MiB, "option", 20 * MiB, 0))
         self.assertEqual(got["verdict"], {"kinds": ["outside", "fragmentation"], "missing": 0,
-                                          "cache_caused": False})
+                                          "cache_caused": False,
+                                          "free_without_cache": 0})
 
 
 class Errors(unittest.TestCase):

@@ -4,10 +4,12 @@
  * driver's again and every call succeeds; under cuprof's cache it stays cached unless the cache
  * hands it back. Driver API, primary context; "eager" as the first argument loads modules and
  * libraries with CUDA_MODULE_LOADING=EAGER (the code taken at load); "held" keeps the memory
- * instead and asks for a function of a module loaded before: refused with or without cuprof. The
- * code is
- * driver_memory_kernel.fatbin beside the program when there is one (built by nvcc: real code for
- * a real GPU), else a few bytes the simulated driver does not parse. Prints one line per call:
+ * instead and asks for a function of a module loaded before: refused with or without cuprof;
+ * "split" frees it, keeps 4 MiB and then asks: served alone, refused under cuprof's cache (the
+ * 4 MiB are cut from the cached segment, which cannot go back to the driver) unless its segments
+ * are expandable. The code is driver_memory_kernel.fatbin beside the program when there is one
+ * (built by nvcc: real code for a real GPU), else a few bytes the simulated driver does not
+ * parse. Prints one line per call:
  * name=error (no sizes: compared with a run without cuprof). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -214,6 +216,17 @@ main(int argc, char **argv)
         show("module_load", cuModuleLoad(&mod, image_file));
         fill(true);
         show("held_module_get_function", cuModuleGetFunction(&f, mod, "kernel"));
+        show("held_module_get_function", cuModuleGetFunction(&f, mod, "kernel")); /* a retry */
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "split") == 0) {
+        CUmodule mod = NULL;
+        CUfunction f = NULL;
+        CUdeviceptr kept = 0;
+        show("module_load", cuModuleLoad(&mod, image_file));
+        fill_and_free();
+        show("split_alloc", cuMemAlloc(&kept, 4 * MIB));
+        show("split_module_get_function", cuModuleGetFunction(&f, mod, "kernel"));
         return 0;
     }
     lazy_calls();

@@ -39,23 +39,27 @@ MODES = (("cache", {}), ("expandable", {"CUPROF_ALLOC_CONF": "expandable_segment
          ("trace", {"CUPROF_MODE": "trace"}), ("off", {"CUPROF_MODE": "off"}))
 
 
-def under_cuprof(a, argv):
-    """argv under cuprof in each of MODES: [(mode, result, snapshot histories oldest first)]."""
+def under_cuprof(a, argv, also=None):
+    """argv under cuprof in each of MODES: [(mode, result, snapshot histories oldest first)].
+    also(mode, result, snapshot paths), when given, looks at the files before they go."""
     out = []
     for what, extra in MODES:
         with tempfile.TemporaryDirectory() as tmp:
             env = dict(SIM, CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"), **extra)
             r = shimrun.run_shim(argv, a.ld_path, preload=a.lib, extra_env=env, timeout=60)
             traces = []
-            for path in shimrun.dumps(tmp, "s-*.pickle"):
+            paths = shimrun.dumps(tmp, "s-*.pickle")
+            for path in paths:
                 with open(path, "rb") as f:
                     traces.append(pickle.load(f)["device_traces"][0])
+            if also is not None:
+                also(what, r, paths)
         out.append((what, r, traces))
     return out
 
 
 def main():
-    a = shimrun.app_arguments()
+    a = shimrun.app_arguments(options=("--cuprof",))
     check = shimrun.Checks()
     for arg, names in (("", LAZY), ("eager", EAGER)):
         argv = [a.app] + ([arg] if arg else [])
@@ -79,16 +83,25 @@ def main():
             step = ["segment_alloc", "alloc", "free_requested", "free_completed", "segment_free"]
             check(actions == step * NEED[arg], f"{label}: history {actions}")
     check_held(check, a)
+    check_split(check, a)
     check.finish()
 
 
-HELD = "module_load=CUDA_SUCCESS\nheld_module_get_function=CUDA_ERROR_OUT_OF_MEMORY\n"
+HELD = "module_load=CUDA_SUCCESS\n" + "held_module_get_function=CUDA_ERROR_OUT_OF_MEMORY\n" * 2
 
 
 def check_held(check, a):
     alone = shimrun.run_shim([a.app, "held"], a.ld_path, extra_env=SIM, timeout=60)
     check(alone.returncode == 0 and alone.stdout == HELD, f"held alone: {alone}")
-    for what, r, traces in under_cuprof(a, [a.app, "held"]):
+    def look(what, r, paths):
+        # The first-OOM snapshot holds the refusal after the fill's 2 entries; the one at exit
+        # holds it once though the program asked twice (the retry met the same state).
+        for path in paths if what != "off" else ():
+            driver_row(check, f"held {what} {os.path.basename(path)}", path, 2 + (path != paths[0]),
+                       "cuModuleGetFunction: the driver found no device memory for itself",
+                       index=2)
+
+    for what, r, traces in under_cuprof(a, [a.app, "held"], also=look):
         label = f"held {what}"
         check(r.returncode == 0 and r.stdout == HELD, f"{label}: {r.stdout!r} {r.stderr!r}")
         lines = [l for l in r.stderr.splitlines() if "found no device memory for itself" in l]
@@ -104,6 +117,95 @@ def check_held(check, a):
         check(lines == [want], f"{label}: lines {lines}")
         # The first-OOM snapshot, then the one at exit.
         check(len(dumped) == 1 and len(traces) == 2, f"{label}: {dumped} {len(traces)}")
+
+
+def driver_row(check, label, path, entries, message_start, index=None):
+    """A snapshot's one cuprof.oom_messages row: the call, the entries before it (`index`, by
+    default all `entries` of the trace)."""
+    with open(path, "rb") as f:
+        snap = pickle.load(f)
+    rows = snap["cuprof"].get("oom_messages")
+    trace = snap["device_traces"][0]
+    index = entries if index is None else index
+    check(len(trace) == entries, f"{label}: {len(trace)} entries, not {entries}")
+    check(rows is not None and len(rows) == 1 and rows[0]["api"] == "cuModuleGetFunction" and
+          rows[0]["device"] == 0 and rows[0]["trace_index"] == index and
+          rows[0]["message"].startswith(message_start), f"{label}: rows {rows}")
+
+
+SPLIT_ALONE = ("module_load=CUDA_SUCCESS\nsplit_alloc=CUDA_SUCCESS\n"
+               "split_module_get_function=CUDA_SUCCESS\n")
+MiB = 1 << 20
+
+
+def check_split(check, a):
+    """The program frees the card and keeps 4 MiB: alone the driver has 60 MiB for the kernel's
+    code; cuProf's cache cut the 4 MiB from its one 64 MiB segment (as PyTorch's would), which
+    cannot go back to the driver, so the refusal stands (with expandable segments too: 64 MiB do
+    not fit in 20 MiB pages, and the segment is made whole). `cuprof explain` of the first-OOM
+    snapshot says so, with what each setting's cache would have kept there."""
+    alone = shimrun.run_shim([a.app, "split"], a.ld_path, extra_env=SIM, timeout=60)
+    check(alone.returncode == 0 and alone.stdout == SPLIT_ALONE, f"split alone: {alone}")
+    refused = SPLIT_ALONE.replace("function=CUDA_SUCCESS", "function=CUDA_ERROR_OUT_OF_MEMORY")
+
+    def look(what, r, paths):
+        label = f"split {what}"
+        want = refused if what in ("cache", "expandable") else SPLIT_ALONE
+        check(r.returncode == 0 and r.stdout == want, f"{label}: {r.stdout!r} {r.stderr!r}")
+        if what != "cache":
+            return
+        check(len(paths) == 2, f"{label}: {paths}")
+        # segment_alloc, alloc, free_requested, free_completed of the fill, the 4 MiB's alloc.
+        driver_row(check, label, paths[0], 5, "cuModuleGetFunction: the driver found no device "
+                   "memory for itself")
+        if a.cuprof is not None:
+            check_explain(check, a, paths[0])
+
+    under_cuprof(a, [a.app, "split"], also=look)
+
+
+def check_explain(check, a, path):
+    """explain and summary of the split case's first-OOM snapshot (64 MiB card, nothing outside)."""
+    import json
+    import subprocess
+    got = json.loads(subprocess.run([a.cuprof, "explain", "--json", path], capture_output=True,
+                                    text=True, timeout=60, check=True).stdout)
+    dev = got["device_bytes"]
+    check(got["driver_call"] == "cuModuleGetFunction" and got["chosen"] == "oom" and
+          got["at"] == 5 and not got["is_oom"] and got["ooms"] == 0 and got["driver_ooms"] == 1 and
+          got["request"] is None, f"explain: instant {got}")
+    check(got["driver_message"].startswith("cuModuleGetFunction: the driver found no device"),
+          f"explain: message {got['driver_message']!r}")
+    check((dev["capacity"], dev["live_allocated"], dev["reserved"], dev["cached_free"],
+           dev["outside"], dev["free"]) == (64 * MiB, 4 * MiB, 64 * MiB, 60 * MiB, 0, 0),
+          f"explain: device {dev}")
+    check(got["verdict"]["kinds"] == ["driver_own"] and
+          got["verdict"]["free_without_cache"] == 60 * MiB, f"explain: verdict {got['verdict']}")
+    # Each setting's cache emptied at the call: the recorded one and expandable segments keep
+    # the 64 MiB segment (the 4 MiB cut from it); max_split_size_mb:64 leaves the 64 MiB block
+    # unsplit, so the 4 MiB takes a segment of its own (20 MiB: PyTorch's for 1-10 MiB requests)
+    # once the cache released the big one for lack of room.
+    kept = {w["label"]: w["kept_reserved"] for w in got["whatif"]}
+    check(kept == {"recorded settings (defaults)": 64 * MiB, "expandable_segments:True": 64 * MiB,
+                   "max_split_size_mb:64": 20 * MiB, "max_split_size_mb:256": 64 * MiB},
+          f"explain: kept {kept}")
+    text = subprocess.run([a.cuprof, "explain", path], capture_output=True, text=True, timeout=60,
+                          check=True).stdout
+    for want in ("device 0: the first OOM, in cuModuleGetFunction (the driver's own memory) after "
+                 "5 entries",
+                 "verdict: the driver's own memory: cuModuleGetFunction found too little free: 0 "
+                 "bytes free of 64.00 MiB, with 4.00 MiB in live blocks, 60.00 MiB cached free",
+                 "without the cache the driver would have had about 60.00 MiB free",
+                 "of the settings below, max_split_size_mb:64 keeps the least there: 20.00 MiB, "
+                 "44.00 MiB less than the recorded settings"):
+        check(want in text, f"explain text lacks {want!r}:\n{text}")
+    summary = subprocess.run([a.cuprof, "summary", path], capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+    want = ("  cuModuleGetFunction after 5 entries (t=+", "): 64.00 MiB was reserved and 60.00 MiB "
+            "of it not live (cached)")
+    lines = [l for l in summary.splitlines() if l.startswith(want[0])]
+    check("out of memory in the driver's own calls: 1 " in summary and len(lines) == 1 and
+          lines[0].endswith(want[1]), f"summary: {summary}")
 
 
 if __name__ == "__main__":

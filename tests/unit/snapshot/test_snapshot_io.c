@@ -319,26 +319,38 @@ test_roundtrip_oom_messages(void **state)
         assert_int_equal(snapshot_write_mem(s, format, &a, &alen), 0);
         assert_null(memmem(a, alen, "oom_messages", 12));
         free(a);
+        /* The third: a driver's own call refused after 3 entries (before the oom entry). */
         const struct snap_oom_message rows[] = {
-            {0, 3, 1700000000000042, "CUDA out of memory. Tried to allocate 1.00 TiB."},
-            {1, -1, 1700000000000043,
-             "CUDA out of memory. Tried to allocate more than 1EB memory."},
+            {0, 3, 1700000000000042, "CUDA out of memory. Tried to allocate 1.00 TiB.", NULL},
+            {1, -1, 1700000000000043, "CUDA out of memory. Tried to allocate more than 1EB memory.",
+             NULL},
+            {0, 3, 1700000000000041, "cuModuleGetFunction: the driver found no device memory",
+             "cuModuleGetFunction"},
         };
-        assert_int_equal(snapshot_set_oom_messages(s, rows, 2), 0);
+        assert_int_equal(snapshot_set_oom_messages(s, rows, 3), 0);
         assert_int_equal(snapshot_write_mem(s, format, &a, &alen), 0);
         struct snapshot *r = NULL;
         char err[256] = "";
         assert_int_equal(snapshot_read_mem(a, alen, "mem", &r, err, sizeof(err)), 0);
-        assert_int_equal(r->cuprof.oom_message_count, 2);
-        for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(r->cuprof.oom_message_count, 3);
+        for (size_t i = 0; i < 3; i++) {
             assert_int_equal(r->cuprof.oom_messages[i].device, rows[i].device);
             assert_int_equal(r->cuprof.oom_messages[i].trace_index, rows[i].trace_index);
             assert_int_equal(r->cuprof.oom_messages[i].time_us, rows[i].time_us);
             assert_string_equal(r->cuprof.oom_messages[i].message, rows[i].message);
+            if (rows[i].api == NULL)
+                assert_null(r->cuprof.oom_messages[i].api);
+            else
+                assert_string_equal(r->cuprof.oom_messages[i].api, rows[i].api);
         }
-        /* Entry 3 of device 0 is the fixture's oom entry: its message by index. */
+        /* Entry 3 of device 0 is the fixture's oom entry: its message by index, never the
+         * driver's row of the same index. */
         assert_string_equal(snapshot_oom_message_of(r, 0, 3), rows[0].message);
         assert_null(snapshot_oom_message_of(r, 0, 2));
+        assert_ptr_equal(snapshot_driver_oom_first(r, 0), &r->cuprof.oom_messages[2]);
+        assert_null(snapshot_driver_oom_first(r, 1));
+        assert_int_equal(snapshot_driver_oom_count(r, 0), 1);
+        assert_int_equal(snapshot_driver_oom_count(r, 1), 0);
         free(a);
         snapshot_free(r);
         snapshot_free(s);
