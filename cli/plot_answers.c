@@ -13,6 +13,7 @@
 #include "cli/frame_filter.h"
 #include "cli/run_diff.h"
 #include "snapshot/emitter.h"
+#include "snapshot/snapshot_oom.h"
 
 /* What a stream printer wrote, as a string (NULL when host memory ran out). */
 struct captured {
@@ -51,7 +52,8 @@ verdict_kinds(unsigned v, char *out, size_t len)
                  {EXPLAIN_OUTSIDE, "memory outside the allocator"},
                  {EXPLAIN_CAP, "a cap"},
                  {EXPLAIN_FRAGMENTATION, "fragmentation"},
-                 {EXPLAIN_DRIVER, "the driver refused"}};
+                 {EXPLAIN_DRIVER, "the driver refused"},
+                 {EXPLAIN_DRIVER_OWN, "the driver's own memory"}};
     size_t used = 0;
     out[0] = '\0';
     if (__builtin_popcount(v) > 1)
@@ -62,13 +64,17 @@ verdict_kinds(unsigned v, char *out, size_t len)
                 (size_t)snprintf(out + used, len - used, "%s%s", n++ ? ", " : "", kinds[k].name);
 }
 
-/* One OOM: explain's answer at its entry, or nothing when it cannot be computed (the page then
- * shows the OOM without a verdict). */
+/* One OOM: explain's answer at its entry (`driver`: row `entry` of cuprof.oom_messages, a driver's
+ * own call), or nothing when it cannot be computed (the page then shows the OOM without a
+ * verdict). */
 static int
-emit_verdict(struct emitter *e, const struct snapshot *snap, size_t device, size_t entry)
+emit_verdict(struct emitter *e, const struct snapshot *snap, size_t device, size_t entry,
+             bool driver)
 {
-    struct explain_request req = {
-        .device = device, .at = EXPLAIN_AT_ENTRY, .entry = entry, .top = 3};
+    struct explain_request req = {.device = device,
+                                  .at = driver ? EXPLAIN_AT_DRIVER : EXPLAIN_AT_ENTRY,
+                                  .entry = entry,
+                                  .top = 3};
     struct explain x;
     char err[512];
     if (explain_compute(snap, &req, &x, err, sizeof err) != 0)
@@ -89,7 +95,10 @@ emit_verdict(struct emitter *e, const struct snapshot *snap, size_t device, size
     const char *body = strncmp(text, "verdict: ", 9) == 0 ? text + 9 : text;
     emitter_begin_dict(e);
     cli_json_key_u64(e, "device", device);
-    cli_json_key_u64(e, "entry", entry);
+    if (driver) /* the state it met: after `at` entries */
+        cli_json_key_u64(e, "driver_at", x.at);
+    else
+        cli_json_key_u64(e, "entry", entry);
     cli_json_key_string(e, "verdict", kinds);
     cli_json_key_string(e, "text", body);
     emitter_end(e);
@@ -108,9 +117,17 @@ oom_verdicts(struct emitter *e, const struct snapshot *snap)
         const struct snap_device_trace *t = &snap->device_traces[d];
         for (size_t i = 0, n = 0; rc == 0 && i < t->count && n < PLOT_ANSWERS_OOMS_MAX; i++)
             if (t->entries[i].action == TRACE_OOM) {
-                rc = emit_verdict(e, snap, d, i);
+                rc = emit_verdict(e, snap, d, i, false);
                 n++;
             }
+    }
+    /* The driver's own calls refused (no entry of their own), the first ones. */
+    for (size_t r = 0, n = 0; rc == 0 && r < snap->cuprof.oom_message_count; r++) {
+        const struct snap_oom_message *m = &snap->cuprof.oom_messages[r];
+        if (m->api == NULL || m->trace_index < 0 || n >= PLOT_ANSWERS_OOMS_MAX)
+            continue;
+        rc = emit_verdict(e, snap, (size_t)m->device, r, true);
+        n++;
     }
     emitter_end(e);
     return rc;

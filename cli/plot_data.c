@@ -13,6 +13,7 @@
 #include "cli/phases.h"
 #include "cli/ranges.h"
 #include "cli/plot_history.h"
+#include "snapshot/snapshot_oom.h"
 
 #define PLOT_OVERVIEW_POINTS 1000 /* points of a device's allocated and reserved overview */
 
@@ -314,6 +315,21 @@ emit_marks(struct plot_page *p, const struct snapshot *snap, size_t device,
         cli_json_key_u64(p->e, "device_free", e->device_free);
         cli_json_key_u64(p->e, "stream", (uint64_t)stream);
         cli_json_key_u64(p->e, "stack", e->stack);
+        emitter_end(p->e);
+    }
+    emitter_end(p->e);
+    /* The driver's own calls refused for lack of memory: no entry, the state they met. */
+    emitter_key(p->e, "driver_ooms");
+    emitter_begin_list(p->e);
+    for (size_t r = 0; r < snap->cuprof.oom_message_count; r++) {
+        const struct snap_oom_message *m = &snap->cuprof.oom_messages[r];
+        if (m->api == NULL || (size_t)m->device != device || m->trace_index < 0 ||
+            (size_t)m->trace_index > t->count)
+            continue;
+        emitter_begin_dict(p->e);
+        cli_json_key_u64(p->e, "at", (uint64_t)m->trace_index);
+        cli_json_key_string(p->e, "call", m->api);
+        cli_json_key_string(p->e, "message", m->message);
         emitter_end(p->e);
     }
     emitter_end(p->e);

@@ -42,9 +42,16 @@ class App {
     this.emit('highlight', site);
   }
 
+  // explain's own words, which open with the verdict's kind (the kind alone when they are missing).
   oomVerdict(model, entry) {
     const v = (model.run.oom_verdicts || []).find((x) => x.device === model.device && x.entry === entry);
-    return v ? [v.verdict, v.text].filter(Boolean).join(': ') : null;
+    return v ? v.text || v.verdict : null;
+  }
+
+  // A refusal of the driver's own call that met the state after `at` entries.
+  driverOomVerdict(model, at) {
+    const v = (model.run.oom_verdicts || []).find((x) => x.device === model.device && x.driver_at === at);
+    return v ? v.text || v.verdict : null;
   }
 
   showState(at) {
@@ -212,7 +219,9 @@ class App {
     const tr = el('tr');
     tr.appendChild(el('td', null, 'trace entries'));
     tr.appendChild(el('td', { class: 'num', id: `entries-${dev.device}` }, String(dev.count)));
+    const driverOoms = (dev.driver_ooms || []).length;
     tr.appendChild(el('td', null, `${dev.oom_count} OOM${dev.oom_count === 1 ? '' : 's'}` +
+      (driverOoms ? ` and ${driverOoms} in the driver's own calls` : '') +
       (dev.dropped ? `, ${fmtCount(dev.dropped)} older entries dropped (the history starts mid-run)`
         : dev.mid_run ? ', the history starts mid-run' : '')));
     t.appendChild(tr);

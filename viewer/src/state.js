@@ -46,10 +46,10 @@ export class StateView {
     ctl.appendChild(this.entryBox);
     const jumps = [['start', () => 0], ['peak allocated', () => m.dev.peak_live_at],
       ['peak reserved', () => m.dev.peak_reserved_at], ['end', () => m.count]];
-    if (m.dev.ooms.length) jumps.push(['next OOM', () => {
-      const o = m.dev.ooms.find((x) => x.entry + 1 > this.at) || m.dev.ooms[0];
-      return o.entry + 1;
-    }]);
+    // Every OOM as the state it shows: an oom entry's, or the one a driver's own call met.
+    const oomStates = [...m.dev.ooms.map((o) => o.entry + 1),
+      ...(m.dev.driver_ooms || []).map((o) => o.at)].sort((a, b) => a - b);
+    if (oomStates.length) jumps.push(['next OOM', () => oomStates.find((at) => at > this.at) ?? oomStates[0]]);
     for (const [label, at] of jumps) {
       const b = el('button', { type: 'button', class: 'jump' }, label);
       b.addEventListener('click', () => this.show(at()));
@@ -209,6 +209,12 @@ export class StateView {
     }
     const verdict = e.action === 'oom' ? this.app.oomVerdict(m, at - 1) : null;
     if (verdict) rows.push(['verdict', verdict]);
+    // A driver's own call refused right after this entry (no entry of its own).
+    for (const o of (m.dev.driver_ooms || []).filter((x) => x.at === at)) {
+      rows.push(['out of memory', `in ${o.call}, the driver's own memory: ${o.message}`]);
+      const v = this.app.driverOomVerdict(m, at);
+      if (v) rows.push(['verdict', v]);
+    }
     const t = el('table', { class: 'facts' });
     for (const [k, v] of rows) {
       const tr = el('tr');

@@ -131,7 +131,7 @@ export class Timeline {
     item('sw-reserved', 'reserved (segments)');
     item('sw-small', 'allocations under half a pixel, summed');
     if (this.m.dev.mid_run) item('sw-before', 'live before the history began (hatched)');
-    if (this.m.dev.ooms.length) item('sw-oom', 'OOM');
+    if (this.m.dev.ooms.length || (this.m.dev.driver_ooms || []).length) item('sw-oom', 'OOM');
     this.box.insertBefore(lg, this.details);
   }
 
@@ -423,6 +423,25 @@ export class Timeline {
         .on('mousemove', (ev) => showTip(ev, this.oomTip(o)))
         .on('mouseleave', hideTip);
     }
+    // The driver's own calls refused (kernel code, arrays, stacks): no entry, the state they met.
+    for (const o of m.dev.driver_ooms || []) {
+      const x = this.stateX(o.at);
+      if (x < -5 || x > W + 5) continue;
+      og.append('line').attr('class', 'oom-line').attr('x1', x).attr('x2', x).attr('y1', 0).attr('y2', this.H);
+      og.append('path').attr('class', 'oom-marker driver').attr('d', `M${x - 6},0L${x + 6},0L${x},10Z`)
+        .on('mousemove', (ev) => showTip(ev, this.driverOomTip(o)))
+        .on('mouseleave', hideTip);
+    }
+  }
+
+  driverOomTip(o) {
+    const box = el('div');
+    box.appendChild(el('div', { class: 'tiptitle' },
+      `OOM in ${o.call} (the driver's own memory) after ${fmtCount(o.at)} entries`));
+    box.appendChild(el('div', null, o.message));
+    const verdict = this.app.driverOomVerdict(this.m, o.at);
+    if (verdict) box.appendChild(el('div', { class: 'verdict' }, verdict));
+    return box;
   }
 
   oomTip(o) {

@@ -129,9 +129,28 @@ async function timeline(page) {
   return out;
 }
 
+// Each OOM marker on the timeline hovered: its tooltip's text.
+async function oomTips(page) {
+  const marks = await page.evaluate(() => [...document.querySelectorAll('.oom-marker')].map((p) => {
+    const r = p.getBoundingClientRect();
+    return { x: r.x + r.width / 2, y: r.y + 2, driver: p.classList.contains('driver') };
+  }));
+  const tips = [];
+  for (const m of marks) {
+    await page.mouse.move(m.x, m.y);
+    await settle(page);
+    tips.push({ driver: m.driver, tip: await page.evaluate(() => {
+      const t = document.getElementById('tip');
+      return t.style.display === 'block' ? t.textContent : '';
+    }) });
+  }
+  return tips;
+}
+
 async function state(page) {
+  const tips = args.oomTips ? await oomTips(page) : undefined;
   await page.click('#tab-state');
-  const out = { steps: [] };
+  const out = { steps: [], tips };
   for (const n of args.entries || []) {
     await page.fill('#state-entry', String(n));
     await page.press('#state-entry', 'Enter');
@@ -146,6 +165,10 @@ async function state(page) {
       verdict: [...document.querySelectorAll('#state-event table.facts tr')]
         .filter((tr) => tr.firstChild.textContent === 'verdict')
         .map((tr) => tr.lastChild.textContent)[0] || null,
+      outOfMemory: [...document.querySelectorAll('#state-event table.facts tr')]
+        .filter((tr) => tr.firstChild.textContent === 'out of memory')
+        .map((tr) => tr.lastChild.textContent)[0] || null,
+      driverMarkers: document.querySelectorAll('.oom-marker.driver').length,
     })));
   }
   await shot(page, 'state', { fullPage: true });

@@ -364,10 +364,41 @@ def group_state(cuprof, work):
     step = drive("state", html, work, entries=[oom])["state"]["steps"][0]
     told = run([cuprof, "explain", "--at", str(oom), path]).stdout
     sentence = next(l for l in told.splitlines() if l.startswith("verdict: "))[len("verdict: "):]
-    assert step["verdict"] and sentence in step["verdict"], (step["verdict"], sentence)
+    # explain's words once (the page used to put the verdict's kind before them again).
+    assert step["verdict"] and step["verdict"].startswith(sentence), (step["verdict"], sentence)
     assert "what would have avoided it" in step["verdict"], step["verdict"]
+    assert step["outOfMemory"] is None and step["driverMarkers"] == 0, step
+    driver_oom(cuprof, work, snap)
     print("state: ok (%d entries stepped to, segments as the snapshot's replay; the OOM's verdict "
-          "is explain's)" % len(entries))
+          "is explain's, and a driver's own call's)" % len(entries))
+
+
+def driver_oom(cuprof, work, snap):
+    """A refusal of the driver's own call (cuprof.oom_messages' `api`, no entry of its own) after
+    20 entries: its marker on the timeline, and the state it met shows the call and explain's
+    verdict for it."""
+    snap = with_cuprof(snap, 0)
+    message = "cuLaunchKernel: the driver found no device memory for itself"
+    snap["cuprof"]["oom_messages"] = [{"device": 0, "trace_index": 20, "api": "cuLaunchKernel",
+                                       "time_us": snap["device_traces"][0][19]["time_us"] + 1,
+                                       "message": message}]
+    path = write(work, "driver-oom", snap)
+    html = plot(cuprof, work, "driver-oom", [path])
+    out = drive("state", html, work, entries=[19], oomTips=True)["state"]
+    step = out["steps"][0]
+    told = run([cuprof, "explain", path]).stdout
+    assert "the first OOM, in cuLaunchKernel (the driver's own memory) after 20 entries" in told, told
+    sentence = next(l for l in told.splitlines() if l.startswith("verdict: "))[len("verdict: "):]
+    assert step["at"] == 20 and step["driverMarkers"] == 1, step
+    assert step["outOfMemory"] == "in cuLaunchKernel, the driver's own memory: " + message, step
+    assert step["verdict"] and step["verdict"].startswith(sentence), (step["verdict"], sentence)
+    assert "what the cache kept at the call under each setting" in step["verdict"], step["verdict"]
+    # Hovered, the timeline's markers: the oom entry's, and the driver's call with its verdict.
+    tips = {t["driver"]: t["tip"] for t in out["tips"]}
+    assert len(out["tips"]) == 2 and tips[False].startswith("OOM at entry"), out["tips"]
+    want = ("OOM in cuLaunchKernel (the driver's own memory) after 20 entries" + message +
+            sentence)
+    assert tips[True].startswith(want), (tips[True], want)
 
 
 def folded(cuprof, path, at):
