@@ -179,7 +179,7 @@ def case_selfish(a, f, mode_env):
             name = f"{os.path.basename(prog)}/{mode}"
             base = run_shim(light(prog), a.ld_path)
             shim = run_shim(light(prog), a.ld_path, preload=a.lib,
-                            extra_env={"CUPROF_MODE": mode})
+                            extra_env={**mode_env, "CUPROF_MODE": mode})
             f.check("meminfo=0" not in base[1], f"{name}: the driver has cuMemGetInfo: {base}")
             same_ending(f, name, base, shim)
             lines = [l for l in shim[2].splitlines() if "hands out cuprof's own cuMemGetInfo_v2" in l]
@@ -291,12 +291,17 @@ def main():
     if any(p == "" or not os.path.exists(p) for p in a.programs):
         print("skip: program not built (no nvcc?)")
         sys.exit(77)
-    mode_env = {"CUPROF_MODE": a.mode} if a.mode else {}
     f = Checks()
-    {"lookups": case_lookups, "same": case_same, "probe": case_probe,
-     "rtld_next": case_rtld_next, "memprobe": case_memprobe,
-     "selfish": case_selfish, "quota": case_quota,
-     "python_layer": case_python_layer, "layer_lookups": case_layer_lookups}[a.case](a, f, mode_env)
+    # The snapshots of the runs no case reads go to a folder of this test's, not the build
+    # folder the test runs in.
+    with tempfile.TemporaryDirectory() as tmp:
+        mode_env = {"CUPROF_SNAPSHOT": os.path.join(tmp, "cuprof-%p-%n.pickle")}
+        if a.mode:
+            mode_env["CUPROF_MODE"] = a.mode
+        {"lookups": case_lookups, "same": case_same, "probe": case_probe,
+         "rtld_next": case_rtld_next, "memprobe": case_memprobe,
+         "selfish": case_selfish, "quota": case_quota, "python_layer": case_python_layer,
+         "layer_lookups": case_layer_lookups}[a.case](a, f, mode_env)
     f.finish()
 
 
