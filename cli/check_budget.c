@@ -138,9 +138,14 @@ device_results(const struct check_budgets *b, const struct run_device_diff *d, b
     }
     if (b->no_oom) {
         struct check_result r = {.kind = CHECK_OOM, .device = d->device};
-        r.value = r.count = d->b.ooms;
-        r.crossed = d->b.ooms > 0;
-        if (r.crossed) {
+        r.value = r.count = d->b.ooms + d->b.driver_ooms;
+        r.crossed = r.count > 0;
+        /* The first: a refusal of the driver's own call that came before the first oom entry. */
+        if (d->b.driver_call != NULL &&
+            (d->b.first_oom == SIZE_MAX || d->b.driver_at <= d->b.first_oom)) {
+            r.driver_call = d->b.driver_call;
+            r.driver_at = d->b.driver_at;
+        } else if (d->b.ooms > 0) {
             r.entry = d->b.first_oom;
             r.size = d->b.oom_size;
             r.stack = d->b.oom_stack;

@@ -45,9 +45,13 @@ struct check_result {
     uint32_t stack;
     int64_t stack_growth;
     uint64_t stack_bytes;
-    size_t count;  /* leaked blocks, OOMs */
+    size_t count;  /* leaked blocks, OOMs (the driver's own calls' too) */
     size_t entry;  /* the first OOM's entry */
     uint64_t size; /* the first OOM's request */
+    /* The first OOM was one of the driver's own calls (no request): its name, and the entries
+     * before it; NULL otherwise. */
+    const char *driver_call;
+    size_t driver_at;
 };
 
 /* The results of every budget set in `b`, per device of `diff` (A: the baseline, NULL-made when

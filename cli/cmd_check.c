@@ -51,7 +51,10 @@ static const struct cli_option check_options[] = {
      "call site may grow at the peak, as a percentage of the baseline's peak (5%) or in bytes",
      'g'},
     {"no-leaks", 0, NULL, "no block may still be allocated at the end (as `cuprof leaks`)", 'L'},
-    {"no-oom", 0, NULL, "no out-of-memory error may have been recorded", 'O'},
+    {"no-oom", 0, NULL,
+     "no out-of-memory error may have been recorded (an allocation's, or one of the driver's own "
+     "calls': kernel code, an array, a thread stack)",
+     'O'},
     {"junit", 0, "FILE",
      "also write the results as JUnit XML for CI systems (one test case per file, device and "
      "budget); replaced only once whole, - for standard output",

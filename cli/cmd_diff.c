@@ -30,16 +30,17 @@ static const char diff_text[] =
     "requested sizes of allocations not yet freed, as the trace records them.\n\n";
 
 static const char diff_epilog[] =
-    "--json writes one object: \"a\" and \"b\" (the files), \"growth_bytes\" (allocated bytes\n"
-    "at the end, B - A), \"sites\" (the call sites at the end that changed: device, a_bytes,\n"
+    "--json writes one object: \"a\" and \"b\" (the files), \"growth_bytes\" (allocated bytes at\n"
+    "the end, B - A), \"sites\" (the call sites at the end that changed: device, a_bytes,\n"
     "b_bytes, a_count, b_count, growth, frames) and \"devices\": per device \"a\" and \"b\"\n"
     "(present, entries, dropped_entries, mid_run, peak_allocated and peak_reserved as {bytes,\n"
     "entry, time_us, seconds, frames}, end_allocated, end_reserved, segments, segment_allocs,\n"
     "segment_frees, segment_maps, segment_unmaps, counted_allocs, counted_frees (null without\n"
-    "cuprof's counters), ooms, leaked_bytes, leaked_blocks), the growth of each peak,\n"
-    "\"sites_at_peak\", \"sites_at_end\", \"segment_kinds\" (size, pool, expandable, pool_id,\n"
-    "a_count, b_count, frames) and the totals reserved_a/b, segments_a/b, new_segments,\n"
-    "new_bytes, released_segments, released_bytes.\n";
+    "cuprof's counters), ooms, driver_ooms (the driver's own calls refused for lack of\n"
+    "memory), leaked_bytes, leaked_blocks), the growth of each peak, \"sites_at_peak\",\n"
+    "\"sites_at_end\", \"segment_kinds\" (size, pool, expandable, pool_id, a_count, b_count,\n"
+    "frames) and the totals reserved_a/b, segments_a/b, new_segments, new_bytes,\n"
+    "released_segments, released_bytes.\n";
 
 static const struct cli_option diff_options[] = {
     {"json", 'j', NULL, "one JSON object (below) instead of the text", 0},
@@ -139,6 +140,7 @@ emit_side(struct emitter *e, const struct snapshot *snap, const struct run_side 
     emit_counter(e, "counted_allocs", s->counted_allocs);
     emit_counter(e, "counted_frees", s->counted_frees);
     cli_json_key_u64(e, "ooms", s->ooms);
+    cli_json_key_u64(e, "driver_ooms", s->driver_ooms);
     cli_json_key_u64(e, "leaked_bytes", s->leaked_bytes);
     cli_json_key_u64(e, "leaked_blocks", s->leaked_blocks);
     emitter_end(e);

@@ -115,6 +115,8 @@ print_peaks(FILE *out, const struct snapshot *a, const struct snapshot *b,
         row_counts(out, "pages unmapped (segment_unmap)", d->a.segment_unmaps, d->b.segment_unmaps);
     }
     row_counts(out, "OOMs", d->a.ooms, d->b.ooms);
+    if (d->a.driver_ooms + d->b.driver_ooms > 0)
+        row_counts(out, "OOMs in the driver's own calls", d->a.driver_ooms, d->b.driver_ooms);
     if (d->a.mid_run || d->b.mid_run)
         fprintf(out,
                 "  (the history of %s starts mid-run: a peak before its first entry is not seen)\n",

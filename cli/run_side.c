@@ -7,6 +7,7 @@
 #include "allocator/allocator.h"
 #include "allocator/trace_sink.h"
 #include "cli/analysis.h"
+#include "snapshot/snapshot_oom.h"
 
 static const struct snap_device_trace *
 trace_of(const struct snapshot *snap, size_t device)
@@ -152,6 +153,12 @@ run_side_make(const struct snapshot *snap, size_t device, struct run_side *out)
     out->end_reserved = a.table_reserved;
     out->ooms = a.oom_count;
     count_entries(snap, device, out);
+    out->driver_ooms = snapshot_driver_oom_count(snap, device);
+    const struct snap_oom_message *own = snapshot_driver_oom_first(snap, device);
+    if (own != NULL) {
+        out->driver_call = own->api;
+        out->driver_at = (size_t)own->trace_index;
+    }
     if (count_leaks(snap, device, out) != 0) {
         analysis_free(&a);
         return -1;

@@ -38,9 +38,15 @@ struct run_side {
     uint64_t segment_allocs, segment_frees, segment_maps, segment_unmaps;
     int64_t counted_allocs, counted_frees;
     size_t ooms;
-    size_t first_oom;      /* its entry index (SIZE_MAX: none) */
-    uint64_t oom_size;     /* that OOM's request (rounded, as recorded) */
-    uint32_t oom_stack;    /* and its call site */
+    size_t first_oom;   /* its entry index (SIZE_MAX: none) */
+    uint64_t oom_size;  /* that OOM's request (rounded, as recorded) */
+    uint32_t oom_stack; /* and its call site */
+    /* Refusals of the driver's own calls (kernel code, arrays, stacks: cuprof.oom_messages' api),
+     * no entry of their own; the first one the history reaches: its call and the entries before
+     * it (driver_call NULL: none). */
+    size_t driver_ooms;
+    const char *driver_call;
+    size_t driver_at;
     uint64_t leaked_bytes; /* blocks still allocated at the end, their requested sizes */
     size_t leaked_blocks;
     uint32_t leak_stack; /* the call site holding the most of them (0: none) */

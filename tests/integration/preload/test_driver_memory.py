@@ -199,6 +199,18 @@ def check_explain(check, a, path):
                  "of the settings below, max_split_size_mb:64 keeps the least there: 20.00 MiB, "
                  "44.00 MiB less than the recorded settings"):
         check(want in text, f"explain text lacks {want!r}:\n{text}")
+    # A budget gate fails the run; diff counts the refusal on each side.
+    gate = subprocess.run([a.cuprof, "check", "--no-oom", path], capture_output=True, text=True,
+                          timeout=60)
+    check(gate.returncode == 1 and gate.stdout.startswith(
+        path + ": device 0: 1 OOM, --no-oom; the first: cuModuleGetFunction found no device "
+        "memory for the driver itself (kernel code, an array or a thread stack) after 5 entries\n"),
+        f"check --no-oom: {gate}")
+    diff = json.loads(subprocess.run([a.cuprof, "diff", "--json", path, path], capture_output=True,
+                                     text=True, timeout=60, check=True).stdout)
+    sides = diff["devices"][0]
+    check((sides["a"]["driver_ooms"], sides["b"]["driver_ooms"], sides["b"]["ooms"]) == (1, 1, 0),
+          f"diff --json: {sides['b']}")
     summary = subprocess.run([a.cuprof, "summary", path], capture_output=True, text=True,
                              timeout=60, check=True).stdout
     want = ("  cuModuleGetFunction after 5 entries (t=+", "): 64.00 MiB was reserved and 60.00 MiB "
