@@ -26,7 +26,8 @@
 static const char top_text[] =
     "usage: cuprof top [PID] [--once | --json] [-n N]\n\n"
     "Shows a running process under cuprof (PID, or the only one `cuprof ps` lists) live, like\n"
-    "top: per device the bytes allocated and reserved now and at peak, OOMs so far and a\n"
+    "top: per device the bytes allocated and reserved now and at peak, OOMs so far (the\n"
+    "driver's own calls refused for lack of memory too: kernel code, arrays, stacks) and a\n"
     "sparkline of allocated bytes over the last minutes; then the call sites holding the most\n"
     "live memory, named by their first frame outside cuprof, CUDA, PyTorch's allocator and the\n"
     "Python interpreter. Refreshed every second; works in any terminal (over SSH too).\n"
@@ -281,7 +282,7 @@ render(FILE *out, const struct sval *top, const struct top_view *v)
                 cli_size((uint64_t)control_int(d, "reserved"), s[1], 32),
                 cli_size((uint64_t)control_int(d, "peak_allocated"), s[2], 32),
                 cli_size((uint64_t)control_int(d, "peak_reserved"), s[3], 32),
-                (long long)control_int(d, "ooms"));
+                (long long)(control_int(d, "ooms") + control_int(d, "driver_ooms")));
         sparkline(out, samples_of(top, control_int(d, "device"), "allocated"), spark, v->utf8);
         fputc('\n', out);
     }

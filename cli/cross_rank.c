@@ -14,6 +14,7 @@
 #include "cli/analysis.h"
 #include "cli/cli_util.h"
 #include "cli/frame_filter.h"
+#include "snapshot/snapshot_oom.h"
 
 #define OUTLIER_PERCENT   10 /* a rank this far above or below the median peak is an outlier */
 #define SITE_KEY_MAX      2048
@@ -135,7 +136,8 @@ make_row(struct rank_row *row, const char *path, bool all_frames, bool timelines
             rc = -1;
         row->peak_allocated += a.peak_live;
         row->peak_reserved += a.peak_reserved;
-        row->ooms += a.oom_count;
+        /* A refusal of the driver's own call is an OOM the program got as well. */
+        row->ooms += a.oom_count + snapshot_driver_oom_count(snap, d);
         row->fragmentation +=
             a.reserved_at_peak_live > a.peak_live ? a.reserved_at_peak_live - a.peak_live : 0;
         struct site_total *sites = NULL;

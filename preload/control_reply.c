@@ -13,6 +13,7 @@
 #include "preload/control_json.h"
 #include "preload/control_sample.h"
 #include "preload/dumper.h"
+#include "preload/oom_log.h"
 #include "preload/path_template.h"
 #include "preload/runtime.h"
 #include "snapshot/control_socket.h"
@@ -70,18 +71,21 @@ put_process(struct control_json *b, const struct cuprof_runtime *rt)
     for (int d = 0; d < rt->device_count; d++) {
         struct memory_stats st;
         allocator_get_stats(rt->alloc, d, &st);
-        if (st.reserved_bytes[STAT_ALL].peak == 0 && st.num_ooms == 0 &&
+        uint64_t driver_ooms = oom_log_driver_refusals(d);
+        if (st.reserved_bytes[STAT_ALL].peak == 0 && st.num_ooms == 0 && driver_ooms == 0 &&
             st.allocated_bytes[STAT_ALL].peak == 0)
             continue; /* a device the program never used */
         control_json_printf(
             b,
             "%s{\"device\":%d,\"allocated\":%lld,\"reserved\":%lld,\"peak_allocated\":%lld,"
-            "\"peak_reserved\":%lld,\"active\":%lld,\"segments\":%lld,\"ooms\":%lld}",
+            "\"peak_reserved\":%lld,\"active\":%lld,\"segments\":%lld,\"ooms\":%lld,"
+            "\"driver_ooms\":%llu}",
             first ? "" : ",", d, (long long)st.allocated_bytes[STAT_ALL].current,
             (long long)st.reserved_bytes[STAT_ALL].current,
             (long long)st.allocated_bytes[STAT_ALL].peak,
             (long long)st.reserved_bytes[STAT_ALL].peak, (long long)st.active[STAT_ALL].current,
-            (long long)st.segment[STAT_ALL].current, (long long)st.num_ooms);
+            (long long)st.segment[STAT_ALL].current, (long long)st.num_ooms,
+            (unsigned long long)driver_ooms);
         first = false;
     }
     control_json_put(b, "]", 1);

@@ -2,6 +2,7 @@
 #include "preload/oom_log.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +37,8 @@ static size_t oom_next, oom_count;                  /* protected by oom_lock */
 static uint64_t oom_serial[OOM_LOG_DEVICES];        /* protected by oom_lock: num_ooms noted */
 static uint64_t oom_logged, oom_held_back;          /* protected by oom_lock */
 static int64_t oom_last_log_ns;                     /* protected by oom_lock */
+/* Refusals of the driver's own calls per device, every one (the ring keeps a retry once). */
+static _Atomic uint64_t driver_refusals[OOM_LOG_DEVICES];
 
 static int64_t
 now_us(void)
@@ -176,6 +179,8 @@ only_dump_marks(struct trace_ring *ring, int device, uint64_t from, uint64_t to)
 void
 oom_log_note_driver(struct cuprof_runtime *rt, int device, const char *api, const char *message)
 {
+    if (device >= 0 && device < OOM_LOG_DEVICES)
+        atomic_fetch_add_explicit(&driver_refusals[device], 1, memory_order_relaxed);
     uint64_t position = trace_ring_end(rt->ring, device);
     int64_t time_us = now_us();
     /* A program retrying the call meets the same state each time: kept once, so that a loop of
@@ -191,6 +196,14 @@ oom_log_note_driver(struct cuprof_runtime *rt, int device, const char *api, cons
     if (!again)
         store_locked(device, position, time_us, api, message);
     pthread_mutex_unlock(&oom_lock);
+}
+
+uint64_t
+oom_log_driver_refusals(int device)
+{
+    return device >= 0 && device < OOM_LOG_DEVICES
+               ? atomic_load_explicit(&driver_refusals[device], memory_order_relaxed)
+               : 0;
 }
 
 size_t

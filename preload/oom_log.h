@@ -35,6 +35,10 @@ void oom_log_note(struct cuprof_runtime *rt, int device);
 void oom_log_note_driver(struct cuprof_runtime *rt, int device, const char *api,
                          const char *message);
 
+/* How many times the driver's own calls on `device` were refused and the refusal stood (each
+ * retry counts; devices past the 64th count none). */
+uint64_t oom_log_driver_refusals(int device);
+
 /* Copies the kept messages, oldest first, into out (at most cap; each message points into a
  * buffer the caller provides: `text`, cap * OOM_LOG_MESSAGE_LEN bytes). Returns the count. */
 size_t oom_log_copy(struct dump_oom_message *out, char *text, size_t cap);

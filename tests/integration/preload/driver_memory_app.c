@@ -4,7 +4,8 @@
  * driver's again and every call succeeds; under cuprof's cache it stays cached unless the cache
  * hands it back. Driver API, primary context; "eager" as the first argument loads modules and
  * libraries with CUDA_MODULE_LOADING=EAGER (the code taken at load); "held" keeps the memory
- * instead and asks for a function of a module loaded before: refused with or without cuprof;
+ * instead and asks for a function of a module loaded before, twice: refused with or without
+ * cuprof ("held wait" then waits for its standard input to close, to be watched);
  * "split" frees it, keeps 4 MiB and then asks: served alone, refused under cuprof's cache (the
  * 4 MiB are cut from the cached segment, which cannot go back to the driver) unless its segments
  * are expandable. The code is driver_memory_kernel.fatbin beside the program when there is one
@@ -217,6 +218,12 @@ main(int argc, char **argv)
         fill(true);
         show("held_module_get_function", cuModuleGetFunction(&f, mod, "kernel"));
         show("held_module_get_function", cuModuleGetFunction(&f, mod, "kernel")); /* a retry */
+        if (argc > 2 && strcmp(argv[2], "wait") == 0) { /* watched: until stdin closes */
+            printf("waiting\n");
+            fflush(stdout);
+            while (getchar() != EOF)
+                ;
+        }
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "split") == 0) {

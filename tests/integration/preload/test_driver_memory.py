@@ -83,6 +83,8 @@ def main():
             step = ["segment_alloc", "alloc", "free_requested", "free_completed", "segment_free"]
             check(actions == step * NEED[arg], f"{label}: history {actions}")
     check_held(check, a)
+    if a.cuprof is not None:
+        check_watched(check, a)
     check_split(check, a)
     check.finish()
 
@@ -117,6 +119,33 @@ def check_held(check, a):
         check(lines == [want], f"{label}: lines {lines}")
         # The first-OOM snapshot, then the one at exit.
         check(len(dumped) == 1 and len(traces) == 2, f"{label}: {dumped} {len(traces)}")
+
+
+def check_watched(check, a):
+    """`cuprof top` of a program whose driver's own call was refused twice: two OOMs."""
+    import json
+    import subprocess
+    with shimrun.private_sockets(), tempfile.TemporaryDirectory() as tmp:
+        env = shimrun.env(a.ld_path, a.lib, **SIM, CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"))
+        prog = subprocess.Popen([a.app, "held", "wait"], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            lines = [prog.stdout.readline() for _ in range(4)]
+            check(lines[-1] == "waiting\n", f"watched: {lines}")
+            reply = subprocess.run([a.cuprof, "top", "--json", str(prog.pid)], capture_output=True,
+                                   text=True, timeout=60)
+            devices = json.loads(reply.stdout)["devices"] if reply.returncode == 0 else reply
+            check(isinstance(devices, list) and len(devices) == 1 and
+                  (devices[0]["ooms"], devices[0]["driver_ooms"]) == (0, 2),
+                  f"watched: top --json devices {devices}")
+            once = subprocess.run([a.cuprof, "top", "--once", str(prog.pid)],
+                                  capture_output=True, text=True, timeout=60).stdout.splitlines()
+            row = next((l.split() for l in once if l.startswith("0 ")), [])
+            # DEVICE ALLOCATED RESERVED PEAK-ALLOC PEAK-RESV OOMS: sizes are two words each.
+            check(len(row) >= 10 and row[9] == "2", f"watched: top --once {once}")
+        finally:
+            prog.stdin.close()
+            prog.wait(timeout=60)
 
 
 def driver_row(check, label, path, entries, message_start, index=None):
@@ -211,6 +240,11 @@ def check_explain(check, a, path):
     sides = diff["devices"][0]
     check((sides["a"]["driver_ooms"], sides["b"]["driver_ooms"], sides["b"]["ooms"]) == (1, 1, 0),
           f"diff --json: {sides['b']}")
+    # The cross-rank view counts it among the file's OOMs.
+    ranks = subprocess.run([a.cuprof, "summary", "--brief", path, path], capture_output=True,
+                           text=True, timeout=60, check=True).stdout.splitlines()
+    rows = [l.split() for l in ranks if l.endswith(" " + path) and not l.startswith("== ")]
+    check(len(rows) == 2 and all(r[7] == "1" for r in rows), f"cross-rank rows: {ranks[:4]}")
     summary = subprocess.run([a.cuprof, "summary", path], capture_output=True, text=True,
                              timeout=60, check=True).stdout
     want = ("  cuModuleGetFunction after 5 entries (t=+", "): 64.00 MiB was reserved and 60.00 MiB "
