@@ -27,10 +27,11 @@ static const char top_text[] =
     "usage: cuprof top [PID] [--once | --json] [-n N]\n\n"
     "Shows a running process under cuprof (PID, or the only one `cuprof ps` lists) live, like\n"
     "top: per device the bytes allocated and reserved now and at peak, OOMs so far (the\n"
-    "driver's own calls refused for lack of memory too: kernel code, arrays, stacks) and a\n"
-    "sparkline of allocated bytes over the last minutes; then the call sites holding the most\n"
-    "live memory, named by their first frame outside cuprof, CUDA, PyTorch's allocator and the\n"
-    "Python interpreter. Refreshed every second; works in any terminal (over SSH too).\n"
+    "driver's own calls refused for lack of memory too: kernel code, arrays, stacks, graphs'\n"
+    "memory) and a sparkline of allocated bytes over the last minutes; then the call sites\n"
+    "holding the most live memory, named by their first frame outside cuprof, CUDA, PyTorch's\n"
+    "allocator and the Python interpreter. Refreshed every second; works in any terminal (over\n"
+    "SSH too).\n"
     "Keys: q quit, d dump a snapshot now, s sort sites by bytes or by count, + / - more or fewer\n"
     "sites.\n\n";
 

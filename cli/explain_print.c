@@ -81,8 +81,8 @@ print_driver_call(FILE *out, const struct explain *x)
 {
     fputs("request: none the driver names: ", out);
     cli_fputs_term(x->driver_call, out);
-    fputs(" takes device memory for the driver itself (kernel code, an array or a thread "
-          "stack), outside every allocation, and does not say how much\n",
+    fputs(" takes device memory for the driver itself (kernel code, an array, a thread stack or "
+          "a graph's memory), outside every allocation, and does not say how much\n",
           out);
     if (x->message != NULL) {
         fputs("  message: ", out);

@@ -426,8 +426,9 @@ runtime_notify_driver_oom(struct cuprof_runtime *rt, int device, const char *api
     static atomic_bool logged;
     char message[384];
     snprintf(message, sizeof message,
-             "%s: the driver found no device memory for itself (kernel code, an array or a thread "
-             "stack, which it takes outside every allocation)%s; the program gets "
+             "%s: the driver found no device memory for itself (kernel code, an array, a thread "
+             "stack or a graph's memory, which it takes outside every allocation)%s; the "
+             "program gets "
              "CUDA_ERROR_OUT_OF_MEMORY",
              api,
              rt->mode == CUPROF_MODE_CACHE ? ", and cuprof's cache held none it could hand back"

@@ -1,5 +1,6 @@
 /* driver_memory_app.c: calls that take device memory for the driver itself (kernel code under
- * lazy and eager loading, launches, texture arrays, a larger thread stack), each made right after
+ * lazy and eager loading, launches, texture arrays, a larger thread stack, graphs' memory nodes at
+ * a graph's first launch or upload), each made right after
  * the program allocated all the free memory and freed it again. Without cuprof that memory is the
  * driver's again and every call succeeds; under cuprof's cache it stays cached unless the cache
  * hands it back. Driver API, primary context; "eager" as the first argument loads modules and
@@ -175,6 +176,88 @@ lazy_calls(void)
          cooperative_ptsz((CUfunction)(void *)k, 1, 1, 1, 32, 1, 1, 0, NULL, NULL));
 }
 
+/* A graph captured on `stream` that allocates 8 MiB and frees it again (memory nodes: their
+ * addresses fixed now, their memory taken at the graph's first upload or launch). */
+static CUgraph
+graph_with_memory(CUstream stream)
+{
+    CUgraph g = NULL;
+    CUdeviceptr p = 0;
+    if (cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS ||
+        cuMemAllocAsync(&p, 8 * MIB, stream) != CUDA_SUCCESS ||
+        cuMemFreeAsync(p, stream) != CUDA_SUCCESS || cuStreamEndCapture(stream, &g) != CUDA_SUCCESS) {
+        printf("graph capture failed\n");
+        exit(3);
+    }
+    return g;
+}
+
+static CUgraphExec
+instantiated(CUgraph g)
+{
+    CUgraphExec exec = NULL;
+    if (cuGraphInstantiateWithFlags(&exec, g, 0) != CUDA_SUCCESS) {
+        printf("instantiate failed\n");
+        exit(3);
+    }
+    return exec;
+}
+
+/* The graph gone (its executable copy, when the instantiation succeeded), and its memory given
+ * back to the device (the driver keeps it cached for graphs until trimmed). */
+static void
+graph_done(CUstream stream, CUgraph g, CUgraphExec exec)
+{
+    if (cuStreamSynchronize(stream) != CUDA_SUCCESS ||
+        (exec != NULL && cuGraphExecDestroy(exec) != CUDA_SUCCESS) ||
+        cuGraphDestroy(g) != CUDA_SUCCESS || cuDeviceGraphMemTrim(0) != CUDA_SUCCESS) {
+        printf("graph cleanup failed\n");
+        exit(3);
+    }
+}
+
+/* Graphs' memory nodes take their memory at the graph's first upload or launch: each right after
+ * the fill, directly and through the pointers cuGetProcAddress hands out. */
+static void
+graph_calls(void)
+{
+    CUstream stream = NULL;
+    if (cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        printf("stream failed\n");
+        exit(3);
+    }
+    PFN_cuGraphLaunch_v10000_ptsz launch_ptsz = NULL;
+    PFN_cuGraphUpload_v11010_ptsz upload_ptsz = NULL;
+    lookup("cuGraphLaunch", 10000, PER_THREAD, &launch_ptsz, sizeof launch_ptsz);
+    lookup("cuGraphUpload", 11010, PER_THREAD, &upload_ptsz, sizeof upload_ptsz);
+    for (int step = 0; step < 5; step++) {
+        static const char *const names[] = {"graph_launch", "graph_upload", "graph_launch_ptsz",
+                                            "graph_upload_ptsz", "graph_instantiate_upload"};
+        CUgraph g = graph_with_memory(stream);
+        CUgraphExec exec = step < 4 ? instantiated(g) : NULL;
+        fill_and_free();
+        CUresult r;
+        if (step == 0)
+            r = cuGraphLaunch(exec, stream);
+        else if (step == 1)
+            r = cuGraphUpload(exec, stream);
+        else if (step == 2)
+            r = launch_ptsz(exec, stream);
+        else if (step == 3)
+            r = upload_ptsz(exec, stream);
+        else {
+            CUDA_GRAPH_INSTANTIATE_PARAMS params;
+            memset(&params, 0, sizeof params);
+            params.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+            params.hUploadStream = stream;
+            r = cuGraphInstantiateWithParams(&exec, g, &params);
+        }
+        show(names[step], r);
+        graph_done(stream, g, exec);
+    }
+    (void)cuStreamDestroy(stream);
+}
+
 static void
 eager_calls(void)
 {
@@ -248,5 +331,6 @@ main(int argc, char **argv)
     show("array_3d_create", cuArray3DCreate(&array, &d3));
     fill_and_free();
     show("stack_limit", cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024 + 64));
+    graph_calls();
     return 0;
 }

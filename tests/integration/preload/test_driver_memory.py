@@ -2,7 +2,8 @@
 """Calls that take device memory for the driver itself (driver_memory_app.c on a 64 MiB simulated
 device): kernel code under lazy loading (a module's function, a library's kernel, module or
 function, the first launch of a kernel by every launch call, directly and through the pointers
-cuGetProcAddress hands out), texture arrays, a larger thread stack, and under eager loading every
+cuGetProcAddress hands out), texture arrays, a larger thread stack, graphs' memory nodes (at a
+graph's first launch or upload, and an instantiation that uploads), and under eager loading every
 module and library load, each right after the program allocated all the free memory and freed it
 again. Without cuprof every call succeeds; under cuprof's cache the freed memory stays cached, so
 the cache must hand it back when the driver refuses one of them for lack of memory, and the call
@@ -28,7 +29,8 @@ SIM = {"SIMCUDA_MEM": "64M"}
 LAZY = ["module_load", "module_get_function", "kernel_get_function", "library_load",
         "library_get_module", "launch", "launch_ex", "launch_cooperative", "launch_looked_up",
         "launch_ptsz", "launch_ex_ptsz", "launch_cooperative_ptsz", "array_create",
-        "array_3d_create", "stack_limit"]
+        "array_3d_create", "stack_limit", "graph_launch", "graph_upload", "graph_launch_ptsz",
+        "graph_upload_ptsz", "graph_instantiate_upload"]
 EAGER = ["module_load_eager", "module_load_data_eager", "module_load_data_ex_eager",
          "module_load_fat_binary_eager", "library_load_eager", "library_load_from_file_eager"]
 # The calls made right after a fill (the lazy loads take no memory: no fill before them).
@@ -77,7 +79,9 @@ def main():
             if what != "cache":
                 continue
             check(len(traces) == 1, f"{label}: {len(traces)} snapshots")
-            actions = [e["action"] for e in traces[0] if e["action"] != "snapshot"]
+            # (The graphs' own allocations, captured, are the driver pool's: tagged, left out.)
+            actions = [e["action"] for e in traces[0]
+                       if e["action"] != "snapshot" and "cuprof_pool" not in e]
             # Each fill: a segment, its block allocated and freed, cached; the call then finds
             # the driver short and the cache hands the segment back.
             step = ["segment_alloc", "alloc", "free_requested", "free_completed", "segment_free"]
@@ -114,7 +118,8 @@ def check_held(check, a):
             continue
         cached = ", and cuprof's cache held none it could hand back" if what != "trace" else ""
         want = ("cuprof: cuModuleGetFunction: the driver found no device memory for itself (kernel "
-                "code, an array or a thread stack, which it takes outside every allocation)%s; "
+                "code, an array, a thread stack or a graph's memory, which it takes outside every "
+                "allocation)%s; "
                 "the program gets CUDA_ERROR_OUT_OF_MEMORY (logged once)" % cached)
         check(lines == [want], f"{label}: lines {lines}")
         # The first-OOM snapshot, then the one at exit.
@@ -233,7 +238,8 @@ def check_explain(check, a, path):
                           timeout=60)
     check(gate.returncode == 1 and gate.stdout.startswith(
         path + ": device 0: 1 OOM, --no-oom; the first: cuModuleGetFunction found no device "
-        "memory for the driver itself (kernel code, an array or a thread stack) after 5 entries\n"),
+        "memory for the driver itself (kernel code, an array, a thread stack or a graph's memory) "
+        "after 5 entries\n"),
         f"check --no-oom: {gate}")
     diff = json.loads(subprocess.run([a.cuprof, "diff", "--json", path, path], capture_output=True,
                                      text=True, timeout=60, check=True).stdout)

@@ -97,7 +97,7 @@ KNOWN = {
         "(preload/shim_capture.c)",
 }
 # Calls that take device memory for the driver itself (kernel code, launches, arrays, a larger
-# stack): after the driver refuses one for lack of memory, cuprof's cache hands back what the
+# stack, graphs' memory nodes at a graph's first upload or launch): after the driver refuses one for lack of memory, cuprof's cache hands back what the
 # program freed and the call is made again (preload/shim_driver_memory.c).
 for _triple in (("cuCtxSetLimit", 3010, 0), ("cuModuleLoad", 2000, 0),
                 ("cuModuleLoadData", 2000, 0), ("cuModuleLoadFatBinary", 2000, 0),
@@ -107,7 +107,11 @@ for _triple in (("cuCtxSetLimit", 3010, 0), ("cuModuleLoad", 2000, 0),
                 ("cuArrayCreate", 3020, 0), ("cuArray3DCreate", 3020, 0),
                 ("cuLaunchKernel", 4000, 0), ("cuLaunchKernel", 7000, 2),
                 ("cuLaunchCooperativeKernel", 9000, 0), ("cuLaunchCooperativeKernel", 9000, 2),
-                ("cuLaunchKernelEx", 11060, 0), ("cuLaunchKernelEx", 11060, 2)):
+                ("cuLaunchKernelEx", 11060, 0), ("cuLaunchKernelEx", 11060, 2),
+                ("cuGraphLaunch", 10000, 0), ("cuGraphLaunch", 10000, 2),
+                ("cuGraphUpload", 11010, 0), ("cuGraphUpload", 11010, 2),
+                ("cuGraphInstantiateWithParams", 12000, 0),
+                ("cuGraphInstantiateWithParams", 12000, 2)):
     KNOWN[_triple] = ("extra: the driver takes device memory for itself here; when it has none, "
                       "cuprof's cache hands back what the program freed and the call is made "
                       "again (preload/shim_driver_memory.c)")

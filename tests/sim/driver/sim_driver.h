@@ -179,6 +179,10 @@ CUresult sim_mem_alloc_graph(struct CUctx_st *ctx, size_t size, const void *grap
  * graph's, *was_live its previous state. */
 bool sim_mem_graph_set_live(uintptr_t ptr, const void *graph, bool live, bool *was_live);
 bool sim_mem_graph_is_live(uintptr_t ptr, const void *graph);
+/* Takes the device memory of `graph`'s allocations at `ptrs` that have none yet (a graph's first
+ * launch or upload); CUDA_ERROR_OUT_OF_MEMORY, taking none, when it does not fit. */
+CUresult sim_mem_graph_back(const uintptr_t *ptrs, size_t n, const void *graph)
+    __attribute__((warn_unused_result));
 void sim_mem_graph_release(uintptr_t ptr, const void *graph);
 /* Frees a heap segment at `ptr` without waiting for streams (the caller did). */
 CUresult sim_mem_free_now(uintptr_t ptr, bool from_async) __attribute__((warn_unused_result));

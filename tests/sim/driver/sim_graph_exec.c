@@ -39,8 +39,26 @@ cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned l
     return instantiate(phGraphExec, hGraph, flags);
 }
 
-/* Uploading has nothing to do here (nodes are host work): the handles are checked, and a
- * capturing stream takes no work from it. */
+/* The device memory of the graph's allocations, taken at its first upload or launch (their
+ * addresses were fixed when the graph was built) and kept while the graph lives, as the real
+ * driver keeps it for the graph's next run; CUDA_ERROR_OUT_OF_MEMORY when it does not fit. */
+static CUresult
+back_memory(struct graph_memory *m)
+{
+    sim_graph_lock();
+    uintptr_t *ptrs = m->n > 0 ? malloc(m->n * sizeof(*ptrs)) : NULL;
+    CUresult r = m->n > 0 && ptrs == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    for (size_t i = 0; ptrs != NULL && i < m->n; i++)
+        ptrs[i] = m->allocs[i].ptr;
+    if (ptrs != NULL)
+        r = sim_mem_graph_back(ptrs, m->n, m);
+    sim_graph_unlock();
+    free(ptrs);
+    return r;
+}
+
+/* Uploading takes the graph's memory (its nodes are host work): a capturing stream takes no
+ * work from it. */
 static CUresult
 upload(CUgraphExec e, CUstream h, bool ptsz)
 {
@@ -48,7 +66,7 @@ upload(CUgraphExec e, CUstream h, bool ptsz)
     CUresult r = sim_stream_resolve(h, ptsz, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return e ? back_memory(e->mem) : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult
@@ -162,6 +180,8 @@ graph_launch(CUgraphExec e, CUstream h, bool ptsz)
         return r;
     if (!e)
         return CUDA_ERROR_INVALID_VALUE;
+    if ((r = back_memory(e->mem)) != CUDA_SUCCESS)
+        return r; /* nothing ran */
     sim_graph_lock();
     r = hand_out_allocations(e->mem, e->auto_free);
     sim_graph_unlock();

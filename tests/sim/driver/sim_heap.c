@@ -116,8 +116,11 @@ uncharge(struct sim_heap *h, uintptr_t start, size_t size)
     }
 }
 
-int
-sim_heap_alloc(struct sim_heap *h, size_t size, size_t align, size_t req, struct sim_heap_seg **out)
+/* A range of `size` at `align`; its pages charged when `backed` (and then only within the
+ * capacity). */
+static int
+alloc_range(struct sim_heap *h, size_t size, size_t align, size_t req, bool backed,
+            struct sim_heap_seg **out)
 {
     struct sim_heap_seg *f = h->free_list;
     uintptr_t a = 0;
@@ -125,7 +128,7 @@ sim_heap_alloc(struct sim_heap *h, size_t size, size_t align, size_t req, struct
         a = (f->start + align - 1) & ~(uintptr_t)(align - 1);
         if (a < f->start || a - f->start > f->size || f->size - (a - f->start) < size)
             continue;
-        if (*h->used_pages + new_pages_needed(h, a, size) <= h->cap_pages)
+        if (!backed || *h->used_pages + new_pages_needed(h, a, size) <= h->cap_pages)
             break;
     }
     if (!f)
@@ -171,13 +174,49 @@ sim_heap_alloc(struct sim_heap *h, size_t size, size_t align, size_t req, struct
     f->free_queued = false;
     f->graph = NULL;
     f->graph_live = false;
+    f->unbacked = !backed;
     size_t b = bucket_of(h, f->start);
     f->hnext = h->buckets[b];
     h->buckets[b] = f;
-    charge(h, f->start, f->size);
+    if (backed)
+        charge(h, f->start, f->size);
     h->live++;
     *out = f;
     return 0;
+}
+
+int
+sim_heap_alloc(struct sim_heap *h, size_t size, size_t align, size_t req, struct sim_heap_seg **out)
+{
+    return alloc_range(h, size, align, req, true, out);
+}
+
+int
+sim_heap_alloc_unbacked(struct sim_heap *h, size_t size, size_t align, size_t req,
+                        struct sim_heap_seg **out)
+{
+    return alloc_range(h, size, align, req, false, out);
+}
+
+bool
+sim_heap_back(struct sim_heap *h, struct sim_heap_seg *seg)
+{
+    if (!seg->unbacked)
+        return true;
+    if (*h->used_pages + new_pages_needed(h, seg->start, seg->size) > h->cap_pages)
+        return false;
+    charge(h, seg->start, seg->size);
+    seg->unbacked = false;
+    return true;
+}
+
+void
+sim_heap_unback(struct sim_heap *h, struct sim_heap_seg *seg)
+{
+    if (seg->unbacked)
+        return;
+    uncharge(h, seg->start, seg->size);
+    seg->unbacked = true;
 }
 
 struct sim_heap_seg *
@@ -225,7 +264,9 @@ sim_heap_free(struct sim_heap *h, struct sim_heap_seg *seg)
         pp = &(*pp)->hnext;
     *pp = seg->hnext;
     seg->hnext = NULL;
-    uncharge(h, seg->start, seg->size);
+    if (!seg->unbacked)
+        uncharge(h, seg->start, seg->size);
+    seg->unbacked = false;
     seg->used = false;
     seg->req = 0;
     seg->owner = NULL;

@@ -21,6 +21,8 @@ struct sim_heap_seg {
     bool free_queued;                   /* a cuMemFreeAsync is pending on this segment */
     const void *graph;                  /* the graph that owns this allocation, else NULL */
     bool graph_live;                    /* a graph allocation the program holds now */
+    bool unbacked;                      /* an address range with no page charged (yet) */
+    bool graph_backed_now;              /* sim_mem_graph_back's mark, while it runs */
     uint64_t buffer_id;                 /* CU_POINTER_ATTRIBUTE_BUFFER_ID (set by the caller) */
     struct sim_heap_seg *prev, *next;   /* address order, all segments */
     struct sim_heap_seg *fprev, *fnext; /* free segments only */
@@ -49,6 +51,16 @@ void sim_heap_fini(struct sim_heap *h);
 /* 0, or CUDA_ERROR_OUT_OF_MEMORY when no range fits within the capacity. */
 int sim_heap_alloc(struct sim_heap *h, size_t size, size_t align, size_t req,
                    struct sim_heap_seg **out) __attribute__((warn_unused_result));
+/* An address range alone, its pages charged later (sim_heap_back): a graph allocation's address
+ * is fixed when the graph is built, its memory is taken when the graph first runs. 0, or
+ * CUDA_ERROR_OUT_OF_MEMORY. */
+int sim_heap_alloc_unbacked(struct sim_heap *h, size_t size, size_t align, size_t req,
+                            struct sim_heap_seg **out) __attribute__((warn_unused_result));
+/* Charges an unbacked segment's pages (those no other segment holds yet); false, charging none,
+ * when they do not fit in the capacity. True for a backed segment. */
+bool sim_heap_back(struct sim_heap *h, struct sim_heap_seg *seg);
+/* Undoes sim_heap_back (a graph whose other allocations did not fit runs with none). */
+void sim_heap_unback(struct sim_heap *h, struct sim_heap_seg *seg);
 struct sim_heap_seg *sim_heap_find(const struct sim_heap *h, uintptr_t start);
 struct sim_heap_seg *sim_heap_find_containing(const struct sim_heap *h, uintptr_t addr);
 void sim_heap_free(struct sim_heap *h, struct sim_heap_seg *seg);

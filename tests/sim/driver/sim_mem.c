@@ -54,9 +54,11 @@ sim_mem_new_buffer_id(void)
     return atomic_fetch_add_explicit(&buffer_ids, 1, memory_order_relaxed) + 1;
 }
 
-CUresult
-sim_mem_alloc(struct CUctx_st *ctx, size_t size, enum sim_kind kind,
-              struct CUmemPoolHandle_st *pool, CUdeviceptr *out)
+/* One allocation; `backed`: its pages charged now (else an address range whose pages a graph's
+ * first run charges). */
+static CUresult
+alloc_segment(struct CUctx_st *ctx, size_t size, enum sim_kind kind,
+              struct CUmemPoolHandle_st *pool, bool backed, CUdeviceptr *out)
 {
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -73,7 +75,8 @@ sim_mem_alloc(struct CUctx_st *ctx, size_t size, enum sim_kind kind,
     struct sim_device *dev = pool ? pool->dev : ctx->dev;
     struct sim_heap_seg *seg;
     pthread_mutex_lock(&dev->lock);
-    err = sim_heap_alloc(&dev->heap, rounded, align, size, &seg);
+    err = backed ? sim_heap_alloc(&dev->heap, rounded, align, size, &seg)
+                 : sim_heap_alloc_unbacked(&dev->heap, rounded, align, size, &seg);
     if (!err) {
         seg->owner = ctx->dev == dev ? ctx : &dev->primary;
         seg->kind = kind;
@@ -90,6 +93,13 @@ sim_mem_alloc(struct CUctx_st *ctx, size_t size, enum sim_kind kind,
         return (CUresult)err;
     *out = (CUdeviceptr)seg->start;
     return CUDA_SUCCESS;
+}
+
+CUresult
+sim_mem_alloc(struct CUctx_st *ctx, size_t size, enum sim_kind kind,
+              struct CUmemPoolHandle_st *pool, CUdeviceptr *out)
+{
+    return alloc_segment(ctx, size, kind, pool, true, out);
 }
 
 CUresult
@@ -114,18 +124,49 @@ sim_mem_free_now(uintptr_t ptr, bool from_async)
 CUresult
 sim_mem_alloc_graph(struct CUctx_st *ctx, size_t size, const void *graph, CUdeviceptr *out)
 {
-    CUresult r = sim_mem_alloc(ctx, size, SIM_KIND_ASYNC, NULL, out);
+    /* The address now, the memory at the graph's first run (sim_mem_graph_back). */
+    CUresult r = alloc_segment(ctx, size, SIM_KIND_ASYNC, NULL, false, out);
     if (r != CUDA_SUCCESS)
         return r;
     struct sim_device *dev = device_of_heap_ptr(*out);
     pthread_mutex_lock(&dev->lock);
-    struct sim_heap_seg *seg = sim_heap_find(&dev->heap, *out);
-    seg->graph = graph;
-    dev->graph_bytes += seg->size;
+    sim_heap_find(&dev->heap, *out)->graph = graph;
+    pthread_mutex_unlock(&dev->lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult
+sim_mem_graph_back(const uintptr_t *ptrs, size_t n, const void *graph)
+{
+    struct sim_device *dev = n > 0 ? device_of_heap_ptr(ptrs[0]) : NULL;
+    if (dev == NULL)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&dev->lock);
+    /* All or nothing: a run that cannot have its memory runs nothing. */
+    size_t done = 0;
+    bool fits = true;
+    for (; done < n && fits; done++) {
+        struct sim_heap_seg *seg = sim_heap_find(&dev->heap, ptrs[done]);
+        if (!seg || !seg->used || seg->graph != graph || !seg->unbacked)
+            continue;
+        fits = sim_heap_back(&dev->heap, seg);
+        dev->graph_bytes += fits ? seg->size : 0;
+        seg->graph_backed_now = fits;
+    }
+    for (size_t i = 0; i < done; i++) {
+        struct sim_heap_seg *seg = sim_heap_find(&dev->heap, ptrs[i]);
+        if (!seg || !seg->graph_backed_now)
+            continue;
+        seg->graph_backed_now = false;
+        if (!fits) {
+            sim_heap_unback(&dev->heap, seg);
+            dev->graph_bytes -= seg->size;
+        }
+    }
     if (dev->graph_bytes > dev->graph_bytes_high)
         dev->graph_bytes_high = dev->graph_bytes;
     pthread_mutex_unlock(&dev->lock);
-    return CUDA_SUCCESS;
+    return fits ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 bool
@@ -167,7 +208,8 @@ sim_mem_graph_release(uintptr_t ptr, const void *graph)
     pthread_mutex_lock(&dev->lock);
     struct sim_heap_seg *seg = sim_heap_find(&dev->heap, ptr);
     if (seg && seg->used && seg->graph == graph) {
-        dev->graph_bytes -= seg->size;
+        if (!seg->unbacked)
+            dev->graph_bytes -= seg->size;
         if (seg->graph_live) /* the program's now, like any allocation */
             seg->graph = NULL;
         else

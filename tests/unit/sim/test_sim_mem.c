@@ -469,6 +469,57 @@ test_capacity_oom(void **state)
     assert_int_equal(free_mem(), 64 * MiB);
 }
 
+static uint64_t
+graph_reserved(void)
+{
+    cuuint64_t v = 0;
+    assert_int_equal(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &v),
+                     CUDA_SUCCESS);
+    return v;
+}
+
+/* A graph's memory nodes: their addresses fixed at capture, their memory taken at the graph's
+ * first upload or launch (all or nothing: a launch that does not fit runs nothing), and kept
+ * for its next runs until the graph goes. */
+static void
+test_graph_memory_at_first_run(void **state)
+{
+    (void)state;
+    CUstream s;
+    CUgraph g;
+    CUgraphExec exec;
+    CUdeviceptr p = 0, q = 0, big;
+    assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocAsync(&q, 2 * MiB, s), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocAsync(&p, 6 * MiB, s), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(p, s), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(q, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 64 * MiB);
+    assert_int_equal(graph_reserved(), 0);
+    /* 4 MiB free: the 2 MiB would fit, the 6 MiB after them would not, so neither is taken. */
+    assert_int_equal(cuMemAlloc(&big, 60 * MiB), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, s), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuGraphUpload(exec, s), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(free_mem(), 4 * MiB);
+    assert_int_equal(graph_reserved(), 0);
+    assert_int_equal(cuMemFree(big), CUDA_SUCCESS);
+    assert_int_equal(cuGraphUpload(exec, s), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 56 * MiB);
+    assert_int_equal(graph_reserved(), 8 * MiB);
+    assert_int_equal(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 56 * MiB);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 64 * MiB);
+    assert_int_equal(graph_reserved(), 0);
+    assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 /* ---- SIMCUDA_MEM=64M SIMCUDA_CONTEXT_MEM=3M: each live context holds two 2 MiB pages ---- */
 
 static void
@@ -752,6 +803,7 @@ main(int argc, char **argv)
     };
     static const struct CMUnitTest oom[] = {
         cmocka_unit_test_setup(test_capacity_oom, sim_test_setup),
+        cmocka_unit_test_setup(test_graph_memory_at_first_run, sim_test_setup),
     };
     static const struct CMUnitTest context[] = {
         cmocka_unit_test(test_context_footprint),
@@ -773,7 +825,7 @@ main(int argc, char **argv)
     };
     static const struct sim_test_group groups[] = {
         {"basic", basic, sizeof(basic) / sizeof(basic[0])},
-        {"oom", oom, 1},
+        {"oom", oom, 2},
         {"context", context, 1},
         {"fail", fail, 1},
         {"vmm", vmm_pages, 1},
