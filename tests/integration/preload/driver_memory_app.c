@@ -185,7 +185,8 @@ graph_with_memory(CUstream stream)
     CUdeviceptr p = 0;
     if (cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS ||
         cuMemAllocAsync(&p, 8 * MIB, stream) != CUDA_SUCCESS ||
-        cuMemFreeAsync(p, stream) != CUDA_SUCCESS || cuStreamEndCapture(stream, &g) != CUDA_SUCCESS) {
+        cuMemFreeAsync(p, stream) != CUDA_SUCCESS ||
+        cuStreamEndCapture(stream, &g) != CUDA_SUCCESS) {
         printf("graph capture failed\n");
         exit(3);
     }
