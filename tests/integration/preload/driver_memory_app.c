@@ -204,13 +204,12 @@ instantiated(CUgraph g)
     return exec;
 }
 
-/* The graph gone (its executable copy, when the instantiation succeeded), and its memory given
- * back to the device (the driver keeps it cached for graphs until trimmed). */
+/* The graph gone, and its memory given back to the device (the driver keeps it cached for
+ * graphs until trimmed). */
 static void
 graph_done(CUstream stream, CUgraph g, CUgraphExec exec)
 {
-    if (cuStreamSynchronize(stream) != CUDA_SUCCESS ||
-        (exec != NULL && cuGraphExecDestroy(exec) != CUDA_SUCCESS) ||
+    if (cuStreamSynchronize(stream) != CUDA_SUCCESS || cuGraphExecDestroy(exec) != CUDA_SUCCESS ||
         cuGraphDestroy(g) != CUDA_SUCCESS || cuDeviceGraphMemTrim(0) != CUDA_SUCCESS) {
         printf("graph cleanup failed\n");
         exit(3);
@@ -231,11 +230,11 @@ graph_calls(void)
     PFN_cuGraphUpload_v11010_ptsz upload_ptsz = NULL;
     lookup("cuGraphLaunch", 10000, PER_THREAD, &launch_ptsz, sizeof launch_ptsz);
     lookup("cuGraphUpload", 11010, PER_THREAD, &upload_ptsz, sizeof upload_ptsz);
-    for (int step = 0; step < 5; step++) {
+    for (int step = 0; step < 4; step++) {
         static const char *const names[] = {"graph_launch", "graph_upload", "graph_launch_ptsz",
-                                            "graph_upload_ptsz", "graph_instantiate_upload"};
+                                            "graph_upload_ptsz"};
         CUgraph g = graph_with_memory(stream);
-        CUgraphExec exec = step < 4 ? instantiated(g) : NULL;
+        CUgraphExec exec = instantiated(g);
         fill_and_free();
         CUresult r;
         if (step == 0)
@@ -244,15 +243,8 @@ graph_calls(void)
             r = cuGraphUpload(exec, stream);
         else if (step == 2)
             r = launch_ptsz(exec, stream);
-        else if (step == 3)
+        else
             r = upload_ptsz(exec, stream);
-        else {
-            CUDA_GRAPH_INSTANTIATE_PARAMS params;
-            memset(&params, 0, sizeof params);
-            params.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
-            params.hUploadStream = stream;
-            r = cuGraphInstantiateWithParams(&exec, g, &params);
-        }
         show(names[step], r);
         graph_done(stream, g, exec);
     }

@@ -3,7 +3,7 @@
 device): kernel code under lazy loading (a module's function, a library's kernel, module or
 function, the first launch of a kernel by every launch call, directly and through the pointers
 cuGetProcAddress hands out), texture arrays, a larger thread stack, graphs' memory nodes (at a
-graph's first launch or upload, and an instantiation that uploads), and under eager loading every
+graph's first launch or upload), and under eager loading every
 module and library load, each right after the program allocated all the free memory and freed it
 again. Without cuprof every call succeeds; under cuprof's cache the freed memory stays cached, so
 the cache must hand it back when the driver refuses one of them for lack of memory, and the call
@@ -30,7 +30,7 @@ LAZY = ["module_load", "module_get_function", "kernel_get_function", "library_lo
         "library_get_module", "launch", "launch_ex", "launch_cooperative", "launch_looked_up",
         "launch_ptsz", "launch_ex_ptsz", "launch_cooperative_ptsz", "array_create",
         "array_3d_create", "stack_limit", "graph_launch", "graph_upload", "graph_launch_ptsz",
-        "graph_upload_ptsz", "graph_instantiate_upload"]
+        "graph_upload_ptsz"]
 EAGER = ["module_load_eager", "module_load_data_eager", "module_load_data_ex_eager",
          "module_load_fat_binary_eager", "library_load_eager", "library_load_from_file_eager"]
 # The calls made right after a fill (the lazy loads take no memory: no fill before them).

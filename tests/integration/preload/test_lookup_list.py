@@ -109,9 +109,7 @@ for _triple in (("cuCtxSetLimit", 3010, 0), ("cuModuleLoad", 2000, 0),
                 ("cuLaunchCooperativeKernel", 9000, 0), ("cuLaunchCooperativeKernel", 9000, 2),
                 ("cuLaunchKernelEx", 11060, 0), ("cuLaunchKernelEx", 11060, 2),
                 ("cuGraphLaunch", 10000, 0), ("cuGraphLaunch", 10000, 2),
-                ("cuGraphUpload", 11010, 0), ("cuGraphUpload", 11010, 2),
-                ("cuGraphInstantiateWithParams", 12000, 0),
-                ("cuGraphInstantiateWithParams", 12000, 2)):
+                ("cuGraphUpload", 11010, 0), ("cuGraphUpload", 11010, 2)):
     KNOWN[_triple] = ("extra: the driver takes device memory for itself here; when it has none, "
                       "cuprof's cache hands back what the program freed and the call is made "
                       "again (preload/shim_driver_memory.c)")
