@@ -241,10 +241,16 @@ print_driver_verdict(FILE *out, const struct explain *x)
                 cli_size(best->kept_reserved, a, 32),
                 cli_size(x->whatifs[0].kept_reserved - best->kept_reserved, b, 32));
     }
-    fputs("what leaves it room: fewer live bytes at that call, kernels loaded before the device "
-          "fills (CUDA_MODULE_LOADING=EAGER takes each module's code at its load), or headroom "
-          "left when a pool or batch is sized from cudaMemGetInfo\n",
-          out);
+    if (strncmp(x->driver_call, "cuGraph", 7) == 0) /* a graph's memory nodes */
+        fputs("what leaves it room: fewer live bytes at that call, the graph uploaded before the "
+              "device fills (cudaGraphUpload right after its instantiation takes its memory), or "
+              "headroom left when a pool or batch is sized from cudaMemGetInfo\n",
+              out);
+    else
+        fputs("what leaves it room: fewer live bytes at that call, kernels loaded before the "
+              "device fills (CUDA_MODULE_LOADING=EAGER takes each module's code at its load), or "
+              "headroom left when a pool or batch is sized from cudaMemGetInfo\n",
+              out);
 }
 
 /* One sentence per verdict found. */

@@ -302,6 +302,16 @@ main(int argc, char **argv)
         }
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "held_graph") == 0) { /* the memory kept, a graph launched */
+        CUstream stream = NULL;
+        if (cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+            return 2;
+        CUgraph g = graph_with_memory(stream);
+        CUgraphExec exec = instantiated(g);
+        fill(true);
+        show("held_graph_launch", cuGraphLaunch(exec, stream));
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "split") == 0) {
         CUmodule mod = NULL;
         CUfunction f = NULL;

@@ -90,6 +90,7 @@ def main():
     if a.cuprof is not None:
         check_watched(check, a)
     check_split(check, a)
+    check_held_graph(check, a)
     check.finish()
 
 
@@ -124,6 +125,29 @@ def check_held(check, a):
         check(lines == [want], f"{label}: lines {lines}")
         # The first-OOM snapshot, then the one at exit.
         check(len(dumped) == 1 and len(traces) == 2, f"{label}: {dumped} {len(traces)}")
+
+
+def check_held_graph(check, a):
+    """A graph launched while the program holds the card: refused with or without cuprof; explain
+    names the graph's call and what leaves a graph room."""
+    import subprocess
+    want = "held_graph_launch=CUDA_ERROR_OUT_OF_MEMORY\n"
+    alone = shimrun.run_shim([a.app, "held_graph"], a.ld_path, extra_env=SIM, timeout=60)
+    check(alone.returncode == 0 and alone.stdout == want, f"held_graph alone: {alone}")
+
+    def look(what, r, paths):
+        check(r.returncode == 0 and r.stdout == want, f"held_graph {what}: {r}")
+        if what != "cache" or a.cuprof is None:
+            return
+        text = subprocess.run([a.cuprof, "explain", paths[0]], capture_output=True, text=True,
+                              timeout=60).stdout
+        for line in ("device 0: the first OOM, in cuGraphLaunch (the driver's own memory) after",
+                     "verdict: the driver's own memory: cuGraphLaunch found too little free",
+                     "what leaves it room: fewer live bytes at that call, the graph uploaded before "
+                     "the device fills"):
+            check(line in text, f"held_graph explain lacks {line!r}:\n{text}")
+
+    under_cuprof(a, [a.app, "held_graph"], also=look)
 
 
 def check_watched(check, a):
