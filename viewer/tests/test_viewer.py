@@ -347,7 +347,8 @@ def group_state(cuprof, work):
     marks = [i for i, e in enumerate(trace) if e["action"] in ("segment_alloc", "segment_free")]
     entries = sorted({0, 5, len(trace) // 2, len(trace) - 1} | set(marks) |
                      {m - 1 for m in marks if m > 0})
-    out = drive("state", html, work, entries=entries)
+    oom = next(i for i, e in enumerate(trace) if e["action"] == "oom")
+    out = drive("state", html, work, entries=entries + [oom])  # the OOM's step last
     series = S.series(snap, 0)
     for n, step in zip(entries, out["state"]["steps"]):
         assert step["at"] == n + 1, step
@@ -360,8 +361,8 @@ def group_state(cuprof, work):
     before, after = out["state"]["arrows"]
     assert after == before + 1, out["state"]["arrows"]
     # An OOM shows `cuprof explain`'s verdict for it, in explain's own words.
-    oom = next(i for i, e in enumerate(trace) if e["action"] == "oom")
-    step = drive("state", html, work, entries=[oom])["state"]["steps"][0]
+    step = out["state"]["steps"][-1]
+    assert step["at"] == oom + 1, step
     told = run([cuprof, "explain", "--at", str(oom), path]).stdout
     sentence = next(l for l in told.splitlines() if l.startswith("verdict: "))[len("verdict: "):]
     # explain's words once (the page used to put the verdict's kind before them again).

@@ -363,7 +363,7 @@ class MidRun(unittest.TestCase):
         for conf in ("", "max_split_size_mb:64", "roundup_power2_divisions:4"):
             _, snap, _ = record("train_loop", "cut-train_loop", "6",
                                 options=("--alloc-conf", conf))
-            self.check_cuts(snap, cut_step(3, 11), ("train_loop", conf))
+            self.check_cuts(snap, cut_step(3, 23), ("train_loop", conf))
 
     def test_threads_cuts(self):
         # threads: five threads on their own streams plus stream 0, blocks freed across
@@ -377,7 +377,7 @@ class MidRun(unittest.TestCase):
             _, snap, res = record("threads", "cut-threads", "5", "120",
                                   options=("--alloc-conf", conf))
             self.assertEqual(res["allocs"], "600")
-            self.check_cuts(snap, cut_step(4, 29), ("threads", conf))
+            self.check_cuts(snap, cut_step(4, 59), ("threads", conf))
 
 class MidRunExpandable(unittest.TestCase):
     # Histories recorded with expandable_segments:True, cut at many points and through small
@@ -395,9 +395,9 @@ class MidRunExpandable(unittest.TestCase):
     # where the program empties the cache right before a request that maps. Under ASan fewer;
     # every cut of each in scripts/stress.
     def test_every_cut(self):
-        for app, args, step, runs in (("train_loop", ("6",), cut_step(2, 13), 1),
-                                      ("threads", ("5", "120"), cut_step(7, 41), 2),
-                                      ("empty_cache", (), cut_step(1, 5), 1)):
+        for app, args, step, runs in (("train_loop", ("6",), cut_step(2, 27), 1),
+                                      ("threads", ("5", "120"), cut_step(7, 83), 2),
+                                      ("empty_cache", (), cut_step(1, 11), 1)):
             for run in range(runs):
                 _, snap, _ = record(app, "cutx-" + app, *args, options=self.CONF)
                 self.assertTrue(all(s["is_expandable"] for s in snap["segments"]))

@@ -110,15 +110,15 @@ class Cuts(unittest.TestCase):
         return worst
 
     def test_train_loop(self):
-        # Every third cut (every 13th under ASan) of one run per recorded setting.
-        step = A.cut_step(3, 13)
+        # Every third cut (every 27th under ASan) of one run per recorded setting.
+        step = A.cut_step(3, 27)
         for conf in ("", "expandable_segments:True", "max_split_size_mb:20",
                      "roundup_power2_divisions:4"):
             self.check_cuts("train_loop", ("6",), conf, step)
 
     def test_threads(self):
         # Six streams, blocks freed across iterations (the interleaving differs run to run).
-        step = A.cut_step(7, 41)
+        step = A.cut_step(7, 83)
         for conf in ("", "expandable_segments:True"):
             self.check_cuts("threads", ("5", "120"), conf, step)
 
