@@ -43,8 +43,8 @@ CUDA_EXPORTS = {
     "cuLibraryGetKernel", "cuLibraryGetModule", "cuKernelGetFunction", "cuLaunchKernel",
     "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
     "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuArrayCreate_v2",
-    "cuArray3DCreate_v2", "cuGraphLaunch", "cuGraphLaunch_ptsz", "cuGraphUpload",
-    "cuGraphUpload_ptsz",
+    "cuArray3DCreate_v2", "cuMipmappedArrayCreate", "cuGraphLaunch", "cuGraphLaunch_ptsz",
+    "cuGraphUpload", "cuGraphUpload_ptsz",
     # runtime API
     "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFreeAsync",
     "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",

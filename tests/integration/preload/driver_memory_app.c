@@ -1,17 +1,16 @@
-/* driver_memory_app.c: calls that take device memory for the driver itself (kernel code under
- * lazy and eager loading, launches, texture arrays, a larger thread stack, graphs' memory nodes at
- * a graph's first launch or upload), each made right after
- * the program allocated all the free memory and freed it again. Without cuprof that memory is the
- * driver's again and every call succeeds; under cuprof's cache it stays cached unless the cache
- * hands it back. Driver API, primary context; "eager" as the first argument loads modules and
- * libraries with CUDA_MODULE_LOADING=EAGER (the code taken at load); "held" keeps the memory
- * instead and asks for a function of a module loaded before, twice: refused with or without
- * cuprof ("held wait" then waits for its standard input to close, to be watched);
- * "split" frees it, keeps 4 MiB and then asks: served alone, refused under cuprof's cache (the
- * 4 MiB are cut from the cached segment, which cannot go back to the driver) unless its segments
- * are expandable. The code is driver_memory_kernel.fatbin beside the program when there is one
- * (built by nvcc: real code for a real GPU), else a few bytes the simulated driver does not
- * parse. Prints one line per call:
+/* driver_memory_app.c: calls that take device memory for the driver itself (kernel code under lazy
+ * and eager loading, launches, texture arrays (mipmapped ones too), a larger thread stack, graphs'
+ * memory nodes at a graph's first launch or upload), each made right after the program allocated
+ * all the free memory and freed it again. Without cuprof that memory is the driver's again and
+ * every call succeeds; under cuprof's cache it stays cached unless the cache hands it back. Driver
+ * API, primary context; "eager" as the first argument loads modules and libraries with
+ * CUDA_MODULE_LOADING=EAGER (the code taken at load); "held" keeps the memory instead and asks for
+ * a function of a module loaded before, twice: refused with or without cuprof ("held wait" then
+ * waits for its standard input to close, to be watched); "split" frees it, keeps 4 MiB and then
+ * asks: served alone, refused under cuprof's cache (the 4 MiB are cut from the cached segment,
+ * which cannot go back to the driver) unless its segments are expandable. The code is
+ * driver_memory_kernel.fatbin beside the program when there is one (built by nvcc: real code for a
+ * real GPU), else a few bytes the simulated driver does not parse. Prints one line per call:
  * name=error (no sizes: compared with a run without cuprof). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -332,6 +331,15 @@ main(int argc, char **argv)
         .Width = 256, .Height = 256, .Depth = 16, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     fill_and_free();
     show("array_3d_create", cuArray3DCreate(&array, &d3));
+    CUmipmappedArray mipmap = NULL;
+    CUDA_ARRAY3D_DESCRIPTOR levels = {
+        .Width = 256, .Height = 256, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    fill_and_free();
+    show("mipmapped_array_create", cuMipmappedArrayCreate(&mipmap, &levels, 9));
+    PFN_cuMipmappedArrayCreate_v5000 mipmapped_create = NULL;
+    lookup("cuMipmappedArrayCreate", 5000, 0, &mipmapped_create, sizeof mipmapped_create);
+    fill_and_free();
+    show("mipmapped_array_create_looked_up", mipmapped_create(&mipmap, &levels, 9));
     fill_and_free();
     show("stack_limit", cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024 + 64));
     graph_calls();

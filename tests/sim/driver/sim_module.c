@@ -1,12 +1,13 @@
 /* sim_module: the device memory the driver takes for itself, outside every allocation call:
  * kernel code (modules and libraries, loaded eagerly or at first use as CUDA_MODULE_LOADING says:
- * LAZY, the default since CUDA 12.2, or EAGER), texture arrays, and a thread stack larger than the
- * default (cuCtxSetLimit). Each charges the device's pages and fails with
+ * LAZY, the default since CUDA 12.2, or EAGER), texture arrays (mipmapped ones too), and a thread
+ * stack larger than the default (cuCtxSetLimit). Each charges the device's pages and fails with
  * CUDA_ERROR_OUT_OF_MEMORY when they do not fit, as a real driver does near the end of memory.
  * No code runs: a launch checks its function and stream, loads the code if lazy loading left it
  * unloaded, and is accepted. The code of every module takes one page (2 MiB); an array takes its
- * texels' bytes rounded up to pages. Modules and arrays stay charged until unloaded or destroyed
- * (not dropped with their context: a simplification no caller here depends on). */
+ * texels' bytes rounded up to pages (a mipmapped array the bytes of all its levels). Modules and
+ * arrays stay charged until unloaded or destroyed (not dropped with their context: a simplification
+ * no caller here depends on). */
 #include "sim_driver.h"
 
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #define MODULE_MAGIC 0x6d6f6475u
 #define FUNC_MAGIC   0x66756e63u
 #define ARRAY_MAGIC  0x61727261u
+#define MIPMAP_MAGIC 0x6d69706du
 
 struct CUfunc_st {
     uint32_t magic;
@@ -45,6 +47,17 @@ struct CUarray_st {
     uint32_t magic;
     struct sim_device *dev;
     size_t pages;
+    bool level; /* a mipmapped array's level: its pages are the mipmapped array's */
+};
+
+/* A mipmapped array takes the bytes of all its levels at once; each level is a CUarray of its
+ * own (cuMipmappedArrayGetLevel) that goes with it. */
+struct CUmipmappedArray_st {
+    uint32_t magic;
+    struct sim_device *dev;
+    size_t pages;
+    unsigned levels;
+    struct CUarray_st level[];
 };
 
 /* Takes `pages` of the device's memory; false when they do not fit. */
@@ -394,6 +407,50 @@ format_bytes(CUarray_format format)
     }
 }
 
+/* The bytes of one array of these extents (0 height or depth: 1), or SIZE_MAX past size_t. */
+static size_t
+array_bytes(size_t width, size_t height, size_t depth, size_t texel)
+{
+    height = height ? height : 1;
+    depth = depth ? depth : 1;
+    if (width > SIZE_MAX / height / depth / texel)
+        return SIZE_MAX;
+    return width * height * depth * texel;
+}
+
+static size_t
+pages_of(size_t bytes)
+{
+    return bytes / SIM_PAGE + (bytes % SIM_PAGE != 0);
+}
+
+/* The texel size of a valid descriptor, else 0 (CUDA_ERROR_INVALID_VALUE). */
+static size_t
+texel_bytes(size_t width, CUarray_format format, unsigned channels)
+{
+    if (width == 0 || (channels != 1 && channels != 2 && channels != 4))
+        return 0;
+    return format_bytes(format) * channels;
+}
+
+/* Takes `pages` of `dev`'s memory: CUDA_ERROR_OUT_OF_MEMORY when they do not fit. */
+static CUresult
+charge(struct sim_device *dev, size_t pages)
+{
+    pthread_mutex_lock(&dev->lock);
+    bool ok = charge_locked(dev, pages);
+    pthread_mutex_unlock(&dev->lock);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static void
+uncharge(struct sim_device *dev, size_t pages)
+{
+    pthread_mutex_lock(&dev->lock);
+    dev->used_pages -= pages;
+    pthread_mutex_unlock(&dev->lock);
+}
+
 static CUresult
 array_create(CUarray *handle, size_t width, size_t height, size_t depth, CUarray_format format,
              unsigned channels)
@@ -402,26 +459,20 @@ array_create(CUarray *handle, size_t width, size_t height, size_t depth, CUarray
     CUresult r = sim_ctx_require(&ctx);
     if (r != CUDA_SUCCESS)
         return r;
-    size_t texel = format_bytes(format) * channels;
-    if (handle == NULL || width == 0 || texel == 0 ||
-        (channels != 1 && channels != 2 && channels != 4))
+    size_t texel = texel_bytes(width, format, channels);
+    if (handle == NULL || texel == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    height = height ? height : 1;
-    depth = depth ? depth : 1;
-    if (width > SIZE_MAX / height / depth / texel)
+    size_t bytes = array_bytes(width, height, depth, texel);
+    if (bytes == SIZE_MAX)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    size_t bytes = width * height * depth * texel;
     struct CUarray_st *a = malloc(sizeof(*a));
     if (a == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *a = (struct CUarray_st){
-        .magic = ARRAY_MAGIC, .dev = ctx->dev, .pages = bytes / SIM_PAGE + (bytes % SIM_PAGE != 0)};
-    pthread_mutex_lock(&a->dev->lock);
-    bool ok = charge_locked(a->dev, a->pages);
-    pthread_mutex_unlock(&a->dev->lock);
-    if (!ok) {
+    *a = (struct CUarray_st){.magic = ARRAY_MAGIC, .dev = ctx->dev, .pages = pages_of(bytes)};
+    r = charge(a->dev, a->pages);
+    if (r != CUDA_SUCCESS) {
         free(a);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return r;
     }
     *handle = a;
     return CUDA_SUCCESS;
@@ -445,16 +496,106 @@ cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArr
                         pAllocateArray->Depth, pAllocateArray->Format, pAllocateArray->NumChannels);
 }
 
+/* A level goes with its mipmapped array (cuda.h says nothing of destroying one alone: refused). */
 CUresult
 cuArrayDestroy(CUarray hArray)
 {
-    if (hArray == NULL || hArray->magic != ARRAY_MAGIC)
+    if (hArray == NULL || hArray->magic != ARRAY_MAGIC || hArray->level)
         return CUDA_ERROR_INVALID_HANDLE;
-    pthread_mutex_lock(&hArray->dev->lock);
-    hArray->dev->used_pages -= hArray->pages;
-    pthread_mutex_unlock(&hArray->dev->lock);
+    uncharge(hArray->dev, hArray->pages);
     hArray->magic = 0;
     free(hArray);
+    return CUDA_SUCCESS;
+}
+
+/* ---- mipmapped arrays ---- */
+
+/* Level i halves each extent i times (never below 1); the layers of a layered array or a cubemap
+ * (its depth) stay. Up to 1 + log2 of the largest extent halved. */
+static unsigned
+max_levels(size_t width, size_t height, size_t depth)
+{
+    size_t largest = width > height ? width : height;
+    largest = largest > depth ? largest : depth;
+    unsigned levels = 1;
+    while (largest >>= 1)
+        levels++;
+    return levels;
+}
+
+static size_t
+halved(size_t extent, unsigned times)
+{
+    if (extent == 0)
+        return 0;
+    extent >>= times;
+    return extent ? extent : 1;
+}
+
+CUresult
+cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+                       const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+                       unsigned int numMipmapLevels)
+{
+    const CUDA_ARRAY3D_DESCRIPTOR *d = pMipmappedArrayDesc;
+    struct CUctx_st *ctx;
+    CUresult r = sim_ctx_require(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (pHandle == NULL || d == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t texel = texel_bytes(d->Width, d->Format, d->NumChannels);
+    bool layers = (d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+    size_t depth_halved = layers ? 0 : d->Depth;
+    if (texel == 0 || numMipmapLevels == 0 ||
+        numMipmapLevels > max_levels(d->Width, d->Height, depth_halved))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t bytes = 0;
+    for (unsigned i = 0; i < numMipmapLevels; i++) {
+        size_t level = array_bytes(halved(d->Width, i), halved(d->Height, i),
+                                   layers ? d->Depth : halved(d->Depth, i), texel);
+        if (level == SIZE_MAX || bytes > SIZE_MAX - level)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        bytes += level;
+    }
+    struct CUmipmappedArray_st *m =
+        malloc(sizeof(*m) + numMipmapLevels * sizeof(struct CUarray_st));
+    if (m == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *m = (struct CUmipmappedArray_st){.magic = MIPMAP_MAGIC,
+                                      .dev = ctx->dev,
+                                      .pages = pages_of(bytes),
+                                      .levels = numMipmapLevels};
+    r = charge(m->dev, m->pages);
+    if (r != CUDA_SUCCESS) {
+        free(m);
+        return r;
+    }
+    for (unsigned i = 0; i < numMipmapLevels; i++)
+        m->level[i] = (struct CUarray_st){.magic = ARRAY_MAGIC, .dev = m->dev, .level = true};
+    *pHandle = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level)
+{
+    if (hMipmappedArray == NULL || hMipmappedArray->magic != MIPMAP_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (pLevelArray == NULL || level >= hMipmappedArray->levels)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pLevelArray = &hMipmappedArray->level[level];
+    return CUDA_SUCCESS;
+}
+
+CUresult
+cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    if (hMipmappedArray == NULL || hMipmappedArray->magic != MIPMAP_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    uncharge(hMipmappedArray->dev, hMipmappedArray->pages);
+    hMipmappedArray->magic = 0;
+    free(hMipmappedArray);
     return CUDA_SUCCESS;
 }
 

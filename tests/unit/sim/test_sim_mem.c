@@ -469,6 +469,70 @@ test_capacity_oom(void **state)
     assert_int_equal(free_mem(), 64 * MiB);
 }
 
+/* Texture arrays take their texels' bytes in 2 MiB pages, a mipmapped array those of all its
+ * levels at once (each extent halved per level, layers kept); each is refused whole when it does
+ * not fit and gives its pages back when destroyed. */
+static void
+test_arrays(void **state)
+{
+    (void)state;
+    CUarray a = NULL, level = NULL, level_last = NULL;
+    CUmipmappedArray m = NULL;
+    CUdeviceptr big;
+    CUDA_ARRAY_DESCRIPTOR d2 = {
+        .Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    assert_int_equal(cuArrayCreate(&a, &d2), CUDA_SUCCESS); /* 4 MiB */
+    assert_int_equal(free_mem(), 60 * MiB);
+    assert_int_equal(cuArrayDestroy(a), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 64 * MiB);
+    d2.NumChannels = 3;
+    assert_int_equal(cuArrayCreate(&a, &d2), CUDA_ERROR_INVALID_VALUE);
+
+    /* 1024 x 1024 floats in 11 levels: 4 MiB + 1 MiB + 256 KiB + ... = 5.33 MiB, 3 pages. */
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {
+        .Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    assert_int_equal(cuMipmappedArrayCreate(&m, &d3, 12), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMipmappedArrayCreate(&m, &d3, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMipmappedArrayCreate(&m, &d3, 11), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 58 * MiB);
+    assert_int_equal(cuMipmappedArrayGetLevel(&level, m, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMipmappedArrayGetLevel(&level_last, m, 10), CUDA_SUCCESS);
+    assert_ptr_not_equal(level, level_last);
+    assert_int_equal(cuMipmappedArrayGetLevel(&level, m, 11), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuArrayDestroy(level_last), CUDA_ERROR_INVALID_HANDLE); /* the array's */
+    assert_int_equal(cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 64 * MiB);
+    assert_int_equal(cuMipmappedArrayDestroy(m), CUDA_ERROR_INVALID_HANDLE);
+
+    /* 16 layers of 512 x 512 floats in 10 levels: the layers stay, 16 x 1.33 MiB = 21.3 MiB. */
+    d3 = (CUDA_ARRAY3D_DESCRIPTOR){.Width = 512,
+                                   .Height = 512,
+                                   .Depth = 16,
+                                   .Format = CU_AD_FORMAT_FLOAT,
+                                   .NumChannels = 1,
+                                   .Flags = CUDA_ARRAY3D_LAYERED};
+    assert_int_equal(cuMipmappedArrayCreate(&m, &d3, 11), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMipmappedArrayCreate(&m, &d3, 10), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 42 * MiB);
+
+    /* 4 MiB free: a 4 MiB array fits, the 5.33 MiB mipmapped one does not and takes nothing. */
+    assert_int_equal(cuMemAlloc(&big, 38 * MiB), CUDA_SUCCESS);
+    d3 = (CUDA_ARRAY3D_DESCRIPTOR){
+        .Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    CUmipmappedArray refused = NULL;
+    assert_int_equal(cuMipmappedArrayCreate(&refused, &d3, 11), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_null(refused);
+    assert_int_equal(free_mem(), 4 * MiB);
+    d2.NumChannels = 1;
+    assert_int_equal(cuArrayCreate(&a, &d2), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 0);
+    assert_int_equal(cuArrayCreate(&level, &d2), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuArrayDestroy(a), CUDA_SUCCESS);
+    assert_int_equal(cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree(big), CUDA_SUCCESS);
+    assert_int_equal(free_mem(), 64 * MiB);
+}
+
 static uint64_t
 graph_reserved(void)
 {
@@ -804,6 +868,7 @@ main(int argc, char **argv)
     static const struct CMUnitTest oom[] = {
         cmocka_unit_test_setup(test_capacity_oom, sim_test_setup),
         cmocka_unit_test_setup(test_graph_memory_at_first_run, sim_test_setup),
+        cmocka_unit_test_setup(test_arrays, sim_test_setup),
     };
     static const struct CMUnitTest context[] = {
         cmocka_unit_test(test_context_footprint),
@@ -825,7 +890,7 @@ main(int argc, char **argv)
     };
     static const struct sim_test_group groups[] = {
         {"basic", basic, sizeof(basic) / sizeof(basic[0])},
-        {"oom", oom, 2},
+        {"oom", oom, 3},
         {"context", context, 1},
         {"fail", fail, 1},
         {"vmm", vmm_pages, 1},
