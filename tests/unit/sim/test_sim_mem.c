@@ -502,7 +502,6 @@ test_arrays(void **state)
     assert_int_equal(cuArrayDestroy(level_last), CUDA_ERROR_INVALID_HANDLE); /* the array's */
     assert_int_equal(cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
     assert_int_equal(free_mem(), 64 * MiB);
-    assert_int_equal(cuMipmappedArrayDestroy(m), CUDA_ERROR_INVALID_HANDLE);
 
     /* 16 layers of 512 x 512 floats in 10 levels: the layers stay, 16 x 1.33 MiB = 21.3 MiB. */
     d3 = (CUDA_ARRAY3D_DESCRIPTOR){.Width = 512,
