@@ -11,6 +11,7 @@
 #include "allocator/cuprof_errors.h"
 #include "preload/cuda_backend.h"
 #include "preload/double_free.h"
+#include "preload/guard.h"
 #include "preload/config.h"
 #include "preload/real_cuda.h"
 #include "preload/runtime.h"
@@ -271,21 +272,25 @@ capturing(const struct real_cuda *real, CUstream stream, bool ptsz, CUresult *re
  * never changes: asked once. */
 static _Atomic(CUmemoryPool) default_pools[SHIM_MEM_DEVICES];
 
+/* The device's default pool, or NULL where the driver has none to name. */
+static CUmemoryPool
+default_pool_of(const struct real_cuda *real, int device)
+{
+    if (real->cuDeviceGetDefaultMemPool == NULL || device < 0 || device >= SHIM_MEM_DEVICES)
+        return NULL;
+    CUmemoryPool pool = atomic_load_explicit(&default_pools[device], memory_order_relaxed);
+    if (pool == NULL && real->cuDeviceGetDefaultMemPool(&pool, device) == CUDA_SUCCESS)
+        atomic_store_explicit(&default_pools[device], pool, memory_order_relaxed);
+    return pool;
+}
+
 static bool
 default_pool_current(const struct real_cuda *real, int device)
 {
-    if (real->cuDeviceGetMemPool == NULL || real->cuDeviceGetDefaultMemPool == NULL || device < 0 ||
-        device >= SHIM_MEM_DEVICES)
+    CUmemoryPool current = NULL, fallback = default_pool_of(real, device);
+    if (real->cuDeviceGetMemPool == NULL || fallback == NULL ||
+        real->cuDeviceGetMemPool(&current, device) != CUDA_SUCCESS)
         return true;
-    CUmemoryPool current = NULL;
-    if (real->cuDeviceGetMemPool(&current, device) != CUDA_SUCCESS)
-        return true;
-    CUmemoryPool fallback = atomic_load_explicit(&default_pools[device], memory_order_relaxed);
-    if (fallback == NULL) {
-        if (real->cuDeviceGetDefaultMemPool(&fallback, device) != CUDA_SUCCESS)
-            return true;
-        atomic_store_explicit(&default_pools[device], fallback, memory_order_relaxed);
-    }
     return current == fallback;
 }
 
@@ -415,4 +420,30 @@ shim_mem_alloc_from_pool_async_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool
 {
     REAL_CUDA_OR_FAIL(real, cuMemAllocFromPoolAsync_ptsz)
     return alloc_from_pool(real->cuMemAllocFromPoolAsync_ptsz, dptr, size, pool, stream, true);
+}
+
+/* Trimming a device's default pool hands back the memory its freed blocks hold: without cuprof
+ * the driver's pool releases it; in cache mode cuprof's cache, standing in for that pool, holds
+ * it, and hands back all it holds for no block (as empty_cache(): segment_free entries) unless it
+ * reserves no more than the pool is asked to keep. (The cache releases whole, not down to
+ * min_bytes_to_keep.) Any other pool, trace mode, a capture: the driver's trim alone. */
+CUresult
+shim_mem_pool_trim_to(CUmemoryPool pool, size_t min_bytes_to_keep)
+{
+    REAL_CUDA_OR_FAIL(real, cuMemPoolTrimTo)
+    CUresult result = real->cuMemPoolTrimTo(pool, min_bytes_to_keep);
+    struct cuprof_runtime *rt = shim_call_runtime_if_ready();
+    if (result != CUDA_SUCCESS || pool == NULL || rt == NULL || rt->alloc == NULL ||
+        rt->mode != CUPROF_MODE_CACHE || guard_active())
+        return result;
+    for (int device = 0; device < rt->device_count; device++) {
+        if (default_pool_of(real, device) != pool)
+            continue;
+        struct memory_stats stats;
+        allocator_get_stats(rt->alloc, device, &stats);
+        if (stats.reserved_bytes[STAT_ALL].current > (int64_t)min_bytes_to_keep)
+            (void)shim_call_hand_back(rt, device);
+        break;
+    }
+    return result;
 }

@@ -1,7 +1,7 @@
 /* shim_mem.h: the driver allocation wrappers (cuMemAlloc_v2, cuMemFree_v2, pitched, managed and
- *   stream-ordered calls): the mode decides between the allocator, record-only and pass-through.
- * Locking: holds no cuprof lock itself; the allocator takes its device lock inside.
- * Hot path: yes. */
+ *   stream-ordered calls, and the default pool's trim): the mode decides between the allocator,
+ * record-only and pass-through. Locking: holds no cuprof lock itself; the allocator takes its
+ * device lock inside. Hot path: yes. */
 #ifndef CUPROF_SHIM_MEM_H
 #define CUPROF_SHIM_MEM_H
 
@@ -26,5 +26,9 @@ CUresult shim_mem_alloc_from_pool_async(CUdeviceptr *dptr, size_t size, CUmemory
                                         CUstream stream);
 CUresult shim_mem_alloc_from_pool_async_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool pool,
                                              CUstream stream);
+/* cuMemPoolTrimTo: a device's default pool trimmed in cache mode also empties cuprof's cache of
+ * that device (which serves the pool's requests), unless the cache reserves no more than
+ * min_bytes_to_keep. Takes the device's allocator lock then. */
+CUresult shim_mem_pool_trim_to(CUmemoryPool pool, size_t min_bytes_to_keep);
 
 #endif

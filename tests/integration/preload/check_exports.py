@@ -26,7 +26,7 @@ CUDA_EXPORTS = {
     "cuGetProcAddress", "cuGetProcAddress_v2",
     "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocPitch_v2", "cuMemAllocManaged", "cuMemGetInfo_v2",
     "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz",
-    "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
+    "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", "cuMemPoolTrimTo",
     "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemAddressReserve",
     "cuMemAddressFree", "cuMemGetAddressRange_v2", "cuPointerGetAttribute",
     "cuPointerGetAttributes", "cuIpcGetMemHandle", "cuDevicePrimaryCtxReset",

@@ -95,6 +95,10 @@ KNOWN = {
         "extra: cuprof follows CUDA graph captures and each thread's capture mode so that "
         "the cache does not answer a cudaMalloc the driver would refuse during a capture "
         "(preload/shim_capture.c)",
+    ("cuMemPoolTrimTo", 11020, 0):
+        "extra: a program that trims the device's default pool gives back what the cache, "
+        "standing in for that pool, holds for no block (preload/shim_mem.c "
+        "shim_mem_pool_trim_to)",
 }
 # Calls that take device memory for the driver itself (kernel code, launches, arrays, a larger
 # stack, a graph's memory at its first upload or launch): the entry_points.def rows of kind
