@@ -1,5 +1,5 @@
 /* pool_trim_app.c: a program that gives its freed stream-ordered memory back by trimming the
- * device's default pool (as PyTorch's cudaMallocAsync backend and CuPy's pools do on empty_cache):
+ * device's default pool (as PyTorch's cudaMallocAsync backend does on empty_cache):
  * an 8 MiB cudaMallocAsync freed, then cudaMemPoolTrimTo on a pool of its own (the default pool's
  * memory stays), on the default pool keeping 1 GiB (more than it holds: stays), on the default
  * pool keeping nothing (given back); then with a block live (its memory stays), and after a
