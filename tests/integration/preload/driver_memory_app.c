@@ -1,19 +1,20 @@
 /* driver_memory_app.c: calls that take device memory for the driver itself (kernel code under lazy
- * and eager loading, launches, texture arrays (mipmapped ones too), a larger thread stack, graphs'
- * memory nodes at a graph's first launch or upload), each made right after the program allocated
- * all the free memory and freed it again. Without cuprof that memory is the driver's again and
- * every call succeeds; under cuprof's cache it stays cached unless the cache hands it back. Driver
- * API, primary context; "eager" as the first argument loads modules and libraries with
- * CUDA_MODULE_LOADING=EAGER (the code taken at load); "held" keeps the memory instead and asks for
- * a function of a module loaded before, twice: refused with or without cuprof ("held wait" then
- * waits for its standard input to close, to be watched); "split" frees it, keeps 4 MiB and then
- * asks: served alone, refused under cuprof's cache (the 4 MiB are cut from the cached segment,
- * which cannot go back to the driver) unless its segments are expandable. The code is
- * driver_memory_kernel.fatbin beside the program when there is one (built by nvcc: real code for a
- * real GPU), else a few bytes the simulated driver does not parse. Prints one line per call:
- * name=error (no sizes: compared with a run without cuprof). */
+ * and eager loading, launches, texture arrays (mipmapped ones too; also through the runtime), a
+ * larger thread stack, graphs' memory nodes at a graph's first launch or upload), each made right
+ * after the program allocated all the free memory and freed it again. Without cuprof that memory
+ * is the driver's again and every call succeeds; under cuprof's cache it stays cached unless the
+ * cache hands it back. Driver API (the runtime for two arrays), primary context; "eager" as the
+ * first argument loads modules and libraries with CUDA_MODULE_LOADING=EAGER (the code taken at
+ * load); "held" keeps the memory instead and asks for a function of a module loaded before, twice:
+ * refused with or without cuprof ("held wait" then waits for its standard input to close, to be
+ * watched); "split" frees it, keeps 4 MiB and then asks: served alone, refused under cuprof's
+ * cache (the 4 MiB are cut from the cached segment, which cannot go back to the driver) unless its
+ * segments are expandable. The code is driver_memory_kernel.fatbin beside the program when there
+ * is one (built by nvcc: real code for a real GPU), else a few bytes the simulated driver does not
+ * parse. Prints one line per call: name=error (no sizes: compared with a run without cuprof). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,14 @@ show(const char *name, CUresult r)
     if (cuGetErrorName(r, &text) != CUDA_SUCCESS || text == NULL)
         text = "?";
     printf("%s=%s\n", name, text);
+}
+
+/* A runtime call's answer, named as the driver's when it succeeded (the lines are compared with
+ * one list of CUDA_SUCCESS). */
+static void
+show_runtime(const char *name, cudaError_t e)
+{
+    printf("%s=%s\n", name, e == cudaSuccess ? "CUDA_SUCCESS" : cudaGetErrorName(e));
 }
 
 /* All the free memory allocated, then freed again unless `hold`: cached under cuprof's cache
@@ -340,6 +349,17 @@ main(int argc, char **argv)
     lookup("cuMipmappedArrayCreate", 5000, 0, &mipmapped_create, sizeof mipmapped_create);
     fill_and_free();
     show("mipmapped_array_create_looked_up", mipmapped_create(&mipmap, &levels, 9));
+    /* Through the runtime, as a program built by nvcc allocates them. */
+    struct cudaChannelFormatDesc texel =
+        cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
+    cudaArray_t runtime_array = NULL;
+    cudaMipmappedArray_t runtime_mipmap = NULL;
+    fill_and_free();
+    show_runtime("runtime_malloc_array", cudaMallocArray(&runtime_array, &texel, 512, 512, 0));
+    fill_and_free();
+    show_runtime(
+        "runtime_malloc_mipmapped_array",
+        cudaMallocMipmappedArray(&runtime_mipmap, &texel, (struct cudaExtent){256, 256, 0}, 9, 0));
     fill_and_free();
     show("stack_limit", cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024 + 64));
     graph_calls();

@@ -2,18 +2,18 @@
 """Calls that take device memory for the driver itself (driver_memory_app.c on a 64 MiB simulated
 device): kernel code under lazy loading (a module's function, a library's kernel, module or
 function, the first launch of a kernel by every launch call, directly and through the pointers
-cuGetProcAddress hands out), texture arrays (mipmapped ones too, directly and looked up), a larger
-thread stack, graphs' memory nodes (at a graph's first launch or upload), and under eager loading
-every module and library load, each right after the program allocated all the free memory and freed
-it again. Without cuprof every call succeeds; under cuprof's cache the freed memory stays cached,
-so the cache must hand it back when the driver refuses one of them for lack of memory, and the call
-is made again. The output is the program's own in cache mode, with expandable segments, in trace
-and in off mode; the cache-mode history shows one release per call that needed memory, and one line
-says so. A refusal that stands (held: the program keeps the memory, then asks for a function of a
-module loaded before) reaches the program unchanged in every mode; cuprof says so once and writes
-its first-OOM snapshot, named after the call. scripts/gpu-check runs the same program on a real
-GPU, with the kernel nvcc built beside it (driver_memory_kernel.fatbin, which the simulated driver
-takes as any bytes).
+cuGetProcAddress hands out), texture arrays (mipmapped ones too, directly, looked up and through
+the runtime), a larger thread stack, graphs' memory nodes (at a graph's first launch or upload),
+and under eager loading every module and library load, each right after the program allocated all
+the free memory and freed it again. Without cuprof every call succeeds; under cuprof's cache the
+freed memory stays cached, so the cache must hand it back when the driver refuses one of them for
+lack of memory, and the call is made again. The output is the program's own in cache mode, with
+expandable segments, in trace and in off mode; the cache-mode history shows one release per call
+that needed memory, and one line says so. A refusal that stands (held: the program keeps the
+memory, then asks for a function of a module loaded before) reaches the program unchanged in every
+mode; cuprof says so once and writes its first-OOM snapshot, named after the call.
+scripts/gpu-check runs the same program on a real GPU, with the kernel nvcc built beside it
+(driver_memory_kernel.fatbin, which the simulated driver takes as any bytes).
 
 Usage: test_driver_memory.py --lib LIB --ld-path PATH APP
 """
@@ -31,7 +31,7 @@ LAZY = ["module_load", "module_get_function", "kernel_get_function", "library_lo
         "library_get_module", "launch", "launch_ex", "launch_cooperative", "launch_looked_up",
         "launch_ptsz", "launch_ex_ptsz", "launch_cooperative_ptsz", "array_create",
         "array_3d_create", "mipmapped_array_create", "mipmapped_array_create_looked_up",
-        "stack_limit", "graph_launch", "graph_upload", "graph_launch_ptsz",
+        "runtime_malloc_array", "runtime_malloc_mipmapped_array", "stack_limit", "graph_launch", "graph_upload", "graph_launch_ptsz",
         "graph_upload_ptsz"]
 EAGER = ["module_load_eager", "module_load_data_eager", "module_load_data_ex_eager",
          "module_load_fat_binary_eager", "library_load_eager", "library_load_from_file_eager"]

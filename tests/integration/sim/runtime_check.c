@@ -710,6 +710,56 @@ graphs_extra(void)
     EXPECT("stream destroy", cudaStreamDestroy(s), cudaSuccess);
 }
 
+static size_t
+free_bytes(void)
+{
+    size_t free_b = 0, total = 0;
+    EXPECT("mem info", cudaMemGetInfo(&free_b, &total), cudaSuccess);
+    return free_b;
+}
+
+/* Texture arrays take their texels' bytes (2 MiB pages on the simulated device); a mipmapped
+ * array those of all its levels; each gives them back when freed. */
+static void
+texture_arrays(void)
+{
+    const size_t mib = (size_t)1 << 20;
+    struct cudaChannelFormatDesc f32 =
+        cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
+    EXPECT("channel desc", f32.x == 32 && f32.y == 0 && f32.f == cudaChannelFormatKindFloat, 1);
+    size_t before = free_bytes();
+    cudaArray_t a = NULL, level = NULL;
+    EXPECT("malloc array", cudaMallocArray(&a, &f32, 1024, 1024, 0), cudaSuccess);
+    EXPECT("array bytes", before - free_bytes(), 4 * mib);
+    EXPECT("free array", cudaFreeArray(a), cudaSuccess);
+    EXPECT("array bytes back", free_bytes(), before);
+    struct cudaExtent cube = {256, 256, 16};
+    EXPECT("malloc 3D array", cudaMalloc3DArray(&a, &f32, cube, 0), cudaSuccess);
+    EXPECT("3D array bytes", before - free_bytes(), 4 * mib);
+    EXPECT("free 3D array", cudaFreeArray(a), cudaSuccess);
+    struct cudaChannelFormatDesc mixed =
+        cudaCreateChannelDesc(32, 16, 0, 0, cudaChannelFormatKindFloat);
+    EXPECT_ERR("mixed channel widths", cudaMallocArray(&a, &mixed, 64, 64, 0),
+               cudaErrorInvalidValue);
+    struct cudaChannelFormatDesc three =
+        cudaCreateChannelDesc(8, 8, 8, 0, cudaChannelFormatKindUnsigned);
+    EXPECT_ERR("three channels", cudaMallocArray(&a, &three, 64, 64, 0), cudaErrorInvalidValue);
+    EXPECT_ERR("no width", cudaMallocArray(&a, &f32, 0, 64, 0), cudaErrorInvalidValue);
+    cudaMipmappedArray_t m = NULL;
+    struct cudaExtent square = {1024, 1024, 0};
+    EXPECT_ERR("too many levels", cudaMallocMipmappedArray(&m, &f32, square, 12, 0),
+               cudaErrorInvalidValue);
+    EXPECT("malloc mipmapped", cudaMallocMipmappedArray(&m, &f32, square, 11, 0), cudaSuccess);
+    EXPECT("mipmapped bytes (5.33 MiB in pages)", before - free_bytes(), 6 * mib);
+    EXPECT("level 10", cudaGetMipmappedArrayLevel(&level, m, 10), cudaSuccess);
+    EXPECT("a level", level != NULL, 1);
+    EXPECT_ERR("level 11", cudaGetMipmappedArrayLevel(&level, m, 11), cudaErrorInvalidValue);
+    EXPECT("free mipmapped", cudaFreeMipmappedArray(m), cudaSuccess);
+    EXPECT("mipmapped bytes back", free_bytes(), before);
+    EXPECT("free NULL array", cudaFreeArray(NULL), cudaSuccess);
+    EXPECT("free NULL mipmapped", cudaFreeMipmappedArray(NULL), cudaSuccess);
+}
+
 int
 main(void)
 {
@@ -726,6 +776,7 @@ main(void)
     managed_hints();
     limits_and_flags();
     graphs_extra();
+    texture_arrays();
     EXPECT("no error left", cudaGetLastError(), cudaSuccess);
     printf("runtime_check: ok %d\n", checks);
     return 0;
