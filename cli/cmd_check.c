@@ -53,7 +53,7 @@ static const struct cli_option check_options[] = {
     {"no-leaks", 0, NULL, "no block may still be allocated at the end (as `cuprof leaks`)", 'L'},
     {"no-oom", 0, NULL,
      "no out-of-memory error may have been recorded (an allocation's, or one of the driver's own "
-     "calls': kernel code, an array, a thread stack, a graph's memory)",
+     "calls': kernel code, an array, a thread stack, a context, a graph's memory)",
      'O'},
     {"junit", 0, "FILE",
      "also write the results as JUnit XML for CI systems (one test case per file, device and "

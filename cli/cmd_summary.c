@@ -44,7 +44,7 @@ static const char summary_text[] =
     "    up to the next) and their growth of live bytes in all;\n"
     "  - OOM events: the request, what the device still had free, what was cached; and the\n"
     "    driver's own calls refused for lack of memory (kernel code, arrays, thread stacks,\n"
-    "    graphs' memory).\n"
+    "    contexts, graphs' memory).\n"
     "Given several files (a job's ranks), it opens with a cross-rank view: per file its rank,\n"
     "host, pid, peak allocated and reserved, OOMs and fragmentation at the live peak; the\n"
     "spread (max/min) and the outlier ranks (peak reserved more than 10% from the median), a\n"
@@ -146,7 +146,8 @@ print_driver_ooms(FILE *out, const struct snapshot *snap, size_t device,
     if (n == 0)
         return;
     fprintf(out,
-            "out of memory in the driver's own calls: %zu (kernel code, arrays, thread stacks or "
+            "out of memory in the driver's own calls: %zu (kernel code, arrays, thread stacks, "
+            "contexts or "
             "graphs' memory it takes outside every allocation; `cuprof explain` says what would "
             "have left it room)\n",
             n);

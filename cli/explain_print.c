@@ -81,8 +81,8 @@ print_driver_call(FILE *out, const struct explain *x)
 {
     fputs("request: none the driver names: ", out);
     cli_fputs_term(x->driver_call, out);
-    fputs(" takes device memory for the driver itself (kernel code, an array, a thread stack or "
-          "a graph's memory), outside every allocation, and does not say how much\n",
+    fputs(" takes device memory for the driver itself (kernel code, an array, a thread stack, a "
+          "context or a graph's memory), outside every allocation, and does not say how much\n",
           out);
     if (x->message != NULL) {
         fputs("  message: ", out);
@@ -209,6 +209,24 @@ print_device(FILE *out, const struct explain *x)
     line(out, 2, "total", total, total == x->capacity ? "" : "(the figures disagree)");
 }
 
+/* What takes the memory before the device fills, for the kind of call refused. */
+static const char *
+earlier_remedy(const char *call)
+{
+    if (strncmp(call, "cuGraph", 7) == 0) /* a graph's memory nodes */
+        return "the graph uploaded before the device fills (cudaGraphUpload right after its "
+               "instantiation takes its memory)";
+    if (strncmp(call, "cuCtxCreate", 11) == 0)
+        return "the context created before the device fills, or the device's primary context "
+               "shared instead (cuDevicePrimaryCtxRetain, as the runtime does)";
+    if (strstr(call, "Array") != NULL)
+        return "the arrays allocated before the device fills";
+    if (strcmp(call, "cuCtxSetLimit") == 0)
+        return "the stack limit raised before the device fills";
+    return "kernels loaded before the device fills (CUDA_MODULE_LOADING=EAGER takes each module's "
+           "code at its load)";
+}
+
 /* A driver's own refusal: what the device held, and what would have left the driver room. */
 static void
 print_driver_verdict(FILE *out, const struct explain *x)
@@ -241,16 +259,10 @@ print_driver_verdict(FILE *out, const struct explain *x)
                 cli_size(best->kept_reserved, a, 32),
                 cli_size(x->whatifs[0].kept_reserved - best->kept_reserved, b, 32));
     }
-    if (strncmp(x->driver_call, "cuGraph", 7) == 0) /* a graph's memory nodes */
-        fputs("what leaves it room: fewer live bytes at that call, the graph uploaded before the "
-              "device fills (cudaGraphUpload right after its instantiation takes its memory), or "
-              "headroom left when a pool or batch is sized from cudaMemGetInfo\n",
-              out);
-    else
-        fputs("what leaves it room: fewer live bytes at that call, kernels loaded before the "
-              "device fills (CUDA_MODULE_LOADING=EAGER takes each module's code at its load), or "
-              "headroom left when a pool or batch is sized from cudaMemGetInfo\n",
-              out);
+    fprintf(out,
+            "what leaves it room: fewer live bytes at that call, %s, or headroom left when a pool "
+            "or batch is sized from cudaMemGetInfo\n",
+            earlier_remedy(x->driver_call));
 }
 
 /* One sentence per verdict found. */

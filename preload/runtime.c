@@ -427,7 +427,8 @@ runtime_notify_driver_oom(struct cuprof_runtime *rt, int device, const char *api
     char message[384];
     snprintf(message, sizeof message,
              "%s: the driver found no device memory for itself (kernel code, an array, a thread "
-             "stack or a graph's memory, which it takes outside every allocation)%s; the "
+             "stack, a context or a graph's memory, which it takes outside every allocation)%s; "
+             "the "
              "program gets "
              "CUDA_ERROR_OUT_OF_MEMORY",
              api,

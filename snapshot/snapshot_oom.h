@@ -16,9 +16,9 @@
 /* One OOM: its device, the index of its `oom` entry in device_traces[device] (-1 when the
  * history no longer holds it, or it had none: a request of 1 EiB or more), when it happened
  * (µs since the Unix epoch, the entry's time_us) and the message the program's error stood for.
- * A refusal of one of the driver's own calls (kernel code, arrays, a thread stack: `api` names
- * it) has no `oom` entry: its index counts the entries before it (the state it met is the state
- * after them; -1 when the history no longer reaches back to it). */
+ * A refusal of one of the driver's own calls (kernel code, arrays, a thread stack, a context: `api`
+ * names it) has no `oom` entry: its index counts the entries before it (the state it met is the
+ * state after them; -1 when the history no longer reaches back to it). */
 struct snap_oom_message {
     int32_t device;
     int64_t trace_index;

@@ -44,7 +44,7 @@ CUDA_EXPORTS = {
     "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
     "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuArrayCreate_v2",
     "cuArray3DCreate_v2", "cuMipmappedArrayCreate", "cuGraphLaunch", "cuGraphLaunch_ptsz",
-    "cuGraphUpload", "cuGraphUpload_ptsz",
+    "cuGraphUpload", "cuGraphUpload_ptsz", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4",
     # runtime API
     "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFreeAsync",
     "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",

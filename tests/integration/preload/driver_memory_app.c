@@ -1,17 +1,20 @@
 /* driver_memory_app.c: calls that take device memory for the driver itself (kernel code under lazy
  * and eager loading, launches, texture arrays (mipmapped ones too; also through the runtime), a
- * larger thread stack, graphs' memory nodes at a graph's first launch or upload), each made right
- * after the program allocated all the free memory and freed it again. Without cuprof that memory
- * is the driver's again and every call succeeds; under cuprof's cache it stays cached unless the
- * cache hands it back. Driver API (the runtime for two arrays), primary context; "eager" as the
- * first argument loads modules and libraries with CUDA_MODULE_LOADING=EAGER (the code taken at
- * load); "held" keeps the memory instead and asks for a function of a module loaded before, twice:
- * refused with or without cuprof ("held wait" then waits for its standard input to close, to be
- * watched); "split" frees it, keeps 4 MiB and then asks: served alone, refused under cuprof's
- * cache (the 4 MiB are cut from the cached segment, which cannot go back to the driver) unless its
- * segments are expandable. The code is driver_memory_kernel.fatbin beside the program when there
- * is one (built by nvcc: real code for a real GPU), else a few bytes the simulated driver does not
- * parse. Prints one line per call: name=error (no sizes: compared with a run without cuprof). */
+ * larger thread stack, graphs' memory nodes at a graph's first launch or upload, a context of its
+ * own), each made right after the program allocated all the free memory and freed it again.
+ * Without cuprof that memory is the driver's again and every call succeeds; under cuprof's cache
+ * it stays cached unless the cache hands it back. Driver API (the runtime for two arrays), primary
+ * context; "eager" as the first argument loads modules and libraries with
+ * CUDA_MODULE_LOADING=EAGER (the code taken at load); "held" keeps the memory instead and asks for
+ * a function of a module loaded before, twice: refused with or without cuprof ("held wait" then
+ * waits for its standard input to close, to be watched; "held_graph" and "held_context" launch a
+ * graph and make a context instead); "split" frees it, keeps 4 MiB and then asks: served alone,
+ * refused under cuprof's cache (the 4 MiB are cut from the cached segment, which cannot go back to
+ * the driver) unless its segments are expandable; "other_device" frees device 1 whole and makes a
+ * context for it while device 0's is current. The code is driver_memory_kernel.fatbin beside the
+ * program when there is one (built by nvcc: real code for a real GPU), else a few bytes the
+ * simulated driver does not parse. Prints one line per call: name=error (no sizes: compared with a
+ * run without cuprof). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -279,6 +282,32 @@ eager_calls(void)
          cuLibraryLoadFromFile(&lib, image_file, NULL, NULL, 0, NULL, NULL, 0));
 }
 
+/* A context of the program's own on the device (it takes device memory there), each ABI as the
+ * program or a runtime asks for it; destroyed again (which pops it). */
+static void
+context_calls(CUdevice dev)
+{
+    CUcontext own = NULL;
+    fill_and_free();
+    show("ctx_create", cuCtxCreate(&own, NULL, 0, dev));
+    if (own != NULL && cuCtxDestroy(own) != CUDA_SUCCESS)
+        exit(3);
+    PFN_cuCtxCreate_v3020 create_v2 = NULL;
+    PFN_cuCtxCreate_v11040 create_v3 = NULL;
+    lookup("cuCtxCreate", 3020, 0, &create_v2, sizeof create_v2);
+    lookup("cuCtxCreate", 11040, 0, &create_v3, sizeof create_v3);
+    own = NULL;
+    fill_and_free();
+    show("ctx_create_v2_looked_up", create_v2(&own, 0, dev));
+    if (own != NULL && cuCtxDestroy(own) != CUDA_SUCCESS)
+        exit(3);
+    own = NULL;
+    fill_and_free();
+    show("ctx_create_v3_looked_up", create_v3(&own, NULL, 0, 0, dev));
+    if (own != NULL && cuCtxDestroy(own) != CUDA_SUCCESS)
+        exit(3);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -318,6 +347,25 @@ main(int argc, char **argv)
         CUgraphExec exec = instantiated(g);
         fill(true);
         show("held_graph_launch", cuGraphLaunch(exec, stream));
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "held_context") == 0) { /* the memory kept, a context made */
+        CUcontext own = NULL;
+        fill(true);
+        show("held_ctx_create", cuCtxCreate(&own, NULL, 0, dev));
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "other_device") == 0) { /* device 1's memory cached */
+        CUdevice other = 0;
+        CUcontext other_primary = NULL, own = NULL;
+        if (cuDeviceGet(&other, 1) != CUDA_SUCCESS ||
+            cuDevicePrimaryCtxRetain(&other_primary, other) != CUDA_SUCCESS ||
+            cuCtxSetCurrent(other_primary) != CUDA_SUCCESS)
+            return 2;
+        fill_and_free();
+        if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+            return 2;
+        show("other_device_ctx_create", cuCtxCreate(&own, NULL, 0, other));
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "split") == 0) {
@@ -363,5 +411,6 @@ main(int argc, char **argv)
     fill_and_free();
     show("stack_limit", cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024 + 64));
     graph_calls();
+    context_calls(dev);
     return 0;
 }

@@ -3,17 +3,17 @@
 device): kernel code under lazy loading (a module's function, a library's kernel, module or
 function, the first launch of a kernel by every launch call, directly and through the pointers
 cuGetProcAddress hands out), texture arrays (mipmapped ones too, directly, looked up and through
-the runtime), a larger thread stack, graphs' memory nodes (at a graph's first launch or upload),
-and under eager loading every module and library load, each right after the program allocated all
-the free memory and freed it again. Without cuprof every call succeeds; under cuprof's cache the
-freed memory stays cached, so the cache must hand it back when the driver refuses one of them for
-lack of memory, and the call is made again. The output is the program's own in cache mode, with
-expandable segments, in trace and in off mode; the cache-mode history shows one release per call
-that needed memory, and one line says so. A refusal that stands (held: the program keeps the
-memory, then asks for a function of a module loaded before) reaches the program unchanged in every
-mode; cuprof says so once and writes its first-OOM snapshot, named after the call.
-scripts/gpu-check runs the same program on a real GPU, with the kernel nvcc built beside it
-(driver_memory_kernel.fatbin, which the simulated driver takes as any bytes).
+the runtime), a larger thread stack, graphs' memory nodes (at a graph's first launch or upload), a
+context of its own (each ABI), and under eager loading every module and library load, each right
+after the program allocated all the free memory and freed it again. Without cuprof every call
+succeeds; under cuprof's cache the freed memory stays cached, so the cache must hand it back when
+the driver refuses one of them for lack of memory, and the call is made again. The output is the
+program's own in cache mode, with expandable segments, in trace and in off mode; the cache-mode
+history shows one release per call that needed memory, and one line says so. A refusal that stands
+(held: the program keeps the memory, then asks for a function of a module loaded before) reaches
+the program unchanged in every mode; cuprof says so once and writes its first-OOM snapshot, named
+after the call. scripts/gpu-check runs the same program on a real GPU, with the kernel nvcc built
+beside it (driver_memory_kernel.fatbin, which the simulated driver takes as any bytes).
 
 Usage: test_driver_memory.py --lib LIB --ld-path PATH APP
 """
@@ -27,12 +27,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 import shimrun  # noqa: E402 (tests/integration/)
 
 SIM = {"SIMCUDA_MEM": "64M"}
+# The lazy and eager calls: each context takes a 2 MiB page of its own, as a real one takes device
+# memory (the primary context one too).
+SIM_CONTEXTS = dict(SIM, SIMCUDA_CONTEXT_MEM="2M")
 LAZY = ["module_load", "module_get_function", "kernel_get_function", "library_load",
         "library_get_module", "launch", "launch_ex", "launch_cooperative", "launch_looked_up",
         "launch_ptsz", "launch_ex_ptsz", "launch_cooperative_ptsz", "array_create",
         "array_3d_create", "mipmapped_array_create", "mipmapped_array_create_looked_up",
-        "runtime_malloc_array", "runtime_malloc_mipmapped_array", "stack_limit", "graph_launch", "graph_upload", "graph_launch_ptsz",
-        "graph_upload_ptsz"]
+        "runtime_malloc_array", "runtime_malloc_mipmapped_array", "stack_limit", "graph_launch",
+        "graph_upload", "graph_launch_ptsz", "graph_upload_ptsz", "ctx_create",
+        "ctx_create_v2_looked_up", "ctx_create_v3_looked_up"]
 EAGER = ["module_load_eager", "module_load_data_eager", "module_load_data_ex_eager",
          "module_load_fat_binary_eager", "library_load_eager", "library_load_from_file_eager"]
 # The calls made right after a fill (the lazy loads take no memory: no fill before them).
@@ -43,13 +47,13 @@ MODES = (("cache", {}), ("expandable", {"CUPROF_ALLOC_CONF": "expandable_segment
          ("trace", {"CUPROF_MODE": "trace"}), ("off", {"CUPROF_MODE": "off"}))
 
 
-def under_cuprof(a, argv, also=None):
+def under_cuprof(a, argv, also=None, sim=SIM):
     """argv under cuprof in each of MODES: [(mode, result, snapshot histories oldest first)].
     also(mode, result, snapshot paths), when given, looks at the files before they go."""
     out = []
     for what, extra in MODES:
         with tempfile.TemporaryDirectory() as tmp:
-            env = dict(SIM, CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"), **extra)
+            env = dict(sim, CUPROF_SNAPSHOT=os.path.join(tmp, "s-%n.pickle"), **extra)
             r = shimrun.run_shim(argv, a.ld_path, preload=a.lib, extra_env=env, timeout=60)
             traces = []
             paths = shimrun.dumps(tmp, "s-*.pickle")
@@ -68,10 +72,10 @@ def main():
     for arg, names in (("", LAZY), ("eager", EAGER)):
         argv = [a.app] + ([arg] if arg else [])
         want = "".join("%s=CUDA_SUCCESS\n" % n for n in names)
-        alone = shimrun.run_shim(argv, a.ld_path, extra_env=SIM, timeout=60)
+        alone = shimrun.run_shim(argv, a.ld_path, extra_env=SIM_CONTEXTS, timeout=60)
         check(alone.returncode == 0 and alone.stdout == want,
               f"{arg or 'lazy'} alone: {alone.returncode} {alone.stdout!r} {alone.stderr!r}")
-        for what, r, traces in under_cuprof(a, argv):
+        for what, r, traces in under_cuprof(a, argv, sim=SIM_CONTEXTS):
             label = f"{arg or 'lazy'} {what}"
             check(r.returncode == 0 and r.stdout == want,
                   f"{label}: exit {r.returncode}: {r.stdout!r}; stderr {r.stderr!r}")
@@ -92,7 +96,9 @@ def main():
     if a.cuprof is not None:
         check_watched(check, a)
     check_split(check, a)
+    check_other_device(check, a)
     check_held_graph(check, a)
+    check_held_context(check, a)
     check.finish()
 
 
@@ -121,9 +127,9 @@ def check_held(check, a):
             continue
         cached = ", and cuprof's cache held none it could hand back" if what != "trace" else ""
         want = ("cuprof: cuModuleGetFunction: the driver found no device memory for itself (kernel "
-                "code, an array, a thread stack or a graph's memory, which it takes outside every "
-                "allocation)%s; "
-                "the program gets CUDA_ERROR_OUT_OF_MEMORY (logged once)" % cached)
+                "code, an array, a thread stack, a context or a graph's memory, which it takes "
+                "outside every allocation)%s; the program gets CUDA_ERROR_OUT_OF_MEMORY (logged "
+                "once)" % cached)
         check(lines == [want], f"{label}: lines {lines}")
         # The first-OOM snapshot, then the one at exit.
         check(len(dumped) == 1 and len(traces) == 2, f"{label}: {dumped} {len(traces)}")
@@ -132,24 +138,34 @@ def check_held(check, a):
 def check_held_graph(check, a):
     """A graph launched while the program holds the card: refused with or without cuprof; explain
     names the graph's call and what leaves a graph room."""
+    check_held_call(check, a, "held_graph", "held_graph_launch", "cuGraphLaunch",
+                    "the graph uploaded before the device fills", SIM)
+
+
+def check_held_context(check, a):
+    """The same for a context created while the program holds the card."""
+    check_held_call(check, a, "held_context", "held_ctx_create", "cuCtxCreate_v4",
+                    "the context created before the device fills", SIM_CONTEXTS)
+
+
+def check_held_call(check, a, mode, name, call, remedy, sim):
     import subprocess
-    want = "held_graph_launch=CUDA_ERROR_OUT_OF_MEMORY\n"
-    alone = shimrun.run_shim([a.app, "held_graph"], a.ld_path, extra_env=SIM, timeout=60)
-    check(alone.returncode == 0 and alone.stdout == want, f"held_graph alone: {alone}")
+    want = f"{name}=CUDA_ERROR_OUT_OF_MEMORY\n"
+    alone = shimrun.run_shim([a.app, mode], a.ld_path, extra_env=sim, timeout=60)
+    check(alone.returncode == 0 and alone.stdout == want, f"{mode} alone: {alone}")
 
     def look(what, r, paths):
-        check(r.returncode == 0 and r.stdout == want, f"held_graph {what}: {r}")
+        check(r.returncode == 0 and r.stdout == want, f"{mode} {what}: {r}")
         if what != "cache" or a.cuprof is None:
             return
         text = subprocess.run([a.cuprof, "explain", paths[0]], capture_output=True, text=True,
                               timeout=60).stdout
-        for line in ("device 0: the first OOM, in cuGraphLaunch (the driver's own memory) after",
-                     "verdict: the driver's own memory: cuGraphLaunch found too little free",
-                     "what leaves it room: fewer live bytes at that call, the graph uploaded before "
-                     "the device fills"):
-            check(line in text, f"held_graph explain lacks {line!r}:\n{text}")
+        for line in (f"device 0: the first OOM, in {call} (the driver's own memory) after",
+                     f"verdict: the driver's own memory: {call} found too little free",
+                     f"what leaves it room: fewer live bytes at that call, {remedy}"):
+            check(line in text, f"{mode} explain lacks {line!r}:\n{text}")
 
-    under_cuprof(a, [a.app, "held_graph"], also=look)
+    under_cuprof(a, [a.app, mode], also=look, sim=sim)
 
 
 def check_watched(check, a):
@@ -196,6 +212,18 @@ def driver_row(check, label, path, entries, message_start, index=None):
 SPLIT_ALONE = ("module_load=CUDA_SUCCESS\nsplit_alloc=CUDA_SUCCESS\n"
                "split_module_get_function=CUDA_SUCCESS\n")
 MiB = 1 << 20
+
+
+def check_other_device(check, a):
+    """A context made for device 1 while device 0's is current, after the program freed device 1
+    whole: the cache of device 1 (the context's), not the current one's, hands its memory back."""
+    sim = dict(SIM_CONTEXTS, SIMCUDA_DEVICES="2")
+    want = "other_device_ctx_create=CUDA_SUCCESS\n"
+    alone = shimrun.run_shim([a.app, "other_device"], a.ld_path, extra_env=sim, timeout=60)
+    check(alone.returncode == 0 and alone.stdout == want, f"other device alone: {alone}")
+    for what, r, traces in under_cuprof(a, [a.app, "other_device"], sim=sim):
+        check(r.returncode == 0 and r.stdout == want,
+              f"other device {what}: {r.stdout!r} {r.stderr[-600:]!r}")
 
 
 def check_split(check, a):
@@ -264,8 +292,8 @@ def check_explain(check, a, path):
                           timeout=60)
     check(gate.returncode == 1 and gate.stdout.startswith(
         path + ": device 0: 1 OOM, --no-oom; the first: cuModuleGetFunction found no device "
-        "memory for the driver itself (kernel code, an array, a thread stack or a graph's memory) "
-        "after 5 entries\n"),
+        "memory for the driver itself (kernel code, an array, a thread stack, a context or a "
+        "graph's memory) after 5 entries\n"),
         f"check --no-oom: {gate}")
     diff = json.loads(subprocess.run([a.cuprof, "diff", "--json", path, path], capture_output=True,
                                      text=True, timeout=60, check=True).stdout)

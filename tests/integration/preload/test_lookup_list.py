@@ -95,6 +95,10 @@ KNOWN = {
         "extra: cuprof follows CUDA graph captures and each thread's capture mode so that "
         "the cache does not answer a cudaMalloc the driver would refuse during a capture "
         "(preload/shim_capture.c)",
+    ("cuCtxCreate", 3020, 0):
+        "extra: a context of the program's own takes device memory; when the driver has none, "
+        "cuprof's cache of that device hands back what the program freed and the call is made "
+        "again (preload/shim_driver_memory.c shim_driver_memory_ctx_create_v2)",
     ("cuMemPoolTrimTo", 11020, 0):
         "extra: a program that trims the device's default pool gives back what the cache, "
         "standing in for that pool, holds for no block (preload/shim_mem.c "

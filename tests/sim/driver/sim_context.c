@@ -751,16 +751,16 @@ cuCtxGetLimit(size_t *pvalue, CUlimit limit)
     return CUDA_SUCCESS;
 }
 
-CUresult
-cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
-               CUdevice dev)
+/* Every ABI of cuCtxCreate: a context of its own on `dev`, made current (pushed). Affinity and
+ * creation parameters change nothing here. */
+static CUresult
+ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    (void)ctxCreateParams;
     struct sim_device *d = sim_device_get(dev);
     if (!d)
         return CUDA_ERROR_INVALID_DEVICE;
@@ -784,6 +784,28 @@ cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int
     ctx_stack[ctx_depth++] = c;
     *pctx = c;
     return CUDA_SUCCESS;
+}
+
+CUresult
+cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+               CUdevice dev)
+{
+    (void)ctxCreateParams;
+    return ctx_create(pctx, flags, dev);
+}
+
+CUresult
+cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
+               CUdevice dev)
+{
+    (void)paramsArray, (void)numParams;
+    return ctx_create(pctx, flags, dev);
+}
+
+CUresult
+cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return ctx_create(pctx, flags, dev);
 }
 
 CUresult
