@@ -4,6 +4,7 @@
  * trips and the runtime's documented error codes, and prints one line: "runtime_check: ok N". */
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -777,6 +778,8 @@ main(void)
     limits_and_flags();
     graphs_extra();
     texture_arrays();
+    EXPECT("profiler start", cudaProfilerStart(), cudaSuccess);
+    EXPECT("profiler stop", cudaProfilerStop(), cudaSuccess);
     EXPECT("no error left", cudaGetLastError(), cudaSuccess);
     printf("runtime_check: ok %d\n", checks);
     return 0;

@@ -653,6 +653,22 @@ cuCtxGetFlags(unsigned int *flags)
     return CUDA_SUCCESS;
 }
 
+/* No profiling tool here: starting and stopping its collection is accepted in a context and
+ * changes nothing. */
+CUresult
+cuProfilerStart(void)
+{
+    struct CUctx_st *c;
+    return sim_ctx_require(&c);
+}
+
+CUresult
+cuProfilerStop(void)
+{
+    struct CUctx_st *c;
+    return sim_ctx_require(&c);
+}
+
 CUresult
 cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
 {

@@ -7,6 +7,7 @@
 
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>

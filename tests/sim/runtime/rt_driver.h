@@ -5,6 +5,7 @@
 #define CUPROF_SIM_RT_DRIVER_H
 
 #include <cuda.h>
+#include <cudaProfilerTypedefs.h>
 #include <cudaTypedefs.h>
 
 struct rt_driver {

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cudaProfiler.h>
+
 #include "sim_test.h"
 
 static size_t
@@ -67,6 +69,8 @@ alloc_without_context(void *arg)
     CUdeviceptr p;
     CUcontext c = (CUcontext)1;
     *(CUresult *)arg = cuMemAlloc(&p, 64);
+    assert_int_equal(cuProfilerStart(), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuProfilerStop(), CUDA_ERROR_INVALID_CONTEXT);
     assert_int_equal(cuCtxGetCurrent(&c), CUDA_SUCCESS);
     assert_null(c);
     return NULL;
@@ -88,6 +92,8 @@ test_alignment_and_data(void **state)
 {
     (void)state;
     sim_test_primary(0);
+    assert_int_equal(cuProfilerStart(), CUDA_SUCCESS); /* no tool: accepted, nothing changes */
+    assert_int_equal(cuProfilerStop(), CUDA_SUCCESS);
     CUdeviceptr a, b, c, big, big2;
     assert_int_equal(cuMemAlloc(&a, 1), CUDA_SUCCESS);
     assert_int_equal(cuMemAlloc(&b, 100), CUDA_SUCCESS);
