@@ -3,7 +3,9 @@
  * kernel's host stub: __cudaPopCallConfiguration and __cudaLaunchKernel(handle, ...), the
  * handle coming once from __cudaGetKernel(&handle, stub). A launch is validated like the real
  * runtime's (kernel registered, grid and block within the device limits, dynamic shared memory
- * within the kernel's limit, live stream) and then accepted: no device code runs. */
+ * within the kernel's limit, live stream), then made as cudart makes it: cuLaunchKernel of the
+ * kernel of the fat binary's library (loaded at its first launch; under lazy loading the driver
+ * takes the code's device memory then). No device code runs. */
 #include "rt_api.h"
 #include "rt_driver.h"
 #include "rt_register.h"
@@ -94,7 +96,7 @@ rt_launch_check_dims(dim3 grid, dim3 block)
 }
 
 static cudaError_t
-rt_launch(const void *func, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+rt_launch(const void *func, dim3 grid, dim3 block, void **args, size_t smem, cudaStream_t stream,
           bool per_thread)
 {
     RT_CTX_OR_RETURN();
@@ -115,39 +117,44 @@ rt_launch(const void *func, dim3 grid, dim3 block, size_t smem, cudaStream_t str
                             : RT_CALL(cuStreamIsCapturing, (CUstream)stream, &status);
     if (r != CUDA_SUCCESS)
         return rt_state_cu(r);
-    return cudaSuccess; /* accepted; the simulated device runs no code */
+    /* As cudart: the driver's launch of the library's kernel, which loads its code first under
+     * lazy loading (device memory: CUDA_ERROR_OUT_OF_MEMORY when there is none). */
+    CUfunction f = NULL;
+    r = rt_register_kernel_driver(func, &f);
+    if (r == CUDA_SUCCESS)
+        r = per_thread ? RT_CALL(cuLaunchKernel_ptsz, f, grid.x, grid.y, grid.z, block.x, block.y,
+                                 block.z, (unsigned)smem, (CUstream)stream, args, NULL)
+                       : RT_CALL(cuLaunchKernel, f, grid.x, grid.y, grid.z, block.x, block.y,
+                                 block.z, (unsigned)smem, (CUstream)stream, args, NULL);
+    return r == CUDA_SUCCESS ? cudaSuccess : rt_state_cu(r); /* the device runs no code */
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
 __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                    cudaStream_t stream)
 {
-    (void)args;
-    return rt_launch((const void *)kernel, gridDim, blockDim, sharedMem, stream, false);
+    return rt_launch((const void *)kernel, gridDim, blockDim, args, sharedMem, stream, false);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
 __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
                         size_t sharedMem, cudaStream_t stream)
 {
-    (void)args;
-    return rt_launch((const void *)kernel, gridDim, blockDim, sharedMem, stream, true);
+    return rt_launch((const void *)kernel, gridDim, blockDim, args, sharedMem, stream, true);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
 cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                  cudaStream_t stream)
 {
-    (void)args;
-    return rt_launch(func, gridDim, blockDim, sharedMem, stream, false);
+    return rt_launch(func, gridDim, blockDim, args, sharedMem, stream, false);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
 cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                       cudaStream_t stream)
 {
-    (void)args;
-    return rt_launch(func, gridDim, blockDim, sharedMem, stream, true);
+    return rt_launch(func, gridDim, blockDim, args, sharedMem, stream, true);
 }
 
 /* ---- function queries ---- */

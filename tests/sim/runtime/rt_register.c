@@ -20,6 +20,8 @@ struct rt_module {
     void *fatbin; /* first: *handle is the wrapper the program registered, as in cudart */
     int arch_sass;
     int arch_ptx;
+    CUlibrary library; /* the driver's library of the fat binary, loaded at its first launch;
+                          protected by rt_register.lock */
 };
 
 struct rt_kernel {
@@ -28,6 +30,7 @@ struct rt_kernel {
     const char *name;
     int max_dyn_smem; /* protected by rt_register.lock */
     int carveout;     /* protected by rt_register.lock */
+    CUkernel handle;  /* the driver's kernel, asked at its first launch; protected by lock */
 };
 
 struct rt_var {
@@ -157,7 +160,10 @@ __cudaUnregisterFatBinary(void **fatCubinHandle)
         }
     }
     rt_register.n_vars = j;
+    CUlibrary library = m->library;
     pthread_mutex_unlock(&rt_register.lock);
+    if (library != NULL) /* its kernels' code goes with it, as at cudart's exit */
+        (void)RT_CALL(cuLibraryUnload, library);
     free(m);
 }
 
@@ -282,6 +288,33 @@ rt_register_kernel_find(const void *func, struct rt_register_kernel *out)
     }
     pthread_mutex_unlock(&rt_register.lock);
     return e;
+}
+
+/* The image the driver is given for a fat binary: its data, as cudart passes it (the simulated
+ * driver parses none). */
+static const void *
+rt_register_image(const struct rt_module *m)
+{
+    const __fatBinC_Wrapper_t *w = m->fatbin;
+    return w != NULL && (unsigned)w->magic == FATBINC_MAGIC && w->data != NULL ? (const void *)w->data
+                                                                              : m->fatbin;
+}
+
+CUresult
+rt_register_kernel_driver(const void *func, CUfunction *out)
+{
+    pthread_mutex_lock(&rt_register.lock);
+    struct rt_kernel *k = func ? rt_register_kernel_locked(func) : NULL;
+    CUresult r = k != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS && k->module->library == NULL)
+        r = RT_CALL(cuLibraryLoadData, &k->module->library, rt_register_image(k->module), NULL, NULL,
+                    0, NULL, NULL, 0);
+    if (r == CUDA_SUCCESS && k->handle == NULL)
+        r = RT_CALL(cuLibraryGetKernel, &k->handle, k->module->library, k->name);
+    if (r == CUDA_SUCCESS)
+        *out = (CUfunction)(void *)k->handle;
+    pthread_mutex_unlock(&rt_register.lock);
+    return r;
 }
 
 enum cudaError

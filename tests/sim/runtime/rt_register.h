@@ -1,9 +1,11 @@
-/* rt_register: what nvcc's generated host code registers before main: fat binaries (modules),
- * kernels (host stub -> device name) and __device__/__constant__/__managed__ variables.
+/* rt_register: what nvcc's generated host code registers before main: fat binaries (the driver's
+ * libraries, loaded at a first launch), kernels (host stub -> device name, the driver's kernel)
+ * and __device__/__constant__/__managed__ variables.
  * Lock: rt_register's mutex guards the tables. Hot path: launches look their kernel up. */
 #ifndef CUPROF_SIM_RT_REGISTER_H
 #define CUPROF_SIM_RT_REGISTER_H
 
+#include <cuda.h>
 #include <driver_types.h>
 #include <stddef.h>
 
@@ -21,6 +23,13 @@ struct rt_register_kernel {
  * NULL, cudaErrorInvalidResourceHandle for any other pointer (as NVIDIA's runtime 13.0). */
 __attribute__((warn_unused_result)) enum cudaError
 rt_register_kernel_find(const void *func, struct rt_register_kernel *out);
+
+/* The driver's function for a registered kernel (host stub or handle), for cuLaunchKernel: its fat
+ * binary loaded as a library at the first launch (cuLibraryLoadData, whose code the driver takes
+ * under CUDA_MODULE_LOADING's rules), the kernel asked once (cuLibraryGetKernel). The driver's
+ * error when it refuses; CUDA_ERROR_INVALID_HANDLE for an unregistered function. */
+__attribute__((warn_unused_result)) CUresult rt_register_kernel_driver(const void *func,
+                                                                       CUfunction *out);
 
 /* The cudaKernel_t of a registered host stub (errors as rt_register_kernel_find). */
 __attribute__((warn_unused_result)) enum cudaError rt_register_kernel_handle(const void *func,
