@@ -296,8 +296,9 @@ static const void *
 rt_register_image(const struct rt_module *m)
 {
     const __fatBinC_Wrapper_t *w = m->fatbin;
-    return w != NULL && (unsigned)w->magic == FATBINC_MAGIC && w->data != NULL ? (const void *)w->data
-                                                                              : m->fatbin;
+    return w != NULL && (unsigned)w->magic == FATBINC_MAGIC && w->data != NULL
+               ? (const void *)w->data
+               : m->fatbin;
 }
 
 CUresult
@@ -307,8 +308,8 @@ rt_register_kernel_driver(const void *func, CUfunction *out)
     struct rt_kernel *k = func ? rt_register_kernel_locked(func) : NULL;
     CUresult r = k != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     if (r == CUDA_SUCCESS && k->module->library == NULL)
-        r = RT_CALL(cuLibraryLoadData, &k->module->library, rt_register_image(k->module), NULL, NULL,
-                    0, NULL, NULL, 0);
+        r = RT_CALL(cuLibraryLoadData, &k->module->library, rt_register_image(k->module), NULL,
+                    NULL, 0, NULL, NULL, 0);
     if (r == CUDA_SUCCESS && k->handle == NULL)
         r = RT_CALL(cuLibraryGetKernel, &k->handle, k->module->library, k->name);
     if (r == CUDA_SUCCESS)
