@@ -151,7 +151,15 @@ main(void)
     EQ(cudaLaunchKernel((const void *)k, d3(2147483647, 65535, 65535), d3(1024, 1, 1), args, 0,
                         cudaStreamPerThread),
        cudaSuccess);
+    /* Cooperative launches go the same way, to the driver's cooperative launch. */
+    EQ(cudaLaunchCooperativeKernel(addr_of(kern_stub), d3(4, 1, 1), d3(256, 1, 1), args, 0, s),
+       cudaSuccess);
+    EQ(cudaLaunchCooperativeKernel((const void *)k, one, one, args, 0, cudaStreamPerThread),
+       cudaSuccess);
     EQ(cudaGetLastError(), cudaSuccess);
+    EQ(cudaLaunchCooperativeKernel(addr_of(not_registered), one, one, args, 0, NULL),
+       cudaErrorInvalidResourceHandle);
+    EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
 
     /* Unknown function, empty or oversized grids and blocks: what NVIDIA's runtime 13.0 returns
      * with driver 580 (tests/integration/nvcc/real/nvcc_edges.out), not the documented

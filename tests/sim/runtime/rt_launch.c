@@ -95,9 +95,34 @@ rt_launch_check_dims(dim3 grid, dim3 block)
     return cudaSuccess;
 }
 
+/* Which of the driver's launches a runtime launch is. */
+enum rt_launch_kind {
+    RT_LAUNCH_LEGACY,
+    RT_LAUNCH_PER_THREAD,
+    RT_LAUNCH_COOPERATIVE,
+    RT_LAUNCH_COOPERATIVE_PER_THREAD,
+};
+
+static CUresult
+rt_launch_driver(CUfunction f, dim3 g, dim3 b, void **args, unsigned smem, CUstream s,
+                 enum rt_launch_kind kind)
+{
+    switch (kind) {
+    case RT_LAUNCH_PER_THREAD:
+        return RT_CALL(cuLaunchKernel_ptsz, f, g.x, g.y, g.z, b.x, b.y, b.z, smem, s, args, NULL);
+    case RT_LAUNCH_COOPERATIVE:
+        return RT_CALL(cuLaunchCooperativeKernel, f, g.x, g.y, g.z, b.x, b.y, b.z, smem, s, args);
+    case RT_LAUNCH_COOPERATIVE_PER_THREAD:
+        return RT_CALL(cuLaunchCooperativeKernel_ptsz, f, g.x, g.y, g.z, b.x, b.y, b.z, smem, s,
+                       args);
+    default:
+        return RT_CALL(cuLaunchKernel, f, g.x, g.y, g.z, b.x, b.y, b.z, smem, s, args, NULL);
+    }
+}
+
 static cudaError_t
 rt_launch(const void *func, dim3 grid, dim3 block, void **args, size_t smem, cudaStream_t stream,
-          bool per_thread)
+          enum rt_launch_kind kind)
 {
     RT_CTX_OR_RETURN();
     struct rt_register_kernel k;
@@ -113,6 +138,7 @@ rt_launch(const void *func, dim3 grid, dim3 block, void **args, size_t smem, cud
      * leaves a capture alone where a query would invalidate it; for the legacy stream while a
      * blocking stream captures the driver answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT. */
     CUstreamCaptureStatus status;
+    bool per_thread = kind == RT_LAUNCH_PER_THREAD || kind == RT_LAUNCH_COOPERATIVE_PER_THREAD;
     CUresult r = per_thread ? RT_CALL(cuStreamIsCapturing_ptsz, (CUstream)stream, &status)
                             : RT_CALL(cuStreamIsCapturing, (CUstream)stream, &status);
     if (r != CUDA_SUCCESS)
@@ -122,10 +148,7 @@ rt_launch(const void *func, dim3 grid, dim3 block, void **args, size_t smem, cud
     CUfunction f = NULL;
     r = rt_register_kernel_driver(func, &f);
     if (r == CUDA_SUCCESS)
-        r = per_thread ? RT_CALL(cuLaunchKernel_ptsz, f, grid.x, grid.y, grid.z, block.x, block.y,
-                                 block.z, (unsigned)smem, (CUstream)stream, args, NULL)
-                       : RT_CALL(cuLaunchKernel, f, grid.x, grid.y, grid.z, block.x, block.y,
-                                 block.z, (unsigned)smem, (CUstream)stream, args, NULL);
+        r = rt_launch_driver(f, grid, block, args, (unsigned)smem, (CUstream)stream, kind);
     return r == CUDA_SUCCESS ? cudaSuccess : rt_state_cu(r); /* the device runs no code */
 }
 
@@ -133,28 +156,45 @@ RT_EXPORT cudaError_t CUDARTAPI
 __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                    cudaStream_t stream)
 {
-    return rt_launch((const void *)kernel, gridDim, blockDim, args, sharedMem, stream, false);
+    return rt_launch((const void *)kernel, gridDim, blockDim, args, sharedMem, stream,
+                     RT_LAUNCH_LEGACY);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
 __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
                         size_t sharedMem, cudaStream_t stream)
 {
-    return rt_launch((const void *)kernel, gridDim, blockDim, args, sharedMem, stream, true);
+    return rt_launch((const void *)kernel, gridDim, blockDim, args, sharedMem, stream,
+                     RT_LAUNCH_PER_THREAD);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
 cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                  cudaStream_t stream)
 {
-    return rt_launch(func, gridDim, blockDim, args, sharedMem, stream, false);
+    return rt_launch(func, gridDim, blockDim, args, sharedMem, stream, RT_LAUNCH_LEGACY);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
 cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                       cudaStream_t stream)
 {
-    return rt_launch(func, gridDim, blockDim, args, sharedMem, stream, true);
+    return rt_launch(func, gridDim, blockDim, args, sharedMem, stream, RT_LAUNCH_PER_THREAD);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                            size_t sharedMem, cudaStream_t stream)
+{
+    return rt_launch(func, gridDim, blockDim, args, sharedMem, stream, RT_LAUNCH_COOPERATIVE);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI
+cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                 size_t sharedMem, cudaStream_t stream)
+{
+    return rt_launch(func, gridDim, blockDim, args, sharedMem, stream,
+                     RT_LAUNCH_COOPERATIVE_PER_THREAD);
 }
 
 /* ---- function queries ---- */
