@@ -76,20 +76,30 @@ driver_descriptor(const struct cudaChannelFormatDesc *desc, struct cudaExtent ex
     return true;
 }
 
+/* The driver's descriptor of an allocation whose result goes to a non-NULL place, in a context:
+ * cudaSuccess, else the error to return. */
+static cudaError_t
+allocation_ready(bool out_given, const struct cudaChannelFormatDesc *desc, struct cudaExtent extent,
+                 unsigned int flags, CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    if (!out_given || !driver_descriptor(desc, extent, flags, d))
+        return rt_state_ret(cudaErrorInvalidValue);
+    return rt_state_ctx();
+}
+
 RT_EXPORT cudaError_t CUDARTAPI
 cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
                   struct cudaExtent extent, unsigned int flags)
 {
     CUDA_ARRAY3D_DESCRIPTOR d;
-    if (array == NULL || !driver_descriptor(desc, extent, flags, &d))
-        return rt_state_ret(cudaErrorInvalidValue);
-    RT_CTX_OR_RETURN();
+    cudaError_t e = allocation_ready(array != NULL, desc, extent, flags, &d);
+    if (e != cudaSuccess)
+        return e;
     CUarray a = NULL;
     CUresult r = RT_CALL(cuArray3DCreate, &a, &d);
-    if (r != CUDA_SUCCESS)
-        return rt_state_cu(r);
-    *array = (cudaArray_t)a;
-    return cudaSuccess;
+    if (r == CUDA_SUCCESS)
+        *array = (cudaArray_t)a;
+    return rt_state_cu(r);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
@@ -105,15 +115,14 @@ cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray,
                          unsigned int numLevels, unsigned int flags)
 {
     CUDA_ARRAY3D_DESCRIPTOR d;
-    if (mipmappedArray == NULL || !driver_descriptor(desc, extent, flags, &d))
-        return rt_state_ret(cudaErrorInvalidValue);
-    RT_CTX_OR_RETURN();
+    cudaError_t e = allocation_ready(mipmappedArray != NULL, desc, extent, flags, &d);
+    if (e != cudaSuccess)
+        return e;
     CUmipmappedArray m = NULL;
     CUresult r = RT_CALL(cuMipmappedArrayCreate, &m, &d, numLevels);
-    if (r != CUDA_SUCCESS)
-        return rt_state_cu(r);
-    *mipmappedArray = (cudaMipmappedArray_t)m;
-    return cudaSuccess;
+    if (r == CUDA_SUCCESS)
+        *mipmappedArray = (cudaMipmappedArray_t)m;
+    return rt_state_cu(r);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
@@ -137,18 +146,14 @@ RT_EXPORT cudaError_t CUDARTAPI
 cudaFreeArray(cudaArray_t array)
 {
     RT_CTX_OR_RETURN();
-    if (array == NULL)
-        return cudaSuccess;
-    CUresult r = RT_CALL(cuArrayDestroy, (CUarray)array);
-    return r == CUDA_SUCCESS ? cudaSuccess : rt_state_cu(r);
+    return array == NULL ? cudaSuccess : rt_state_cu(RT_CALL(cuArrayDestroy, (CUarray)array));
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
 cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
 {
     RT_CTX_OR_RETURN();
-    if (mipmappedArray == NULL)
-        return cudaSuccess;
-    CUresult r = RT_CALL(cuMipmappedArrayDestroy, (CUmipmappedArray)mipmappedArray);
-    return r == CUDA_SUCCESS ? cudaSuccess : rt_state_cu(r);
+    return mipmappedArray == NULL
+               ? cudaSuccess
+               : rt_state_cu(RT_CALL(cuMipmappedArrayDestroy, (CUmipmappedArray)mipmappedArray));
 }

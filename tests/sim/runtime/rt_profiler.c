@@ -4,25 +4,29 @@
  * Lock: none. Hot path: no. */
 #include <cuda.h>
 #include <cuda_profiler_api.h>
+#include <stdbool.h>
 
 #include "rt_api.h"
 #include "rt_driver.h"
 #include "rt_state.h"
 
+/* The driver's start (or stop) in the thread's context. */
+static cudaError_t
+rt_profiler_call(bool start)
+{
+    RT_CTX_OR_RETURN();
+    PFN_cuProfilerStart_v4000 fn = start ? rt_drv.cuProfilerStart : rt_drv.cuProfilerStop;
+    return rt_state_cu(fn != NULL ? fn() : CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER);
+}
+
 RT_EXPORT cudaError_t CUDARTAPI
 cudaProfilerStart(void)
 {
-    RT_CTX_OR_RETURN();
-    CUresult r =
-        rt_drv.cuProfilerStart ? rt_drv.cuProfilerStart() : CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER;
-    return r == CUDA_SUCCESS ? cudaSuccess : rt_state_cu(r);
+    return rt_profiler_call(true);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI
 cudaProfilerStop(void)
 {
-    RT_CTX_OR_RETURN();
-    CUresult r =
-        rt_drv.cuProfilerStop ? rt_drv.cuProfilerStop() : CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER;
-    return r == CUDA_SUCCESS ? cudaSuccess : rt_state_cu(r);
+    return rt_profiler_call(false);
 }
