@@ -308,77 +308,11 @@ context_calls(CUdevice dev)
         exit(3);
 }
 
-int
-main(int argc, char **argv)
+/* Texture arrays, directly, looked up and through the runtime (as a program built by nvcc
+ * allocates them). */
+static void
+array_calls(void)
 {
-    int eager = argc > 1 && strcmp(argv[1], "eager") == 0;
-    if (eager)
-        setenv("CUDA_MODULE_LOADING", "EAGER", 1);
-    find_image(argv[0]);
-    CUdevice dev = 0;
-    CUcontext ctx = NULL;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
-        return 2;
-    if (eager) {
-        eager_calls();
-        return 0;
-    }
-    if (argc > 1 && strcmp(argv[1], "held") == 0) {
-        CUmodule mod = NULL;
-        CUfunction f = NULL;
-        show("module_load", cuModuleLoad(&mod, image_file));
-        fill(true);
-        show("held_module_get_function", cuModuleGetFunction(&f, mod, "kernel"));
-        show("held_module_get_function", cuModuleGetFunction(&f, mod, "kernel")); /* a retry */
-        if (argc > 2 && strcmp(argv[2], "wait") == 0) { /* watched: until stdin closes */
-            printf("waiting\n");
-            fflush(stdout);
-            while (getchar() != EOF)
-                ;
-        }
-        return 0;
-    }
-    if (argc > 1 && strcmp(argv[1], "held_graph") == 0) { /* the memory kept, a graph launched */
-        CUstream stream = NULL;
-        if (cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-            return 2;
-        CUgraph g = graph_with_memory(stream);
-        CUgraphExec exec = instantiated(g);
-        fill(true);
-        show("held_graph_launch", cuGraphLaunch(exec, stream));
-        return 0;
-    }
-    if (argc > 1 && strcmp(argv[1], "held_context") == 0) { /* the memory kept, a context made */
-        CUcontext own = NULL;
-        fill(true);
-        show("held_ctx_create", cuCtxCreate(&own, NULL, 0, dev));
-        return 0;
-    }
-    if (argc > 1 && strcmp(argv[1], "other_device") == 0) { /* device 1's memory cached */
-        CUdevice other = 0;
-        CUcontext other_primary = NULL, own = NULL;
-        if (cuDeviceGet(&other, 1) != CUDA_SUCCESS ||
-            cuDevicePrimaryCtxRetain(&other_primary, other) != CUDA_SUCCESS ||
-            cuCtxSetCurrent(other_primary) != CUDA_SUCCESS)
-            return 2;
-        fill_and_free();
-        if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
-            return 2;
-        show("other_device_ctx_create", cuCtxCreate(&own, NULL, 0, other));
-        return 0;
-    }
-    if (argc > 1 && strcmp(argv[1], "split") == 0) {
-        CUmodule mod = NULL;
-        CUfunction f = NULL;
-        CUdeviceptr kept = 0;
-        show("module_load", cuModuleLoad(&mod, image_file));
-        fill_and_free();
-        show("split_alloc", cuMemAlloc(&kept, 4 * MIB));
-        show("split_module_get_function", cuModuleGetFunction(&f, mod, "kernel"));
-        return 0;
-    }
-    lazy_calls();
     CUarray array = NULL;
     CUDA_ARRAY_DESCRIPTOR d2 = {
         .Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
@@ -397,7 +331,6 @@ main(int argc, char **argv)
     lookup("cuMipmappedArrayCreate", 5000, 0, &mipmapped_create, sizeof mipmapped_create);
     fill_and_free();
     show("mipmapped_array_create_looked_up", mipmapped_create(&mipmap, &levels, 9));
-    /* Through the runtime, as a program built by nvcc allocates them. */
     struct cudaChannelFormatDesc texel =
         cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
     cudaArray_t runtime_array = NULL;
@@ -408,9 +341,136 @@ main(int argc, char **argv)
     show_runtime(
         "runtime_malloc_mipmapped_array",
         cudaMallocMipmappedArray(&runtime_mipmap, &texel, (struct cudaExtent){256, 256, 0}, 9, 0));
+}
+
+/* The default run: every call right after a fill. */
+static int
+run_lazy(CUdevice dev, CUcontext ctx, bool wait)
+{
+    (void)ctx, (void)wait;
+    lazy_calls();
+    array_calls();
     fill_and_free();
     show("stack_limit", cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024 + 64));
     graph_calls();
     context_calls(dev);
     return 0;
+}
+
+static int
+run_eager(CUdevice dev, CUcontext ctx, bool wait)
+{
+    (void)dev, (void)ctx, (void)wait;
+    eager_calls();
+    return 0;
+}
+
+/* The memory kept, a function of a module loaded before asked for twice (the second: a retry);
+ * `wait`: then until standard input closes (watched). */
+static int
+run_held(CUdevice dev, CUcontext ctx, bool wait)
+{
+    (void)dev, (void)ctx;
+    CUmodule mod = NULL;
+    CUfunction f = NULL;
+    show("module_load", cuModuleLoad(&mod, image_file));
+    fill(true);
+    show("held_module_get_function", cuModuleGetFunction(&f, mod, "kernel"));
+    show("held_module_get_function", cuModuleGetFunction(&f, mod, "kernel"));
+    if (wait) {
+        printf("waiting\n");
+        fflush(stdout);
+        while (getchar() != EOF)
+            ;
+    }
+    return 0;
+}
+
+/* The memory kept, a graph launched. */
+static int
+run_held_graph(CUdevice dev, CUcontext ctx, bool wait)
+{
+    (void)dev, (void)ctx, (void)wait;
+    CUstream stream = NULL;
+    if (cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        return 2;
+    CUgraph g = graph_with_memory(stream);
+    CUgraphExec exec = instantiated(g);
+    fill(true);
+    show("held_graph_launch", cuGraphLaunch(exec, stream));
+    return 0;
+}
+
+/* The memory kept, a context made. */
+static int
+run_held_context(CUdevice dev, CUcontext ctx, bool wait)
+{
+    (void)ctx, (void)wait;
+    CUcontext own = NULL;
+    fill(true);
+    show("held_ctx_create", cuCtxCreate(&own, NULL, 0, dev));
+    return 0;
+}
+
+/* Device 1 freed whole, then a context made for it while device 0's is current. */
+static int
+run_other_device(CUdevice dev, CUcontext ctx, bool wait)
+{
+    (void)dev, (void)wait;
+    CUdevice other = 0;
+    CUcontext other_primary = NULL, own = NULL;
+    if (cuDeviceGet(&other, 1) != CUDA_SUCCESS ||
+        cuDevicePrimaryCtxRetain(&other_primary, other) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(other_primary) != CUDA_SUCCESS)
+        return 2;
+    fill_and_free();
+    if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        return 2;
+    show("other_device_ctx_create", cuCtxCreate(&own, NULL, 0, other));
+    return 0;
+}
+
+/* The card freed but 4 MiB of it, then a kernel's code asked for. */
+static int
+run_split(CUdevice dev, CUcontext ctx, bool wait)
+{
+    (void)dev, (void)ctx, (void)wait;
+    CUmodule mod = NULL;
+    CUfunction f = NULL;
+    CUdeviceptr kept = 0;
+    show("module_load", cuModuleLoad(&mod, image_file));
+    fill_and_free();
+    show("split_alloc", cuMemAlloc(&kept, 4 * MIB));
+    show("split_module_get_function", cuModuleGetFunction(&f, mod, "kernel"));
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*run)(CUdevice dev, CUcontext ctx, bool wait);
+} RUNS[] = {
+    {"eager", run_eager},
+    {"held", run_held},
+    {"held_graph", run_held_graph},
+    {"held_context", run_held_context},
+    {"other_device", run_other_device},
+    {"split", run_split},
+};
+
+int
+main(int argc, char **argv)
+{
+    int (*run)(CUdevice, CUcontext, bool) = run_lazy;
+    for (size_t i = 0; argc > 1 && i < sizeof RUNS / sizeof RUNS[0]; i++)
+        if (strcmp(argv[1], RUNS[i].name) == 0)
+            run = RUNS[i].run;
+    if (run == run_eager)
+        setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    find_image(argv[0]);
+    CUdevice dev = 0;
+    CUcontext ctx = NULL;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        return 2;
+    return run(dev, ctx, argc > 2 && strcmp(argv[2], "wait") == 0);
 }
