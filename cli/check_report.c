@@ -8,6 +8,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/out_file.h"
+#include "snapshot/snapshot_oom.h"
 
 #define LINE_MAX_TEXT 4096
 
@@ -162,8 +163,7 @@ word_oom(char *buf, size_t len, const struct check_result *r, const char *site)
     else if (r->driver_call != NULL)
         snprintf(buf, len,
                  "%zu OOM%s, --no-oom; the first: %s found no device memory for the driver itself "
-                 "(kernel code, an array, a thread stack, a context or a graph's memory) after %zu "
-                 "entries",
+                 "(" SNAP_DRIVER_OWN_MEMORY ") after %zu entries",
                  r->count, r->count == 1 ? "" : "s", r->driver_call, r->driver_at);
     else
         snprintf(buf, len, "%zu OOM%s, --no-oom; the first: %s requested at entry %zu: %s",

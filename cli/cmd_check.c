@@ -13,6 +13,7 @@
 #include "cli/cli_util.h"
 #include "cli/frame_filter.h"
 #include "cli/run_diff.h"
+#include "snapshot/snapshot_oom.h"
 
 static const char check_text[] =
     "usage: cuprof check [--baseline OLD] [--max-peak-reserved SIZE] [--max-peak-allocated SIZE]\n"
@@ -53,7 +54,7 @@ static const struct cli_option check_options[] = {
     {"no-leaks", 0, NULL, "no block may still be allocated at the end (as `cuprof leaks`)", 'L'},
     {"no-oom", 0, NULL,
      "no out-of-memory error may have been recorded (an allocation's, or one of the driver's own "
-     "calls': kernel code, an array, a thread stack, a context, a graph's memory)",
+     "calls': " SNAP_DRIVER_OWN_MEMORY ")",
      'O'},
     {"junit", 0, "FILE",
      "also write the results as JUnit XML for CI systems (one test case per file, device and "

@@ -146,10 +146,9 @@ print_driver_ooms(FILE *out, const struct snapshot *snap, size_t device,
     if (n == 0)
         return;
     fprintf(out,
-            "out of memory in the driver's own calls: %zu (kernel code, arrays, thread stacks, "
-            "contexts or "
-            "graphs' memory it takes outside every allocation; `cuprof explain` says what would "
-            "have left it room)\n",
+            "out of memory in the driver's own calls: %zu (" SNAP_DRIVER_OWN_MEMORY
+            ", which it takes outside every allocation; `cuprof explain` says what would have "
+            "left it room)\n",
             n);
     for (size_t i = 0; i < snap->cuprof.oom_message_count; i++) {
         const struct snap_oom_message *m = &snap->cuprof.oom_messages[i];

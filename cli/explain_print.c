@@ -8,6 +8,7 @@
 #include "allocator/trace_sink.h"
 #include "cli/analysis.h"
 #include "cli/cli_util.h"
+#include "snapshot/snapshot_oom.h"
 
 /* The width of the device lines' labels. */
 #define LABEL_WIDTH 44
@@ -81,8 +82,8 @@ print_driver_call(FILE *out, const struct explain *x)
 {
     fputs("request: none the driver names: ", out);
     cli_fputs_term(x->driver_call, out);
-    fputs(" takes device memory for the driver itself (kernel code, an array, a thread stack, a "
-          "context or a graph's memory), outside every allocation, and does not say how much\n",
+    fputs(" takes device memory for the driver itself (" SNAP_DRIVER_OWN_MEMORY
+          "), outside every allocation, and does not say how much\n",
           out);
     if (x->message != NULL) {
         fputs("  message: ", out);

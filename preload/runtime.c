@@ -27,6 +27,7 @@
 #include "snapshot/label_table.h"
 #include "snapshot/program_pools.h"
 #include "snapshot/python_frames.h"
+#include "snapshot/snapshot_oom.h"
 #include "snapshot/text_escape.h"
 #include "snapshot/stacks.h"
 #include "snapshot/trace_ring.h"
@@ -426,10 +427,8 @@ runtime_notify_driver_oom(struct cuprof_runtime *rt, int device, const char *api
     static atomic_bool logged;
     char message[384];
     snprintf(message, sizeof message,
-             "%s: the driver found no device memory for itself (kernel code, an array, a thread "
-             "stack, a context or a graph's memory, which it takes outside every allocation)%s; "
-             "the "
-             "program gets "
+             "%s: the driver found no device memory for itself (" SNAP_DRIVER_OWN_MEMORY
+             ", which it takes outside every allocation)%s; the program gets "
              "CUDA_ERROR_OUT_OF_MEMORY",
              api,
              rt->mode == CUPROF_MODE_CACHE ? ", and cuprof's cache held none it could hand back"

@@ -1,15 +1,15 @@
 /* shim_driver_memory.h: the driver calls that take device memory for the driver itself, outside
- *   every allocation cuprof sees: kernel code (module and library loads, and the first use of a
- *   kernel under CUDA's lazy loading: function lookups and launches), texture arrays (mipmapped
- *   ones too), a larger thread stack (cuCtxSetLimit), a graph's memory nodes at its first upload
- *   or launch, a context of the program's own (cuCtxCreate). Without cuprof the memory a program
- * freed is the driver's again; in cache mode cuprof's cache keeps it, so when such a call fails
- * with CUDA_ERROR_OUT_OF_MEMORY while the cache holds memory it could hand back, the cache hands it
- * back (segment_free entries, as empty_cache()) and the call is made once more. Never during a
- * stream capture (a cuMemFree would invalidate it); the program keeps the driver's answer
- * otherwise. One log line, once; a refusal that stands gets its own line (once) and the first-OOM
- * snapshot, in every mode but off. Locking: none on success; a refusal takes the current device's
- * allocator lock to release. Hot path: launches pass through with one comparison of the result. */
+ *   every allocation cuprof sees: kernel code (module and library loads, and under CUDA's lazy
+ *   loading a kernel's first lookup or launch), texture arrays (mipmapped ones too), a larger
+ *   thread stack (cuCtxSetLimit), a graph's memory nodes (its first upload or launch), a context
+ *   of the program's own (cuCtxCreate, on the device it is made for). Without cuprof the memory a
+ *   program freed is the driver's again; in cache mode cuprof's cache keeps it, so when such a
+ *   call fails with CUDA_ERROR_OUT_OF_MEMORY while the cache holds memory it could hand back, the
+ *   cache hands it back (segment_free entries, as empty_cache()) and the call is made once more.
+ *   Never during a stream capture; one log line, once; a refusal that stands gets its own line
+ *   (once) and the first-OOM snapshot, in every mode but off.
+ * Locking: none on success; a refusal takes that device's allocator lock to release.
+ * Hot path: launches pass through with one comparison of the result. */
 #ifndef CUPROF_SHIM_DRIVER_MEMORY_H
 #define CUPROF_SHIM_DRIVER_MEMORY_H
 

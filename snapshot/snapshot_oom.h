@@ -13,6 +13,11 @@
 #include "snapshot/snapshot_field.h"
 #include "snapshot/snapshot_model.h"
 
+/* What the driver takes device memory for outside every allocation: the words of every message
+ * about a refusal of the driver's own calls (the log line, explain, summary, check). */
+#define SNAP_DRIVER_OWN_MEMORY                                                                     \
+    "kernel code, an array, a thread stack, a context or a graph's memory"
+
 /* One OOM: its device, the index of its `oom` entry in device_traces[device] (-1 when the
  * history no longer holds it, or it had none: a request of 1 EiB or more), when it happened
  * (µs since the Unix epoch, the entry's time_us) and the message the program's error stood for.
